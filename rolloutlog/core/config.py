@@ -1,0 +1,170 @@
+"""The run configuration, and a strict builder that names the key of every bad value.
+
+Configuration arrives as plain data (a TOML table, `--set key=value` overrides, the
+`config` object of a recorded `run_started`). `build_config` turns such a mapping into a
+frozen attrs class and refuses unknown keys, wrong types and impossible values with a
+message that names the key and what is allowed. Reading files is the caller's business:
+the core does no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+import attrs
+
+from rolloutlog.core.curriculum import known_curriculum
+
+StalenessPolicy = Literal["per-episode", "per-group"]
+DEFAULT_BATCH_SIZE = 64
+
+Check = Callable[[Any], str | None]
+
+
+class ConfigError(ValueError):
+    """A configuration value was refused; the message names the key and what is allowed."""
+
+
+def at_least(low: float) -> Check:
+    """A field check: the value must be `>= low`."""
+    return lambda value: None if value >= low else f"must be >= {low}"
+
+
+def between(low: float, high: float) -> Check:
+    """A field check: the value must lie in `[low, high]`."""
+    return lambda value: None if low <= value <= high else f"must be in [{low}, {high}]"
+
+
+def checked(default: Any, check: Check | None = None, doc: str = "") -> Any:
+    """An attrs field with a value check that `build_config` runs, and a one-line doc."""
+    return attrs.field(default=default, metadata={"check": check, "doc": doc})
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    """What the dispatcher and the sink need to decide; recorded in `run_started.config`."""
+
+    max_inflight: int = checked(64, at_least(1), "permits: episodes in flight at once")
+    max_off_policy_steps: int = checked(8, at_least(0), "largest rollout age that may train")
+    group_size: int = checked(8, at_least(1), "G: episodes per GRPO group")
+    batch_size: int | None = checked(DEFAULT_BATCH_SIZE, at_least(1), "episodes per batch")
+    token_batch_size: int | None = checked(None, at_least(1), "tokens per batch")
+    target_lag: int = checked(1, at_least(0), "gate: train dispatch pauses past this lag")
+    staleness: StalenessPolicy = checked("per-episode", None, "staleness enforcement")
+    filter_zero_advantages: bool = checked(True, None, "prune zero-advantage episodes")
+    seed: int = checked(0, None, "seed of the task source")
+    tasks: int = checked(1024, at_least(1), "size of the task set the task source samples")
+    eval_interval: int = checked(0, at_least(0), "open one eval group every N steps (0: off)")
+    frozen_fraction: float = checked(0.0, between(0.0, 1.0), "train groups from a frozen source")
+    admission_smoothing: bool = checked(False, None, "cap pool growth per 5-second window")
+    curriculum: str = checked("all", known_curriculum, "group admission rule (core.curriculum)")
+    zero_output_batches: int = checked(10, at_least(1), "stop after N batches of nothing admitted")
+
+    def __attrs_post_init__(self) -> None:
+        if (self.batch_size is None) == (self.token_batch_size is None):
+            raise ConfigError(
+                "batch_size / token_batch_size: set exactly one "
+                f"(got batch_size={self.batch_size}, token_batch_size={self.token_batch_size})"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, as recorded in `run_started.config`."""
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], where: str = "config") -> RunConfig:
+        """Build from plain data; setting only `token_batch_size` switches to token batches."""
+        data = dict(data)
+        if data.get("token_batch_size") is not None and "batch_size" not in data:
+            data["batch_size"] = None
+        return build_config(cls, data, where)
+
+
+C = TypeVar("C")
+
+
+def build_config(cls: type[C], data: Mapping[str, Any], where: str = "config") -> C:
+    """Build the attrs config class `cls` from `data`, refusing bad keys and values by name."""
+    fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[misc, arg-type]
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(fields))}"
+        )
+    values = {}
+    for name, value in data.items():
+        values[name] = _coerce(f"{where}.{name}", hints[name], value)
+        check = fields[name].metadata.get("check")
+        problem = check(values[name]) if check and values[name] is not None else None
+        if problem:
+            raise ConfigError(f"{where}.{name}: {problem} (got {value!r})")
+    return cls(**values)
+
+
+def _coerce(key: str, hint: Any, value: Any) -> Any:
+    """Check `value` against the type `hint`; ints are accepted where floats are expected."""
+    origin = get_origin(hint)
+    if origin is Literal:
+        allowed = get_args(hint)
+        if value not in allowed:
+            raise ConfigError(
+                f"{key}: must be one of {', '.join(map(repr, allowed))} (got {value!r})"
+            )
+        return value
+    if origin in (types.UnionType, typing.Union):
+        options = [a for a in get_args(hint) if a is not type(None)]
+        if value is None and len(options) < len(get_args(hint)):
+            return None
+        return _coerce(key, options[0], value)
+    return _coerce_scalar(key, hint, value)
+
+
+def _coerce_scalar(key: str, hint: Any, value: Any) -> Any:
+    expected = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    ok = {
+        bool: isinstance(value, bool),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, int | float) and not isinstance(value, bool),
+        str: isinstance(value, str),
+    }.get(hint)
+    if ok is None:
+        if isinstance(value, hint):
+            return value
+        raise ConfigError(f"{key}: must be {hint.__name__} (got {value!r})")
+    if not ok:
+        raise ConfigError(f"{key}: must be {expected[hint]} (got {value!r})")
+    if hint is float:
+        if not math.isfinite(value):
+            raise ConfigError(f"{key}: must be a finite number (got {value!r})")
+        return float(value)
+    return value
+
+
+def parse_overrides(overrides: Iterable[str]) -> dict[str, Any]:
+    """Parse `key=value` strings; values are TOML values, or bare strings when not TOML.
+
+    `batch_size=32` gives an int, `filter_zero_advantages=false` a bool and
+    `staleness=per-group` the string `"per-group"`.
+    """
+    parsed: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"override {item!r}: expected key=value")
+        try:
+            parsed[key] = tomllib.loads(f"value = {raw}")["value"]
+        except tomllib.TOMLDecodeError:
+            parsed[key] = raw.strip()
+    return parsed
+
+
+def describe_fields(cls: type[Any]) -> list[tuple[str, Any, str]]:
+    """(name, default, doc) of every field of a config class, for `--help` and the docs."""
+    return [(f.name, f.default, f.metadata.get("doc", "")) for f in attrs.fields(cls)]

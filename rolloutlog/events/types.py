@@ -1,0 +1,266 @@
+"""The event vocabulary of DESIGN.md: one frozen, slotted attrs class per kind.
+
+Events are facts, named in the past tense, and never edited. Every event carries `t`
+(seconds: virtual in simulation, since run start when live) and `seq` (0-based, gap-free).
+`seq` is assigned when the event is appended to a log; until then it is `UNSEQUENCED`, so
+that deciders can build events without knowing where they will land.
+
+All classes are keyword-only: field order carries no meaning, names do. Sequences are
+tuples so that an event stays immutable and hashable-by-value where its fields allow.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+import attrs
+
+UNSEQUENCED: Final = -1
+
+Work: TypeAlias = Literal["train", "eval"]
+CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown"]
+DropReason: TypeAlias = Literal["stale"]
+
+WORK_KINDS: Final = ("train", "eval")
+CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown")
+DROP_REASONS: Final = ("stale",)
+
+
+@attrs.frozen(kw_only=True)
+class RunStarted:
+    """The driver opened the run; always seq 0. `config` is the run configuration as plain data."""
+
+    kind: ClassVar[str] = "run_started"
+    t: float
+    seq: int = UNSEQUENCED
+    config: dict[str, Any] = attrs.field(hash=False)
+    seed: int
+    schema_version: int
+    code_version: str
+
+
+@attrs.frozen(kw_only=True)
+class GroupOpened:
+    """The dispatcher opened a GRPO group; `policy_version` is the version at its start."""
+
+    kind: ClassVar[str] = "group_opened"
+    t: float
+    seq: int = UNSEQUENCED
+    group_id: str
+    work: Work
+    env: str
+    task_id: str
+    group_size: int
+    policy_version: int
+    step: int
+    live: bool
+
+
+@attrs.frozen(kw_only=True)
+class EpisodeDispatched:
+    """One member went to inference; `policy_version` is its own dispatch version."""
+
+    kind: ClassVar[str] = "episode_dispatched"
+    t: float
+    seq: int = UNSEQUENCED
+    episode_id: str
+    group_id: str
+    member: int
+    policy_version: int
+
+
+@attrs.frozen(kw_only=True)
+class EpisodeCompleted:
+    """Inference finished an episode and the environment scored it."""
+
+    kind: ClassVar[str] = "episode_completed"
+    t: float
+    seq: int = UNSEQUENCED
+    episode_id: str
+    reward: float
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@attrs.frozen(kw_only=True)
+class EpisodeFailed:
+    """Inference or the environment failed an episode; it arrives at the sink unscored."""
+
+    kind: ClassVar[str] = "episode_failed"
+    t: float
+    seq: int = UNSEQUENCED
+    episode_id: str
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class EpisodesCancelled:
+    """The dispatcher cancelled in-flight members (`episode_ids`) and `unscheduled` more."""
+
+    kind: ClassVar[str] = "episodes_cancelled"
+    t: float
+    seq: int = UNSEQUENCED
+    group_id: str
+    episode_ids: tuple[str, ...]
+    unscheduled: int
+    reason: CancelReason
+
+
+@attrs.frozen(kw_only=True)
+class VersionPending:
+    """The trainer published `version`; episodes dispatched from now on are stamped with it."""
+
+    kind: ClassVar[str] = "version_pending"
+    t: float
+    seq: int = UNSEQUENCED
+    version: int
+
+
+@attrs.frozen(kw_only=True)
+class VersionLive:
+    """`version` is loaded on every inference endpoint and inference resumed."""
+
+    kind: ClassVar[str] = "version_live"
+    t: float
+    seq: int = UNSEQUENCED
+    version: int
+
+
+@attrs.frozen(kw_only=True)
+class LimitSet:
+    """The concurrency controller moved the permit limit; lowering it cancels nothing."""
+
+    kind: ClassVar[str] = "limit_set"
+    t: float
+    seq: int = UNSEQUENCED
+    max_inflight: int
+
+
+@attrs.frozen(kw_only=True)
+class OverloadCut:
+    """The concurrency controller asked to shed at least `n` episodes."""
+
+    kind: ClassVar[str] = "overload_cut"
+    t: float
+    seq: int = UNSEQUENCED
+    n: int
+
+
+@attrs.frozen(kw_only=True)
+class EpisodeDropped:
+    """The sink dropped an arrived or queued episode that was past the bound at `age`."""
+
+    kind: ClassVar[str] = "episode_dropped"
+    t: float
+    seq: int = UNSEQUENCED
+    episode_id: str
+    reason: DropReason
+    age: int
+
+
+@attrs.frozen(kw_only=True)
+class GroupScored:
+    """A group finalized: its scored members, their advantages, and the curriculum's verdict."""
+
+    kind: ClassVar[str] = "group_scored"
+    t: float
+    seq: int = UNSEQUENCED
+    group_id: str
+    episode_ids: tuple[str, ...]
+    advantages: tuple[float, ...]
+    admitted: bool
+
+
+@attrs.frozen(kw_only=True)
+class BatchShipped:
+    """Batch `step` went to the trainer: `episode_ids` were cut, `trained_ids` survived pruning."""
+
+    kind: ClassVar[str] = "batch_shipped"
+    t: float
+    seq: int = UNSEQUENCED
+    step: int
+    episode_ids: tuple[str, ...]
+    trained_ids: tuple[str, ...]
+    tokens: int
+
+
+@attrs.frozen(kw_only=True)
+class RunFinished:
+    """The driver closed the run; `reason` says why (for example `steps`, `zero_output`)."""
+
+    kind: ClassVar[str] = "run_finished"
+    t: float
+    seq: int = UNSEQUENCED
+    reason: str
+
+
+Event: TypeAlias = (
+    RunStarted
+    | GroupOpened
+    | EpisodeDispatched
+    | EpisodeCompleted
+    | EpisodeFailed
+    | EpisodesCancelled
+    | VersionPending
+    | VersionLive
+    | LimitSet
+    | OverloadCut
+    | EpisodeDropped
+    | GroupScored
+    | BatchShipped
+    | RunFinished
+)
+
+EVENT_TYPES: Final[dict[str, type[Event]]] = {
+    cls.kind: cls
+    for cls in (
+        RunStarted,
+        GroupOpened,
+        EpisodeDispatched,
+        EpisodeCompleted,
+        EpisodeFailed,
+        EpisodesCancelled,
+        VersionPending,
+        VersionLive,
+        LimitSet,
+        OverloadCut,
+        EpisodeDropped,
+        GroupScored,
+        BatchShipped,
+        RunFinished,
+    )
+}
+
+# Who writes what (DESIGN.md § Events): world events come from outside the deciders (the
+# driver, inference, the trainer, the concurrency controller); decided events are the
+# dispatcher's and the sink's, and replay must re-derive them exactly.
+WORLD_KINDS: Final = frozenset(
+    {
+        "run_started",
+        "episode_completed",
+        "episode_failed",
+        "version_pending",
+        "version_live",
+        "limit_set",
+        "overload_cut",
+        "run_finished",
+    }
+)
+DISPATCHER_KINDS: Final = frozenset({"group_opened", "episode_dispatched", "episodes_cancelled"})
+SINK_KINDS: Final = frozenset({"episode_dropped", "group_scored", "batch_shipped"})
+DECIDED_KINDS: Final = DISPATCHER_KINDS | SINK_KINDS
+
+
+def is_world_event(event: Event) -> bool:
+    """True for events that enter from outside the deciders."""
+    return event.kind in WORLD_KINDS
+
+
+def with_seq(event: Event, seq: int) -> Event:
+    """The same fact, placed at `seq` in a log."""
+    return attrs.evolve(event, seq=seq)
+
+
+def event_fields(cls: type[Event]) -> tuple[str, ...]:
+    """The payload field names of an event class, without `seq` and `t`."""
+    return tuple(f.name for f in attrs.fields(cls) if f.name not in ("seq", "t"))
