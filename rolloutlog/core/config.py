@@ -90,7 +90,7 @@ C = TypeVar("C")
 
 def build_config(cls: type[C], data: Mapping[str, Any], where: str = "config") -> C:
     """Build the attrs config class `cls` from `data`, refusing bad keys and values by name."""
-    fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[misc, arg-type]
+    fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
