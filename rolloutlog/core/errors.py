@@ -1,0 +1,27 @@
+"""Errors the core raises. Each names the seq of the event that could not be applied."""
+
+from __future__ import annotations
+
+
+class InconsistentLogError(ValueError):
+    """An event contradicts what the log said before it (an unknown group, a wrong step)."""
+
+    def __init__(self, seq: int, kind: str, problem: str) -> None:
+        super().__init__(f"seq {seq} ({kind}): {problem}")
+        self.seq = seq
+        self.kind = kind
+        self.problem = problem
+
+
+class LoopBoundError(RuntimeError):
+    """The reaction loop exceeded a bound: a decider kept deciding and would never settle."""
+
+
+class ZeroOutputError(RuntimeError):
+    """Finalized work kept arriving and nothing was admitted for training; the run must stop."""
+
+
+def require(condition: bool, seq: int, kind: str, problem: str) -> None:
+    """Raise `InconsistentLogError` unless `condition`; a check that survives `python -O`."""
+    if not condition:
+        raise InconsistentLogError(seq, kind, problem)

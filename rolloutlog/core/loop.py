@@ -1,0 +1,159 @@
+"""The reaction loop that every driver shares: world event → sink → dispatcher, recursively.
+
+A driver feeds one world event at a time. The loop appends it (assigning `seq` and
+evolving both states), then settles it: the sink decides on it and its events are
+appended, then the dispatcher decides (seeing the sink's events) and its events are
+appended; then each of those events is settled in the same way, depth first, before
+`feed` returns. Each decider's whole answer is appended before anyone decides again, so a
+decision is never computed on a state that misses an earlier decision.
+
+The loop is pure: no clock, no randomness, no I/O. Decided events carry the `t` of the
+world event that caused them. Every bound is explicit: a world event that sets off more
+than `max_reactions` events, or nests deeper than `max_depth`, raises `LoopBoundError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, Protocol, TypeVar
+
+import attrs
+
+from rolloutlog.core import dispatcher as dispatcher_module
+from rolloutlog.core import sink as sink_module
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.digest import GENESIS, canonical, chain
+from rolloutlog.core.errors import LoopBoundError
+from rolloutlog.events.types import WORLD_KINDS, Event, RunStarted
+
+S = TypeVar("S")
+
+
+@attrs.frozen
+class Decider(Generic[S]):
+    """One decider as three pure functions, so implementations can be swapped and compared."""
+
+    name: str
+    initial_state: Callable[[RunConfig], S]
+    evolve: Callable[[S, Event], S]
+    decide: Callable[[S, Event], list[Event]]
+    summary: Callable[[S], tuple[int, ...]]
+
+
+def _dispatcher_summary(state: dispatcher_module.DispatcherState) -> tuple[int, ...]:
+    return (state.step, state.version, state.limit, len(state.inflight), len(state.groups))
+
+
+def _sink_summary(state: sink_module.SinkState) -> tuple[int, ...]:
+    return (state.step, state.version, len(state.queue), len(state.groups), len(state.pending))
+
+
+DISPATCHER: Decider[dispatcher_module.DispatcherState] = Decider(
+    "dispatcher",
+    dispatcher_module.initial_state,
+    dispatcher_module.evolve,
+    dispatcher_module.decide,
+    _dispatcher_summary,
+)
+SINK: Decider[sink_module.SinkState] = Decider(
+    "sink", sink_module.initial_state, sink_module.evolve, sink_module.decide, _sink_summary
+)
+
+
+class Observer(Protocol):
+    """Sees every appended event with the states after it (invariant checks, metrics)."""
+
+    def observe(self, event: Event, loop: ReactionLoop) -> None: ...
+
+    def settled(self, world_event: Event, loop: ReactionLoop) -> None: ...
+
+
+MAX_REACTIONS = 1_000_000
+MAX_DEPTH = 64
+
+
+class ReactionLoop:
+    """Both deciders over one growing log; `feed` a world event, get back what was appended."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        sink: Decider[Any] = SINK,
+        dispatcher: Decider[Any] = DISPATCHER,
+        observers: tuple[Observer, ...] = (),
+        max_reactions: int = MAX_REACTIONS,
+        max_depth: int = MAX_DEPTH,
+    ) -> None:
+        self.config = config
+        self.sink, self.dispatcher = sink, dispatcher
+        self.sink_state = sink.initial_state(config)
+        self.dispatcher_state = dispatcher.initial_state(config)
+        self.observers = observers
+        self.max_reactions, self.max_depth = max_reactions, max_depth
+        self.next_seq = 0
+        self.digest = GENESIS
+
+    @classmethod
+    def from_run_started(cls, event: RunStarted, **options: Any) -> ReactionLoop:
+        """A loop configured by a recorded `run_started` (replay, verify)."""
+        return cls(RunConfig.from_mapping(event.config, where="run_started.config"), **options)
+
+    def feed(self, event: Event) -> list[Event]:
+        """Append world `event` and settle everything it sets off; returns all appended events."""
+        if event.kind not in WORLD_KINDS:
+            raise ValueError(f"feed takes world events; {event.kind} is decided by the deciders")
+        if (event.kind == "run_started") != (self.next_seq == 0):
+            raise ValueError("run_started must be the first event of a log, and only the first")
+        appended: list[Event] = []
+        self._append(event, appended)
+        self._settle(appended)
+        for observer in self.observers:
+            observer.settled(appended[0], self)
+        return appended
+
+    def _append(self, event: Event, appended: list[Event]) -> Event:
+        event = attrs.evolve(event, seq=self.next_seq)
+        self.next_seq += 1
+        self.sink_state = self.sink.evolve(self.sink_state, event)
+        self.dispatcher_state = self.dispatcher.evolve(self.dispatcher_state, event)
+        self.digest = chain(self.digest, canonical(event), self.summary())
+        appended.append(event)
+        for observer in self.observers:
+            observer.observe(event, self)
+        if len(appended) > self.max_reactions:
+            raise LoopBoundError(
+                f"world event seq {appended[0].seq} ({appended[0].kind}) set off more than "
+                f"{self.max_reactions} events: the deciders do not settle"
+            )
+        return event
+
+    def _settle(self, appended: list[Event]) -> None:
+        """Depth-first over decision rounds, with an explicit stack instead of recursion."""
+        owed: list[Iterator[Event]] = [iter(appended[:1])]
+        while owed:
+            event = next(owed[-1], None)
+            if event is None:
+                owed.pop()
+                continue
+            decided = [self._append(e, appended) for e in self.sink.decide(self.sink_state, event)]
+            decided += [
+                self._append(e, appended)
+                for e in self.dispatcher.decide(self.dispatcher_state, event)
+            ]
+            if decided:
+                if len(owed) >= self.max_depth:
+                    raise LoopBoundError(
+                        f"reactions to seq {appended[0].seq} nest deeper than {self.max_depth}"
+                    )
+                owed.append(iter(decided))
+
+    def summary(self) -> tuple[int, ...]:
+        """The small state summary that each digest covers."""
+        return self.dispatcher.summary(self.dispatcher_state) + self.sink.summary(self.sink_state)
+
+    def zero_output_reason(self) -> str | None:
+        """Why the run should stop for lack of admitted work, or None (see `core.sink`)."""
+        if self.sink is not SINK:
+            return None
+        return sink_module.zero_output_reason(self.sink_state)

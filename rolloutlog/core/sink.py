@@ -1,0 +1,402 @@
+"""The sink decider: collects arrived episodes into GRPO groups and training batches.
+
+The sink is the hard staleness guarantee. A group finalizes when its arrived members plus
+all its cancellation counts reach G; at that moment arrived members that are themselves
+stale are dropped, the fresh successful ones are scored and shown to the curriculum, and
+admitted members join the queue. When the step advances, queued episodes that became stale
+are dropped; a batch is cut from the oldest queued episodes once it is full and the
+trainer is close enough behind (the ship hold).
+
+Like the dispatcher, the state is mutated in place by `evolve` only, and `decide` reads
+the state that already includes the event it reacts to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.curriculum import Curriculum, ScoredGroup, curriculum_named
+from rolloutlog.core.errors import InconsistentLogError, require
+from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
+from rolloutlog.core.staleness import is_stale, rollout_age
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeDropped,
+    Event,
+    GroupScored,
+)
+
+
+@attrs.define(slots=True)
+class Arrival:
+    """An episode that reached the sink: `reward` is None when it failed."""
+
+    episode_id: str
+    member: int
+    version: int
+    reward: float | None
+    tokens: int
+    dropped: bool = False
+
+
+@attrs.define(slots=True)
+class SinkGroup:
+    """A group the sink has not finalized yet."""
+
+    group_id: str
+    task_id: str
+    env: str
+    train: bool
+    live: bool
+    size: int
+    pending: dict[str, int] = attrs.Factory(dict)  # dispatched, not arrived: id -> version
+    arrived: list[Arrival] = attrs.Factory(list)
+    cancelled: int = 0
+    stale_cancelled: int = 0
+
+    def complete(self) -> bool:
+        """Finalization rule: arrived + Σ cancellation counts == G."""
+        return len(self.arrived) + self.cancelled == self.size
+
+    def is_stale(self, version: int, step: int, bound: int) -> bool:
+        """Whether a member dispatched at `version` is past the bound at `step`."""
+        return is_stale(version, step, bound, train=self.train, live=self.live)
+
+
+@attrs.define(slots=True)
+class Queued:
+    """An admitted episode waiting for a batch."""
+
+    version: int
+    advantage: float
+    tokens: int
+    live: bool
+
+
+@attrs.define(slots=True)
+class IdleWork:
+    """Finalized train work since something was last admitted, for the zero-output guard."""
+
+    episodes: int = 0
+    tokens: int = 0
+    stale: int = 0
+    rejected_groups: int = 0
+    unscored_groups: int = 0
+
+
+@attrs.define(slots=True)
+class SinkState:
+    """Open groups, the queue, the step and version; bounded by what is open and queued."""
+
+    config: RunConfig
+    admit: Curriculum
+    step: int = 1
+    version: int = 0
+    groups: dict[str, SinkGroup] = attrs.Factory(dict)
+    pending: dict[str, str] = attrs.Factory(dict)  # dispatched episode id -> group id
+    queue: dict[str, Queued] = attrs.Factory(dict)  # in queue order, oldest first
+    queued_tokens: int = 0
+    idle: IdleWork = attrs.Factory(IdleWork)
+
+
+def initial_state(config: RunConfig) -> SinkState:
+    """The sink before `run_started`: step 1, version 0, nothing queued."""
+    return SinkState(config=config, admit=curriculum_named(config.curriculum))
+
+
+# --- evolve ------------------------------------------------------------------------------
+
+
+def evolve(state: SinkState, event: Event) -> SinkState:
+    """Apply one event to the state, in place; events it does not care about pass through."""
+    handler = _EVOLVERS.get(event.kind)
+    if handler is not None:
+        handler(state, event)
+    return state
+
+
+def _group_of(state: SinkState, group_id: str, event: Any) -> SinkGroup:
+    group = state.groups.get(group_id)
+    if group is None:
+        raise InconsistentLogError(event.seq, event.kind, f"{group_id} is not open at the sink")
+    return group
+
+
+def _on_group_opened(state: SinkState, event: Any) -> None:
+    state.groups[event.group_id] = SinkGroup(
+        group_id=event.group_id,
+        task_id=event.task_id,
+        env=event.env,
+        train=event.work == "train",
+        live=event.live,
+        size=event.group_size,
+    )
+
+
+def _on_dispatched(state: SinkState, event: Any) -> None:
+    _group_of(state, event.group_id, event).pending[event.episode_id] = event.policy_version
+    state.pending[event.episode_id] = event.group_id
+
+
+def _on_arrival(state: SinkState, event: Any) -> None:
+    group_id = state.pending.pop(event.episode_id, None)
+    if group_id is None:
+        return  # late: the episode was cancelled before it arrived; never counted twice
+    group = state.groups[group_id]
+    version = group.pending.pop(event.episode_id)
+    completed = event.kind == "episode_completed"
+    group.arrived.append(
+        Arrival(
+            episode_id=event.episode_id,
+            member=int(event.episode_id.rpartition("/")[2]),
+            version=version,
+            reward=event.reward if completed else None,
+            tokens=event.prompt_tokens + event.completion_tokens if completed else 0,
+        )
+    )
+
+
+def _on_cancelled(state: SinkState, event: Any) -> None:
+    group = _group_of(state, event.group_id, event)
+    for episode_id in event.episode_ids:
+        require(
+            group.pending.pop(episode_id, None) is not None,
+            event.seq,
+            event.kind,
+            f"{episode_id} was not pending at the sink",
+        )
+        del state.pending[episode_id]
+    count = len(event.episode_ids) + event.unscheduled
+    group.cancelled += count
+    if event.reason == "stale":
+        group.stale_cancelled += count
+    require(
+        len(group.arrived) + group.cancelled <= group.size,
+        event.seq,
+        event.kind,
+        f"{group.group_id} would account for more than {group.size} members",
+    )
+
+
+def _on_dropped(state: SinkState, event: Any) -> None:
+    queued = state.queue.pop(event.episode_id, None)
+    if queued is not None:
+        state.queued_tokens -= queued.tokens
+        return
+    group = _group_of(state, event.episode_id.rpartition("/")[0], event)
+    for arrival in group.arrived:
+        if arrival.episode_id == event.episode_id:
+            arrival.dropped = True
+            return
+    raise InconsistentLogError(
+        event.seq, event.kind, f"{event.episode_id} is neither queued nor arrived"
+    )
+
+
+def _on_scored(state: SinkState, event: Any) -> None:
+    group = state.groups.pop(event.group_id, None)
+    if group is None:
+        raise InconsistentLogError(event.seq, event.kind, f"{event.group_id} is not open")
+    require(group.complete(), event.seq, event.kind, f"{event.group_id} is not complete")
+    if not group.train:
+        return
+    if event.admitted:
+        _enqueue(state, group, event)
+        state.idle = IdleWork()
+        return
+    idle = state.idle
+    idle.episodes += group.size
+    idle.tokens += sum(a.tokens for a in group.arrived)
+    idle.stale += group.stale_cancelled + sum(a.dropped for a in group.arrived)
+    idle.rejected_groups += bool(event.episode_ids)
+    idle.unscored_groups += not event.episode_ids
+
+
+def _enqueue(state: SinkState, group: SinkGroup, event: Any) -> None:
+    arrivals = {a.episode_id: a for a in group.arrived}
+    for episode_id, advantage in zip(event.episode_ids, event.advantages, strict=True):
+        arrival = arrivals[episode_id]
+        state.queue[episode_id] = Queued(arrival.version, advantage, arrival.tokens, group.live)
+        state.queued_tokens += arrival.tokens
+
+
+def _on_version_pending(state: SinkState, event: Any) -> None:
+    state.version = event.version
+
+
+def _on_batch_shipped(state: SinkState, event: Any) -> None:
+    require(event.step == state.step, event.seq, event.kind, f"expected step {state.step}")
+    for episode_id in event.episode_ids:
+        queued = state.queue.pop(episode_id, None)
+        if queued is None:
+            raise InconsistentLogError(event.seq, event.kind, f"{episode_id} is not queued")
+        state.queued_tokens -= queued.tokens
+    state.step = event.step + 1
+
+
+_EVOLVERS: dict[str, Callable[[SinkState, Any], None]] = {
+    "group_opened": _on_group_opened,
+    "episode_dispatched": _on_dispatched,
+    "episode_completed": _on_arrival,
+    "episode_failed": _on_arrival,
+    "episodes_cancelled": _on_cancelled,
+    "episode_dropped": _on_dropped,
+    "group_scored": _on_scored,
+    "version_pending": _on_version_pending,
+    "batch_shipped": _on_batch_shipped,
+}
+
+
+# --- decide ------------------------------------------------------------------------------
+
+
+def decide(state: SinkState, event: Event) -> list[Event]:
+    """The sink's reaction to `event`, on the state that already includes it."""
+    kind = event.kind
+    if kind in ("episode_completed", "episode_failed"):
+        return _finalize_if_complete(state, event.episode_id.rpartition("/")[0], event.t)  # type: ignore[union-attr]
+    if kind == "episodes_cancelled":
+        return _finalize_if_complete(state, event.group_id, event.t)  # type: ignore[union-attr]
+    if kind == "batch_shipped":
+        return _sweep_and_cut(state, event.t)
+    if kind in ("group_scored", "version_pending"):
+        return _cut(state, state.queue, event.t)
+    return []
+
+
+def _finalize_if_complete(state: SinkState, group_id: str, t: float) -> list[Event]:
+    group = state.groups.get(group_id)
+    if group is None or not group.complete():
+        return []
+    return _finalize(state, group, t)
+
+
+def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
+    """Drop stale arrivals, score the fresh successful members, ask the curriculum."""
+    config, step = state.config, state.step
+    bound = config.max_off_policy_steps
+    arrived = sorted(group.arrived, key=lambda a: a.member)
+    void = config.staleness == "per-group" and group.stale_cancelled > 0
+    out: list[Event] = []
+    fresh: list[Arrival] = []
+    for arrival in arrived:
+        if void or group.is_stale(arrival.version, step, bound):
+            out.append(
+                EpisodeDropped(
+                    t=t,
+                    episode_id=arrival.episode_id,
+                    reason="stale",
+                    age=rollout_age(arrival.version, step),
+                )
+            )
+        elif arrival.reward is not None:
+            fresh.append(arrival)
+    out.append(_score(state, group, fresh, t))
+    return out
+
+
+def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) -> GroupScored:
+    ids = tuple(a.episode_id for a in scored)
+    if not group.train or not scored:
+        return GroupScored(
+            t=t, group_id=group.group_id, episode_ids=ids, advantages=(), admitted=False
+        )
+    rewards = tuple(a.reward for a in scored if a.reward is not None)
+    advantages = grpo_advantages(rewards)
+    admitted = state.admit(
+        ScoredGroup(
+            group_id=group.group_id,
+            task_id=group.task_id,
+            env=group.env,
+            episode_ids=ids,
+            rewards=rewards,
+            advantages=advantages,
+        )
+    )
+    return GroupScored(
+        t=t, group_id=group.group_id, episode_ids=ids, advantages=advantages, admitted=admitted
+    )
+
+
+def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
+    """The step advanced: drop queued episodes that became stale, then cut if a batch is full."""
+    bound, step = state.config.max_off_policy_steps, state.step
+    out: list[Event] = []
+    remaining: dict[str, Queued] = {}
+    for episode_id, queued in state.queue.items():
+        age = rollout_age(queued.version, step)
+        if is_stale(queued.version, step, bound, train=True, live=queued.live):
+            out.append(EpisodeDropped(t=t, episode_id=episode_id, reason="stale", age=age))
+        else:
+            remaining[episode_id] = queued
+    out.extend(_cut(state, remaining if out else state.queue, t))
+    return out
+
+
+def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
+    """Cut batch `step` from the oldest queued episodes once it is full and may ship."""
+    config = state.config
+    if state.version < state.step - 1 - config.target_lag:
+        return []  # ship hold: the trainer is too far behind to take batch `step` yet
+    cut = _take(config, queue)
+    if not cut:
+        return []
+    trained = [
+        e
+        for e in cut
+        if not (config.filter_zero_advantages and is_zero_advantage(queue[e].advantage))
+    ]
+    return [
+        BatchShipped(
+            t=t,
+            step=state.step,
+            episode_ids=tuple(cut),
+            trained_ids=tuple(trained),
+            tokens=sum(queue[e].tokens for e in trained),
+        )
+    ]
+
+
+def _take(config: RunConfig, queue: dict[str, Queued]) -> list[str]:
+    """The oldest queued ids that make a full batch, or [] when the queue is short."""
+    if config.batch_size is not None:
+        if len(queue) < config.batch_size:
+            return []
+        ids = iter(queue)
+        return [next(ids) for _ in range(config.batch_size)]
+    target = config.token_batch_size or 0
+    taken, tokens = [], 0
+    for episode_id, queued in queue.items():
+        taken.append(episode_id)
+        tokens += queued.tokens
+        if tokens >= target:
+            return taken
+    return []
+
+
+# --- the zero-output guard ---------------------------------------------------------------
+
+
+def zero_output_reason(state: SinkState) -> str | None:
+    """Why the run should stop, when N batches' worth of finalized work admitted nothing."""
+    config, idle = state.config, state.idle
+    limit = config.zero_output_batches
+    if config.batch_size is not None:
+        if idle.episodes < limit * config.batch_size:
+            return None
+        work = f"{idle.episodes} finalized episodes"
+    else:
+        if idle.tokens < limit * (config.token_batch_size or 0):
+            return None
+        work = f"{idle.tokens} finalized tokens"
+    return (
+        f"no group admitted for training in {work} ({limit} batches' worth): "
+        f"{idle.stale} episodes dropped or cancelled as stale, "
+        f"{idle.rejected_groups} groups rejected by curriculum {config.curriculum!r}, "
+        f"{idle.unscored_groups} groups with no fresh successful member. "
+        "Check max_off_policy_steps (staleness drops), the curriculum, or task difficulty."
+    )
