@@ -11,7 +11,7 @@ existed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -20,8 +20,12 @@ from rolloutlog.core.scoring import grpo_advantages
 from rolloutlog.core.staleness import is_stale, rollout_age
 from rolloutlog.events.types import Event
 
-if TYPE_CHECKING:
-    from rolloutlog.core.loop import ReactionLoop
+
+class HoldsDispatcher(Protocol):
+    """Anything that folds the dispatcher: the reaction loop, or replay's log fold."""
+
+    @property
+    def dispatcher_state(self) -> Any: ...
 
 
 class InvariantViolation(AssertionError):
@@ -85,7 +89,7 @@ class InvariantChecker:
 
     # --- observer protocol -----------------------------------------------------------------
 
-    def observe(self, event: Event, loop: ReactionLoop | None = None) -> None:
+    def observe(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
         """Check one appended event; with a loop, also compare permits with its dispatcher."""
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
@@ -98,7 +102,7 @@ class InvariantChecker:
                 f"dispatcher holds {held} permits, {self.inflight} episodes are in flight",
             )
 
-    def settled(self, world_event: Event, loop: ReactionLoop | None = None) -> None:
+    def settled(self, world_event: Event, loop: HoldsDispatcher | None = None) -> None:
         """After a world event settled: no stale train episode may stay in flight past a
         version update, and at quiescence nothing may be left open."""
         if world_event.kind == "version_pending":

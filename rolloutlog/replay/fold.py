@@ -1,0 +1,108 @@
+"""Fold a recorded log: evolve both deciders, extend the digest chain, check, summarise.
+
+Folding applies every recorded event (world and decided) without deciding anything; it is
+what `replay` and `show` do. An event the deciders cannot apply (a completion for an
+episode never dispatched, a batch for the wrong step, a seq gap) stops the fold with an
+`InconsistentLogError` naming its seq, and everything before it stays reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from rolloutlog.core import dispatcher, sink
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.digest import GENESIS, canonical, chain
+from rolloutlog.core.errors import InconsistentLogError
+from rolloutlog.core.invariants import InvariantChecker
+from rolloutlog.core.loop import DISPATCHER, SINK
+from rolloutlog.events.types import WORLD_KINDS, Event, RunStarted
+from rolloutlog.replay.summary import SummaryCollector
+
+
+class LogFold:
+    """The state of a log after each event it has applied, with checks and the summary."""
+
+    def __init__(self, config: RunConfig, *, check_invariants: bool = True) -> None:
+        self.config = config
+        self.dispatcher_state = dispatcher.initial_state(config)
+        self.sink_state = sink.initial_state(config)
+        self.checker = (
+            InvariantChecker(config, raise_on_violation=False) if check_invariants else None
+        )
+        self.collector = SummaryCollector(config.group_size)
+        self.digest = GENESIS
+        self.digests: list[bytes] | None = None
+        self.next_seq = 0
+        self._last_world: Event | None = None
+
+    @classmethod
+    def from_run_started(cls, event: Event, **options: Any) -> LogFold:
+        """A fold configured by the log's first event, which must be `run_started`."""
+        if not isinstance(event, RunStarted):
+            raise InconsistentLogError(event.seq, event.kind, "a log must start with run_started")
+        config = RunConfig.from_mapping(event.config, where="run_started.config")
+        return cls(config, **options)
+
+    def keep_digests(self) -> LogFold:
+        """Remember every digest (for `diff`'s bisection), not only the last."""
+        self.digests = []
+        return self
+
+    def apply(self, event: Event) -> None:
+        """Apply one recorded event; raises `InconsistentLogError` naming its seq."""
+        if event.seq != self.next_seq:
+            raise InconsistentLogError(
+                event.seq, event.kind, f"seq gap: expected seq {self.next_seq}"
+            )
+        if self.checker is not None and event.kind in WORLD_KINDS and self._last_world:
+            self.checker.settled(self._last_world, self)
+        self.collector.observe(event, self.sink_state)
+        self.sink_state = sink.evolve(self.sink_state, event)
+        self.dispatcher_state = dispatcher.evolve(self.dispatcher_state, event)
+        summary = DISPATCHER.summary(self.dispatcher_state) + SINK.summary(self.sink_state)
+        self.digest = chain(self.digest, canonical(event), summary)
+        if self.digests is not None:
+            self.digests.append(self.digest)
+        if self.checker is not None:
+            self.checker.observe(event, self)
+        if event.kind in WORLD_KINDS:
+            self._last_world = event
+        self.next_seq += 1
+
+    def finish(self) -> None:
+        """The log ended: settle the last world event's checks."""
+        if self.checker is not None and self._last_world is not None:
+            self.checker.settled(self._last_world, self)
+            self._last_world = None
+
+    def summary(self) -> dict[str, Any]:
+        """The `replay --json` object for what has been applied so far."""
+        violations = self.checker.violations if self.checker is not None else []
+        return self.collector.summary(list(violations))
+
+
+@attrs.frozen
+class FoldResult:
+    """What folding a log gave: the fold (state, summary) and the error that stopped it."""
+
+    fold: LogFold | None
+    error: InconsistentLogError | None
+
+
+def fold_events(events: Iterable[Event], *, check_invariants: bool = True) -> FoldResult:
+    """Fold events from the start of a log; stops at the first event that cannot apply."""
+    fold: LogFold | None = None
+    try:
+        for event in events:
+            if fold is None:
+                fold = LogFold.from_run_started(event, check_invariants=check_invariants)
+            fold.apply(event)
+    except InconsistentLogError as error:
+        return FoldResult(fold, error)
+    if fold is not None:
+        fold.finish()
+    return FoldResult(fold, None)
