@@ -1,0 +1,242 @@
+"""The Arrow form of events: one flat, nullable table with a column per field name.
+
+Every kind shares one schema so that a log is a single Arrow IPC stream that any Arrow
+reader (pyarrow, polars, duckdb) can open without knowing rolloutlog. A field name is one
+column across kinds (`policy_version`, `episode_ids`, `reason`, `step`); a row leaves the
+columns of other kinds null. `seq`, `t` and `kind` are never null.
+
+Conversion is column-wise, because per-row work is what bounds throughput in Python: the
+writer builds one Python list per column and calls `pa.array` once per column; the reader
+calls `to_pylist()` once per column and builds objects kind by kind. `batch_columns` stops
+before the objects, for replays that fold columns directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
+from typing import Any, Final
+
+import attrs
+import google_crc32c
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from rolloutlog.events.errors import EventError, LogCorruptError, LogSchemaError
+from rolloutlog.events.types import EVENT_TYPES, WORK_KINDS, Event, event_fields
+from rolloutlog.events.validate import FIELD_VALUE_TYPES
+
+SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION_KEY: Final = b"rolloutlog.schema_version"
+CHECKSUM_KEY: Final = b"rolloutlog.crc32c"
+FIRST_SEQ_KEY: Final = b"rolloutlog.first_seq"
+LAST_SEQ_KEY: Final = b"rolloutlog.last_seq"
+
+# Fixed dictionaries: the writer emits each once per stream, indices stay stable across
+# batches and versions (new kinds are appended), and the reader can check them for damage.
+KIND_NAMES: Final = tuple(EVENT_TYPES)
+KIND_DICTIONARY: Final = pa.array(KIND_NAMES, pa.string())
+WORK_DICTIONARY: Final = pa.array(WORK_KINDS, pa.string())
+_KIND_CODES: Final = {kind: code for code, kind in enumerate(KIND_NAMES)}
+_WORK_CODES: Final = {work: code for code, work in enumerate(WORK_KINDS)}
+_ENUM_TYPE: Final = pa.dictionary(pa.int8(), pa.string())
+
+PAYLOAD_FIELDS: Final = {kind: event_fields(cls) for kind, cls in EVENT_TYPES.items()}
+FIELD_NAMES: Final = tuple(
+    dict.fromkeys(name for names in PAYLOAD_FIELDS.values() for name in names)
+)
+
+_ARROW_TYPES: Final = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "str": pa.string(),
+    "str_list": pa.list_(pa.string()),
+    "float_list": pa.list_(pa.float64()),
+    "json": pa.string(),  # JSON text: config is open-ended plain data
+}
+
+
+def _column_type(name: str) -> pa.DataType:
+    return _ENUM_TYPE if name == "work" else _ARROW_TYPES[FIELD_VALUE_TYPES[name]]
+
+
+LOG_SCHEMA: Final = pa.schema(
+    [
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("t", pa.float64(), nullable=False),
+        pa.field("kind", _ENUM_TYPE, nullable=False),
+        *(pa.field(name, _column_type(name)) for name in FIELD_NAMES),
+    ],
+    metadata={SCHEMA_VERSION_KEY: str(SCHEMA_VERSION).encode()},
+)
+_LIST_FIELDS: Final = frozenset(
+    name for name in FIELD_NAMES if FIELD_VALUE_TYPES[name] in ("str_list", "float_list")
+)
+_JSON_FIELDS: Final = frozenset(name for name in FIELD_NAMES if FIELD_VALUE_TYPES[name] == "json")
+
+
+def events_to_batch(events: Sequence[Event]) -> pa.RecordBatch:
+    """One record batch of `LOG_SCHEMA` holding `events` in order (seqs as they are)."""
+    columns: dict[str, list[Any]] = {name: [None] * len(events) for name in FIELD_NAMES}
+    rows_by_type: dict[type[Event], list[int]] = {}
+    for row, event in enumerate(events):
+        rows_by_type.setdefault(type(event), []).append(row)
+    for cls, rows in rows_by_type.items():
+        members = [events[row] for row in rows]
+        for name in PAYLOAD_FIELDS[cls.kind]:
+            column = columns[name]
+            for row, value in zip(rows, map(attrgetter(name), members), strict=True):
+                column[row] = value
+    kind_codes = pa.array([_KIND_CODES[event.kind] for event in events], pa.int8())
+    arrays = [
+        pa.array([event.seq for event in events], pa.int64()),
+        pa.array([event.t for event in events], pa.float64()),
+        pa.DictionaryArray.from_arrays(kind_codes, KIND_DICTIONARY),
+        *(_to_arrow(name, columns[name]) for name in FIELD_NAMES),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=LOG_SCHEMA)
+
+
+def _to_arrow(name: str, values: list[Any]) -> pa.Array:
+    if name == "work":
+        codes = [None if value is None else _WORK_CODES[value] for value in values]
+        return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int8()), WORK_DICTIONARY)
+    if name in _JSON_FIELDS:
+        values = [None if value is None else _json_text(value) for value in values]
+    return pa.array(values, _column_type(name))
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def batch_columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
+    """The batch as plain Python lists, one per column name; null where a kind lacks a field.
+
+    `kind` and `work` are strings, `config` is parsed JSON, list columns hold lists.
+    """
+    columns: dict[str, list[Any]] = {}
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if isinstance(column, pa.DictionaryArray):
+            # Decoding indices through numpy is ~50x faster than DictionaryArray.to_pylist();
+            # a null index becomes -1, which picks the None appended to the labels.
+            labels = [*column.dictionary.to_pylist(), None]
+            codes = column.indices.fill_null(-1).to_numpy().tolist()
+            columns[name] = [labels[code] for code in codes]
+        elif name in _JSON_FIELDS:
+            columns[name] = [
+                None if text is None else json.loads(text) for text in column.to_pylist()
+            ]
+        else:
+            columns[name] = column.to_pylist()
+    return columns
+
+
+def iter_batch_columns(batches: Iterable[pa.RecordBatch]) -> Iterator[dict[str, list[Any]]]:
+    """`batch_columns` of each batch, one batch in memory at a time."""
+    for batch in batches:
+        yield batch_columns(batch)
+
+
+def columns_to_events(columns: Mapping[str, list[Any]]) -> list[Event]:
+    """Events from `batch_columns` output, in row order; built kind by kind, not row by row."""
+    kinds = columns["kind"]
+    rows_by_kind: dict[str, list[int]] = {}
+    for row, kind in enumerate(kinds):
+        rows_by_kind.setdefault(kind, []).append(row)
+    events: list[Any] = [None] * len(kinds)
+    for kind, rows in rows_by_kind.items():
+        cls = EVENT_TYPES.get(kind)
+        if cls is None:
+            raise EventError(str(kind), columns["seq"][rows[0]], "kind", "unknown kind")
+        arguments: list[dict[str, Any]] = [{} for _ in rows]
+        for name in ("seq", "t", *PAYLOAD_FIELDS[kind]):
+            values = _field_values(name, columns[name], rows)
+            for keywords, value in zip(arguments, values, strict=True):
+                keywords[name] = value
+        for row, keywords in zip(rows, arguments, strict=True):
+            events[row] = cls(**keywords)
+    return events
+
+
+def _field_values(name: str, column: list[Any], rows: list[int]) -> list[Any]:
+    if name in _LIST_FIELDS:
+        return [None if column[row] is None else tuple(column[row]) for row in rows]
+    return [column[row] for row in rows]
+
+
+def batch_to_events(batch: pa.RecordBatch) -> list[Event]:
+    """The events of one record batch, in row order."""
+    return columns_to_events(batch_columns(batch))
+
+
+def batch_checksum(batch: pa.RecordBatch) -> int:
+    """CRC32C of the batch's IPC message body: the bytes a stream writer puts after the header.
+
+    The reader re-serializes each batch it decodes and compares, so damage to the body and
+    to the header's buffer layout both show up.
+    """
+    return int(google_crc32c.value(ipc.read_message(batch.serialize()).body))
+
+
+@attrs.frozen
+class BatchStamp:
+    """What each record batch carries in its custom metadata: its seq range and checksum."""
+
+    first_seq: int
+    last_seq: int
+    checksum: int
+
+    def to_metadata(self) -> dict[bytes, bytes]:
+        return {
+            FIRST_SEQ_KEY: str(self.first_seq).encode(),
+            LAST_SEQ_KEY: str(self.last_seq).encode(),
+            CHECKSUM_KEY: f"{self.checksum:08x}".encode(),
+        }
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[bytes, bytes] | None, after_seq: int) -> BatchStamp:
+        """Parse a batch's stamp; a missing or unreadable one means the batch is damaged."""
+        try:
+            found = metadata or {}
+            first_seq = int(found[FIRST_SEQ_KEY])
+            last_seq = int(found[LAST_SEQ_KEY])
+            return cls(first_seq, last_seq, int(found[CHECKSUM_KEY], 16))
+        except (KeyError, ValueError) as error:
+            raise LogCorruptError(
+                f"record batch after seq {after_seq} has no readable rolloutlog stamp ({error})",
+                first_seq=after_seq + 1,
+            ) from error
+
+
+def check_schema(schema: pa.Schema) -> int:
+    """The log's schema version; refuses a non-rolloutlog schema, a newer version, other columns."""
+    raw = (schema.metadata or {}).get(SCHEMA_VERSION_KEY)
+    if raw is None:
+        raise LogSchemaError(
+            "not a rolloutlog log: the Arrow schema has no rolloutlog.schema_version"
+        )
+    try:
+        version = int(raw)
+    except ValueError as error:
+        raise LogSchemaError(f"unreadable rolloutlog.schema_version {raw!r}") from error
+    if version > SCHEMA_VERSION:
+        raise LogSchemaError(
+            f"schema_version {version} is newer than this rolloutlog reads "
+            f"({SCHEMA_VERSION}); upgrade rolloutlog to read this log"
+        )
+    if version < 1 or not schema.equals(LOG_SCHEMA, check_metadata=False):
+        raise LogSchemaError(f"schema_version {version}: {_schema_difference(schema)}")
+    return version
+
+
+def _schema_difference(schema: pa.Schema) -> str:
+    for expected in LOG_SCHEMA:
+        index = schema.get_field_index(expected.name)
+        if index < 0:
+            return f"column {expected.name!r} is missing"
+        if not schema.field(index).equals(expected):
+            return f"column {expected.name!r} is {schema.field(index)}, expected {expected}"
+    return f"columns differ: {schema.names} (expected {LOG_SCHEMA.names})"
