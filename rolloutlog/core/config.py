@@ -71,6 +71,11 @@ class RunConfig:
                 "batch_size / token_batch_size: set exactly one "
                 f"(got batch_size={self.batch_size}, token_batch_size={self.token_batch_size})"
             )
+        if self.target_lag > self.max_off_policy_steps:
+            raise ConfigError(
+                f"target_lag: must be <= max_off_policy_steps ({self.max_off_policy_steps}), "
+                f"got {self.target_lag}: the gate would let episodes be dispatched already stale"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, as recorded in `run_started.config`."""

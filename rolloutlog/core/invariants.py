@@ -74,6 +74,7 @@ class InvariantChecker:
         self.shipped_steps = 0
         self.finished = False
         self.late_events = 0
+        self.publish_step = 1
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -103,12 +104,17 @@ class InvariantChecker:
             )
 
     def settled(self, world_event: Event, loop: HoldsDispatcher | None = None) -> None:
-        """After a world event settled: no stale train episode may stay in flight past a
-        version update, and at quiescence nothing may be left open."""
-        if world_event.kind == "version_pending":
+        """After a world event settled: no train episode that was stale when a version update
+        arrived may still be in flight (per-episode; per-group dispatches a group's late
+        members at its start version, stale or not), and at quiescence nothing may be open.
+
+        Staleness is judged at the step the update arrived at: batches shipped later in the
+        same reaction can age episodes further, and those the sink drops when they arrive.
+        """
+        if world_event.kind == "version_pending" and self.config.staleness == "per-episode":
             for group_id, group in self.groups.items():
                 for episode_id, episode in group.episodes.items():
-                    stale = self._stale(group, episode.version)
+                    stale = self._stale(group, episode.version, self.publish_step)
                     if episode.state == "inflight" and stale:
                         self._fail(world_event, f"stale {episode_id} of {group_id} still in flight")
         if world_event.kind == "run_finished":
@@ -123,9 +129,9 @@ class InvariantChecker:
 
     # --- per kind ------------------------------------------------------------------------
 
-    def _stale(self, group: _Group, version: int) -> bool:
-        bound = self.config.max_off_policy_steps
-        return is_stale(version, self.step, bound, train=group.train, live=group.live)
+    def _stale(self, group: _Group, version: int, step: int | None = None) -> bool:
+        bound, step = self.config.max_off_policy_steps, step or self.step
+        return is_stale(version, step, bound, train=group.train, live=group.live)
 
     def _group_opened(self, event: Any) -> None:
         number = len(self.dispatched_members)
@@ -267,6 +273,9 @@ class InvariantChecker:
             )
         self.step = event.step + 1
 
+    def _version_pending(self, event: Any) -> None:
+        self.publish_step = self.step
+
     def _limit(self, event: Any) -> None:
         self.limit = event.max_inflight
 
@@ -283,6 +292,7 @@ _HANDLERS: dict[str, Callable[[InvariantChecker, Any], None]] = {
     "episode_dropped": InvariantChecker._dropped,
     "group_scored": InvariantChecker._scored,
     "batch_shipped": InvariantChecker._batch,
+    "version_pending": InvariantChecker._version_pending,
     "limit_set": InvariantChecker._limit,
     "run_finished": InvariantChecker._finished,
 }
