@@ -93,8 +93,12 @@ def number(low: float = -math.inf) -> Rule:
             return None
         if not _is_number(value):
             return f"expected a number, got {_shown(value)}"
-        if not math.isfinite(value):
-            return f"must be finite, got {value!r}"
+        try:
+            as_float = float(value)
+        except OverflowError:
+            return f"is too large for a float64, got {value}"
+        if as_float != value or not math.isfinite(as_float):
+            return f"must be a finite float64, got {value!r}"
         return None if value >= low else f"must be >= {low}, got {value!r}"
 
     return Rule("float", check)
@@ -153,12 +157,16 @@ def _ids_problem(value: Any) -> str | None:
     return None
 
 
+_NUMBER: Final = number()
+
+
 def _numbers_problem(value: Any) -> str | None:
     if not isinstance(value, tuple):
         return f"expected a tuple of numbers, got {_shown(value)}"
     for item in value:
-        if not _is_number(item) or not math.isfinite(item):
-            return f"expected finite numbers, got item {_shown(item)}"
+        problem = _NUMBER.check(item)
+        if problem is not None:
+            return f"item {_shown(item)}: {problem}"
     return None
 
 

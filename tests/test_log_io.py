@@ -1,0 +1,407 @@
+"""The log file: writing, appending, verified reading, torn tails, damage, other readers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pytest
+from hypothesis import given
+from strategies_events import event_lists
+
+from rolloutlog.events import log_writer
+from rolloutlog.events.errors import (
+    EventError,
+    LogCorruptError,
+    LogError,
+    LogSchemaError,
+    LogSeqError,
+    LogTornTailError,
+    TornTailWarning,
+)
+from rolloutlog.events.log_reader import LogReader, read_log
+from rolloutlog.events.log_writer import Compression, LogWriter, write_log
+from rolloutlog.events.schema import LOG_SCHEMA, SCHEMA_VERSION_KEY, BatchStamp, events_to_batch
+from rolloutlog.events.schema import batch_checksum as checksum_of
+from rolloutlog.events.types import (
+    EpisodeCompleted,
+    EpisodeDispatched,
+    Event,
+    RunFinished,
+    RunStarted,
+    with_seq,
+)
+
+STARTED = RunStarted(t=0.0, config={"group_size": 2}, seed=7, schema_version=1, code_version="t")
+
+
+def run_events(count: int) -> list[Event]:
+    """run_started, then `count - 1` completions: unsequenced, as a driver appends them."""
+    completions = [
+        EpisodeCompleted(
+            t=float(i), episode_id=f"g{i}/0", reward=i / 3, prompt_tokens=i, completion_tokens=2 * i
+        )
+        for i in range(1, count)
+    ]
+    return [STARTED, *completions]
+
+
+def sequenced(events: Sequence[Event]) -> list[Event]:
+    return [with_seq(event, seq) for seq, event in enumerate(events)]
+
+
+def write_batches(path: Path, events: list[Event], batch_events: int, **options: Any) -> list[int]:
+    """Write and close a log, one commit per `batch_events`; returns where each commit starts."""
+    starts = []
+    with LogWriter(path, fsync=False, **options) as log:
+        for index, event in enumerate(events):
+            if index % batch_events == 0:
+                log.commit()
+                starts.append(path.stat().st_size)
+            log.append(event)
+    return starts
+
+
+@given(event_lists(max_size=30))
+def test_a_log_reads_back_exactly_what_was_written(events: list[Event]) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "run.arrow"
+        write_log(path, events, batch_events=7)
+        assert [repr(event) for event in read_log(path)] == [repr(event) for event in events]
+
+
+def test_append_assigns_gap_free_seqs_and_returns_the_sequenced_event(tmp_path: Path) -> None:
+    with LogWriter(tmp_path / "run.arrow", batch_events=2) as log:
+        appended = [log.append(event) for event in run_events(5)]
+    assert [event.seq for event in appended] == [0, 1, 2, 3, 4]
+    assert read_log(tmp_path / "run.arrow") == appended
+
+
+def test_info_summarizes_without_building_events(tmp_path: Path) -> None:
+    write_log(tmp_path / "run.arrow", run_events(10), batch_events=4)
+    info = LogReader(tmp_path / "run.arrow").info()
+    assert (info.schema_version, info.events, info.first_seq, info.last_seq) == (1, 10, 0, 9)
+    assert (info.batches, info.closed, info.torn_tail) == (3, True, None)
+    assert info.counts == {"run_started": 1, "episode_completed": 9}
+    assert info.config == {"group_size": 2}
+
+
+def test_columns_yield_plain_lists_per_batch(tmp_path: Path) -> None:
+    write_log(tmp_path / "run.arrow", run_events(10), batch_events=4)
+    batches = list(LogReader(tmp_path / "run.arrow").columns())
+    assert [len(columns["seq"]) for columns in batches] == [4, 4, 2]
+    assert batches[0]["kind"][:2] == ["run_started", "episode_completed"]
+    assert batches[2]["reward"] == [8 / 3, 9 / 3]
+
+
+def test_reopening_in_append_mode_continues_the_seqs(tmp_path: Path) -> None:
+    path = tmp_path / "run.arrow"
+    events = run_events(9)
+    write_log(path, events[:5], batch_events=2)
+    with LogWriter(path, mode="append", batch_events=2) as log:
+        assert log.next_seq == 5
+        for event in events[5:]:
+            log.append(event)
+    assert read_log(path) == sequenced(events)
+    assert LogReader(path).info().closed
+
+
+def test_append_after_a_torn_tail_cuts_it_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "run.arrow"
+    events = run_events(9)
+    starts = write_batches(path, events[:6], batch_events=2)
+    path.write_bytes(path.read_bytes()[: starts[-1] + 20])  # died inside the last commit
+    with pytest.warns(TornTailWarning, match="appending after torn tail"):
+        log = LogWriter(path, mode="append")
+    with log:
+        assert log.recovered_tail is not None and log.recovered_tail.last_seq == 3
+        for event in events[4:]:
+            log.append(event)
+    assert read_log(path) == sequenced(events)
+
+
+def test_a_closed_empty_log_is_a_valid_log(tmp_path: Path) -> None:
+    LogWriter(tmp_path / "run.arrow").close()
+    info = LogReader(tmp_path / "run.arrow").info()
+    assert (info.events, info.closed, info.config, info.first_seq) == (0, True, None, None)
+    with LogWriter(tmp_path / "run.arrow", mode="append") as log:
+        log.append(STARTED)
+    assert read_log(tmp_path / "run.arrow") == [with_seq(STARTED, 0)]
+
+
+def test_create_refuses_an_existing_file_and_a_second_writer_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "run.arrow"
+    with LogWriter(path), pytest.raises(LogError, match="another writer holds this log"):
+        LogWriter(path, mode="append")
+    with pytest.raises(LogError, match="already exists"):
+        LogWriter(path)
+    with pytest.raises(LogError, match="already exists"):
+        write_log(path, [])
+
+
+def test_the_writer_refuses_a_wrong_seq_or_opening_and_stays_usable(tmp_path: Path) -> None:
+    with LogWriter(tmp_path / "run.arrow") as log:
+        with pytest.raises(EventError, match="a log opens with run_started"):
+            log.append(run_events(2)[1])
+        with pytest.raises(EventError, match="schema_version"):
+            log.append(attrs.evolve(STARTED, schema_version=2))
+        log.append(STARTED)
+        with pytest.raises(LogSeqError, match="carries seq 5, the next seq is 1"):
+            log.append(with_seq(run_events(2)[1], 5))
+        with pytest.raises(EventError, match=r"episode_completed.reward \(seq 1\)"):
+            log.append(attrs.evolve(run_events(2)[1], reward=float("inf")))
+        log.append(with_seq(run_events(2)[1], 1))
+    assert len(read_log(tmp_path / "run.arrow")) == 2
+
+
+def test_a_failed_write_leaves_the_writer_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = LogWriter(tmp_path / "run.arrow")
+    log.append(STARTED)
+
+    def full_disk(fd: int, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(log_writer, "_write_all", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        log.commit()
+    with pytest.raises(LogError, match="writer is failed; reopen it with mode='append'"):
+        log.append(RunFinished(t=1.0, reason="steps"))
+    log.close()
+
+
+def test_write_log_leaves_nothing_behind_on_a_bad_event(tmp_path: Path) -> None:
+    bad = attrs.evolve(run_events(2)[1], prompt_tokens=-1)
+    with pytest.raises(EventError, match="prompt_tokens"):
+        write_log(tmp_path / "run.arrow", [STARTED, bad])
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- torn tails --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_a_cut_at_every_byte_of_the_last_batch_keeps_the_batches_before_it(
+    tmp_path: Path, compression: Compression
+) -> None:
+    whole = tmp_path / "whole.arrow"
+    events = run_events(6)
+    starts = write_batches(whole, events, batch_events=4, compression=compression)
+    data = whole.read_bytes()
+    last_start, last_end = starts[-1], len(data) - 8  # the end-of-stream marker follows
+    torn = tmp_path / "torn.arrow"
+    for cut in range(last_start + 1, last_end):
+        torn.write_bytes(data[:cut])
+        reader = LogReader(torn)
+        with pytest.warns(TornTailWarning, match="torn tail"):
+            kept = list(reader)
+        assert kept == sequenced(events[:4]), cut
+        assert reader.torn_tail is not None
+        assert reader.torn_tail.valid_bytes == last_start
+        assert (reader.torn_tail.cut_bytes, reader.torn_tail.last_seq) == (cut - last_start, 3)
+        if cut % 16 == 0:  # strict reading refuses the same cut; sampled, the path is one
+            with pytest.raises(LogTornTailError, match="incomplete record batch"):
+                read_log(torn, strict=True)
+
+
+def test_a_cut_at_a_batch_boundary_or_in_the_end_marker(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.arrow"
+    events = run_events(10)
+    write_batches(whole, events, batch_events=4)
+    data = whole.read_bytes()
+    torn = tmp_path / "torn.arrow"
+    torn.write_bytes(data[:-8])  # the writer died after its last commit: complete, not closed
+    reader = LogReader(torn)
+    assert list(reader) == sequenced(events)
+    assert (reader.torn_tail, reader.closed) == (None, False)
+    for cut in range(1, 8):
+        torn.write_bytes(data[:-cut])
+        with pytest.warns(TornTailWarning):
+            assert read_log(torn) == sequenced(events)
+
+
+# --- damage and refusals -----------------------------------------------------------------
+
+
+def body_range(data: bytes, start: int) -> range:
+    """The bytes of the body of the IPC message at `start`, found with plain pyarrow."""
+    message = ipc.read_message(pa.BufferReader(data[start:]))
+    body_start = start + 8 + message.metadata.size
+    return range(body_start, body_start + message.body.size)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_a_flipped_byte_in_a_batch_body_is_detected(
+    tmp_path: Path, compression: Compression
+) -> None:
+    whole = tmp_path / "whole.arrow"
+    events = run_events(8)
+    starts = write_batches(whole, events, batch_events=4, compression=compression)
+    data = whole.read_bytes()
+    damaged, detected = tmp_path / "damaged.arrow", 0
+    for offset in body_range(data, starts[1]):  # the batch of seq 4..7
+        flipped = bytearray(data)
+        flipped[offset] ^= 0xFF
+        damaged.write_bytes(flipped)
+        try:
+            assert read_log(damaged) == sequenced(events), offset  # padding: nothing changed
+        except LogCorruptError as error:
+            detected += 1
+            assert error.first_seq == 4
+            assert error.last_seq in (7, None)  # None: the batch could not even be decoded
+    assert detected > 0
+    if compression is None:  # uncompressed, every changed value is a checksum mismatch
+        flipped = bytearray(data)
+        flipped[data.index(b"g6/0", starts[1])] ^= 0x01
+        damaged.write_bytes(flipped)
+        with pytest.raises(LogCorruptError, match=r"seq 4\.\.7: checksum mismatch"):
+            read_log(damaged)
+
+
+def write_raw(
+    path: Path, batches: list[tuple[list[Event], int, int]], schema: pa.Schema = LOG_SCHEMA
+) -> None:
+    """A stream written by plain pyarrow, with stamps as given: for logs our writer refuses."""
+    with ipc.new_stream(str(path), schema) as stream:
+        for events, first, last in batches:
+            batch = events_to_batch(events)
+            stamp = BatchStamp(first, last, checksum_of(batch))
+            stream.write_batch(batch, custom_metadata=stamp.to_metadata())
+
+
+def test_a_seq_gap_between_batches_is_refused_naming_the_seq(tmp_path: Path) -> None:
+    events = sequenced(run_events(6))
+    later = [with_seq(event, event.seq + 2) for event in events[3:]]
+    write_raw(tmp_path / "gap.arrow", [(events[:3], 0, 2), (later, 5, 7)])
+    with pytest.raises(
+        LogSeqError, match="expected seq 3, next record batch starts at seq 5"
+    ) as caught:
+        read_log(tmp_path / "gap.arrow")
+    assert caught.value.seq == 3
+
+
+def test_a_seq_gap_inside_a_batch_is_refused_naming_the_seq(tmp_path: Path) -> None:
+    events = sequenced(run_events(4))
+    events[2] = with_seq(events[2], 9)
+    write_raw(tmp_path / "gap.arrow", [(events, 0, 3)])
+    with pytest.raises(LogSeqError, match="expected seq 2, found seq 9") as caught:
+        read_log(tmp_path / "gap.arrow")
+    assert caught.value.seq == 2
+
+
+def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
+    newer = LOG_SCHEMA.with_metadata({SCHEMA_VERSION_KEY: b"2"})
+    write_raw(tmp_path / "newer.arrow", [(sequenced(run_events(2)), 0, 1)], newer)
+    with pytest.raises(
+        LogSchemaError, match="schema_version 2 is newer than this rolloutlog reads"
+    ):
+        read_log(tmp_path / "newer.arrow")
+    with pytest.raises(LogSchemaError, match="newer"):
+        LogWriter(tmp_path / "newer.arrow", mode="append")
+
+
+def test_files_that_are_not_logs_are_refused_clearly(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.arrow"
+    with ipc.new_stream(str(foreign), pa.schema([("x", pa.int64())])) as stream:
+        stream.write_batch(pa.record_batch([pa.array([1])], names=["x"]))
+    with pytest.raises(LogSchemaError, match="not a rolloutlog log"):
+        read_log(foreign)
+    (tmp_path / "text.arrow").write_text('{"kind": "run_started"}\n')
+    with pytest.raises(LogCorruptError, match="not a rolloutlog log"):
+        read_log(tmp_path / "text.arrow")
+    (tmp_path / "empty.arrow").write_bytes(b"")
+    with pytest.raises(LogCorruptError, match="empty file"):
+        read_log(tmp_path / "empty.arrow")
+    with pytest.raises(LogError, match="no such log file"):
+        LogReader(tmp_path / "missing.arrow")
+
+
+# --- other readers -----------------------------------------------------------------------
+
+PLAIN_PYARROW = """
+import json, sys
+import pyarrow.ipc
+table = pyarrow.ipc.open_stream(sys.argv[1]).read_all()
+rows = table.to_pylist()
+print(json.dumps({
+    "rolloutlog_imported": any(name.startswith("rolloutlog") for name in sys.modules),
+    "schema_version": table.schema.metadata[b"rolloutlog.schema_version"].decode(),
+    "seq": [row["seq"] for row in rows],
+    "kind": [row["kind"] for row in rows],
+    "episode_id": [row["episode_id"] for row in rows],
+    "reward": [row["reward"] for row in rows],
+    "config": rows[0]["config"],
+}))
+"""
+
+
+@pytest.fixture
+def mixed_log(tmp_path: Path) -> tuple[Path, list[Event]]:
+    events = [
+        *run_events(4),
+        EpisodeDispatched(t=5.0, episode_id="g9/0", group_id="g9", member=0, policy_version=2),
+        RunFinished(t=6.0, reason="steps"),
+    ]
+    path = tmp_path / "run.arrow"
+    write_log(path, events, batch_events=3)
+    return path, sequenced(events)
+
+
+def test_plain_pyarrow_reads_a_log_without_rolloutlog(mixed_log: tuple[Path, list[Event]]) -> None:
+    path, events = mixed_log
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", PLAIN_PYARROW, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=path.parent,
+    )
+    seen = json.loads(result.stdout)
+    assert not seen["rolloutlog_imported"]
+    assert seen["schema_version"] == "1"
+    assert seen["seq"] == list(range(len(events)))
+    assert seen["kind"] == [event.kind for event in events]
+    assert seen["episode_id"] == [getattr(event, "episode_id", None) for event in events]
+    assert seen["reward"] == [getattr(event, "reward", None) for event in events]
+    assert json.loads(seen["config"]) == STARTED.config
+
+
+def test_polars_reads_a_log(mixed_log: tuple[Path, list[Event]]) -> None:
+    polars = pytest.importorskip("polars")
+    path, events = mixed_log
+    frame = polars.read_ipc_stream(path)
+    assert frame["seq"].to_list() == list(range(len(events)))
+    assert frame["kind"].cast(polars.String).to_list() == [event.kind for event in events]
+    assert frame["reward"].to_list() == [getattr(event, "reward", None) for event in events]
+
+
+def test_duckdb_reads_a_log(mixed_log: tuple[Path, list[Event]]) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    path, events = mixed_log
+    connection = duckdb.connect()
+    connection.register("log", ipc.open_stream(path))  # scanned batch by batch, as a stream
+    rows = connection.sql("SELECT kind, count(*) FROM log GROUP BY kind ORDER BY kind").fetchall()
+    assert rows == [
+        ("episode_completed", 3),
+        ("episode_dispatched", 1),
+        ("run_finished", 1),
+        ("run_started", 1),
+    ]
+    assert len(events) == sum(n for _, n in rows)
+
+
+def test_warnings_are_not_raised_for_a_clean_log(mixed_log: tuple[Path, list[Event]]) -> None:
+    path, events = mixed_log
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_log(path, strict=True) == events
