@@ -1,0 +1,230 @@
+"""`rolloutlog simulate`: the project's main job, a seeded what-if study of staleness policies.
+
+Here the simulate driver (`rolloutlog.runtime.sim`) meets replay's run summary: every
+appended event is folded by `replay.fold.LogFold` as it is produced (and written to `--log`
+when asked), so the report carries every key of `replay --json` plus the simulator's own
+metrics, without holding the log in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from rolloutlog.core.config import ConfigError
+from rolloutlog.events.errors import LogError
+from rolloutlog.events.log_writer import LogWriter
+from rolloutlog.events.types import Event
+from rolloutlog.replay.fold import LogFold
+from rolloutlog.runtime.sim.plot import plot_runs
+from rolloutlog.runtime.sim.report import print_report
+from rolloutlog.runtime.sim.scenario import Scenario, load_scenario, parse_set_options
+from rolloutlog.runtime.sim.simulation import SimResult, simulate
+
+POLICIES = ("per-episode", "per-group")
+
+
+class BadInput(click.ClickException):
+    """A file that cannot be written or read: one line on stderr, exit status 2."""
+
+    exit_code = 2
+
+
+def run_policy(
+    scenario: Scenario,
+    *,
+    log_path: Path | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Any], SimResult]:
+    """Simulate `scenario`: its `--json` object (replay summary + sim metrics) and result."""
+    fold = LogFold(scenario.run)
+    with _log_writer(log_path) as write:
+
+        def on_events(events: list[Event]) -> None:
+            for event in events:
+                fold.apply(event)
+            write(events)
+
+        result = simulate(scenario, on_events=on_events, on_step=on_step)
+    fold.finish()
+    report = {
+        "scenario": scenario.name,
+        "policy": scenario.run.staleness,
+        "seed": scenario.seed,
+        "log": str(log_path) if log_path else None,
+        **fold.summary(),
+        **result.metrics,
+    }
+    return report, result
+
+
+@contextmanager
+def _log_writer(path: Path | None) -> Iterator[Callable[[list[Event]], None]]:
+    """A function that appends events to the Arrow log at `path` (or drops them).
+
+    A simulated log is reproducible from its scenario and seed, so `--log` overwrites, and
+    commits stay in the OS cache until `close()` fsyncs once.
+    """
+    if path is None:
+        yield lambda events: None
+        return
+    with LogWriter(path, mode="overwrite", fsync=False) as writer:
+
+        def write(events: list[Event]) -> None:
+            for event in events:
+                writer.append(event)
+
+        yield write
+
+
+def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None:
+    """With `--compare`, `run.arrow` becomes `run.per-episode.arrow`, one log per policy."""
+    if log is None or not compare:
+        return log
+    return log.with_name(f"{log.stem}.{policy}{log.suffix}")
+
+
+def _parse_policies(compare: str) -> list[str]:
+    policies = [p.strip() for p in compare.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown or not policies:
+        raise click.BadParameter(
+            f"expected a comma-separated list of {', '.join(POLICIES)} (got {compare!r})",
+            param_hint="--compare",
+        )
+    return list(dict.fromkeys(policies))
+
+
+def _scenario(
+    name: str, overrides: tuple[str, ...], seed: int | None, steps: int | None
+) -> Scenario:
+    try:
+        scenario = load_scenario(name, parse_set_options(overrides))
+        if seed is not None:
+            scenario = scenario.with_seed(seed)
+        if steps is not None:
+            scenario = scenario.with_steps(steps)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from error
+    return scenario
+
+
+def _advance(progress: Progress, task: TaskID) -> Callable[[int], None]:
+    def on_step(step: int) -> None:
+        progress.update(task, completed=step)
+
+    return on_step
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+@click.command("simulate")
+@click.option(
+    "--scenario", default="default", show_default=True, help="Built-in name or TOML file."
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override run.KEY / world.KEY (or an unambiguous KEY); repeatable.",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(POLICIES),
+    default=None,
+    help="Staleness policy (default: the scenario's run.staleness).",
+)
+@click.option(
+    "--compare",
+    default=None,
+    metavar="P1,P2",
+    help="Run these policies on the same seeded world, side by side.",
+)
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="World and task seed.")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Batches to ship.")
+@click.option(
+    "--log",
+    "log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX).",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Draw trained ages and cumulative waste to this PNG.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def simulate_command(
+    scenario: str,
+    overrides: tuple[str, ...],
+    policy: str | None,
+    compare: str | None,
+    seed: int | None,
+    steps: int | None,
+    log: Path | None,
+    plot: Path | None,
+    as_json: bool,
+) -> None:
+    """Simulate a seeded world in virtual time and report what each staleness policy costs."""
+    if policy and compare:
+        raise click.UsageError("--policy and --compare exclude each other")
+    base = _scenario(scenario, overrides, seed, steps)
+    policies = _parse_policies(compare) if compare else [policy or base.run.staleness]
+    errors = Console(stderr=True)
+    runs: dict[str, dict[str, Any]] = {}
+    series: dict[str, list[tuple[float, float]]] = {}
+    with _progress(errors) as progress:
+        for name in policies:
+            task = progress.add_task(name, total=base.steps)
+            log_path = policy_log_path(log, name, compare is not None)
+            try:
+                report, result = run_policy(
+                    base.with_policy(name), log_path=log_path, on_step=_advance(progress, task)
+                )
+            except (OSError, LogError) as error:
+                raise BadInput(f"--log {log_path}: {error}") from error
+            runs[name], series[name] = report, result.wasted_series
+    title = f"scenario {base.name!r}, seed {base.seed}, {base.steps} steps"
+    if plot is not None:
+        try:
+            plot_runs(runs, series, plot, title)
+        except (OSError, RuntimeError) as error:
+            raise BadInput(f"--plot {plot}: {error}") from error
+    _print(runs, title, as_json=as_json, compare=compare is not None)
+
+
+def _print(
+    runs: Mapping[str, Mapping[str, Any]], title: str, *, as_json: bool, compare: bool
+) -> None:
+    if as_json:
+        payload: Any = dict(runs) if compare else next(iter(runs.values()))
+        click.echo(json.dumps(payload, indent=2))
+        return
+    print_report(runs, title, Console())

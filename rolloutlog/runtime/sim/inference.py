@@ -1,0 +1,112 @@
+"""Simulated inference: when each dispatched episode finishes, and what a pause does.
+
+An episode starts generating when it is dispatched, or when inference resumes if a weight
+update has it paused, and finishes `work_s` generation seconds later (its completion or its
+failure). A weight update (`version_pending` → `version_live`) pauses inference in keep
+mode: every episode in flight keeps its progress and finishes that much later.
+
+A cancelled episode is unscheduled, except that with `late_arrival_rate` the abort races a
+finishing request and loses: the episode still arrives, as a late event the deciders must
+record and ignore. Memory is bounded by the episodes scheduled.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from rolloutlog.events.types import EpisodeCompleted, EpisodeFailed
+from rolloutlog.runtime.sim.clock import Entry, EventQueue
+from rolloutlog.runtime.sim.world import EpisodePlan
+
+FAILURE_MESSAGE = "simulated inference failure"
+
+
+@attrs.define(slots=True)
+class Flight:
+    """A scheduled episode: its plan, its queue entry, and its cancel reason if it lost a race."""
+
+    episode_id: str
+    plan: EpisodePlan
+    entry: Entry
+    cancelled: str | None = None
+
+
+class Inference:
+    """The episodes scheduled to finish, keyed by episode id, in dispatch order."""
+
+    def __init__(self, queue: EventQueue, *, pause_on_update: bool, prompt_tokens: int) -> None:
+        self.queue = queue
+        self.pause_on_update = pause_on_update
+        self.prompt_tokens = prompt_tokens
+        self.paused_until = 0.0
+        self.flights: dict[str, Flight] = {}
+
+    def start(self, now: float, episode_id: str, plan: EpisodePlan) -> None:
+        """Schedule a dispatched episode's outcome."""
+        if episode_id in self.flights:
+            raise ValueError(f"{episode_id} dispatched twice")
+        due = max(now, self.paused_until) + plan.work_s
+        entry = self.queue.push(due, ("episode", episode_id))
+        self.flights[episode_id] = Flight(episode_id, plan, entry)
+
+    def cancel(self, now: float, episode_id: str, reason: str) -> float | None:
+        """Cancel an episode: generation seconds it had spent, or None if it will arrive late."""
+        flight = self._flight(episode_id)
+        if flight.cancelled is not None:
+            raise ValueError(f"{episode_id} cancelled twice")
+        if flight.plan.late_if_cancelled:
+            flight.cancelled = reason
+            return None
+        self.queue.cancel(flight.entry)
+        del self.flights[episode_id]
+        return self.spent_s(now, flight)
+
+    def spent_s(self, now: float, flight: Flight) -> float:
+        """Generation seconds `flight` has spent by `now` (a pause shifted its due time)."""
+        remaining = flight.entry.t - max(now, self.paused_until)
+        return min(max(flight.plan.work_s - remaining, 0.0), flight.plan.work_s)
+
+    def racing(self, now: float) -> list[tuple[str, float]]:
+        """At the end of a run: cancelled work still due to arrive late, (reason, seconds)."""
+        racing = []
+        for flight in self.flights.values():
+            if flight.cancelled is None:
+                raise ValueError(f"{flight.episode_id} is still in flight at the end of the run")
+            racing.append((flight.cancelled, self.spent_s(now, flight)))
+        return racing
+
+    def arrive(
+        self, now: float, episode_id: str
+    ) -> tuple[Flight, EpisodeCompleted | EpisodeFailed]:
+        """The scheduled outcome came due: the flight, and the world event to feed."""
+        flight = self.flights.pop(episode_id, None)
+        if flight is None:
+            raise KeyError(f"{episode_id} came due but is not scheduled")
+        plan = flight.plan
+        if plan.failed:
+            return flight, EpisodeFailed(t=now, episode_id=episode_id, error=FAILURE_MESSAGE)
+        event = EpisodeCompleted(
+            t=now,
+            episode_id=episode_id,
+            reward=plan.reward,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=plan.completion_tokens,
+        )
+        return flight, event
+
+    def pause(self, now: float, duration_s: float) -> None:
+        """A weight update starts: everything in flight finishes `duration_s` later."""
+        if not self.pause_on_update or duration_s <= 0.0:
+            return
+        if now < self.paused_until:
+            raise ValueError(f"pause at t={now} overlaps the pause until t={self.paused_until}")
+        self.paused_until = now + duration_s
+        for flight in self.flights.values():
+            self.queue.cancel(flight.entry)
+            flight.entry = self.queue.push(flight.entry.t + duration_s, flight.entry.item)
+
+    def _flight(self, episode_id: str) -> Flight:
+        flight = self.flights.get(episode_id)
+        if flight is None:
+            raise KeyError(f"{episode_id} is not scheduled")
+        return flight

@@ -1,0 +1,253 @@
+"""The simulate driver: a seeded world in virtual time, feeding the core's reaction loop.
+
+The driver is thin, as the design asks: it pops the earliest happening from the virtual
+clock (an episode finishing or failing, the trainer publishing or going live, the
+controller), turns it into a world event, feeds it to `ReactionLoop.feed`, and reacts to
+what the deciders appended: a dispatched episode is planned and scheduled, a cancelled one
+unscheduled, a shipped batch goes to the trainer. After `steps` shipped batches (or when
+the sink reports zero output) it feeds `run_finished`, and the loop cancels what is owed.
+
+Nothing here reads a clock, global random state, or the iteration order of a set: the
+same scenario and seed give the same events, byte for byte.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+import rolloutlog
+from rolloutlog.core.dispatcher import SMOOTHING_WINDOW_S
+from rolloutlog.core.loop import Observer, ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
+from rolloutlog.events.types import (
+    Event,
+    LimitSet,
+    RunFinished,
+    RunStarted,
+    VersionLive,
+    VersionPending,
+)
+from rolloutlog.runtime.sim.clock import Entry, EventQueue
+from rolloutlog.runtime.sim.controller import Controller
+from rolloutlog.runtime.sim.inference import Inference
+from rolloutlog.runtime.sim.metrics import SimMetrics
+from rolloutlog.runtime.sim.scenario import Scenario
+from rolloutlog.runtime.sim.streams import RandomStreams
+from rolloutlog.runtime.sim.trainer import Trainer
+from rolloutlog.runtime.sim.world import WorldModel
+
+WORLD_EVENTS_PER_STEP_MAX = 200_000
+
+EventsHook = Callable[[list[Event]], None]
+StepHook = Callable[[int], None]
+
+
+class SimulationBoundError(RuntimeError):
+    """The world fed more events than any step can need: the run does not make progress."""
+
+
+@attrs.frozen(kw_only=True)
+class SimResult:
+    """How a simulated run ended, and the simulator's own metrics (`SimMetrics.as_dict`)."""
+
+    scenario: Scenario
+    finished_reason: str
+    virtual_seconds: float
+    events: int
+    world_events: int
+    steps_shipped: int
+    digest: bytes
+    metrics: dict[str, Any]
+    wasted_series: list[tuple[float, float]]
+
+
+class Simulation:
+    """One run of a scenario; `run()` drives it to the end and returns a `SimResult`.
+
+    `on_events` receives every batch of appended events (one world event and what it set
+    off), for a log writer or a replay fold; `on_step` is told each shipped step (progress).
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        observers: tuple[Observer, ...] = (),
+        on_events: EventsHook | None = None,
+        on_step: StepHook | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.on_events, self.on_step = on_events, on_step
+        self.loop = ReactionLoop(scenario.run, observers=observers)
+        self.queue = EventQueue()
+        streams = RandomStreams(scenario.seed)
+        world = scenario.world
+        self.world = WorldModel(world, scenario.run.tasks, streams)
+        self.inference = Inference(
+            self.queue,
+            pause_on_update=world.pause_inference_on_update,
+            prompt_tokens=world.prompt_tokens,
+        )
+        self.trainer = Trainer(world, streams["trainer"], self.queue)
+        self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
+        self.metrics = SimMetrics()
+        self.now = 0.0
+        self.world_events = 0
+        self.steps_shipped = 0
+        self.finish_reason: str | None = None
+        self._heartbeat_due = True
+        self._reactions: dict[str, Callable[[Any], None]] = {
+            "group_opened": self._on_group_opened,
+            "episode_dispatched": self._on_dispatched,
+            "episodes_cancelled": self._on_cancelled,
+            "episode_dropped": lambda e: self.metrics.on_dropped(e.episode_id),
+            "group_scored": self.metrics.on_scored,
+            "batch_shipped": self._on_shipped,
+        }
+
+    def run(self) -> SimResult:
+        """Drive the world until `steps` batches shipped (or the run cannot go on)."""
+        if self.loop.next_seq != 0:
+            raise RuntimeError("a Simulation runs once; build a new one")
+        self._feed(self._run_started())
+        self.controller.start()
+        since_step = 0
+        while self.finish_reason is None:
+            event = self._next_event()
+            if event is None:
+                continue
+            shipped = self.steps_shipped
+            self._feed(event)
+            since_step = 0 if self.steps_shipped > shipped else since_step + 1
+            if since_step > WORLD_EVENTS_PER_STEP_MAX:
+                raise SimulationBoundError(
+                    f"{WORLD_EVENTS_PER_STEP_MAX} world events without a shipped batch "
+                    f"(t={self.now:.1f}s): the run makes no progress"
+                )
+            if self.finish_reason is None and self.loop.zero_output_reason() is not None:
+                self.finish_reason = "zero_output"
+        self._feed(RunFinished(t=self.now, reason=self.finish_reason))
+        self.metrics.on_finished(self.now, self.inference.racing(self.now))
+        return self._result()
+
+    def _next_event(self) -> Event | None:
+        """The next world event; None when a happening makes none (or the run stalled)."""
+        entry = self.queue.pop()
+        if entry is None:
+            heartbeat = self._heartbeat()
+            if heartbeat is None:
+                self.finish_reason = "stalled"
+            return heartbeat
+        self._heartbeat_due = True
+        self.now = entry.t
+        return self._happen(entry)
+
+    def _run_started(self) -> RunStarted:
+        return RunStarted(
+            t=0.0,
+            config=self.scenario.run.to_dict(),
+            seed=self.scenario.seed,
+            schema_version=SCHEMA_VERSION,
+            code_version=f"rolloutlog {rolloutlog.__version__}",
+        )
+
+    def _heartbeat(self) -> LimitSet | None:
+        """Nothing is scheduled: with admission smoothing, let the next window open.
+
+        The dispatcher only sees time in events. When cancellations (which refund no
+        admission) have spent a smoothing window's budget and nothing is left in flight, no
+        event would ever arrive to open the next window. The controller then restates the
+        current limit at the window boundary, once; a second stall in a row is real.
+        """
+        if not (self.scenario.run.admission_smoothing and self._heartbeat_due):
+            return None
+        self._heartbeat_due = False
+        self.now = (math.floor(self.now / SMOOTHING_WINDOW_S) + 1) * SMOOTHING_WINDOW_S
+        return LimitSet(t=self.now, max_inflight=self.controller.limit)
+
+    def _happen(self, entry: Entry) -> Event | None:
+        """The world event of a happening that came due (None: the trainer skipped a publish)."""
+        kind, key = entry.item
+        if kind == "episode":
+            flight, event = self.inference.arrive(self.now, key)
+            self.metrics.on_arrived(key, flight.plan, flight.cancelled)
+            return event
+        if kind == "trained":
+            publish = self.trainer.trained(self.now, key)
+            if publish is None:
+                return None
+            self.inference.pause(self.now, publish.update_s)
+            return VersionPending(t=self.now, version=publish.version)
+        if kind == "live":
+            self.trainer.live(self.now, key)
+            return VersionLive(t=self.now, version=key)
+        return self.controller.fire(self.now, kind)
+
+    def _feed(self, event: Event) -> None:
+        appended = self.loop.feed(event)
+        self.world_events += 1
+        if self.on_events is not None:
+            self.on_events(appended)
+        reactions = self._reactions
+        for decided in appended[1:]:
+            react = reactions.get(decided.kind)
+            if react is not None:
+                react(decided)
+
+    def _on_group_opened(self, event: Any) -> None:
+        self.world.open_group(
+            event.group_id, event.task_id, event.group_size, train=event.work == "train"
+        )
+
+    def _on_dispatched(self, event: Any) -> None:
+        inflight = len(self.inference.flights)
+        plan = self.world.plan(
+            event.group_id, event.member, inflight, self.scenario.run.max_inflight
+        )
+        self.inference.start(self.now, event.episode_id, plan)
+        self.metrics.on_dispatched(plan)
+
+    def _on_cancelled(self, event: Any) -> None:
+        self.world.unscheduled_cancelled(event.group_id, event.unscheduled)
+        for episode_id in event.episode_ids:
+            spent_s = self.inference.cancel(self.now, episode_id, event.reason)
+            if spent_s is not None:
+                self.metrics.on_cancelled(event.reason, spent_s)
+
+    def _on_shipped(self, event: Any) -> None:
+        self.metrics.on_shipped(event)
+        self.trainer.shipped(self.now, event.step, len(event.trained_ids))
+        self.steps_shipped = event.step
+        if self.on_step is not None:
+            self.on_step(event.step)
+        if event.step >= self.scenario.steps and self.finish_reason is None:
+            self.finish_reason = "steps"
+
+    def _result(self) -> SimResult:
+        busy_s = self.trainer.busy_seconds(self.now)
+        return SimResult(
+            scenario=self.scenario,
+            finished_reason=self.finish_reason or "unknown",
+            virtual_seconds=self.now,
+            events=self.loop.next_seq,
+            world_events=self.world_events,
+            steps_shipped=self.steps_shipped,
+            digest=self.loop.digest,
+            metrics=self.metrics.as_dict(self.now, busy_s),
+            wasted_series=list(self.metrics.wasted_series.points),
+        )
+
+
+def simulate(
+    scenario: Scenario,
+    *,
+    observers: tuple[Observer, ...] = (),
+    on_events: EventsHook | None = None,
+    on_step: StepHook | None = None,
+) -> SimResult:
+    """Run `scenario` to the end; see `Simulation`."""
+    return Simulation(scenario, observers=observers, on_events=on_events, on_step=on_step).run()

@@ -1,0 +1,107 @@
+"""The simulated trainer: trains shipped batches in order, publishes, updates the weights.
+
+The trainer is sequential: it trains batch s for a step time, publishes `v_s`
+(`version_pending`), then takes part in the weight update until `version_live(s)`, and only
+then starts on the next batch. With `version_skip_rate` it may skip publishing `v_s` when
+batch s+1 is already waiting, so versions jump by more than one; it never skips when
+nothing is waiting, since a skipped version with no next batch would hold the run forever.
+
+Every batch draws the same three numbers from the `trainer` stream (step jitter, update
+jitter, skip), whatever happens to it, so the trainer's randomness lines up across
+policies. The backlog is bounded by the sink's ship hold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Literal
+
+import attrs
+import numpy as np
+
+from rolloutlog.runtime.sim.clock import EventQueue
+from rolloutlog.runtime.sim.world_config import WorldConfig
+
+Phase = Literal["idle", "training", "updating"]
+
+
+@attrs.frozen
+class Publish:
+    """The trainer published `version`; inference updates for `update_s` seconds."""
+
+    version: int
+    update_s: float
+
+
+@attrs.define(slots=True)
+class _Batch:
+    step: int
+    train_s: float
+    update_s: float
+    skip: float
+
+
+class Trainer:
+    """Batches waiting to train, the one in progress, and how long the trainer was busy."""
+
+    def __init__(self, world: WorldConfig, rng: np.random.Generator, queue: EventQueue) -> None:
+        self.world, self.rng, self.queue = world, rng, queue
+        self.backlog: deque[_Batch] = deque()
+        self.current: _Batch | None = None
+        self.phase: Phase = "idle"
+        self.busy_s = 0.0
+        self._busy_since = 0.0
+
+    def shipped(self, now: float, step: int, trained: int) -> None:
+        """Batch `step` reached the trainer with `trained` episodes to learn from."""
+        normal_train, normal_update = self.rng.standard_normal(2).tolist()
+        skip = float(self.rng.random())
+        spread = self.world.trainer_jitter
+        base_s = self.world.train_step_s + self.world.train_s_per_episode * trained
+        self.backlog.append(
+            _Batch(
+                step=step,
+                train_s=base_s * math.exp(spread * normal_train),
+                update_s=self.world.weight_update_s * math.exp(spread * normal_update),
+                skip=skip,
+            )
+        )
+        if self.phase == "idle":
+            self._busy_since = now
+            self._start(now)
+
+    def trained(self, now: float, step: int) -> Publish | None:
+        """Training of batch `step` ended: publish it, or skip when the next one waits."""
+        batch = self._expect(step)
+        if self.backlog and batch.skip < self.world.version_skip_rate:
+            self._start(now)
+            return None
+        self.phase = "updating"
+        self.queue.push(now + batch.update_s, ("live", step))
+        return Publish(step, batch.update_s)
+
+    def live(self, now: float, version: int) -> None:
+        """The weight update of `version` finished; start on the next batch if one waits."""
+        self._expect(version)
+        self.current = None
+        if self.backlog:
+            self._start(now)
+            return
+        self.phase = "idle"
+        self.busy_s += now - self._busy_since
+
+    def busy_seconds(self, now: float) -> float:
+        """Seconds spent training or updating up to `now`."""
+        return self.busy_s + (now - self._busy_since if self.phase != "idle" else 0.0)
+
+    def _start(self, now: float) -> None:
+        self.current = self.backlog.popleft()
+        self.phase = "training"
+        self.queue.push(now + self.current.train_s, ("trained", self.current.step))
+
+    def _expect(self, step: int) -> _Batch:
+        if self.current is None or self.current.step != step:
+            held = self.current.step if self.current else None
+            raise ValueError(f"trainer event for batch {step}, but it holds batch {held}")
+        return self.current

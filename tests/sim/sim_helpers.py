@@ -1,0 +1,86 @@
+"""Helpers the simulator tests share: run and collect, re-decide a log, read it from disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from rolloutlog.core.invariants import InvariantChecker
+from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.log_reader import read_log
+from rolloutlog.events.log_writer import LogWriter
+from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, RunStarted
+from rolloutlog.runtime.sim.scenario import Scenario
+from rolloutlog.runtime.sim.simulation import SimResult, simulate
+
+
+def run_collect(scenario: Scenario, *, check: bool = True) -> tuple[list[Event], SimResult]:
+    """Simulate with a raising invariant checker on every event; all events and the result."""
+    events: list[Event] = []
+    observers = (InvariantChecker(scenario.run),) if check else ()
+    result = simulate(scenario, observers=observers, on_events=events.extend)
+    return events, result
+
+
+def redecide(events: list[Event]) -> list[Event]:
+    """Feed a log's world events to a fresh loop: what today's deciders append (verify)."""
+    first = events[0]
+    if not isinstance(first, RunStarted):
+        raise ValueError(f"a log starts with run_started, not {first.kind}")
+    loop = ReactionLoop.from_run_started(first)
+    out: list[Event] = []
+    for event in events:
+        if event.kind in WORLD_KINDS:
+            out += loop.feed(attrs.evolve(event, seq=UNSEQUENCED))
+    return out
+
+
+def first_divergence(recorded: list[Event], decided: list[Event]) -> str | None:
+    """Where two logs first differ, for a readable failure."""
+    for seq, (left, right) in enumerate(zip(recorded, decided, strict=False)):
+        if left != right:
+            return f"seq {seq}: recorded {left!r}, re-decided {right!r}"
+    if len(recorded) != len(decided):
+        return f"recorded {len(recorded)} events, re-decided {len(decided)}"
+    return None
+
+
+def write_and_read(events: list[Event], path: Path) -> list[Event]:
+    """Write a log with the project's writer and read it back."""
+    with LogWriter(path, mode="overwrite", fsync=False) as writer:
+        for event in events:
+            writer.append(event)
+    return read_log(path)
+
+
+def straddles(events: list[Event]) -> bool:
+    """Whether a version bump fell between two dispatches of one group, judged from a log.
+
+    A group straddles when its dispatched members carry different versions, or when a
+    `version_pending` arrives while it still owes undispatched members (they would be
+    dispatched at the new version, or cancelled for it). Judge a `per-episode` log: per-group
+    stamps hide the versions members were really dispatched at.
+    """
+    owed: dict[str, int] = {}
+    versions: dict[str, int] = {}
+    for event in events:
+        kind = event.kind
+        if kind == "group_opened":
+            owed[event.group_id] = event.group_size  # type: ignore[union-attr]
+        elif kind == "episode_dispatched":
+            group_id = event.group_id  # type: ignore[union-attr]
+            version = versions.setdefault(group_id, event.policy_version)  # type: ignore[union-attr]
+            if version != event.policy_version:  # type: ignore[union-attr]
+                return True
+            owed[group_id] -= 1
+        elif kind == "episodes_cancelled":
+            owed[event.group_id] -= event.unscheduled  # type: ignore[union-attr]
+        elif kind == "version_pending" and any(count > 0 for count in owed.values()):
+            return True
+    return False
+
+
+def decided_payloads(events: list[Event]) -> list[Event]:
+    """A log without its `run_started` (whose config names the policy), for comparing runs."""
+    return events[1:]

@@ -1,0 +1,116 @@
+"""`rolloutlog simulate`: the report, `--json` keys, `--compare`, `--log`, `--plot`, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from sim_helpers import first_divergence, redecide
+
+from rolloutlog.commands.simulate import simulate_command
+from rolloutlog.events.log_reader import read_log
+from rolloutlog.replay.fold import fold_events
+
+SIM_KEYS = {
+    "virtual_seconds",
+    "rollout_seconds_total",
+    "rollout_seconds_wasted",
+    "finished_rollouts_discarded",
+    "trained_episodes_per_hour",
+    "trainer_idle_fraction",
+    "trained_length_ratio",
+    "trained_difficulty_ratio",
+}
+
+
+def invoke(*args: str) -> Any:
+    result = CliRunner().invoke(simulate_command, list(args), catch_exceptions=False)
+    return result
+
+
+def test_json_has_every_replay_key_and_the_simulator_keys(tmp_path: Path) -> None:
+    log = tmp_path / "smoke.arrow"
+    result = invoke("--scenario", "smoke", "--json", "--log", str(log))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    folded = fold_events(read_log(log))
+    assert folded.fold is not None
+    replay_summary = folded.fold.summary()
+    assert set(replay_summary) <= set(report)
+    assert set(report) >= SIM_KEYS
+    assert {key: report[key] for key in replay_summary} == json.loads(json.dumps(replay_summary))
+    assert report["invariant_violations"] == []
+    assert report["run_finished"] == "steps"
+
+
+def test_the_log_it_writes_passes_verification(tmp_path: Path) -> None:
+    log = tmp_path / "chaos.arrow"
+    result = invoke("--scenario", "chaos", "--steps", "6", "--log", str(log), "--json")
+    assert result.exit_code == 0, result.output
+    events = read_log(log)
+    assert first_divergence(events, redecide(events)) is None
+
+
+def test_compare_runs_both_policies_and_writes_a_log_and_plot_each(tmp_path: Path) -> None:
+    plot, log = tmp_path / "compare.png", tmp_path / "run.arrow"
+    result = invoke(
+        "--scenario",
+        "smoke",
+        "--compare",
+        "per-episode,per-group",
+        "--plot",
+        str(plot),
+        "--log",
+        str(log),
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert list(report) == ["per-episode", "per-group"]
+    assert report["per-group"]["policy"] == "per-group"
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "run.per-episode.arrow").exists()
+    assert (tmp_path / "run.per-group.arrow").exists()
+
+
+def test_the_readable_report_shows_the_comparison() -> None:
+    result = invoke("--scenario", "smoke", "--compare", "per-episode,per-group")
+    assert result.exit_code == 0, result.output
+    for text in ("per-episode", "per-group", "finished rollouts discarded", "trained age"):
+        assert text in result.output
+
+
+def test_seed_steps_policy_and_overrides_reach_the_run() -> None:
+    result = invoke(
+        "--scenario",
+        "smoke",
+        "--seed",
+        "4",
+        "--steps",
+        "2",
+        "--policy",
+        "per-group",
+        "--set",
+        "group_size=2",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["seed"], report["policy"]) == (4, "per-group")
+    assert report["steps_shipped"] >= 2
+
+
+def test_bad_options_are_refused_with_the_key_named() -> None:
+    result = invoke("--scenario", "smoke", "--set", "group_size=0")
+    assert result.exit_code == 2
+    assert "group_size" in result.output
+    result = invoke("--scenario", "smoke", "--compare", "per-episode,per-batch")
+    assert result.exit_code == 2
+    assert "--compare" in result.output
+    result = invoke("--policy", "per-group", "--compare", "per-episode")
+    assert result.exit_code == 2
+    result = invoke("--scenario", "nowhere")
+    assert result.exit_code == 2
+    assert "neither a built-in scenario" in result.output
