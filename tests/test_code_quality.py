@@ -1,0 +1,102 @@
+"""The repository's own rules: import layers (DESIGN.md § Layout), a pure core, lint, types."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "rolloutlog"
+
+# What each part may import from the others (events imports none of them).
+ALLOWED = {
+    "events": set(),
+    "core": {"events.types"},
+    "replay": {"core", "events"},
+    "runtime": {"core", "events"},
+}
+# The core is pure: no clocks, no randomness, no I/O.
+IMPURE = {
+    "time",
+    "datetime",
+    "random",
+    "secrets",
+    "os",
+    "io",
+    "socket",
+    "pathlib",
+    "subprocess",
+    "threading",
+    "asyncio",
+    "numpy",
+    "pyarrow",
+    "uuid",
+}
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def _part_files(part: str) -> list[Path]:
+    return sorted((PACKAGE / part).rglob("*.py"))
+
+
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_parts_import_only_what_the_layout_allows(part):
+    others = set(ALLOWED) - {part}
+    for path in _part_files(part):
+        for name in _imports(path):
+            if not name.startswith("rolloutlog."):
+                continue
+            target = name.removeprefix("rolloutlog.")
+            top = target.split(".")[0]
+            if top in others or top in ("cli", "commands"):
+                allowed = ALLOWED[part]
+                ok = any(target == a or target.startswith(a + ".") for a in allowed)
+                assert ok, f"{path.relative_to(ROOT)} imports {name}"
+
+
+def test_core_is_pure():
+    for path in _part_files("core"):
+        for name in _imports(path):
+            assert name.split(".")[0] not in IMPURE, f"{path.relative_to(ROOT)} imports {name}"
+
+
+def test_no_bare_asserts_in_the_package():
+    """Checks must survive `python -O`: the package raises explicit errors instead."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        asserts = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert)]
+        assert not asserts, f"{path.relative_to(ROOT)}: bare assert on lines {asserts}"
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.fail(f"{name} is not installed in this environment (install the [test] extra)")
+    return found
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy"]],
+    ids=["ruff-check", "ruff-format", "mypy"],
+)
+def test_lint_and_types_are_clean(command):
+    result = subprocess.run(
+        [_tool(command[0]), *command[1:]], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
