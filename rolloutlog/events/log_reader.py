@@ -240,8 +240,8 @@ class LogReader:
         self.closed = False
         if not _runs_past_end(source, valid_bytes, size):
             raise LogCorruptError(
-                f"{self.path}: unreadable message at byte {valid_bytes} "
-                f"(after seq {last_seq}): {error}",
+                f"{self.path}: unreadable message at byte {valid_bytes}, "
+                f"where seq {last_seq + 1} should start: {error}",
                 first_seq=last_seq + 1,
             ) from error
         detail = "an incomplete record batch: the writer stopped mid-commit"

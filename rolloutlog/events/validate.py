@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, NoReturn, cast
 
 import attrs
 
@@ -267,21 +267,19 @@ def validate_event(event: object) -> None:
     checks = _CHECKS.get(type(event))
     if checks is None:
         raise EventError("?", None, "kind", f"not an event: {type(event).__name__}")
-    known = cast(Event, event)
-    seq = known.seq if _is_int(known.seq) else None
     for name, check in checks:
-        problem = check(getattr(known, name))
+        problem = check(getattr(event, name))
         if problem is not None:
-            raise EventError(known.kind, seq, name, problem)
-    _check_relations(known, seq)
-
-
-def _check_relations(event: Event, seq: int | None) -> None:
-    """Rules that tie two fields (or a field and the seq) of one event together."""
+            _refuse(cast(Event, event), name, problem)
     relation = _RELATIONS.get(type(event))
-    problem = None if relation is None else relation(event)
-    if problem is not None:
-        raise EventError(event.kind, seq, *problem)
+    related = None if relation is None else relation(event)
+    if related is not None:
+        _refuse(cast(Event, event), *related)
+
+
+def _refuse(event: Event, field: str, problem: str) -> NoReturn:
+    seq = event.seq if _is_int(event.seq) else None
+    raise EventError(event.kind, seq, field, problem)
 
 
 def _opening_problem(event: RunStarted) -> tuple[str, str] | None:

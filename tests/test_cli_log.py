@@ -1,0 +1,119 @@
+"""`rolloutlog info`, `export` and `import`, through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from rolloutlog.cli import main
+from rolloutlog.events.log_reader import read_log
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "small.arrow"
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def one_line_error(result: Result) -> str:
+    """The error a bad input gives: exit status 2, one line on stderr, no traceback."""
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rolloutlog: error: "), result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", [[], ["info"], ["export"], ["import"]])
+def test_every_command_has_help(command: list[str]) -> None:
+    result = run(*command, "--help")
+    assert result.exit_code == 0
+    assert "Usage: " in result.output
+
+
+def test_info_prints_the_summary() -> None:
+    result = run("info", str(EXAMPLE))
+    assert result.exit_code == 0, result.output
+    for words in ("schema version", "0..24", "episode_dispatched", "group_size", "closed"):
+        assert words in result.stdout
+
+
+def test_info_json_has_the_documented_keys() -> None:
+    result = run("info", "--json", str(EXAMPLE))
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert {
+        "events",
+        "schema_version",
+        "config",
+        "counts",
+        "first_seq",
+        "last_seq",
+        "torn_tail",
+    } <= set(info)
+    assert (info["events"], info["first_seq"], info["last_seq"], info["torn_tail"]) == (
+        25,
+        0,
+        24,
+        0,
+    )
+    assert info["counts"]["episode_completed"] == 8
+    assert info["config"]["group_size"] == 4
+
+
+def test_export_then_import_gives_the_same_log(tmp_path: Path) -> None:
+    exported = run("export", str(EXAMPLE))
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout == (EXAMPLE.with_suffix(".jsonl")).read_text(encoding="utf-8")
+    assert run("export", str(EXAMPLE), "-o", str(tmp_path / "run.jsonl")).exit_code == 0
+    imported = run("import", str(tmp_path / "run.jsonl"), "-o", str(tmp_path / "run.arrow"))
+    assert imported.exit_code == 0, imported.output
+    assert "imported 25 events" in imported.stdout
+    assert read_log(tmp_path / "run.arrow") == read_log(EXAMPLE)
+
+
+def test_import_names_the_bad_line_and_writes_nothing(tmp_path: Path) -> None:
+    lines = EXAMPLE.with_suffix(".jsonl").read_text(encoding="utf-8").splitlines()
+    lines[16] = lines[16].replace('"reward": 0.5', '"reward": "x"')
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run("import", str(tmp_path / "bad.jsonl"), "-o", str(tmp_path / "run.arrow"))
+    assert one_line_error(result).endswith(
+        'line 17: episode_completed.reward: expected a number, got "x"'
+    )
+    assert not (tmp_path / "run.arrow").exists()
+
+
+def test_import_refuses_to_replace_a_log_unless_forced(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLE, tmp_path / "run.arrow")
+    source = str(EXAMPLE.with_suffix(".jsonl"))
+    assert "already exists" in one_line_error(
+        run("import", source, "-o", str(tmp_path / "run.arrow"))
+    )
+    assert run("import", source, "-o", str(tmp_path / "run.arrow"), "--force").exit_code == 0
+
+
+def test_a_missing_or_damaged_log_is_one_clear_line(tmp_path: Path) -> None:
+    assert "no such log file" in one_line_error(run("info", str(tmp_path / "missing.arrow")))
+    data = bytearray(EXAMPLE.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "damaged.arrow").write_bytes(data)
+    assert "seq 0" in one_line_error(run("info", str(tmp_path / "damaged.arrow")))
+    assert "seq 0" in one_line_error(run("export", str(tmp_path / "damaged.arrow")))
+    assert "No such file" in one_line_error(
+        run("import", str(tmp_path / "missing.jsonl"), "-o", "x")
+    )
+
+
+def test_a_torn_tail_is_reported_on_stderr_and_refused_with_strict(tmp_path: Path) -> None:
+    data = EXAMPLE.read_bytes()
+    (tmp_path / "torn.arrow").write_bytes(data[: len(data) - 100])
+    result = run("info", "--json", str(tmp_path / "torn.arrow"))
+    assert result.exit_code == 0, result.output
+    assert "torn tail" in result.stderr
+    assert json.loads(result.stdout)["events"] == 0
+    assert json.loads(result.stdout)["torn_tail"] > 0
+    assert "torn tail" in one_line_error(run("info", "--strict", str(tmp_path / "torn.arrow")))
