@@ -1,0 +1,99 @@
+"""The weight broadcast directory: one Hugging Face checkpoint per policy version.
+
+Layout: `<root>/v<k>/config.json`, `<root>/v<k>/model.safetensors`, and `<root>/v<k>/READY`,
+written last. A reader (the runtime, before it asks inference to reload) trusts a version
+only once READY exists, so a crash mid-write never reaches inference. READY holds the
+version and the SHA-256 of the weights file, which `require_ready` re-checks: what
+inference loads is what the trainer wrote. Only the newest `keep` versions stay on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Final
+
+from rolloutlog.runtime.live.model import WEIGHTS_FILE, LlamaForCausalLM, save_checkpoint
+
+READY_FILE: Final = "READY"
+
+
+class BroadcastError(RuntimeError):
+    """A version directory is missing, incomplete, or does not match its READY marker."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class WeightBroadcast:
+    """Publishes checkpoints by version under `root`, keeping the newest `keep`."""
+
+    def __init__(self, root: Path, keep: int = 3) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self.root = root
+        self.keep = keep
+        root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, version: int) -> Path:
+        return self.root / f"v{version}"
+
+    def publish(self, model: LlamaForCausalLM, version: int) -> Path:
+        """Write version `version` (replacing a partial earlier attempt), READY last."""
+        if version < 0:
+            raise ValueError(f"version must be >= 0, got {version}")
+        directory = self.path(version)
+        if directory.exists():
+            shutil.rmtree(directory)
+        save_checkpoint(model, directory)
+        for name in sorted(p.name for p in directory.iterdir()):
+            _fsync(directory / name)
+        marker = {"version": version, "sha256": _sha256(directory / WEIGHTS_FILE)}
+        (directory / READY_FILE).write_text(json.dumps(marker) + "\n")
+        _fsync(directory / READY_FILE)
+        self._prune(version)
+        return directory
+
+    def require_ready(self, version: int) -> Path:
+        """The version's directory, after checking its READY marker against the weights."""
+        directory = self.path(version)
+        marker = self._marker(directory)
+        if marker.get("version") != version:
+            raise BroadcastError(f"{directory}: READY names version {marker.get('version')}")
+        if _sha256(directory / WEIGHTS_FILE) != marker.get("sha256"):
+            raise BroadcastError(f"{directory}: {WEIGHTS_FILE} does not match its READY digest")
+        return directory
+
+    def _marker(self, directory: Path) -> dict[str, Any]:
+        ready = directory / READY_FILE
+        if not ready.is_file():
+            raise BroadcastError(f"{directory}: not ready (no {READY_FILE} marker)")
+        try:
+            marker = json.loads(ready.read_text())
+        except json.JSONDecodeError as error:
+            raise BroadcastError(f"{ready}: not JSON ({error})") from error
+        if not isinstance(marker, dict):
+            raise BroadcastError(f"{ready}: expected a JSON object")
+        return marker
+
+    def _prune(self, newest: int) -> None:
+        for directory in self.root.glob("v*"):
+            suffix = directory.name[1:]
+            if suffix.isdigit() and int(suffix) <= newest - self.keep:
+                shutil.rmtree(directory, ignore_errors=True)

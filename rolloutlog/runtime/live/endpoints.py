@@ -1,0 +1,236 @@
+"""Several inference endpoints used as one, as users run several vLLM replicas.
+
+- Placement: the members of a group stay on one endpoint, so they share its prefix cache
+  (their prompts are identical); a new group goes to the endpoint with the fewest
+  requests in flight (ties: the first listed, so placement is reproducible).
+- Weight updates fan out: pause (keep) everywhere, reload everywhere, relabel everywhere,
+  resume everywhere; `publish_weights` returns, and the version is live, only when every
+  endpoint still in rotation has it.
+- Loss: an endpoint that stops answering (a transport failure confirmed by a failed
+  health probe) is taken out of rotation with a warning. Its in-flight requests fail at
+  once with `EndpointLost`, so the caller records each as a failed episode: none is lost
+  from the accounting, and none waits on a dead socket. An endpoint whose weight reload
+  fails is taken out the same way: it would serve the wrong version.
+Everything runs on one asyncio loop, so the bookkeeping needs no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, TypeVar
+
+import attrs
+
+from rolloutlog.runtime.live.protocol import (
+    GenerateRequest,
+    Generation,
+    InferenceBackend,
+    InferenceError,
+    InferenceUnavailable,
+)
+
+GROUPS_REMEMBERED_MAX: Final = 65536  # affinity entries kept; the oldest are forgotten
+_log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class EndpointLost(InferenceError):
+    """The request's endpoint was taken out of rotation while the request was in flight."""
+
+
+class NoEndpointsLeft(InferenceError):
+    """Every endpoint has been taken out of rotation."""
+
+
+class WeightReloadFailed(InferenceError):
+    """No endpoint could load the new weights; inference resumed on the old ones."""
+
+
+@attrs.define(eq=False)
+class Endpoint:
+    """One backend and its bookkeeping."""
+
+    index: int
+    backend: InferenceBackend
+    inflight: dict[str, asyncio.Task[Generation]] = attrs.Factory(dict)
+    alive: bool = True
+    lost_reason: str | None = None
+    version: str | None = None
+
+    @property
+    def url(self) -> str:
+        return self.backend.url
+
+
+LostCallback = Callable[[str, str, list[str]], None]
+
+
+class EndpointPool:
+    """Group-affine, least-loaded placement over several backends, with fan-out updates."""
+
+    def __init__(
+        self, backends: Sequence[InferenceBackend], *, on_lost: LostCallback | None = None
+    ) -> None:
+        if not backends:
+            raise ValueError("an endpoint pool needs at least one backend")
+        self.endpoints = [Endpoint(i, b) for i, b in enumerate(backends)]
+        self._groups: OrderedDict[str, Endpoint] = OrderedDict()
+        self._where: dict[str, Endpoint] = {}
+        self._on_lost = on_lost
+        self.live_version: str | None = None
+
+    # ---- placement and generation ----------------------------------------------------
+    def alive(self) -> list[Endpoint]:
+        return [e for e in self.endpoints if e.alive]
+
+    def place(self, group_id: str) -> Endpoint:
+        """The group's endpoint; a new (or orphaned) group goes to the least loaded."""
+        endpoint = self._groups.get(group_id)
+        if endpoint is not None and endpoint.alive:
+            self._groups.move_to_end(group_id)
+            return endpoint
+        candidates = self.alive()
+        if not candidates:
+            raise NoEndpointsLeft("no inference endpoint is left in rotation")
+        endpoint = min(candidates, key=lambda e: (len(e.inflight), e.index))
+        self._groups[group_id] = endpoint
+        while len(self._groups) > GROUPS_REMEMBERED_MAX:
+            self._groups.popitem(last=False)
+        return endpoint
+
+    def forget_group(self, group_id: str) -> None:
+        """Drop a finished group's affinity."""
+        self._groups.pop(group_id, None)
+
+    async def generate(self, group_id: str, request: GenerateRequest) -> Generation:
+        """Generate on the group's endpoint; `EndpointLost` if that endpoint is lost."""
+        endpoint = self.place(group_id)
+        if request.request_id in self._where:
+            raise ValueError(f"request_id {request.request_id!r} is already in flight")
+        task = asyncio.ensure_future(endpoint.backend.generate(request))
+        endpoint.inflight[request.request_id] = task
+        self._where[request.request_id] = endpoint
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled() and not endpoint.alive:
+                raise EndpointLost(
+                    f"{request.request_id}: endpoint {endpoint.url} was taken out of rotation "
+                    f"({endpoint.lost_reason})"
+                ) from None
+            task.cancel()
+            raise
+        except InferenceUnavailable as error:
+            await self._probe(endpoint, str(error))
+            raise
+        finally:
+            endpoint.inflight.pop(request.request_id, None)
+            self._where.pop(request.request_id, None)
+
+    async def abort(self, request_ids: Sequence[str]) -> None:
+        """Abort requests wherever they run; ids not in flight are ignored."""
+        by_endpoint: dict[int, list[str]] = {}
+        for request_id in request_ids:
+            endpoint = self._where.get(request_id)
+            if endpoint is not None and endpoint.alive:
+                by_endpoint.setdefault(endpoint.index, []).append(request_id)
+        await self._each(
+            [self.endpoints[i] for i in by_endpoint],
+            lambda e: e.backend.abort(by_endpoint[e.index]),
+        )
+
+    # ---- weights ---------------------------------------------------------------------
+    async def publish_weights(self, weights_path: str, version: str) -> str:
+        """Make `version` (a checkpoint directory) live on every endpoint in rotation.
+
+        Pause in keep mode, so requests in flight freeze and finish on the new weights
+        (their `weight_versions` show both); then reload, relabel and resume. An endpoint
+        whose reload fails leaves rotation; if all fail, all resume on the old weights and
+        `WeightReloadFailed` is raised.
+        """
+        await self._each(self.alive(), lambda e: e.backend.pause("keep"))
+        failures = await self._each(
+            self.alive(), lambda e: e.backend.reload_weights(weights_path), lose=False
+        )
+        loaded = [e for e in self.alive() if e.index not in failures]
+        if not loaded:
+            await self._each(self.alive(), lambda e: e.backend.resume())
+            reasons = "; ".join(str(error) for error in failures.values())
+            raise WeightReloadFailed(f"no endpoint could load {weights_path}: {reasons}")
+        for index, error in failures.items():
+            self._lose(self.endpoints[index], f"weight reload failed: {error}")
+        await self._each(loaded, lambda e: e.backend.update_weight_version(version))
+        await self._each(self.alive(), lambda e: e.backend.resume())
+        for endpoint in self.alive():
+            endpoint.version = version
+        self._require_alive()
+        self.live_version = version
+        return version
+
+    async def check_health(self) -> list[str]:
+        """Probe every endpoint in rotation; returns the urls of those taken out."""
+        lost = []
+        for endpoint, healthy in zip(
+            self.alive(),
+            await asyncio.gather(*(e.backend.health() for e in self.alive())),
+            strict=True,
+        ):
+            if not healthy:
+                self._lose(endpoint, "health check failed")
+                lost.append(endpoint.url)
+        return lost
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(e.backend.aclose() for e in self.endpoints))
+
+    # ---- loss ------------------------------------------------------------------------
+    async def _each(
+        self,
+        endpoints: list[Endpoint],
+        call: Callable[[Endpoint], Awaitable[T]],
+        *,
+        lose: bool = True,
+    ) -> dict[int, InferenceError]:
+        """Run `call` on every endpoint at once; an endpoint that fails leaves rotation
+        (when `lose`), and the failures are returned by endpoint index."""
+        outcomes = await asyncio.gather(*(call(e) for e in endpoints), return_exceptions=True)
+        failures: dict[int, InferenceError] = {}
+        for endpoint, outcome in zip(endpoints, outcomes, strict=True):
+            if isinstance(outcome, InferenceError):
+                failures[endpoint.index] = outcome
+                if lose:
+                    self._lose(endpoint, str(outcome))
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        return failures
+
+    async def _probe(self, endpoint: Endpoint, reason: str) -> None:
+        """After a transport failure: lose the endpoint only if it fails a health probe."""
+        if endpoint.alive and not await endpoint.backend.health():
+            self._lose(endpoint, reason)
+
+    def _lose(self, endpoint: Endpoint, reason: str) -> None:
+        if not endpoint.alive:
+            return
+        endpoint.alive = False
+        endpoint.lost_reason = reason
+        failed = sorted(endpoint.inflight)
+        _log.warning(
+            "inference endpoint %s taken out of rotation (%s); %d request(s) in flight "
+            "recorded as failed; %d endpoint(s) left",
+            endpoint.url,
+            reason,
+            len(failed),
+            len(self.alive()),
+        )
+        for task in endpoint.inflight.values():
+            task.cancel()
+        if self._on_lost is not None:
+            self._on_lost(endpoint.url, reason, failed)
+
+    def _require_alive(self) -> None:
+        if not self.alive():
+            raise NoEndpointsLeft("every inference endpoint has been taken out of rotation")
