@@ -21,6 +21,8 @@ import attrs
 from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group"]
+AdmissionPolicy = Literal["none", "capacity"]
+BatchOrder = Literal["fifo", "oldest-first"]
 DEFAULT_BATCH_SIZE = 64
 
 Check = Callable[[Any], str | None]
@@ -64,6 +66,9 @@ class RunConfig:
     admission_smoothing: bool = checked(False, None, "cap pool growth per 5-second window")
     curriculum: str = checked("all", known_curriculum, "group admission rule (core.curriculum)")
     zero_output_batches: int = checked(10, at_least(1), "stop after N batches of nothing admitted")
+    admission: AdmissionPolicy = checked("none", None, "capacity: cap train work ahead of trainer")
+    straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
+    batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
 
     def __attrs_post_init__(self) -> None:
         if (self.batch_size is None) == (self.token_batch_size is None):

@@ -5,10 +5,11 @@ mutable object that `evolve` updates in place and returns; `decide(state, event)
 reads it. `decide` runs after the event was evolved, so it always sees the current state.
 
 `decide` is state-driven: on any event it fills free permits (oldest open group first,
-then new groups), except on `version_pending` (cancel stale in-flight train episodes),
-`overload_cut` (drop whole groups, youngest first) and `run_finished` (cancel everything
-owed). Permits freed by those cancellations are refilled when the dispatcher reacts to its
-own `episodes_cancelled`, so no decision is ever computed on a state it has not seen.
+then new groups), unless a cancellation rule answers first (`core.cancellations`): stale
+episodes before a weight update, whole groups on an overload cut or at shutdown, and, with
+`straggler_cut`, the stragglers of at-risk groups before a weight update and when a batch
+ships. Permits freed by cancellations are refilled when the dispatcher reacts to its own
+`episodes_cancelled`, so no decision is ever computed on a state it has not seen.
 """
 
 from __future__ import annotations
@@ -16,73 +17,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
-from rolloutlog.core.config import RunConfig
+from rolloutlog.core import cancellations
+from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
 from rolloutlog.core.errors import InconsistentLogError, require
-from rolloutlog.core.staleness import rollout_age
+from rolloutlog.core.ledger import capacity_left, evolve_ledger
 from rolloutlog.core.tasks import task_for_group
-from rolloutlog.events.types import (
-    CancelReason,
-    EpisodeDispatched,
-    EpisodesCancelled,
-    Event,
-    GroupOpened,
-    Work,
-)
+from rolloutlog.events.types import EpisodeDispatched, Event, GroupOpened, Work
+
+__all__ = ["DispatcherState", "OpenGroup", "decide", "evolve", "initial_state"]
 
 SMOOTHING_WINDOW_S = 5.0
-
-
-@attrs.define(slots=True)
-class OpenGroup:
-    """A group that still owes the dispatcher something: in-flight or unscheduled members."""
-
-    group_id: str
-    number: int
-    train: bool
-    live: bool
-    size: int
-    start_version: int
-    dispatched: int = 0
-    unscheduled: int = 0
-    inflight: dict[str, int] = attrs.Factory(dict)  # episode id -> its dispatch version
-
-    def owed(self) -> int:
-        """Members not yet accounted for: in flight or never dispatched."""
-        return len(self.inflight) + self.unscheduled
-
-
-@attrs.define(slots=True)
-class DispatcherState:
-    """Permits, open groups, the policy version and step, the gate's inputs.
-
-    Bounded by what is in flight and open: finished groups leave `groups`, and a late
-    completion is recognised by its absence from `inflight`, not by a history of ids.
-    """
-
-    config: RunConfig
-    limit: int
-    step: int = 1
-    version: int = 0
-    groups_opened: int = 0
-    groups: dict[str, OpenGroup] = attrs.Factory(dict)  # in opening order
-    owing: dict[str, None] = attrs.Factory(dict)  # groups with unscheduled members, in order
-    inflight: dict[str, str] = attrs.Factory(dict)  # episode id -> group id; one per permit
-    eval_owed: int = 0
-    window: int = -1
-    window_growth: int = 0
-    late_events: int = 0
-    finished: bool = False
-
-    def gated(self) -> bool:
-        """Train dispatch pauses while the trainer lags the step by more than `target_lag`."""
-        return (self.step - 1) - self.version > self.config.target_lag
-
-
-def initial_state(config: RunConfig) -> DispatcherState:
-    """The dispatcher before `run_started`: no permits held, version 0, step 1."""
-    return DispatcherState(config=config, limit=config.max_inflight)
+# Stands for "no limit" where capacity admission is off; any count of free permits is less.
+_UNLIMITED = 1 << 62
 
 
 # --- evolve ------------------------------------------------------------------------------
@@ -95,6 +41,8 @@ def evolve(state: DispatcherState, event: Event) -> DispatcherState:
     handler = _EVOLVERS.get(event.kind)
     if handler is not None:
         handler(state, event)
+    if state.config.admission == "capacity":
+        evolve_ledger(state.ledger, event)
     return state
 
 
@@ -160,7 +108,9 @@ def _on_arrival(state: DispatcherState, event: Any) -> None:
         state.late_events += 1
         return
     group = state.groups[group_id]
-    del group.inflight[event.episode_id]
+    version = group.inflight.pop(event.episode_id)
+    if event.kind == "episode_completed":
+        group.arrived_versions.append(version)
     state.window_growth -= 1  # a natural completion refunds one admission
     _close_if_done(state, group)
 
@@ -233,76 +183,17 @@ def decide(state: DispatcherState, event: Event) -> list[Event]:
     """The dispatcher's reaction to `event`, on the state that already includes it."""
     kind = event.kind
     if kind == "run_finished":
-        return _cancel_groups(state, list(state.groups.values()), "shutdown", event.t)
+        return cancellations.shutdown(state, event.t)
     if state.finished:
         return []
+    cancelled: list[Event] = []
     if kind == "version_pending":
-        cancelled = _cancel_stale(state, event.t)
-        if cancelled:
-            return cancelled
+        cancelled = cancellations.before_weight_update(state, event.t)
     elif kind == "overload_cut":
-        cancelled = _cut_overload(state, event.n, event.t)  # type: ignore[union-attr]
-        if cancelled:
-            return cancelled
-    return _fill(state, event.t)
-
-
-def _cancel_stale(state: DispatcherState, t: float) -> list[Event]:
-    """Before a weight update: cancel the stale in-flight train episodes of each group.
-
-    Per-episode: exactly the stale in-flight members; siblings keep running and unscheduled
-    members are dispatched later at the then-current version. Per-group: the whole group.
-    """
-    config = state.config
-    bound, step = config.max_off_policy_steps, state.step
-    out: list[Event] = []
-    for group in state.groups.values():
-        if not (group.train and group.live and group.inflight):
-            continue
-        if config.staleness == "per-group":
-            if rollout_age(group.start_version, step) > bound:
-                out.append(_cancellation(group, "stale", t))
-            continue
-        stale = tuple(e for e, v in group.inflight.items() if rollout_age(v, step) > bound)
-        if stale:
-            out.append(
-                EpisodesCancelled(
-                    t=t, group_id=group.group_id, episode_ids=stale, unscheduled=0, reason="stale"
-                )
-            )
-    return out
-
-
-def _cut_overload(state: DispatcherState, n: int, t: float) -> list[Event]:
-    """Drop whole groups, youngest first, until at least `n` owed episodes are cancelled.
-
-    A group's age is its oldest member's dispatch time; member 0 is dispatched when the
-    group opens, so age order is opening order and the youngest group is the last opened.
-    """
-    victims: list[OpenGroup] = []
-    owed = 0
-    for group in reversed(state.groups.values()):
-        if owed >= n:
-            break
-        victims.append(group)
-        owed += group.owed()
-    return _cancel_groups(state, victims, "overload", t)
-
-
-def _cancel_groups(
-    state: DispatcherState, groups: list[OpenGroup], reason: CancelReason, t: float
-) -> list[Event]:
-    return [_cancellation(group, reason, t) for group in groups if group.owed()]
-
-
-def _cancellation(group: OpenGroup, reason: CancelReason, t: float) -> EpisodesCancelled:
-    return EpisodesCancelled(
-        t=t,
-        group_id=group.group_id,
-        episode_ids=tuple(group.inflight),
-        unscheduled=group.unscheduled,
-        reason=reason,
-    )
+        cancelled = cancellations.overload(state, event.n, event.t)  # type: ignore[union-attr]
+    elif kind == "batch_shipped":
+        cancelled = cancellations.after_batch_shipped(state, event.t)
+    return cancelled or _fill(state, event.t)
 
 
 def _free_permits(state: DispatcherState) -> int:
@@ -313,36 +204,43 @@ def _free_permits(state: DispatcherState) -> int:
     return free
 
 
+def _train_allowance(state: DispatcherState) -> int:
+    """How many train episodes may go out now: none while gated, else capacity admission's."""
+    if state.gated():
+        return 0
+    left = capacity_left(state.config, state.ledger, state.version)
+    return _UNLIMITED if left is None else left
+
+
 def _fill(state: DispatcherState, t: float) -> list[Event]:
     """Use free permits: continue the oldest open group that owes members, else open new ones."""
     free = _free_permits(state)
     if free <= 0:
         return []
-    gated = state.gated()
+    train = _train_allowance(state)
     out: list[Event] = []
     for group_id in state.owing:
         group = state.groups[group_id]
-        if group.train and gated:
+        count = min(free, group.unscheduled, train if group.train else free)
+        if count <= 0:
             continue
-        count = min(free, group.unscheduled)
         _dispatch_members(state, group, group.start_version, group.dispatched, count, t, out)
         free -= count
+        train -= count if group.train else 0
         if free == 0:
             return out
-    _open_groups(state, free, gated, t, out)
+    _open_groups(state, free, train, t, out)
     return out
 
 
-def _open_groups(
-    state: DispatcherState, free: int, gated: bool, t: float, out: list[Event]
-) -> None:
+def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: list[Event]) -> None:
     config = state.config
     number, eval_owed = state.groups_opened, state.eval_owed
     while free > 0:
         work: Work
         if eval_owed > 0:
             work, eval_owed = "eval", eval_owed - 1
-        elif not gated:
+        elif train > 0:
             work = "train"
         else:
             return
@@ -369,9 +267,10 @@ def _open_groups(
                 live=task.live,
             )
         )
-        count = min(free, group.size)
+        count = min(free, group.size, train if group.train else free)
         _dispatch_members(state, group, state.version, 0, count, t, out)
         free -= count
+        train -= count if group.train else 0
 
 
 def _dispatch_members(

@@ -75,6 +75,8 @@ class InvariantChecker:
         self.finished = False
         self.late_events = 0
         self.publish_step = 1
+        self.version = 0
+        self.train_promised = 0  # trained + queued + arrived-unfinalized + in-flight (train)
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -149,10 +151,25 @@ class InvariantChecker:
         self._check(self.inflight < self.limit, event, f"admitted above the limit {self.limit}")
         self._check(group.undispatched > 0, event, f"{event.group_id} has no member left")
         self._check(event.episode_id not in group.episodes, event, "episode dispatched twice")
+        if group.train:
+            self._check_capacity(event)
+            self.train_promised += 1
         group.undispatched -= 1
         group.episodes[event.episode_id] = _Episode(event.policy_version)
         self.dispatched_members[int(event.group_id[1:])] += 1
         self.inflight += 1
+
+    def _check_capacity(self, event: Any) -> None:
+        """Capacity admission: no train dispatch once the promised work fills the horizon."""
+        config = self.config
+        if config.admission != "capacity" or config.batch_size is None:
+            return
+        capacity = (config.max_off_policy_steps + self.version + 1) * config.batch_size
+        self._check(
+            self.train_promised < capacity,
+            event,
+            f"capacity admission: {self.train_promised} train episodes promised of {capacity}",
+        )
 
     def _arrived(self, event: Any) -> None:
         group_id, _, member = event.episode_id.rpartition("/")
@@ -184,6 +201,9 @@ class InvariantChecker:
         group = self.groups.get(event.group_id)
         if group is None:
             return self._fail(event, f"cancellation for {event.group_id}, which is not open")
+        if event.reason == "straggler":
+            self._check_straggler(group, event)
+        self.train_promised -= len(event.episode_ids) if group.train else 0
         for episode_id in event.episode_ids:
             episode = group.episodes.get(episode_id)
             if episode is None or episode.state != "inflight":
@@ -200,7 +220,31 @@ class InvariantChecker:
         group.cancelled += len(event.episode_ids) + event.unscheduled
         return None
 
+    def _check_straggler(self, group: _Group, event: Any) -> None:
+        """A straggler cut needs an arrived fresh member at risk, and cancels all it owes."""
+        bound = self.config.max_off_policy_steps
+        at_risk = (
+            group.train
+            and group.live
+            and any(
+                e.state == "completed" and rollout_age(e.version, self.step) == bound
+                for e in group.episodes.values()
+            )
+        )
+        self._check(at_risk, event, f"straggler cut of {event.group_id}: no arrival at risk")
+        left = [
+            episode_id
+            for episode_id, e in group.episodes.items()
+            if e.state == "inflight" and episode_id not in event.episode_ids
+        ]
+        self._check(
+            not left and event.unscheduled == group.undispatched,
+            event,
+            f"straggler cut of {event.group_id} leaves members owed: {left}",
+        )
+
     def _dropped(self, event: Any) -> None:
+        self.train_promised -= 1
         queued = self.queued.pop(event.episode_id, None)
         if queued is not None:
             version, stale = queued.version, queued.live
@@ -255,6 +299,8 @@ class InvariantChecker:
         if event.admitted:
             for episode_id in event.episode_ids:
                 self.queued[episode_id] = _Queued(group.episodes[episode_id].version, group.live)
+        arrived_kept = sum(e.state in ("completed", "failed") for e in group.episodes.values())
+        self.train_promised -= arrived_kept - (len(event.episode_ids) if event.admitted else 0)
         return None
 
     def _batch(self, event: Any) -> None:
@@ -275,6 +321,7 @@ class InvariantChecker:
 
     def _version_pending(self, event: Any) -> None:
         self.publish_step = self.step
+        self.version = event.version
 
     def _limit(self, event: Any) -> None:
         self.limit = event.max_inflight

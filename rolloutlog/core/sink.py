@@ -362,17 +362,24 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
 
 
 def _take(config: RunConfig, queue: dict[str, Queued]) -> list[str]:
-    """The oldest queued ids that make a full batch, or [] when the queue is short."""
+    """The queued ids that make a full batch, first in `batch_order`, or [] when short.
+
+    `fifo` takes the oldest queued; `oldest-first` takes the oldest dispatch versions first
+    (queue order among equals), so the episodes closest to the bound ship before they expire.
+    """
+    if config.batch_size is not None and len(queue) < config.batch_size:
+        return []
+    order: list[str] | dict[str, Queued] = queue
+    if config.batch_order == "oldest-first":
+        order = sorted(queue, key=lambda episode_id: queue[episode_id].version)
+    ids = iter(order)
     if config.batch_size is not None:
-        if len(queue) < config.batch_size:
-            return []
-        ids = iter(queue)
         return [next(ids) for _ in range(config.batch_size)]
     target = config.token_batch_size or 0
     taken, tokens = [], 0
-    for episode_id, queued in queue.items():
+    for episode_id in ids:
         taken.append(episode_id)
-        tokens += queued.tokens
+        tokens += queue[episode_id].tokens
         if tokens >= target:
             return taken
     return []

@@ -1,0 +1,109 @@
+"""The dispatcher's cancellation rules: stale, straggler, overload, shutdown.
+
+Each rule reads the dispatcher state and answers `episodes_cancelled` events, one per
+group and rule; none changes state (the dispatcher's `evolve` applies them when appended).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
+from rolloutlog.core.staleness import rollout_age
+from rolloutlog.events.types import CancelReason, EpisodesCancelled, Event
+
+
+def before_weight_update(state: DispatcherState, t: float) -> list[Event]:
+    """Cancel the stale in-flight train episodes of each group, then cut stragglers.
+
+    Per-episode: exactly the stale in-flight members; siblings keep running and unscheduled
+    members are dispatched later at the then-current version. Per-group: the whole group of
+    any group whose (shared) dispatch version is stale.
+    """
+    out: list[Event] = []
+    for group in state.groups.values():
+        stale = _stale_in_flight(state, group)
+        if stale and state.config.staleness == "per-group":
+            out.append(_whole_group(group, "stale", t))
+            continue
+        if stale:
+            out.append(_members(group, stale, 0, "stale", t))
+        cut = _straggler_cut(state, group, exclude=set(stale), t=t)
+        if cut is not None:
+            out.append(cut)
+    return out
+
+
+def after_batch_shipped(state: DispatcherState, t: float) -> list[Event]:
+    """The step advanced: cut the stragglers of groups whose arrivals are now at risk."""
+    cuts = (_straggler_cut(state, group, exclude=set(), t=t) for group in state.groups.values())
+    return [cut for cut in cuts if cut is not None]
+
+
+def overload(state: DispatcherState, n: int, t: float) -> list[Event]:
+    """Drop whole groups, youngest first, until at least `n` owed episodes are cancelled.
+
+    A group's age is its oldest member's dispatch time; member 0 is dispatched when the
+    group opens, so age order is opening order and the youngest group is the last opened.
+    """
+    victims: list[OpenGroup] = []
+    owed = 0
+    for group in reversed(state.groups.values()):
+        if owed >= n:
+            break
+        victims.append(group)
+        owed += group.owed()
+    return _whole_groups(victims, "overload", t)
+
+
+def shutdown(state: DispatcherState, t: float) -> list[Event]:
+    """The run ends: cancel everything still owed, so every group finalizes."""
+    return _whole_groups(state.groups.values(), "shutdown", t)
+
+
+def at_risk(state: DispatcherState, group: OpenGroup) -> bool:
+    """Whether a completed member of `group` is fresh now but past the bound after the next
+    batch ships (its age is exactly the bound), so waiting for stragglers would lose it."""
+    if not (group.train and group.live):
+        return False
+    bound, step = state.config.max_off_policy_steps, state.step
+    return any(rollout_age(version, step) == bound for version in group.arrived_versions)
+
+
+def _stale_in_flight(state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
+    if not (group.train and group.live):
+        return ()
+    bound, step = state.config.max_off_policy_steps, state.step
+    return tuple(e for e, v in group.inflight.items() if rollout_age(v, step) > bound)
+
+
+def _straggler_cut(
+    state: DispatcherState, group: OpenGroup, exclude: set[str], t: float
+) -> EpisodesCancelled | None:
+    """With `straggler_cut`, cancel what an at-risk group still owes (whole-group semantics)."""
+    if not state.config.straggler_cut or not at_risk(state, group):
+        return None
+    remaining = tuple(e for e in group.inflight if e not in exclude)
+    if not remaining and not group.unscheduled:
+        return None
+    return _members(group, remaining, group.unscheduled, "straggler", t)
+
+
+def _whole_groups(groups: Iterable[OpenGroup], reason: CancelReason, t: float) -> list[Event]:
+    return [_whole_group(group, reason, t) for group in groups if group.owed()]
+
+
+def _whole_group(group: OpenGroup, reason: CancelReason, t: float) -> EpisodesCancelled:
+    return _members(group, tuple(group.inflight), group.unscheduled, reason, t)
+
+
+def _members(
+    group: OpenGroup, episode_ids: tuple[str, ...], unscheduled: int, reason: CancelReason, t: float
+) -> EpisodesCancelled:
+    return EpisodesCancelled(
+        t=t,
+        group_id=group.group_id,
+        episode_ids=episode_ids,
+        unscheduled=unscheduled,
+        reason=reason,
+    )

@@ -1,0 +1,61 @@
+"""The dispatcher's state: permits, open groups, the policy version and step, the gate."""
+
+from __future__ import annotations
+
+import attrs
+
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.ledger import TrainLedger
+
+
+@attrs.define(slots=True)
+class OpenGroup:
+    """A group that still owes the dispatcher something: in-flight or unscheduled members."""
+
+    group_id: str
+    number: int
+    train: bool
+    live: bool
+    size: int
+    start_version: int
+    dispatched: int = 0
+    unscheduled: int = 0
+    inflight: dict[str, int] = attrs.Factory(dict)  # episode id -> its dispatch version
+    arrived_versions: list[int] = attrs.Factory(list)  # of completed members, for stragglers
+
+    def owed(self) -> int:
+        """Members not yet accounted for: in flight or never dispatched."""
+        return len(self.inflight) + self.unscheduled
+
+
+@attrs.define(slots=True)
+class DispatcherState:
+    """Permits, open groups, the policy version and step, the gate's inputs.
+
+    Bounded by what is in flight and open: finished groups leave `groups`, and a late
+    completion is recognised by its absence from `inflight`, not by a history of ids.
+    """
+
+    config: RunConfig
+    limit: int
+    step: int = 1
+    version: int = 0
+    groups_opened: int = 0
+    groups: dict[str, OpenGroup] = attrs.Factory(dict)  # in opening order
+    owing: dict[str, None] = attrs.Factory(dict)  # groups with unscheduled members, in order
+    inflight: dict[str, str] = attrs.Factory(dict)  # episode id -> group id; one per permit
+    eval_owed: int = 0
+    window: int = -1
+    window_growth: int = 0
+    late_events: int = 0
+    finished: bool = False
+    ledger: TrainLedger = attrs.Factory(TrainLedger)
+
+    def gated(self) -> bool:
+        """Train dispatch pauses while the trainer lags the step by more than `target_lag`."""
+        return (self.step - 1) - self.version > self.config.target_lag
+
+
+def initial_state(config: RunConfig) -> DispatcherState:
+    """The dispatcher before `run_started`: no permits held, version 0, step 1."""
+    return DispatcherState(config=config, limit=config.max_inflight)

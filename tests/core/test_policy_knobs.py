@@ -1,0 +1,136 @@
+"""Capacity admission, straggler cuts, age-ordered batches, and the policy presets."""
+
+from __future__ import annotations
+
+import pytest
+from test_scenarios import Run
+
+from rolloutlog.core.config import ConfigError
+from rolloutlog.core.presets import parse_policy_list, preset_overrides
+
+
+def test_capacity_admission_stops_train_dispatch_at_the_horizon():
+    # horizon (max_off 0 + v0 + 1) × batch 2 = 2 train episodes promised at v0
+    run = Run(
+        group_size=2,
+        max_inflight=8,
+        batch_size=2,
+        max_off_policy_steps=0,
+        target_lag=0,
+        admission="capacity",
+    )
+    assert run.inflight() == ["g1/0", "g1/1"], "limit 8, but capacity admits only 2"
+    run.complete("g1/0", "g1/1")  # batch 1 ships: trained 2, still >= capacity 2 at v0
+    assert run.inflight() == []
+    run.publish(1)  # capacity (0 + 1 + 1) × 2 = 4: two more
+    assert run.inflight() == ["g2/0", "g2/1"]
+
+
+def test_without_capacity_admission_the_limit_binds():
+    run = Run(group_size=2, max_inflight=8, batch_size=2, max_off_policy_steps=0, target_lag=0)
+    assert len(run.inflight()) == 8
+
+
+def test_straggler_cut_saves_the_arrived_members_at_risk():
+    """G=3, bound 1. g2/0 arrives at v0; at step 2 its age is 1 = the bound, so the next
+    batch would make it stale while g2/1, g2/2 still run. The cut cancels them and g2
+    finalizes now, with g2/0 scored."""
+    run = Run(
+        group_size=3,
+        max_inflight=6,
+        batch_size=3,
+        max_off_policy_steps=1,
+        target_lag=1,
+        straggler_cut=True,
+    )
+    run.complete("g2/0")  # g3/0 at v0
+    out = run.complete("g1/0", "g1/1", "g1/2")  # batch 1 -> step 2: g2/0 at risk
+    cuts = [e for e in out if e.kind == "episodes_cancelled"]
+    assert [(c.group_id, c.reason) for c in cuts] == [("g2", "straggler")]
+    assert cuts[0].episode_ids == ("g2/1", "g2/2") and cuts[0].unscheduled == 0
+    scored = [e for e in out if e.kind == "group_scored" and e.group_id == "g2"]
+    assert scored and scored[0].episode_ids == ("g2/0",)
+
+
+def test_straggler_cut_never_touches_a_group_without_arrivals_at_risk():
+    run = Run(
+        group_size=3,
+        max_inflight=6,
+        batch_size=3,
+        max_off_policy_steps=2,
+        target_lag=1,
+        straggler_cut=True,
+    )
+    run.complete("g2/0")
+    out = run.complete("g1/0", "g1/1", "g1/2")  # step 2: g2/0 is age 1 < bound 2
+    assert not [e for e in out if e.kind == "episodes_cancelled"]
+
+
+def test_oldest_first_ships_the_oldest_dispatch_versions_first():
+    """Batch 3 is held for v2 while g4 (dispatched at v1) and then g3 (at v0) queue up:
+    fifo ships g4 first, oldest-first ships g3, whose episodes are closer to the bound."""
+    batch_3 = {}
+    for order in ("fifo", "oldest-first"):
+        run = Run(
+            group_size=2,
+            max_inflight=4,
+            batch_size=2,
+            max_off_policy_steps=3,
+            target_lag=0,
+            batch_order=order,
+            filter_zero_advantages=False,
+        )
+        run.complete("g1/0", "g1/1")  # g3 out at v0; batch 1 -> step 2
+        run.publish(1)
+        run.complete("g2/0", "g2/1")  # g4 out at v1; batch 2 -> step 3, batch 3 held for v2
+        run.complete("g4/0", "g4/1", "g3/0", "g3/1")
+        assert [b.step for b in run.of_kind("batch_shipped")] == [1, 2]
+        run.publish(2)
+        batch_3[order] = run.of_kind("batch_shipped")[2].episode_ids
+    assert batch_3 == {"fifo": ("g4/0", "g4/1"), "oldest-first": ("g3/0", "g3/1")}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "per-group",
+            {
+                "staleness": "per-group",
+                "admission": "none",
+                "straggler_cut": False,
+                "batch_order": "fifo",
+            },
+        ),
+        (
+            "per-episode+capacity",
+            {
+                "staleness": "per-episode",
+                "admission": "capacity",
+                "straggler_cut": False,
+                "batch_order": "fifo",
+            },
+        ),
+        (
+            "all",
+            {
+                "staleness": "per-episode",
+                "admission": "capacity",
+                "straggler_cut": True,
+                "batch_order": "oldest-first",
+            },
+        ),
+    ],
+)
+def test_presets_set_every_policy_key(name, expected):
+    assert preset_overrides(name) == expected
+
+
+def test_bad_presets_are_refused_by_name():
+    with pytest.raises(ConfigError, match="unknown rule 'fast'"):
+        preset_overrides("per-episode+fast")
+    with pytest.raises(ConfigError, match="must start with"):
+        preset_overrides("greedy")
+    with pytest.raises(ConfigError, match="twice"):
+        parse_policy_list("all,all")
+    assert parse_policy_list("per-episode, per-group") == ["per-episode", "per-group"]
