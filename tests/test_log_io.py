@@ -299,6 +299,13 @@ def test_a_seq_gap_inside_a_batch_is_refused_naming_the_seq(tmp_path: Path) -> N
     assert caught.value.seq == 2
 
 
+def test_a_batch_without_a_stamp_is_refused(tmp_path: Path) -> None:
+    with ipc.new_stream(str(tmp_path / "plain.arrow"), LOG_SCHEMA) as stream:
+        stream.write_batch(events_to_batch(sequenced(run_events(2))))  # no custom metadata
+    with pytest.raises(LogCorruptError, match="where seq 0 should start has no readable"):
+        read_log(tmp_path / "plain.arrow")
+
+
 def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
     newer = LOG_SCHEMA.with_metadata({SCHEMA_VERSION_KEY: b"2"})
     write_raw(tmp_path / "newer.arrow", [(sequenced(run_events(2)), 0, 1)], newer)

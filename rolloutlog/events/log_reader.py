@@ -22,7 +22,7 @@ import json
 import os
 import struct
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -130,6 +130,7 @@ class LogReader:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """Every complete record batch, verified (checksum, dictionaries, gap-free seqs)."""
+        self.torn_tail, self.closed = None, None
         with pa.OSFile(str(self.path)) as source:
             stream = self._open_stream(source)
             self.schema_version = check_schema(stream.schema)
@@ -144,7 +145,13 @@ class LogReader:
                 except (pa.ArrowException, OSError) as error:
                     self._finish_unreadable(source, last_seq, error)
                     return
-                stamp = BatchStamp.from_metadata(metadata, last_seq)
+                stamp = BatchStamp.from_metadata(metadata)
+                if stamp is None:
+                    raise LogCorruptError(
+                        f"{self.path}: the record batch where seq {last_seq + 1} should start "
+                        "has no readable rolloutlog stamp (seq range and checksum)",
+                        first_seq=last_seq + 1,
+                    )
                 self._verify(batch, stamp, last_seq)
                 last_seq = stamp.last_seq
                 self.valid_bytes = source.tell()
@@ -209,7 +216,9 @@ class LogReader:
         if stamp.first_seq == 0:
             self._check_opening(batch, corrupt)
 
-    def _check_opening(self, batch: pa.RecordBatch, corrupt: Any) -> None:
+    def _check_opening(
+        self, batch: pa.RecordBatch, corrupt: Callable[[str], LogCorruptError]
+    ) -> None:
         """A log opens with run_started at seq 0, recording the schema version of the file."""
         kind = batch.column("kind")[0].as_py()
         if kind != "run_started":

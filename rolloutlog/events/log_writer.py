@@ -29,7 +29,7 @@ from __future__ import annotations
 import fcntl
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal
@@ -56,7 +56,7 @@ BATCH_EVENTS_MAX: Final = 1 << 20  # one buffered batch must stay small beside t
 
 
 class LogWriter:
-    """An open log, held exclusively (an advisory `flock`) until `close()`.
+    """An open log, held exclusively (an advisory `flock`) until `close()`; one thread appends.
 
     `mode`: `create` refuses an existing file, `overwrite` replaces it, `append` continues
     it (or creates it). `fsync=False` lets commits stay in the OS cache (tests, bulk
@@ -174,7 +174,7 @@ class LogWriter:
         os.lseek(self._fd, 0, os.SEEK_END)
         return info.torn_tail, info.events
 
-    def _guarded(self, write: Any, sync: bool) -> None:
+    def _guarded(self, write: Callable[[], object], sync: bool) -> None:
         """Run a stream write and put its bytes in the file; any failure leaves the writer failed.
 
         After a failed write the file may end in a torn commit and the stream writer's state

@@ -23,7 +23,7 @@ import google_crc32c
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from rolloutlog.events.errors import EventError, LogCorruptError, LogSchemaError
+from rolloutlog.events.errors import EventError, LogSchemaError
 from rolloutlog.events.types import EVENT_TYPES, WORK_KINDS, Event, event_fields
 from rolloutlog.events.validate import FIELD_VALUE_TYPES
 
@@ -197,18 +197,15 @@ class BatchStamp:
         }
 
     @classmethod
-    def from_metadata(cls, metadata: Mapping[bytes, bytes] | None, after_seq: int) -> BatchStamp:
-        """Parse a batch's stamp; a missing or unreadable one means the batch is damaged."""
+    def from_metadata(cls, metadata: Mapping[bytes, bytes] | None) -> BatchStamp | None:
+        """Parse a batch's stamp; None when it is missing or unreadable (a damaged batch)."""
         try:
             found = metadata or {}
             first_seq = int(found[FIRST_SEQ_KEY])
             last_seq = int(found[LAST_SEQ_KEY])
             return cls(first_seq, last_seq, int(found[CHECKSUM_KEY], 16))
-        except (KeyError, ValueError) as error:
-            raise LogCorruptError(
-                f"record batch after seq {after_seq} has no readable rolloutlog stamp ({error})",
-                first_seq=after_seq + 1,
-            ) from error
+        except (KeyError, ValueError):
+            return None
 
 
 def check_schema(schema: pa.Schema) -> int:
