@@ -148,6 +148,12 @@ class Engine:
     def alive(self) -> bool:
         return self._thread.is_alive() and not self._stopping
 
+    @property
+    def pending(self) -> int:
+        """Requests queued or running (not yet finished)."""
+        with self._cond:
+            return len(self._active)
+
     # ---- requests --------------------------------------------------------------------
     def submit(self, external_id: str, prompt: list[int], spec: SamplingSpec) -> EngineRequest:
         """Queue a request; raises `EngineInputError`, `EnginePausedError` or overload."""

@@ -168,10 +168,10 @@ class GRPOTrainer:
         loss = policy_loss - self.config.entropy_coefficient * mean_entropy
         clipped = ((ratio - 1).abs() > epsilon).float() * batch.mask
         parts = {
-            "policy_loss": float(policy_loss),
-            "entropy": float(mean_entropy),
+            "policy_loss": float(policy_loss.detach()),
+            "entropy": float(mean_entropy.detach()),
             "clip_fraction": float(clipped.sum() / tokens),
-            "ratio_mean": float((ratio * batch.mask).sum() / tokens),
+            "ratio_mean": float((ratio.detach() * batch.mask).sum() / tokens),
             "tokens": float(tokens),
         }
         return loss, parts
@@ -189,7 +189,7 @@ class GRPOTrainer:
         return StepReport(
             version=self.version,
             weights_path=path,
-            loss=float(loss),
+            loss=float(loss.detach()),
             policy_loss=parts["policy_loss"],
             entropy=parts["entropy"],
             clip_fraction=parts["clip_fraction"],
