@@ -44,9 +44,9 @@ from rolloutlog.events.schema import (
     WORK_DICTIONARY,
     BatchStamp,
     batch_checksum,
-    batch_columns,
     check_schema,
     columns_to_events,
+    iter_batch_columns,
 )
 from rolloutlog.events.types import Event
 from rolloutlog.events.validate import validate_event
@@ -125,8 +125,7 @@ class LogReader:
 
     def columns(self) -> Iterator[dict[str, list[Any]]]:
         """Per verified record batch, its columns as Python lists (see `schema.batch_columns`)."""
-        for batch in self.batches():
-            yield batch_columns(batch)
+        yield from iter_batch_columns(self.batches())
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """Every complete record batch, verified (checksum, dictionaries, gap-free seqs)."""
