@@ -14,12 +14,21 @@ from typing import Any
 import attrs
 
 from rolloutlog.core import dispatcher, sink
-from rolloutlog.core.config import RunConfig
+from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import DISPATCHER, SINK
-from rolloutlog.events.types import WORLD_KINDS, Event, RunStarted
+from rolloutlog.events.types import (
+    WORLD_KINDS,
+    EpisodeCompleted,
+    EpisodeDispatched,
+    EpisodeFailed,
+    Event,
+    RunStarted,
+)
+from rolloutlog.replay.chain import DigestChain
+from rolloutlog.replay.registry import DispatchRegistry
 from rolloutlog.replay.summary import SummaryCollector
 
 
@@ -35,21 +44,25 @@ class LogFold:
         )
         self.collector = SummaryCollector(config.group_size)
         self.digest = GENESIS
-        self.digests: list[bytes] | None = None
+        self.digests: DigestChain | None = None
         self.next_seq = 0
         self._last_world: Event | None = None
+        self.registry = DispatchRegistry()  # tells a late arrival from a bogus one
 
     @classmethod
     def from_run_started(cls, event: Event, **options: Any) -> LogFold:
         """A fold configured by the log's first event, which must be `run_started`."""
         if not isinstance(event, RunStarted):
             raise InconsistentLogError(event.seq, event.kind, "a log must start with run_started")
-        config = RunConfig.from_mapping(event.config, where="run_started.config")
+        try:
+            config = RunConfig.from_mapping(event.config, where="run_started.config")
+        except ConfigError as error:
+            raise InconsistentLogError(event.seq, event.kind, str(error)) from error
         return cls(config, **options)
 
     def keep_digests(self) -> LogFold:
         """Remember every digest (for `diff`'s bisection), not only the last."""
-        self.digests = []
+        self.digests = DigestChain()
         return self
 
     def apply(self, event: Event) -> None:
@@ -58,11 +71,16 @@ class LogFold:
             raise InconsistentLogError(
                 event.seq, event.kind, f"seq gap: expected seq {self.next_seq}"
             )
+        if isinstance(event, EpisodeCompleted | EpisodeFailed):
+            self._require_dispatched(event)
         if self.checker is not None and event.kind in WORLD_KINDS and self._last_world:
             self.checker.settled(self._last_world, self)
         self.collector.observe(event, self.sink_state)
-        self.sink_state = sink.evolve(self.sink_state, event)
-        self.dispatcher_state = dispatcher.evolve(self.dispatcher_state, event)
+        self._evolve(event)
+        if event.kind == "group_opened":
+            self.registry.opened()
+        elif isinstance(event, EpisodeDispatched):
+            self.registry.dispatched(self.dispatcher_state.groups[event.group_id].number)
         summary = DISPATCHER.summary(self.dispatcher_state) + SINK.summary(self.sink_state)
         self.digest = chain(self.digest, canonical(event), summary)
         if self.digests is not None:
@@ -72,6 +90,29 @@ class LogFold:
         if event.kind in WORLD_KINDS:
             self._last_world = event
         self.next_seq += 1
+
+    def _evolve(self, event: Event) -> None:
+        """Evolve both deciders; whatever stops them is this event's inconsistency.
+
+        The deciders check what a driver could get wrong; a hand-edited log can break
+        them in other ways too (a `group_scored` naming a member that never arrived
+        makes the sink's lookup fail), and replay still owes a message naming the seq.
+        """
+        try:
+            self.sink_state = sink.evolve(self.sink_state, event)
+            self.dispatcher_state = dispatcher.evolve(self.dispatcher_state, event)
+        except InconsistentLogError:
+            raise
+        except (KeyError, ValueError, TypeError, AttributeError) as error:
+            problem = f"the deciders cannot apply it ({type(error).__name__}: {error})"
+            raise InconsistentLogError(event.seq, event.kind, problem) from error
+
+    def _require_dispatched(self, event: EpisodeCompleted | EpisodeFailed) -> None:
+        """An arrival must name an episode that was dispatched (late ones included)."""
+        if not self.registry.knows(event.episode_id):
+            raise InconsistentLogError(
+                event.seq, event.kind, f"{event.episode_id} was never dispatched"
+            )
 
     def finish(self) -> None:
         """The log ended: settle the last world event's checks."""
@@ -93,13 +134,27 @@ class FoldResult:
     error: InconsistentLogError | None
 
 
-def fold_events(events: Iterable[Event], *, check_invariants: bool = True) -> FoldResult:
-    """Fold events from the start of a log; stops at the first event that cannot apply."""
+def fold_events(
+    events: Iterable[Event],
+    *,
+    check_invariants: bool = True,
+    keep_digests: bool = False,
+    stop_before: int | None = None,
+) -> FoldResult:
+    """Fold events from the start of a log; stops at the first event that cannot apply.
+
+    `stop_before` folds only the events before that seq (the state *at* a point, or the
+    report of everything before a bad event); the end-of-log checks then do not run.
+    """
     fold: LogFold | None = None
     try:
         for event in events:
+            if stop_before is not None and event.seq >= stop_before:
+                return FoldResult(fold, None)
             if fold is None:
                 fold = LogFold.from_run_started(event, check_invariants=check_invariants)
+                if keep_digests:
+                    fold.keep_digests()
             fold.apply(event)
     except InconsistentLogError as error:
         return FoldResult(fold, error)

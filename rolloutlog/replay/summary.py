@@ -70,7 +70,9 @@ class SummaryCollector:
         self.trained += len(event.trained_ids)
         self.pruned += len(event.episode_ids) - len(event.trained_ids)
         for episode_id in event.trained_ids:
-            self.trained_ages[rollout_age(sink.queue[episode_id].version, event.step)] += 1
+            queued = sink.queue.get(episode_id)
+            if queued is not None:  # else the sink refuses this batch as inconsistent next
+                self.trained_ages[rollout_age(queued.version, event.step)] += 1
 
     def summary(self, violations: list[str]) -> dict[str, Any]:
         """The `replay --json` object."""
