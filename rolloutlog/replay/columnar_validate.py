@@ -1,0 +1,94 @@
+"""The event rules of `events.validate`, applied to whole columns for the columnar fold.
+
+The plain path checks every event object with `validate_event` as the reader builds it.
+The columnar fold builds no objects, so it applies the same rules (`FIELD_RULES`) per
+column of a record batch: every row of a kind carries each field of that kind (no null),
+integers are in range (their min and max are checked), floats are finite and in range, and
+strings, lists and JSON are checked once per distinct value. A batch that fails is not
+folded here: the fold hands the log to the plain path, whose reader raises the exact
+`EventError`. Relations inside one event (an id listed twice, one advantage per member)
+and the kind-specific enums are refused by the fold itself as it applies the event.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rolloutlog.events.schema import FIELD_NAMES, KIND_NAMES, PAYLOAD_FIELDS
+from rolloutlog.events.validate import FIELD_RULES, Rule, number
+
+# Which kinds carry a field: a bool table indexed by kind code, so that the rows that must
+# hold a value are one numpy lookup away.
+_CARRIED_BY: Final = {
+    name: np.array([name in PAYLOAD_FIELDS[kind] for kind in KIND_NAMES]) for name in FIELD_NAMES
+}
+_T_RULE: Final = number(low=0.0)  # `t` is seconds since the run started, as validate_event says
+
+
+def batch_is_valid(batch: pa.RecordBatch) -> bool:
+    """True when every event of `batch` would pass `validate_event`'s field rules."""
+    kind_column = batch.column("kind")
+    if kind_column.null_count or batch.column("t").null_count:
+        return False
+    kinds = kind_column.indices.to_numpy()
+    if not _floats_ok(_T_RULE, batch.column("t")):
+        return False
+    for name in FIELD_NAMES:
+        column = batch.column(name)
+        if not _present(column, _CARRIED_BY[name][kinds]):
+            return False
+        if not _values_ok(FIELD_RULES[name], column):
+            return False
+    return True
+
+
+def _present(column: pa.Array, required: np.ndarray[Any, Any]) -> bool:
+    """No row whose kind carries this field leaves it null."""
+    if column.null_count == 0:
+        return True
+    nulls = column.is_null().to_numpy(zero_copy_only=False)
+    return not bool(np.any(nulls & required))
+
+
+def _values_ok(rule: Rule, column: pa.Array) -> bool:
+    if column.null_count == len(column):
+        return True
+    value_type = rule.value_type
+    if value_type == "int":
+        low, high = pc.min_max(column).values()
+        return rule.check(low.as_py()) is None and rule.check(high.as_py()) is None
+    if value_type == "float":
+        return _floats_ok(rule, column)
+    if value_type == "bool":
+        return True
+    if value_type == "str":
+        return all(rule.check(value) is None for value in _distinct(column))
+    if value_type in ("str_list", "float_list"):
+        return rule.check(tuple(_distinct(pc.list_flatten(column)))) is None
+    if value_type == "json":
+        return all(_json_ok(rule, text) for text in _distinct(column))
+    return False  # a value type this module does not know yet: let the plain path decide
+
+
+def _floats_ok(rule: Rule, column: pa.Array) -> bool:
+    """Finite everywhere (NaN and infinities fail) and within the rule's range."""
+    if not pc.all(pc.is_finite(column)).as_py():
+        return False
+    low, high = pc.min_max(column).values()
+    return rule.check(low.as_py()) is None and rule.check(high.as_py()) is None
+
+
+def _distinct(column: pa.Array) -> list[Any]:
+    return [value for value in pc.unique(column).to_pylist() if value is not None]
+
+
+def _json_ok(rule: Rule, text: str) -> bool:
+    try:
+        return rule.check(json.loads(text)) is None
+    except ValueError:
+        return False

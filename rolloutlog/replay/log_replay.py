@@ -1,0 +1,127 @@
+"""Replay a whole log: the columnar fold when it vouches for every row, else the plain fold.
+
+This is what `rolloutlog replay` and `diff` run. The columnar fold (`replay.columnar`) is
+tried first; at the first row it does not vouch for it hands over, and the log is folded
+again from seq 0 by the plain `LogFold`, which words every error and violation. Either
+way the answer is the same (the equivalence suite proves it): the summary, the digest
+chain, the violations, and for a bad log the error naming its seq with a summary of
+everything before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+import pyarrow as pa
+
+from rolloutlog.core.digest import GENESIS
+from rolloutlog.core.errors import InconsistentLogError
+from rolloutlog.events.errors import EventError, LogError
+from rolloutlog.replay.chain import DigestChain
+from rolloutlog.replay.columnar import ColumnarFold
+from rolloutlog.replay.columnar_state import NeedsPlainFold
+from rolloutlog.replay.fold import LogFold, fold_events
+from rolloutlog.replay.source import LogSource
+from rolloutlog.replay.summary import SummaryCollector
+
+# What stops a replay before the end of a log: the log's content contradicts itself
+# (InconsistentLogError), an event breaks its rules (EventError), or the file cannot be
+# read past some point (LogError). All name the seq, and all are the input's fault.
+BadLog = InconsistentLogError | EventError | LogError
+BAD_LOG_ERRORS = (InconsistentLogError, EventError, LogError)
+
+
+@attrs.frozen
+class Replay:
+    """What replaying a log gave; `error` is set when the log stopped the fold early."""
+
+    summary: dict[str, Any]
+    digest: bytes
+    digests: DigestChain | None
+    events: int  # events applied (all of them, unless `error`)
+    error: BadLog | None
+    path: Literal["columnar", "plain"]
+    handover: str | None  # why the columnar fold handed over to the plain one
+
+    @property
+    def violations(self) -> list[str]:
+        return list(self.summary["invariant_violations"])
+
+
+def replay_log(
+    source: LogSource,
+    *,
+    keep_digests: bool = False,
+    columnar: bool = True,
+    check_invariants: bool = True,
+) -> Replay:
+    """Fold `source` from seq 0, checking the properties on every event.
+
+    `columnar=False` forces the plain fold. `check_invariants=False` lets the plain fold
+    skip the checks when only digests are wanted (`diff`); the summary then lists none.
+    """
+    handover = None
+    if columnar:
+        try:
+            return _columnar(source, keep_digests)
+        except NeedsPlainFold as signal:
+            handover = str(signal)
+    return _plain(source, keep_digests, check_invariants, handover)
+
+
+def _columnar(source: LogSource, keep_digests: bool) -> Replay:
+    fold: ColumnarFold | None = None
+    try:
+        for batch in source.batches():
+            if fold is None:
+                fold = ColumnarFold.from_first_batch(batch, keep_digests=keep_digests)
+            fold.apply_batch(batch)
+    except (EventError, LogError) as error:
+        # The file stops being readable at a batch boundary; everything before it is exact.
+        return _result(fold, error, "columnar", None, keep_digests)
+    except pa.ArrowException as error:  # events in memory that make no record batch
+        raise NeedsPlainFold(fold.next_seq if fold else 0, f"no record batch ({error})") from error
+    if fold is not None:
+        fold.finish()
+    return _result(fold, None, "columnar", None, keep_digests)
+
+
+def _plain(
+    source: LogSource, keep_digests: bool, check_invariants: bool, handover: str | None
+) -> Replay:
+    fold: LogFold | None = None
+    options = {"check_invariants": check_invariants, "keep_digests": keep_digests}
+    try:
+        for event in source.events():
+            if fold is None:
+                fold = LogFold.from_run_started(event, check_invariants=check_invariants)
+                if keep_digests:
+                    fold.keep_digests()
+            fold.apply(event)
+    except InconsistentLogError as error:
+        # The bad event may be half applied; fold again up to it, so that the summary is
+        # exactly everything before it.
+        before = fold_events(source.events(), stop_before=error.seq, **options)
+        return _result(before.fold, error, "plain", handover, keep_digests)
+    except (EventError, LogError) as error:
+        # The log cannot be read past this point: report what was read, and skip the
+        # end-of-log checks, which are for a log that ended, not one cut short.
+        return _result(fold, error, "plain", handover, keep_digests)
+    if fold is not None:
+        fold.finish()
+    return _result(fold, None, "plain", handover, keep_digests)
+
+
+def _result(
+    fold: LogFold | ColumnarFold | None,
+    error: BadLog | None,
+    path: Literal["columnar", "plain"],
+    handover: str | None,
+    keep_digests: bool,
+) -> Replay:
+    if fold is None:  # nothing was applied: not even a run_started
+        summary = SummaryCollector(0).summary([])
+        digests = DigestChain() if keep_digests else None
+        return Replay(summary, GENESIS, digests, 0, error, path, handover)
+    return Replay(fold.summary(), fold.digest, fold.digests, fold.next_seq, error, path, handover)

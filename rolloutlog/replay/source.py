@@ -1,0 +1,56 @@
+"""Where a replay reads a log from: a log file, or events already in memory.
+
+Replay reads a log more than once (the columnar fold hands over to the plain fold, a
+divergence is described from a second pass, `diff` fetches the two events it names), so
+a source is re-readable: each call to `events()` or `batches()` starts from seq 0.
+`LogReader` is a source as it is; `MemoryLog` makes a list of events one, building the
+same record batches a `LogWriter` would write.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+import pyarrow as pa
+
+from rolloutlog.events.log_reader import LogReader
+from rolloutlog.events.log_writer import DEFAULT_BATCH_EVENTS
+from rolloutlog.events.schema import events_to_batch
+from rolloutlog.events.types import Event
+
+
+class LogSource(Protocol):
+    """A log that can be read from the start any number of times."""
+
+    def events(self) -> Iterator[Event]:
+        """Every event in seq order."""
+        ...
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The log as record batches of `events.schema.LOG_SCHEMA`, in seq order."""
+        ...
+
+
+class MemoryLog:
+    """A list of events as a log source (tests, the equivalence harness, a live loop)."""
+
+    def __init__(self, events: Sequence[Event], *, batch_events: int = DEFAULT_BATCH_EVENTS):
+        if batch_events < 1:
+            raise ValueError(f"batch_events must be >= 1, got {batch_events}")
+        self.log = events
+        self.batch_events = batch_events
+
+    def events(self) -> Iterator[Event]:
+        return iter(self.log)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        size = self.batch_events
+        for start in range(0, len(self.log), size):
+            yield events_to_batch(self.log[start : start + size])
+
+
+def open_log(path: str | os.PathLike[str]) -> LogReader:
+    """A log file as a source; a torn tail is kept out and reported in `torn_tail`."""
+    return LogReader(path, warn=False)
