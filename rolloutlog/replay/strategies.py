@@ -9,12 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+from hypothesis import assume as hypothesis_assume
 from hypothesis import strategies as st
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
-from rolloutlog.events.types import Event
+from rolloutlog.events.types import (
+    CANCEL_REASONS,
+    DECIDED_KINDS,
+    WORK_KINDS,
+    Event,
+    event_fields,
+)
 from rolloutlog.replay.scripted_world import scripted_log
 
 
@@ -71,3 +79,80 @@ def world_logs(
         loop=ReactionLoop(config, observers=observers),
         single_version_groups=single_version_groups,
     )
+
+
+@attrs.frozen
+class Tampered:
+    """A valid log with one change: `seq` is the first event that differs from the original."""
+
+    log: list[Event]
+    seq: int
+    how: str  # "field <name>", "removed", "duplicated" or "swapped"
+    original: list[Event]
+
+
+@st.composite
+def equivalence_logs(draw: st.DrawFn, max_steps: int = 150) -> list[Event]:
+    """Logs for comparing two implementations: the usual mix, plus the cases where the
+    staleness policies part ways (large G under a binding limit, frequent version jumps)
+    and, a third of the time, logs with every group dispatched at one version."""
+    wide = run_configs(group_size=draw(st.integers(6, 12)), max_inflight=draw(st.integers(2, 9)))
+    configs = draw(st.sampled_from([run_configs(), run_configs(), wide]))
+    single_version = draw(st.integers(0, 2)) == 0
+    return draw(world_logs(configs, max_steps, single_version_groups=single_version))
+
+
+@st.composite
+def tampered_logs(draw: st.DrawFn, decided_only: bool = True, max_steps: int = 80) -> Tampered:
+    """A valid log with one event changed, removed, duplicated or swapped (seqs renumbered).
+
+    With `decided_only`, only decided events are touched: `verify` must then fail at
+    exactly `seq`. Otherwise world events may be touched too, for the folds' bad-input paths.
+    """
+    log = draw(world_logs(max_steps=max_steps))
+    candidates = [
+        i for i, e in enumerate(log) if i > 0 and (e.kind in DECIDED_KINDS or not decided_only)
+    ]
+    hypothesis_assume(bool(candidates))
+    index = draw(st.sampled_from(candidates))
+    how = draw(st.sampled_from(["field", "field", "field", "removed", "duplicated", "swapped"]))
+    if how == "field":
+        changed, name = _changed_field(draw, log[index])
+        tampered = [*log[:index], changed, *log[index + 1 :]]
+        return Tampered(tampered, index, f"field {name}", log)
+    if how == "removed":
+        tampered = log[:index] + log[index + 1 :]
+    elif how == "duplicated":
+        tampered = [*log[: index + 1], log[index], *log[index + 1 :]]
+        index += 1
+    else:
+        hypothesis_assume(index + 1 < len(log) and log[index] != log[index + 1])
+        tampered = [*log[:index], log[index + 1], log[index], *log[index + 2 :]]
+    renumbered = [attrs.evolve(event, seq=seq) for seq, event in enumerate(tampered)]
+    return Tampered(renumbered, index, how, log)
+
+
+def _changed_field(draw: st.DrawFn, event: Event) -> tuple[Event, str]:
+    """The event with one payload field (or its `t`) changed to another valid-typed value."""
+    names = ["t", *event_fields(type(event))]
+    name = draw(st.sampled_from(names))
+    value = getattr(event, name)
+    new: Any
+    if isinstance(value, bool):
+        new = not value
+    elif isinstance(value, int):
+        new = value + draw(st.sampled_from([-1, 1] if value > 0 else [1, 2]))
+    elif isinstance(value, float):
+        new = value + 0.5
+    elif isinstance(value, str) and name in _ENUMS:
+        new = draw(st.sampled_from([v for v in _ENUMS[name] if v != value]))
+    elif isinstance(value, str):
+        new = value + "x"
+    elif isinstance(value, tuple):
+        new = value[:-1] if value else ((0.5,) if name == "advantages" else ("g1/0",))
+    else:
+        new = {**value, "seed": value.get("seed", 0) + 1}  # the run config
+    return attrs.evolve(event, **{name: new}), name
+
+
+_ENUMS: dict[str, tuple[str, ...]] = {"reason": CANCEL_REASONS, "work": WORK_KINDS}

@@ -1,0 +1,100 @@
+"""The first event where two logs diverge, found through their digest chains.
+
+Each log is replayed once into its digest chain (the columnar fold when it can); the first
+seq where the chains differ is then found by bisection, in O(log n) digest comparisons,
+and only the two events at that seq are read back. Two runs of the same deciders on the
+same world events give identical chains, so this names the first event where two runs,
+or a run and its re-recording, parted ways.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pyarrow as pa
+
+from rolloutlog.core.digest import event_payload
+from rolloutlog.events.errors import EventError, LogError
+from rolloutlog.events.schema import batch_to_events
+from rolloutlog.events.types import Event
+from rolloutlog.replay.chain import DigestChain, first_difference
+from rolloutlog.replay.log_replay import BadLog, Replay, replay_log
+from rolloutlog.replay.source import LogSource
+
+
+@attrs.frozen
+class LogDiff:
+    """Where logs `a` and `b` first differ; `seq` is None when they are identical."""
+
+    seq: int | None
+    a: Event | None  # the event of `a` at `seq` (None: `a` ends before it)
+    b: Event | None
+    a_events: int
+    b_events: int
+    error: tuple[str, BadLog] | None  # ("a" or "b", why) when a log stopped early
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "identical": self.seq is None and self.error is None,
+            "seq": self.seq,
+            "a": None if self.a is None else event_payload(self.a),
+            "b": None if self.b is None else event_payload(self.b),
+            "a_events": self.a_events,
+            "b_events": self.b_events,
+            "error": None if self.error is None else f"{self.error[0]}: {self.error[1]}",
+        }
+
+
+def diff_logs(a: LogSource, b: LogSource) -> LogDiff:
+    """Replay both logs into digest chains and bisect them for the first difference.
+
+    A log that stops early (inconsistent, or unreadable past some batch) is compared as far
+    as it was folded, and its error is reported beside the answer. When the two agree up to
+    where one stopped and the event there is the same in both, the error is the answer.
+    """
+    replay_a = replay_log(a, keep_digests=True, check_invariants=False)
+    replay_b = replay_log(b, keep_digests=True, check_invariants=False)
+    seq = first_difference(_chain(replay_a), _chain(replay_b))
+    error = _stopping_error(replay_a, replay_b, seq)
+    if seq is None:
+        return LogDiff(None, None, None, replay_a.events, replay_b.events, error)
+    event_a, event_b = _readable_event(a, seq), _readable_event(b, seq)
+    if event_a == event_b and error is not None:  # nothing differs but where one stopped
+        return LogDiff(None, None, None, replay_a.events, replay_b.events, error)
+    return LogDiff(seq, event_a, event_b, replay_a.events, replay_b.events, error)
+
+
+def _chain(replay: Replay) -> DigestChain:
+    if replay.digests is None:
+        raise RuntimeError("replay_log(keep_digests=True) returned no digest chain")
+    return replay.digests
+
+
+def _stopping_error(a: Replay, b: Replay, seq: int | None) -> tuple[str, BadLog] | None:
+    """The error of a log that stopped at or before the first difference, if one did."""
+    for name, replay in (("a", a), ("b", b)):
+        if replay.error is not None and (seq is None or seq >= replay.events):
+            return name, replay.error
+    return None
+
+
+def _readable_event(source: LogSource, seq: int) -> Event | None:
+    try:
+        return event_at(source, seq)
+    except (EventError, LogError):
+        return None
+
+
+def event_at(source: LogSource, seq: int) -> Event | None:
+    """The event at `seq`, decoding only the record batch that holds it."""
+    first = 0
+    for batch in source.batches():
+        if seq < first + batch.num_rows:
+            return _row(batch, seq - first)
+        first += batch.num_rows
+    return None
+
+
+def _row(batch: pa.RecordBatch, row: int) -> Event:
+    return batch_to_events(batch.slice(row, 1))[0]

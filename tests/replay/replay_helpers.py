@@ -1,0 +1,29 @@
+"""Small hand-fed logs shared by the replay tests."""
+
+from __future__ import annotations
+
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.types import EpisodeCompleted, Event, RunFinished, RunStarted
+
+
+def small_log(**config: object) -> list[Event]:
+    """A hand-fed run (G=2, 2 permits, batches of 2): three completions, then shutdown."""
+    run = RunConfig.from_mapping({"group_size": 2, "max_inflight": 2, "batch_size": 2, **config})
+    loop = ReactionLoop(run)
+    log = loop.feed(
+        RunStarted(t=0.0, config=run.to_dict(), seed=0, schema_version=1, code_version="t")
+    )
+    for t, episode_id in ((1.0, "g1/0"), (2.0, "g1/1"), (3.0, "g2/0")):
+        log += loop.feed(
+            EpisodeCompleted(
+                t=t, episode_id=episode_id, reward=t, prompt_tokens=1, completion_tokens=1
+            )
+        )
+    return log + loop.feed(RunFinished(t=4.0, reason="done"))
+
+
+def unfinished_log() -> list[Event]:
+    """`small_log` before its run_finished: every world event in it has settled."""
+    log = small_log()
+    return log[: next(i for i, e in enumerate(log) if e.kind == "run_finished")]

@@ -1,0 +1,87 @@
+"""The folds: the columnar fold equals the plain one (the equivalence harness, >= 300 logs
+under the `ci` profile), determinism of the digest chain, and bad input naming its seq
+with everything before it still reported."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from hypothesis import given
+from replay_helpers import small_log, unfinished_log
+
+from rolloutlog.events.types import Event
+from rolloutlog.replay.equivalence import (
+    COLUMNAR_FOLD,
+    PLAIN_FOLD,
+    TODAYS_DECIDERS,
+    assert_equivalent,
+    first_difference,
+)
+from rolloutlog.replay.fold import fold_events
+from rolloutlog.replay.log_replay import replay_log
+from rolloutlog.replay.source import MemoryLog
+from rolloutlog.replay.strategies import Tampered, equivalence_logs, tampered_logs
+
+
+@given(equivalence_logs())
+def test_the_columnar_fold_equals_the_plain_fold(log: list[Event]) -> None:
+    assert COLUMNAR_FOLD(log).path == "columnar"  # it vouched for every row: a real comparison
+    assert_equivalent(log, PLAIN_FOLD, COLUMNAR_FOLD)
+
+
+@given(tampered_logs(decided_only=False))
+def test_the_columnar_fold_equals_the_plain_fold_on_damaged_logs(tampered: Tampered) -> None:
+    """Whatever the plain fold reports (an error, a violation), the replay reports too."""
+    assert_equivalent(tampered.log, PLAIN_FOLD, COLUMNAR_FOLD)
+
+
+@given(equivalence_logs())
+def test_folding_twice_and_re_deciding_give_one_digest_chain(log: list[Event]) -> None:
+    first, second = PLAIN_FOLD(log), PLAIN_FOLD(log)
+    assert first.digests == second.digests and len(first.digests) == len(log)
+    assert first_difference(log, PLAIN_FOLD, TODAYS_DECIDERS, ("events", "digests")) is None
+
+
+def test_a_replay_without_violations_has_an_empty_list() -> None:
+    replay = replay_log(MemoryLog(small_log()))
+    assert replay.summary["invariant_violations"] == [] and replay.error is None
+    assert replay.summary["events"] == len(small_log())
+
+
+@pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "plain"])
+def test_a_batch_for_the_wrong_step_stops_the_fold_and_keeps_what_came_before(columnar) -> None:
+    log = small_log()
+    index = next(i for i, e in enumerate(log) if e.kind == "batch_shipped")
+    log[index] = attrs.evolve(log[index], step=3)
+    replay = replay_log(MemoryLog(log), columnar=columnar)
+    assert replay.error is not None and str(replay.error).startswith(f"seq {index} ")
+    assert replay.events == index
+    assert replay.summary == replay_log(MemoryLog(log[:index])).summary  # all before it
+
+
+def test_a_completion_for_an_episode_never_dispatched_is_bad_input() -> None:
+    log = unfinished_log()
+    bogus = attrs.evolve(log[4], seq=len(log), episode_id="g7/1")
+    replay = replay_log(MemoryLog([*log, bogus]))
+    assert "never dispatched" in str(replay.error)
+    assert str(replay.error).startswith(f"seq {len(log)} ")
+    assert replay.summary["events"] == len(log)
+
+
+def test_a_seq_gap_is_bad_input_naming_the_seq() -> None:
+    log = small_log()
+    gapped = [*log[:5], *(attrs.evolve(e, seq=e.seq + 1) for e in log[5:])]
+    result = fold_events(gapped)
+    assert result.error is not None and "seq gap" in str(result.error)
+    assert result.error.seq == 6
+    assert replay_log(MemoryLog(gapped)).events == 5
+
+
+# Caught by the tampered-log suite: a group_scored naming a member that never arrived made
+# the sink's own lookup raise KeyError, a traceback instead of an error naming the seq.
+def test_a_score_for_a_member_that_never_arrived_is_bad_input() -> None:
+    log = small_log()
+    index = next(i for i, e in enumerate(log) if e.kind == "group_scored" and e.admitted)  # type: ignore[attr-defined]
+    log[index] = attrs.evolve(log[index], episode_ids=("g1/0", "g1/7"), advantages=(0.0, 0.0))
+    replay = replay_log(MemoryLog(log))
+    assert replay.error is not None and str(replay.error).startswith(f"seq {index} ")
