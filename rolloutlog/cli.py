@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rolloutlog import __version__
+from rolloutlog.commands.replay import diff_command, replay_command, show_command, verify_command
 from rolloutlog.events.errors import EventError, JsonlError, LogError
 from rolloutlog.events.jsonl import read_jsonl, write_jsonl
 from rolloutlog.events.log_reader import LogInfo, LogReader, TornTail
@@ -140,3 +141,9 @@ def _key_values(title: str, rows: list[tuple[str, Any]]) -> Table:
     for key, value in rows:
         table.add_row(key, value if isinstance(value, str) else json.dumps(value))
     return table
+
+
+main.add_command(replay_command)
+main.add_command(verify_command)
+main.add_command(show_command)
+main.add_command(diff_command)

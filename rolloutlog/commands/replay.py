@@ -1,0 +1,285 @@
+"""`rolloutlog replay / verify / show / diff`: replay's reports on a recorded log.
+
+Every command prints rich tables for people and, with `--json`, one JSON object for
+machines. Exit status: 0 when all is well, 1 when the log breaks a property (`replay`),
+diverges from today's deciders (`verify`) or from the other log (`diff`), and 2 for bad
+input (an unreadable or inconsistent log, an unknown id): one line on stderr naming the
+seq, after the report of everything before it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from rolloutlog.core.digest import event_payload
+from rolloutlog.events.errors import EventError, LogError
+from rolloutlog.events.types import Event
+from rolloutlog.replay.diff import diff_logs, event_at
+from rolloutlog.replay.fold import fold_events
+from rolloutlog.replay.log_replay import replay_log
+from rolloutlog.replay.source import open_log
+from rolloutlog.replay.state_view import state_at
+from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
+from rolloutlog.replay.verify import verify_log
+
+OK, DIFFERS, BAD_INPUT = 0, 1, 2
+LOG = click.Path(dir_okay=False, path_type=Path)
+AS_JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"rolloutlog: error: {message}", err=True)
+    raise SystemExit(BAD_INPUT)
+
+
+def _open(path: Path) -> Any:
+    try:
+        return open_log(path)
+    except LogError as error:
+        _fail(str(error))
+
+
+def _emit(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+def _warn_torn_tail(source: Any, path: Path) -> None:
+    if getattr(source, "torn_tail", None) is not None:
+        click.echo(f"rolloutlog: warning: {path}: {source.torn_tail.describe()}", err=True)
+
+
+# --- replay ------------------------------------------------------------------------------
+
+
+@click.command("replay")
+@click.argument("log", type=LOG)
+@AS_JSON
+@click.option("--plain", is_flag=True, help="Use the plain object fold (slower; same answer).")
+def replay_command(log: Path, as_json: bool, plain: bool) -> None:
+    """Fold LOG, check every property on every event and print the run summary."""
+    source = _open(log)
+    replay = replay_log(source, columnar=not plain)
+    _warn_torn_tail(source, log)
+    if as_json:
+        error = None if replay.error is None else str(replay.error)
+        _emit({**replay.summary, "digest": replay.digest.hex(), "error": error})
+    else:
+        _print_summary(replay.summary, replay.digest.hex())
+    if replay.error is not None:
+        _fail(str(replay.error))
+    raise SystemExit(DIFFERS if replay.violations else OK)
+
+
+def _print_summary(summary: dict[str, Any], digest: str) -> None:
+    console = Console()
+    table = Table(title="replay", title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in summary.items():
+        if key != "invariant_violations":
+            table.add_row(key, value if isinstance(value, str) else json.dumps(value))
+    table.add_row("final digest", digest)
+    console.print(table)
+    violations = summary["invariant_violations"]
+    if violations:
+        console.print(f"[bold red]{len(violations)} invariant violations[/]")
+        for violation in violations[:20]:
+            console.print(f"  {violation}", markup=False)
+    else:
+        console.print("[green]every property holds on every event[/]")
+
+
+# --- verify ------------------------------------------------------------------------------
+
+
+@click.command("verify")
+@click.argument("log", type=LOG)
+@AS_JSON
+def verify_command(log: Path, as_json: bool) -> None:
+    """Re-decide LOG from its world events; exit 1 at the first decided event that differs."""
+    source = _open(log)
+    verdict = verify_log(source)
+    _warn_torn_tail(source, log)
+    divergence = verdict.divergence
+    if as_json:
+        _emit(
+            {
+                "ok": verdict.ok,
+                "events": verdict.events,
+                "divergence": None if divergence is None else divergence.to_json(),
+                "error": None if verdict.error is None else str(verdict.error),
+            }
+        )
+    elif divergence is not None:
+        _print_divergence(divergence.seq, divergence.expected, divergence.recorded)
+        _print_counters(divergence.state, f"state before seq {divergence.seq}")
+        _print_groups(divergence.state["groups"], "the groups involved")
+    elif verdict.error is None:
+        Console().print(f"[green]verified {verdict.events} events: every decision matches[/]")
+    if verdict.error is not None:
+        _fail(f"{verdict.error} (after {verdict.events} matching events)")
+    raise SystemExit(OK if verdict.ok else DIFFERS)
+
+
+def _print_divergence(seq: int, left: Event | None, right: Event | None, names: Any = None) -> None:
+    left_name, right_name = names or ("expected (today's deciders)", "recorded (the log)")
+    table = Table(title=f"first divergence at seq {seq}", title_justify="left")
+    table.add_column("field", style="bold")
+    table.add_column(left_name)
+    table.add_column(right_name)
+    ours, theirs = _payload(left), _payload(right)
+    for key in dict.fromkeys([*ours, *theirs]):
+        a, b = ours.get(key, ""), theirs.get(key, "")
+        style = "" if a == b else "bold red"
+        table.add_row(key, _cell(a), _cell(b), style=style)
+    Console().print(table)
+
+
+def _payload(event: Event | None) -> dict[str, Any]:
+    return {"kind": "(nothing)"} if event is None else event_payload(event)
+
+
+def _cell(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+# --- show --------------------------------------------------------------------------------
+
+
+@click.command("show")
+@click.argument("log", type=LOG)
+@click.option("--at", "at_seq", type=click.IntRange(min=0), help="The state after this seq.")
+@click.option("--group", "group_id", help="The timeline of this group (g12).")
+@click.option("--episode", "episode_id", help="The timeline of this episode (g12/3).")
+@AS_JSON
+def show_command(
+    log: Path, at_seq: int | None, group_id: str | None, episode_id: str | None, as_json: bool
+) -> None:
+    """Show the state of LOG at a seq, or the timeline of one group or episode."""
+    if sum(x is not None for x in (at_seq, group_id, episode_id)) != 1:
+        raise click.UsageError("give exactly one of --at, --group, --episode")
+    source = _open(log)
+    try:
+        if at_seq is not None:
+            _show_state(source, at_seq, as_json)
+        else:
+            _show_timeline(source, group_id, episode_id, as_json)
+    except (EventError, LogError) as error:
+        _fail(str(error))
+
+
+def _show_state(source: Any, seq: int, as_json: bool) -> None:
+    result = fold_events(source.events(), check_invariants=False, stop_before=seq + 1)
+    if result.error is not None:
+        _fail(f"the log is inconsistent before seq {seq}: {result.error}")
+    if result.fold is None or result.fold.next_seq <= seq:
+        count = 0 if result.fold is None else result.fold.next_seq
+        _fail(f"seq {seq} is past the end of the log ({count} events)")
+    event = event_at(source, seq)
+    state = {"event": None if event is None else event_payload(event), **state_at(result.fold)}
+    if as_json:
+        _emit(state)
+    else:
+        _print_state(state)
+
+
+def _print_state(state: dict[str, Any]) -> None:
+    event = state["event"] or {"kind": "?"}
+    _print_counters(state, f"after seq {state['seq']}: {event['kind']} {_brief(event)}")
+    _print_groups(state["open_groups"], f"{len(state['open_groups'])} open groups")
+    queue = state["queue"]
+    Console().print(
+        f"queue: {queue['episodes']} episodes, {queue['tokens']} tokens, "
+        f"ages {queue['age_histogram']}",
+        markup=False,
+    )
+
+
+def _print_counters(state: dict[str, Any], title: str) -> None:
+    console = Console()
+    console.print(title, style="bold", markup=False)
+    console.print(
+        f"step {state['step']}  version {state['policy_version']}  "
+        f"permits {state['permits_held']}/{state['max_inflight']}  "
+        f"gated {state['gated']}  finished {state['finished']}"
+    )
+
+
+def _print_groups(groups: list[dict[str, Any] | None], title: str) -> None:
+    table = Table(title=title, title_justify="left")
+    for column in ("group", "work", "G", "dispatched", "unscheduled", "cancelled", "members"):
+        table.add_column(column)
+    for group in filter(None, groups):
+        members = " ".join(_member(m) for m in group["members"])
+        counts = (group["size"], group["dispatched"], group["unscheduled"], group["cancelled"])
+        table.add_row(group["group_id"], group["work"], *map(str, counts), members)
+    Console().print(table)
+
+
+def _member(member: dict[str, Any]) -> str:
+    age = "" if member["age"] is None else f" age {member['age']}"
+    return f"{member['member']}:{member['state']}{age}"
+
+
+def _brief(payload: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{k}={_cell(v)}" for k, v in payload.items() if k not in ("kind", "seq", "t", "config")
+    )
+
+
+def _show_timeline(
+    source: Any, group_id: str | None, episode_id: str | None, as_json: bool
+) -> None:
+    if group_id is not None:
+        target, moments = group_id, group_timeline(source, group_id)
+    else:
+        target, moments = str(episode_id), episode_timeline(source, str(episode_id))
+    if not moments:
+        _fail(f"no event of the log names {target}")
+    if as_json:
+        _emit({"target": target, "timeline": [moment.to_json() for moment in moments]})
+        return
+    _print_timeline(target, moments)
+
+
+def _print_timeline(target: str, moments: list[Moment]) -> None:
+    table = Table(title=f"timeline of {target}", title_justify="left")
+    for column in ("seq", "t", "step", "age", "kind", "details"):
+        table.add_column(column)
+    for moment in moments:
+        payload = event_payload(moment.event)
+        age = "" if moment.age is None else str(moment.age)
+        cells = (str(payload["seq"]), f"{payload['t']:g}", str(moment.step), age)
+        table.add_row(*cells, payload["kind"], _brief(payload))
+    Console().print(table)
+
+
+# --- diff --------------------------------------------------------------------------------
+
+
+@click.command("diff")
+@click.argument("a", type=LOG)
+@click.argument("b", type=LOG)
+@AS_JSON
+def diff_command(a: Path, b: Path, as_json: bool) -> None:
+    """The first event where logs A and B diverge, by bisection over their digest chains."""
+    result = diff_logs(_open(a), _open(b))
+    if as_json:
+        _emit(result.to_json())
+    elif result.seq is not None:
+        _print_divergence(result.seq, result.a, result.b, names=(str(a), str(b)))
+    elif result.error is None:
+        Console().print(f"[green]identical: {result.a_events} events, the same digest chain[/]")
+    if result.error is not None:
+        name, error = result.error
+        _fail(f"{a if name == 'a' else b}: {error}")
+    raise SystemExit(OK if result.seq is None else DIFFERS)
+
+
+COMMANDS = (replay_command, verify_command, show_command, diff_command)

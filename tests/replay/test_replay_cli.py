@@ -1,0 +1,153 @@
+"""`rolloutlog replay / verify / show / diff` through click's CliRunner: output, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import pytest
+from click.testing import CliRunner, Result
+from replay_helpers import small_log
+
+from rolloutlog.cli import main
+from rolloutlog.events.log_writer import write_log
+from rolloutlog.events.types import Event
+
+SUMMARY_KEYS = {
+    "events",
+    "steps_shipped",
+    "groups_opened",
+    "groups_finalized",
+    "groups_partial",
+    "episodes_dispatched",
+    "episodes_completed",
+    "episodes_failed",
+    "episodes_late",
+    "episodes_cancelled",
+    "episodes_dropped_stale",
+    "episodes_scored",
+    "episodes_trained",
+    "episodes_pruned_zero_adv",
+    "max_trained_age",
+    "mean_trained_age",
+    "trained_age_histogram",
+    "invariant_violations",
+}
+
+
+def run(*args: object) -> Result:
+    return CliRunner().invoke(main, [str(arg) for arg in args])
+
+
+def one_line_error(result: Result) -> str:
+    """Bad input: exit status 2, one line on stderr, no traceback."""
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rolloutlog: error: "), result.stderr
+    return lines[0]
+
+
+def written(tmp_path: Path, log: list[Event], name: str = "run.arrow") -> Path:
+    path = tmp_path / name
+    write_log(path, log)
+    return path
+
+
+def tampered(index_of: str, **changes: object) -> tuple[list[Event], int]:
+    log = small_log()
+    index = next(i for i, e in enumerate(log) if e.kind == index_of)
+    log[index] = attrs.evolve(log[index], **changes)
+    return log, index
+
+
+@pytest.mark.parametrize("command", ["replay", "verify", "show", "diff"])
+def test_every_command_has_help(command: str) -> None:
+    result = run(command, "--help")
+    assert result.exit_code == 0 and "--json" in result.output
+
+
+def test_replay_json_has_every_documented_key(tmp_path: Path) -> None:
+    result = run("replay", "--json", written(tmp_path, small_log()))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert set(summary) >= SUMMARY_KEYS
+    assert (summary["events"], summary["invariant_violations"]) == (len(small_log()), [])
+    assert summary["episodes_cancelled"]["shutdown"] == 2
+
+
+def test_replay_prints_a_table(tmp_path: Path) -> None:
+    result = run("replay", written(tmp_path, small_log()))
+    assert result.exit_code == 0
+    assert "episodes_trained" in result.stdout and "every property holds" in result.stdout
+
+
+def test_replay_exits_1_on_a_violation(tmp_path: Path) -> None:
+    log = small_log()
+    log.insert(9, attrs.evolve(log[14], seq=9))  # run_finished early: dispatch after it
+    log = [attrs.evolve(e, seq=i) for i, e in enumerate(log)]
+    result = run("replay", "--json", written(tmp_path, log))
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["invariant_violations"]
+
+
+def test_replay_reports_what_came_before_bad_input(tmp_path: Path) -> None:
+    log, index = tampered("batch_shipped", step=2)
+    result = run("replay", "--json", written(tmp_path, log))
+    line = one_line_error(result)
+    assert f"seq {index} (batch_shipped)" in line
+    summary = json.loads(result.stdout)
+    assert summary["events"] == index and summary["error"] == line.removeprefix(
+        "rolloutlog: error: "
+    )
+
+
+def test_replay_of_a_missing_or_damaged_file_is_one_line(tmp_path: Path) -> None:
+    assert "no such log file" in one_line_error(run("replay", tmp_path / "missing.arrow"))
+    damaged = tmp_path / "damaged.arrow"
+    damaged.write_bytes(b"not a log at all")
+    one_line_error(run("replay", damaged))
+
+
+def test_verify_passes_and_fails_at_the_tampered_seq(tmp_path: Path) -> None:
+    assert run("verify", written(tmp_path, small_log(), "good.arrow")).exit_code == 0
+    log, index = tampered("episode_dispatched", policy_version=3)
+    result = run("verify", "--json", written(tmp_path, log))
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["divergence"]["seq"] == index
+    assert report["divergence"]["expected"]["policy_version"] == 0
+    assert report["divergence"]["recorded"]["policy_version"] == 3
+    assert report["divergence"]["state"]["seq"] == index - 1
+    human = run("verify", tmp_path / "run.arrow")
+    assert human.exit_code == 1 and f"seq {index}" in human.stdout
+
+
+def test_show_state_and_timelines(tmp_path: Path) -> None:
+    path = written(tmp_path, small_log())
+    state = json.loads(run("show", path, "--at", 9, "--json").stdout)
+    assert state["event"]["kind"] == "episode_dispatched" and state["permits_held"] == 2
+    assert [g["group_id"] for g in state["open_groups"]] == ["g2"]
+    assert run("show", path, "--at", 9).exit_code == 0
+    group = json.loads(run("show", path, "--group", "g1", "--json").stdout)
+    assert [m["seq"] for m in group["timeline"]] == [1, 2, 3, 4, 7, 8, 10]
+    episode = run("show", path, "--episode", "g2/1")
+    assert episode.exit_code == 0 and "episodes_cancelled" in episode.stdout
+
+
+def test_show_refuses_what_is_not_there(tmp_path: Path) -> None:
+    path = written(tmp_path, small_log())
+    assert "past the end" in one_line_error(run("show", path, "--at", 999))
+    assert "g42" in one_line_error(run("show", path, "--group", "g42"))
+    assert run("show", path).exit_code == 2  # a usage error: one of --at/--group/--episode
+
+
+def test_diff_names_the_first_divergent_event(tmp_path: Path) -> None:
+    a = written(tmp_path, small_log(), "a.arrow")
+    assert run("diff", a, a).exit_code == 0
+    log, index = tampered("episode_completed", reward=0.5)
+    result = run("diff", "--json", a, written(tmp_path, log, "b.arrow"))
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert (report["seq"], report["a"]["reward"], report["b"]["reward"]) == (index, 1.0, 0.5)
