@@ -1,16 +1,13 @@
-"""Helpers the simulator tests share: run and collect, re-decide a log, read it from disk."""
+"""Helpers the simulator tests share: run and collect, compare logs, read them from disk."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import attrs
-
 from rolloutlog.core.invariants import InvariantChecker
-from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.log_writer import LogWriter
-from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, RunStarted
+from rolloutlog.events.types import Event
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
 
@@ -21,19 +18,6 @@ def run_collect(scenario: Scenario, *, check: bool = True) -> tuple[list[Event],
     observers = (InvariantChecker(scenario.run),) if check else ()
     result = simulate(scenario, observers=observers, on_events=events.extend)
     return events, result
-
-
-def redecide(events: list[Event]) -> list[Event]:
-    """Feed a log's world events to a fresh loop: what today's deciders append (verify)."""
-    first = events[0]
-    if not isinstance(first, RunStarted):
-        raise ValueError(f"a log starts with run_started, not {first.kind}")
-    loop = ReactionLoop.from_run_started(first)
-    out: list[Event] = []
-    for event in events:
-        if event.kind in WORLD_KINDS:
-            out += loop.feed(attrs.evolve(event, seq=UNSEQUENCED))
-    return out
 
 
 def first_divergence(recorded: list[Event], decided: list[Event]) -> str | None:

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
-from sim_helpers import first_divergence, redecide
 
 from rolloutlog.commands.simulate import simulate_command
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.replay.fold import fold_events
+from rolloutlog.replay.source import open_log
+from rolloutlog.replay.verify import verify_log
 
 SIM_KEYS = {
     "virtual_seconds",
@@ -49,8 +50,9 @@ def test_the_log_it_writes_passes_verification(tmp_path: Path) -> None:
     log = tmp_path / "chaos.arrow"
     result = invoke("--scenario", "chaos", "--steps", "6", "--log", str(log), "--json")
     assert result.exit_code == 0, result.output
-    events = read_log(log)
-    assert first_divergence(events, redecide(events)) is None
+    verification = verify_log(open_log(log))
+    assert verification.ok, verification.divergence or verification.error
+    assert verification.events == len(read_log(log))
 
 
 def test_compare_runs_both_policies_and_writes_a_log_and_plot_each(tmp_path: Path) -> None:
