@@ -58,10 +58,17 @@ class ServerProcess:
             str(seed),
             "--threads",
             str(threads),
+            "--exit-with-parent",
         ]
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(threads)}
+        # stdin stays open as a lifeline: when this process dies, the server sees EOF and exits.
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=None, text=True, env=environment
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            text=True,
+            env=environment,
         )
         self.url = self._await_url(start_timeout_s)
 
@@ -106,8 +113,9 @@ class ServerProcess:
         self._close_pipe()
 
     def _close_pipe(self) -> None:
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 @contextlib.contextmanager

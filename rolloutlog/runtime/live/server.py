@@ -327,6 +327,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-batch", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0, help="seeds requests sent without one")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="exit when stdin closes (a parent that dies never leaves this server behind)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -340,7 +345,10 @@ def main(argv: list[str] | None = None) -> None:
     server.start()
     print(f"listening on {server.url}", flush=True)
     try:
-        threading.Event().wait()
+        if args.exit_with_parent:
+            sys.stdin.read()  # returns at EOF: the parent closed the pipe or died
+        else:
+            threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:
