@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import torch
@@ -15,13 +14,6 @@ from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
 from rolloutlog.runtime.live.launch import serve_in_thread
 from rolloutlog.runtime.live.model import build_model, save_checkpoint
 from rolloutlog.runtime.live.server import InferenceServer
-
-T = TypeVar("T")
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run one coroutine on a fresh event loop (no pytest-asyncio needed)."""
-    return asyncio.run(coroutine)
 
 
 @pytest.fixture(autouse=True, scope="session")

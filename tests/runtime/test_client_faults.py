@@ -6,7 +6,7 @@ import asyncio
 import socket
 
 import pytest
-from conftest import run
+from vllm_contract import run
 
 from rolloutlog.runtime.live.protocol import (
     GenerateRequest,

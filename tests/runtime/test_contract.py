@@ -15,8 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import run
-from vllm_contract import CONTRACT, Exchange, check_response, validate
+from vllm_contract import CONTRACT, Exchange, check_response, run, validate
 
 from rolloutlog.runtime.live.digits import EOS_ID, task_from_id
 from rolloutlog.runtime.live.model import load_checkpoint

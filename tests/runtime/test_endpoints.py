@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 import pytest
-from conftest import run
+from vllm_contract import run
 
 from rolloutlog.runtime.live.digits import task_from_id
 from rolloutlog.runtime.live.endpoints import (

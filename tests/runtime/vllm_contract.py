@@ -8,10 +8,12 @@ response the CPU server returns is checked, not just the ones a test looks at.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Coroutine
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import attrs
@@ -19,6 +21,13 @@ import httpx
 from jsonschema import Draft202012Validator
 
 CONTRACT = Path(__file__).resolve().parents[1] / "contract" / "vllm"
+T = TypeVar("T")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine on a fresh event loop (the tests need no pytest-asyncio)."""
+    return asyncio.run(coroutine)
+
 
 REQUEST_SCHEMAS = {
     ("POST", "/inference/v1/generate"): "generate_request",
