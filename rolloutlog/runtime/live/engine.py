@@ -172,6 +172,8 @@ class Engine:
         return request
 
     def _check_request(self, prompt: list[int], spec: SamplingSpec) -> int:
+        if spec.seed is not None and not -(2**63) <= spec.seed < 2**64:
+            raise EngineInputError(f"seed must fit in 64 bits, got {spec.seed}.", "seed")
         if any(token >= self.vocab_size for token in prompt):
             raise EngineInputError(
                 f"Token id {max(prompt)} is out of vocabulary (vocab size {self.vocab_size}).",

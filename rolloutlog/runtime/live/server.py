@@ -48,6 +48,7 @@ from rolloutlog.runtime.live.validation import (
 DEFAULT_MODEL_NAME: Final = "rolloutlog-digits"
 LOOPBACK_HOSTS: Final = ("127.0.0.1", "::1", "localhost")
 _DISCONNECT_POLL_S: Final = 0.2
+_CLIENT_GONE: Final = 499  # nginx's "client closed request"; never sent
 _PAUSE_MODES: Final[dict[str, PauseMode]] = {"abort": "abort", "wait": "wait", "keep": "keep"}
 _log = logging.getLogger(__name__)
 
@@ -113,6 +114,9 @@ class _Handler(BaseHTTPRequestHandler):
             return True
 
     def _send(self, status: int, body: Any) -> None:
+        if status == _CLIENT_GONE:  # nobody is listening: close instead of answering
+            self.close_connection = True
+            return
         payload = b"" if body is None else json.dumps(body).encode()
         self.send_response(status)
         if body is not None:
@@ -127,6 +131,14 @@ class _HttpServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # a burst of new connections must not overflow the backlog
     app: InferenceApp
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-answer is routine (timeouts, aborts); log, not print."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError):
+            _log.debug("client %s went away: %s", client_address, error)
+        else:
+            _log.exception("error while serving %s", client_address)
 
 
 class InferenceApp:
@@ -168,7 +180,7 @@ class InferenceApp:
         while not request.done.wait(_DISCONNECT_POLL_S):
             if handler.client_gone():
                 self.engine.abort([external_id])
-                raise _Reply(499)
+                raise _Reply(_CLIENT_GONE)
         if request.finish_reason == "error":
             raise ApiError(500, "InternalServerError", f"generation failed: {request.error}")
         raise _Reply(200, generate_body(request, self.model_name, parsed.return_token_ids))
