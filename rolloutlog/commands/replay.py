@@ -212,6 +212,8 @@ def _print_counters(state: dict[str, Any], title: str) -> None:
 
 
 def _print_groups(groups: list[dict[str, Any] | None], title: str) -> None:
+    if not any(groups):
+        return
     table = Table(title=title, title_justify="left")
     for column in ("group", "work", "G", "dispatched", "unscheduled", "cancelled", "members"):
         table.add_column(column)

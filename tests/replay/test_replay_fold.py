@@ -4,11 +4,17 @@ with everything before it still reported."""
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
 import attrs
 import pytest
 from hypothesis import given
 from replay_helpers import small_log, unfinished_log
 
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.types import Event
 from rolloutlog.replay.equivalence import (
     COLUMNAR_FOLD,
@@ -19,7 +25,8 @@ from rolloutlog.replay.equivalence import (
 )
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.log_replay import replay_log
-from rolloutlog.replay.source import MemoryLog
+from rolloutlog.replay.scripted_world import ScriptedWorld
+from rolloutlog.replay.source import MemoryLog, open_log
 from rolloutlog.replay.strategies import Tampered, equivalence_logs, tampered_logs
 
 
@@ -85,3 +92,21 @@ def test_a_score_for_a_member_that_never_arrived_is_bad_input() -> None:
     log[index] = attrs.evolve(log[index], episode_ids=("g1/0", "g1/7"), advantages=(0.0, 0.0))
     replay = replay_log(MemoryLog(log))
     assert replay.error is not None and str(replay.error).startswith(f"seq {index} ")
+
+
+def test_a_long_realistic_log_folds_identically_from_a_file(tmp_path: Path) -> None:
+    """Thousands of events over several record batches of a real (compressed) log file."""
+    config = RunConfig.from_mapping(
+        {"max_inflight": 64, "group_size": 8, "batch_size": 32, "max_off_policy_steps": 2}
+    )
+    weights = {"complete": 200, "fail": 3, "publish": 6, "limit": 1, "overload": 1, "late": 2}
+    world = ScriptedWorld(ReactionLoop(config), random.Random(5).randrange, weights=weights)
+    for _ in range(3000):
+        world.step()
+    path = tmp_path / "long.arrow"
+    write_log(path, world.finish(), batch_events=1024)
+    columnar = replay_log(open_log(path), keep_digests=True)
+    plain = replay_log(open_log(path), keep_digests=True, columnar=False)
+    assert columnar.path == "columnar" and columnar.error is None
+    assert columnar.summary == plain.summary and columnar.digests == plain.digests
+    assert columnar.summary["events"] > 5000 and columnar.summary["episodes_dropped_stale"] > 0
