@@ -32,7 +32,12 @@ from rolloutlog.events.types import Event
 from rolloutlog.replay.fold import LogFold
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
-from rolloutlog.runtime.sim.scenario import Scenario, load_scenario, parse_set_options
+from rolloutlog.runtime.sim.scenario import (
+    Scenario,
+    load_scenario,
+    parse_set_options,
+    scenario_names,
+)
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
 
 POLICIES = ("per-episode", "per-group")
@@ -144,7 +149,10 @@ def _progress(console: Console) -> Progress:
 
 @click.command("simulate")
 @click.option(
-    "--scenario", default="default", show_default=True, help="Built-in name or TOML file."
+    "--scenario",
+    default="default",
+    show_default=True,
+    help=f"A built-in ({', '.join(scenario_names())}) or a TOML file.",
 )
 @click.option(
     "--set",
