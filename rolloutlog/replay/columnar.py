@@ -138,8 +138,15 @@ def _setting(kind: str, field: str, setter: Callable[[FusedState, Any], None]) -
     return apply
 
 
+def _run_started(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+    if seq != 0:  # validate_event refuses it; the plain path reports the EventError
+        raise NeedsPlainFold(seq, "run_started after seq 0")
+    return _OPENING(state, c, i, seq, t_text)
+
+
+_OPENING: Final = _generic("run_started")
 _APPLIERS: Final[dict[str, Applier]] = {
-    "run_started": _generic("run_started"),
+    "run_started": _run_started,
     "group_opened": _group_opened,
     "episode_dispatched": _dispatched,
     "episode_completed": _completed,

@@ -8,6 +8,8 @@ import random
 from pathlib import Path
 
 import attrs
+import pyarrow as pa
+import pyarrow.ipc as ipc
 import pytest
 from hypothesis import given
 from replay_helpers import small_log, unfinished_log
@@ -15,6 +17,7 @@ from replay_helpers import small_log, unfinished_log
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.events.schema import LOG_SCHEMA, BatchStamp, batch_checksum, events_to_batch
 from rolloutlog.events.types import Event
 from rolloutlog.replay.equivalence import (
     COLUMNAR_FOLD,
@@ -110,3 +113,20 @@ def test_a_long_realistic_log_folds_identically_from_a_file(tmp_path: Path) -> N
     assert columnar.path == "columnar" and columnar.error is None
     assert columnar.summary == plain.summary and columnar.digests == plain.digests
     assert columnar.summary["events"] > 5000 and columnar.summary["episodes_dropped_stale"] > 0
+
+
+def test_a_second_run_started_is_refused_on_both_paths(tmp_path: Path) -> None:
+    """A hand-made Arrow file (the writer refuses to write one) with run_started at seq 5."""
+    log = small_log()
+    log[5] = attrs.evolve(log[0], seq=5)
+    path = tmp_path / "two-starts.arrow"
+    with pa.OSFile(str(path), "wb") as sink, ipc.new_stream(sink, LOG_SCHEMA) as stream:
+        batch = events_to_batch(log)
+        stream.write_batch(batch, custom_metadata=_stamp(batch, len(log)))
+    columnar, plain = replay_log(open_log(path)), replay_log(open_log(path), columnar=False)
+    assert str(columnar.error) == str(plain.error) and "seq 0" in str(plain.error)
+    assert columnar.summary == plain.summary and columnar.events == 5
+
+
+def _stamp(batch: pa.RecordBatch, rows: int) -> dict[bytes, bytes]:
+    return BatchStamp(0, rows - 1, batch_checksum(batch)).to_metadata()
