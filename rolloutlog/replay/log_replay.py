@@ -46,6 +46,7 @@ class Replay:
 
     @property
     def violations(self) -> list[str]:
+        """The broken properties, each as "seq N (kind): what broke"; empty when all hold."""
         return list(self.summary["invariant_violations"])
 
 

@@ -23,7 +23,6 @@ from rolloutlog.core.config import ConfigError
 from rolloutlog.core.digest import event_payload
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
-from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import (
     WORLD_KINDS,
     EpisodeCompleted,
@@ -33,7 +32,7 @@ from rolloutlog.events.types import (
     RunStarted,
 )
 from rolloutlog.replay.fold import fold_events
-from rolloutlog.replay.log_replay import BadLog
+from rolloutlog.replay.log_replay import BAD_LOG_ERRORS, BadLog
 from rolloutlog.replay.registry import DispatchRegistry, group_number
 from rolloutlog.replay.source import LogSource
 from rolloutlog.replay.state_view import relevant_state
@@ -152,7 +151,7 @@ def verify_log(
             if not same:
                 return _diverged(source, recorded.seq, expected, recorded, matched)
             matched += 1
-    except (InconsistentLogError, EventError, LogError) as error:
+    except BAD_LOG_ERRORS as error:
         return Verification(matched, None, error)
     if verifier.owed:
         return _diverged(source, matched, verifier.owed[0], None, matched)
