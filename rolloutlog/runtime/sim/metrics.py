@@ -152,7 +152,7 @@ class SimMetrics:
         self.episodes[fate] += 1
 
     def as_dict(self, virtual_seconds: float, trainer_busy_s: float) -> dict[str, Any]:
-        """The simulator's keys of `simulate --json` (DESIGN of the metrics: docs/simulator.md)."""
+        """The simulator's keys of `simulate --json` (definitions: docs/simulator.md)."""
         hours = virtual_seconds / 3600.0
         return {
             "virtual_seconds": virtual_seconds,
