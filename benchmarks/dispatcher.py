@@ -41,7 +41,11 @@ class Bench:
         self.decided = 0
         self.inflight: list[str] = []  # a swap-remove list: O(1) random picks
         self.position: dict[str, int] = {}
-        self.apply(RunStarted(t=0.0, config=config.to_dict(), seed=seed, schema_version=1, code_version="bench"))
+        self.apply(
+            RunStarted(
+                t=0.0, config=config.to_dict(), seed=seed, schema_version=1, code_version="bench"
+            )
+        )
 
     def apply(self, event: Event) -> None:
         """The reaction loop's order, dispatcher only: apply, decide, apply the whole answer."""
@@ -84,7 +88,11 @@ class Bench:
             if self.rng.random() < 0.02:
                 self.apply(EpisodeFailed(t=t, episode_id=episode_id, error="bench"))
             else:
-                self.apply(EpisodeCompleted(t=t, episode_id=episode_id, reward=1.0, prompt_tokens=1, completion_tokens=1))
+                self.apply(
+                    EpisodeCompleted(
+                        t=t, episode_id=episode_id, reward=1.0, prompt_tokens=1, completion_tokens=1
+                    )
+                )
             if n % batch == 0:
                 step = self.state.step
                 self.apply(BatchShipped(t=t, step=step, episode_ids=(), trained_ids=(), tokens=0))
@@ -113,7 +121,9 @@ def main() -> None:
     args = parser.parse_args()
     config = RunConfig(max_inflight=4096, group_size=16, batch_size=1024, max_off_policy_steps=1)
 
-    print(f"dispatcher benchmark: max_inflight={config.max_inflight}, group_size={config.group_size}")
+    print(
+        f"dispatcher benchmark: max_inflight={config.max_inflight}, group_size={config.group_size}"
+    )
     timed = Bench(config, args.seed)
     start = time.perf_counter()
     timed.run(args.completions, report_every=10**12)

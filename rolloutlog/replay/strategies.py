@@ -45,6 +45,9 @@ def run_configs(draw: st.DrawFn, **fixed: Any) -> RunConfig:
         "curriculum": draw(st.sampled_from(["all", "informative"])),
         "seed": draw(st.integers(0, 2**16)),
         "zero_output_batches": 1000,
+        "admission": draw(st.sampled_from(["none", "capacity"])),
+        "straggler_cut": draw(st.booleans()),
+        "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))
