@@ -82,7 +82,6 @@ class IdleWork:
     """Finalized train work since something was last admitted, for the zero-output guard."""
 
     episodes: int = 0
-    tokens: int = 0
     stale: int = 0
     rejected_groups: int = 0
     unscored_groups: int = 0
@@ -101,6 +100,8 @@ class SinkState:
     queue: dict[str, Queued] = attrs.Factory(dict)  # in queue order, oldest first
     queued_tokens: int = 0
     idle: IdleWork = attrs.Factory(IdleWork)
+    completed: int = 0  # completed arrivals, and their tokens: the mean sizes a token batch
+    completed_tokens: int = 0
 
 
 def initial_state(config: RunConfig) -> SinkState:
@@ -149,6 +150,9 @@ def _on_arrival(state: SinkState, event: Any) -> None:
     group = state.groups[group_id]
     version = group.pending.pop(event.episode_id)
     completed = event.kind == "episode_completed"
+    if completed:
+        state.completed += 1
+        state.completed_tokens += event.prompt_tokens + event.completion_tokens
     group.arrived.append(
         Arrival(
             episode_id=event.episode_id,
@@ -210,7 +214,6 @@ def _on_scored(state: SinkState, event: Any) -> None:
         return
     idle = state.idle
     idle.episodes += group.size
-    idle.tokens += sum(a.tokens for a in group.arrived)
     idle.stale += group.stale_cancelled + sum(a.dropped for a in group.arrived)
     idle.rejected_groups += bool(event.episode_ids)
     idle.unscored_groups += not event.episode_ids
@@ -389,21 +392,30 @@ def _take(config: RunConfig, queue: dict[str, Queued]) -> list[str]:
 
 
 def zero_output_reason(state: SinkState) -> str | None:
-    """Why the run should stop, when N batches' worth of finalized work admitted nothing."""
+    """Why the run should stop, when N batches' worth of finalized work admitted nothing.
+
+    Work is counted in finalized episodes, cancelled ones included, so a run whose work is
+    all cancelled stops too. With token batches, a batch is worth `token_batch_size` over
+    the mean tokens of the completed episodes so far (one group before any completed).
+    """
     config, idle = state.config, state.idle
     limit = config.zero_output_batches
-    if config.batch_size is not None:
-        if idle.episodes < limit * config.batch_size:
-            return None
-        work = f"{idle.episodes} finalized episodes"
-    else:
-        if idle.tokens < limit * (config.token_batch_size or 0):
-            return None
-        work = f"{idle.tokens} finalized tokens"
+    if idle.episodes < limit * _episodes_per_batch(state):
+        return None
     return (
-        f"no group admitted for training in {work} ({limit} batches' worth): "
+        f"no group admitted for training in {idle.episodes} finalized episodes "
+        f"({limit} batches' worth): "
         f"{idle.stale} episodes dropped or cancelled as stale, "
         f"{idle.rejected_groups} groups rejected by curriculum {config.curriculum!r}, "
         f"{idle.unscored_groups} groups with no fresh successful member. "
         "Check max_off_policy_steps (staleness drops), the curriculum, or task difficulty."
     )
+
+
+def _episodes_per_batch(state: SinkState) -> float:
+    config = state.config
+    if config.batch_size is not None:
+        return config.batch_size
+    if state.completed == 0:
+        return config.group_size
+    return (config.token_batch_size or 0) * state.completed / max(1, state.completed_tokens)

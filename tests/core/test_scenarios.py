@@ -368,3 +368,13 @@ def test_inconsistent_events_name_their_seq():
                 t=1.0, seq=5, group_id="g9", episode_ids=(), unscheduled=1, reason="stale"
             ),
         )
+
+
+def test_zero_output_guard_fires_with_token_batches_when_all_work_is_cancelled():
+    """Found by the simulator: token-mode counted arrived tokens only, so a run whose work
+    was all cancelled never stopped. Work is now counted in finalized episodes."""
+    for mode in ({"batch_size": 8}, {"token_batch_size": 100}):
+        run = Run(group_size=2, max_inflight=2, zero_output_batches=2, **mode)
+        for i in range(20):
+            run.feed(OverloadCut(t=float(i + 1), n=2))
+        assert run.loop.zero_output_reason(), mode
