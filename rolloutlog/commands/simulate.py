@@ -26,6 +26,7 @@ from rich.progress import (
 )
 
 from rolloutlog.core.config import ConfigError
+from rolloutlog.core.presets import NAMED, RULES, parse_policy_list, preset_overrides
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.types import Event
@@ -39,8 +40,6 @@ from rolloutlog.runtime.sim.scenario import (
     scenario_names,
 )
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
-
-POLICIES = ("per-episode", "per-group")
 
 
 class BadInput(click.ClickException):
@@ -68,7 +67,7 @@ def run_policy(
     fold.finish()
     report = {
         "scenario": scenario.name,
-        "policy": scenario.run.staleness,
+        "policy": policy_name(scenario),
         "seed": scenario.seed,
         "log": str(log_path) if log_path else None,
         **fold.summary(),
@@ -103,15 +102,23 @@ def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None
     return log.with_name(f"{log.stem}.{policy}{log.suffix}")
 
 
-def _parse_policies(compare: str) -> list[str]:
-    policies = [p.strip() for p in compare.split(",") if p.strip()]
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown or not policies:
+def policy_name(scenario: Scenario) -> str:
+    """The preset a scenario's run config matches, or its staleness policy plus its rules."""
+    run = scenario.run.to_dict()
+    for name in NAMED:
+        if all(run[key] == value for key, value in preset_overrides(name).items()):
+            return name
+    rules = [rule for rule, keys in RULES.items() if all(run[k] == v for k, v in keys.items())]
+    return "+".join([scenario.run.staleness, *rules])
+
+
+def _parse_policies(text: str, option: str) -> list[str]:
+    try:
+        return parse_policy_list(text)
+    except ConfigError as error:
         raise click.BadParameter(
-            f"expected a comma-separated list of {', '.join(POLICIES)} (got {compare!r})",
-            param_hint="--compare",
-        )
-    return list(dict.fromkeys(policies))
+            f"{error} (presets: {', '.join(NAMED)})", param_hint=option
+        ) from None
 
 
 def _scenario(
@@ -163,15 +170,15 @@ def _progress(console: Console) -> Progress:
 )
 @click.option(
     "--policy",
-    type=click.Choice(POLICIES),
     default=None,
-    help="Staleness policy (default: the scenario's run.staleness).",
+    metavar="PRESET",
+    help=f"Policy preset ({', '.join(NAMED)}, or BASE+RULE+...; default: the scenario's).",
 )
 @click.option(
     "--compare",
     default=None,
     metavar="P1,P2",
-    help="Run these policies on the same seeded world, side by side.",
+    help="Run these policy presets on the same seeded world, side by side.",
 )
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="World and task seed.")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Batches to ship.")
@@ -204,7 +211,12 @@ def simulate_command(
     if policy and compare:
         raise click.UsageError("--policy and --compare exclude each other")
     base = _scenario(scenario, overrides, seed, steps)
-    policies = _parse_policies(compare) if compare else [policy or base.run.staleness]
+    if compare:
+        policies = _parse_policies(compare, "--compare")
+    elif policy:
+        policies = _parse_policies(policy, "--policy")[:1]
+    else:
+        policies = [policy_name(base)]
     errors = Console(stderr=True)
     runs: dict[str, dict[str, Any]] = {}
     series: dict[str, list[tuple[float, float]]] = {}

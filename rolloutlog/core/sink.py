@@ -220,9 +220,19 @@ def _on_scored(state: SinkState, event: Any) -> None:
 
 
 def _enqueue(state: SinkState, group: SinkGroup, event: Any) -> None:
-    arrivals = {a.episode_id: a for a in group.arrived}
+    arrivals = {a.episode_id: a for a in group.arrived if a.reward is not None and not a.dropped}
+    require(
+        len(event.advantages) == len(event.episode_ids),
+        event.seq,
+        event.kind,
+        f"{len(event.episode_ids)} members scored with {len(event.advantages)} advantages",
+    )
     for episode_id, advantage in zip(event.episode_ids, event.advantages, strict=True):
-        arrival = arrivals[episode_id]
+        arrival = arrivals.get(episode_id)
+        if arrival is None:
+            raise InconsistentLogError(
+                event.seq, event.kind, f"admits {episode_id}, which did not arrive fresh"
+            )
         state.queue[episode_id] = Queued(arrival.version, advantage, arrival.tokens, group.live)
         state.queued_tokens += arrival.tokens
 

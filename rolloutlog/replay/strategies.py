@@ -27,7 +27,7 @@ from rolloutlog.replay.scripted_world import scripted_log
 
 
 @st.composite
-def run_configs(draw: st.DrawFn, **fixed: Any) -> RunConfig:
+def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     """Small configurations that exercise every rule: binding limits, large G, tight bounds.
 
     Keyword arguments pin fields (for example `staleness="per-group"`).

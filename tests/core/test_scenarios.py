@@ -378,3 +378,21 @@ def test_zero_output_guard_fires_with_token_batches_when_all_work_is_cancelled()
         for i in range(20):
             run.feed(OverloadCut(t=float(i + 1), n=2))
         assert run.loop.zero_output_reason(), mode
+
+
+def test_a_scored_member_that_never_arrived_is_refused_with_its_seq():
+    """Found by replay's tampered logs: this raised a bare KeyError."""
+    run = Run(group_size=2, max_inflight=2, batch_size=8)
+    run.complete("g1/0")
+    run.feed(EpisodeFailed(t=9.0, episode_id="g1/1", error="x"))
+    (scored,) = run.of_kind("group_scored")
+    state = sink.initial_state(run.config)
+    for event in run.log[: scored.seq]:
+        sink.evolve(state, event)
+    tampered = attrs.evolve(
+        scored, episode_ids=("g1/0", "g1/5"), advantages=(0.0, 0.0), admitted=True
+    )
+    with pytest.raises(
+        InconsistentLogError, match=rf"seq {scored.seq} .*g1/5, which did not arrive"
+    ):
+        sink.evolve(state, tampered)

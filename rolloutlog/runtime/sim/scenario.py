@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
+from rolloutlog.core.presets import preset_overrides
 from rolloutlog.runtime.sim.world_config import WORLD_KEYS, WorldConfig
 
 RUN_KEYS = frozenset(f.name for f in attrs.fields(RunConfig))
@@ -38,8 +39,9 @@ class Scenario:
     world: WorldConfig
 
     def with_policy(self, policy: str) -> Scenario:
-        """The same world and run, under another staleness policy."""
-        run = RunConfig.from_mapping({**self.run.to_dict(), "staleness": policy}, "run")
+        """The same world and run, under another policy preset (`core.presets`)."""
+        overrides = preset_overrides(policy)
+        run = RunConfig.from_mapping({**self.run.to_dict(), **overrides}, "run")
         return attrs.evolve(self, run=run)
 
     def with_seed(self, seed: int) -> Scenario:
