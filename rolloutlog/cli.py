@@ -21,6 +21,7 @@ from rich.table import Table
 from rolloutlog import __version__
 from rolloutlog.commands.replay import diff_command, replay_command, show_command, verify_command
 from rolloutlog.commands.simulate import simulate_command
+from rolloutlog.commands.train import train_command
 from rolloutlog.events.errors import EventError, JsonlError, LogError
 from rolloutlog.events.jsonl import read_jsonl, write_jsonl
 from rolloutlog.events.log_reader import LogInfo, LogReader, TornTail
@@ -149,3 +150,4 @@ main.add_command(verify_command)
 main.add_command(show_command)
 main.add_command(diff_command)
 main.add_command(simulate_command)
+main.add_command(train_command)

@@ -176,15 +176,22 @@ class GRPOTrainer:
         }
         return loss, parts
 
-    def train_step(self, samples: Sequence[TrainSample]) -> StepReport:
-        """One optimizer step on `samples`, then publish the next version."""
+    def train_step(
+        self, samples: Sequence[TrainSample], *, version: int | None = None
+    ) -> StepReport:
+        """One optimizer step on `samples`, then publish it as `version` (default: the next).
+
+        The live driver passes the batch's step, so that `v_s` follows batch `s` even when
+        an earlier batch trained nothing (versions may jump; they never go back).
+        """
+        version = self._next_version(version)
         started = time.perf_counter()
         loss, parts = self.loss(samples)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
-        self.version += 1
+        self.version = version
         path = self.broadcast.publish(self.model, self.version)
         return StepReport(
             version=self.version,
@@ -198,3 +205,33 @@ class GRPOTrainer:
             tokens=int(parts["tokens"]),
             duration_s=time.perf_counter() - started,
         )
+
+    def publish_unchanged(self, version: int | None = None) -> StepReport:
+        """Publish the current weights as `version` without a step.
+
+        A shipped batch whose every episode was pruned (zero advantages) trains nothing,
+        but its version must still appear: the gate and the ship hold wait for it.
+        """
+        version = self._next_version(version)
+        started = time.perf_counter()
+        self.version = version
+        path = self.broadcast.publish(self.model, version)
+        return StepReport(
+            version=version,
+            weights_path=path,
+            loss=0.0,
+            policy_loss=0.0,
+            entropy=0.0,
+            clip_fraction=0.0,
+            ratio_mean=1.0,
+            episodes=0,
+            tokens=0,
+            duration_s=time.perf_counter() - started,
+        )
+
+    def _next_version(self, version: int | None) -> int:
+        if version is None:
+            return self.version + 1
+        if version <= self.version:
+            raise ValueError(f"version {version} does not follow the published v{self.version}")
+        return version

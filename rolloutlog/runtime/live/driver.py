@@ -1,0 +1,434 @@
+"""The live driver: real inference and a torch trainer, feeding the core's reaction loop.
+
+The driver is thin, as DESIGN.md asks. It turns what happens outside into world events,
+feeds each to `ReactionLoop.feed`, writes what the loop appended to the log, and carries
+out the decided events:
+
+- `group_opened`: remember the group's task and its prefix-cache salt (`v<start version>`);
+- `episode_dispatched`: `pool.generate` on the group's endpoint; the answer becomes
+  `episode_completed` (reward, token counts) or `episode_failed`;
+- `episodes_cancelled`: `pool.abort` the in-flight ids (their `abort` answers are not
+  recorded: the cancellation already accounts for them);
+- `episode_dropped`, `group_scored`: forget rollouts that will never train, keep the
+  advantages of admitted ones;
+- `batch_shipped`: hand the trained episodes to the trainer (a worker thread, so that
+  inference goes on meanwhile).
+
+A trained batch becomes `version_pending(v)` (the dispatcher cancels stale in-flight
+episodes), then the weights are published to every endpoint, then `version_live(v)`.
+
+Everything that touches the loop runs on one asyncio event loop, so the deciders see one
+event at a time; only the trainer runs on another thread. World events carry `t`, seconds
+since the run started (`time.monotonic`): the core stays pure, the clock is read here.
+Faults end the run cleanly: `run_finished` (with the fault as its reason) is recorded when
+the loop can still take it, and the log is committed only at settled points, so it
+verifies up to the fault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import attrs
+
+import rolloutlog
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.invariants import InvariantChecker
+from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.core.staleness import rollout_age
+from rolloutlog.events.schema import SCHEMA_VERSION
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeDispatched,
+    EpisodesCancelled,
+    Event,
+    RunFinished,
+    RunStarted,
+    VersionLive,
+    VersionPending,
+)
+from rolloutlog.runtime.live.endpoints import EndpointPool, NoEndpointsLeft, WeightReloadFailed
+from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch
+from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceError
+from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
+
+COMMIT_EVENTS: Final = 4096  # commit at least this often, always at a settled point
+_log = logging.getLogger(__name__)
+
+
+class LogSink(Protocol):
+    """Where appended events go: a `LogWriter` (append, then commit at settled points)."""
+
+    def append(self, event: Event) -> Event: ...
+
+    def commit(self) -> None: ...
+
+
+@attrs.frozen(kw_only=True)
+class DriverOptions:
+    """How the driver runs; the deciders' knobs live in `RunConfig`."""
+
+    steps: int
+    seed: int = 0
+    temperature: float = 1.0
+    publish_attempts: int = 3  # bounded retries of a weight update that failed everywhere
+    publish_backoff_s: float = 0.5
+    shutdown_timeout_s: float = 30.0
+    check_invariants: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.steps < 1 or self.publish_attempts < 1:
+            raise ValueError("steps and publish_attempts must be >= 1")
+
+
+@attrs.frozen(kw_only=True)
+class StepStats:
+    """One shipped batch, for the progress display; counts are totals so far."""
+
+    step: int
+    mean_reward: float | None
+    trained: int
+    ages: dict[int, int]
+    version_live: int
+    wall_s: float
+    cancelled_stale: int
+    dropped_stale: int
+    failed: int
+    late: int
+
+
+@attrs.frozen(kw_only=True)
+class LiveResult:
+    """How the run ended. `error` names the fault when it did not end as asked."""
+
+    finished_reason: str
+    error: str | None
+    steps_shipped: int
+    reward_curve: tuple[float | None, ...]
+    wall_seconds: float
+    events: int
+    version_live: int
+    versions_trained: int
+    counts: dict[str, int]
+
+
+class LiveRunError(RuntimeError):
+    """A fault that ends the run: the message says what failed and where."""
+
+
+class WeightUpdateFailed(LiveRunError):
+    """A new version could not be made live, after the bounded retries."""
+
+
+class LiveDriver:
+    """One live run: `await run()` drives it to `steps` shipped batches or to a fault."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        pool: EndpointPool,
+        trainer: GRPOTrainer,
+        options: DriverOptions,
+        log: LogSink | None = None,
+        on_events: Callable[[list[Event]], None] | None = None,
+        on_step: Callable[[StepStats], None] | None = None,
+    ) -> None:
+        if config.frozen_fraction > 0:
+            raise LiveRunError("frozen_fraction > 0: the live runtime has no frozen policy")
+        self.config, self.pool, self.trainer, self.options = config, pool, trainer, options
+        self.log, self.on_events, self.on_step = log, on_events, on_step
+        observers = (InvariantChecker(config),) if options.check_invariants else ()
+        self.loop = ReactionLoop(config, observers=observers)
+        self.book = EpisodeBook(
+            run_seed=options.seed,
+            temperature=options.temperature,
+            request_prefix=f"rl{secrets.token_hex(4)}-",
+        )
+        self.counts: Counter[str] = Counter()
+        self.reward_curve: list[float | None] = []
+        self.ages: Counter[int] = Counter()
+        self.version_live = 0
+        self._batches: asyncio.Queue[ShippedBatch] = asyncio.Queue()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._done = asyncio.Event()
+        self._reason: str | None = None
+        self._error: str | None = None
+        self._closed = False  # no more events: run_finished is recorded, or the loop broke
+        self._start = time.monotonic()
+        self._committed_seq = 0
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="trainer")
+
+    # ---- the run -----------------------------------------------------------------------
+    async def run(self) -> LiveResult:
+        """Make v0 live, start the run, wait for its end, and shut down cleanly."""
+        self._start = time.monotonic()
+        trainer_task = asyncio.create_task(self._train_worker())
+        try:
+            initial = await asyncio.get_running_loop().run_in_executor(
+                self._executor, self.trainer.publish_initial
+            )
+            await self._publish(initial, 0)
+            self._feed(self._run_started())
+            await self._done.wait()
+        except asyncio.CancelledError:
+            self._stop("interrupted", "the run was interrupted")
+        except Exception as error:
+            self._stop_for(error)
+        await self._shutdown(trainer_task)
+        return self._result()
+
+    def _stop(self, reason: str, error: str | None = None) -> None:
+        """End the run (the first reason wins); `run` records it and shuts down."""
+        if self._reason is None:
+            self._reason, self._error = reason, error
+            if error is not None:
+                _log.error("live run stopping (%s): %s", reason, error)
+        self._done.set()
+
+    def _stop_for(self, error: BaseException, where: str = "") -> None:
+        """Stop for an exception, with a reason that names the kind of fault."""
+        message = f"{where}{type(error).__name__}: {error}"
+        if isinstance(error, WeightUpdateFailed):
+            self._stop("weight_update_failed", str(error))
+        elif isinstance(error, NoEndpointsLeft):
+            self._stop("inference_lost", message)
+        elif isinstance(error, InferenceError):
+            self._stop("inference_error", message)
+        else:
+            self._stop("error", message)
+
+    async def _shutdown(self, trainer_task: asyncio.Task[None]) -> None:
+        """Record `run_finished`, abort what it cancels, let the trainer finish what shipped."""
+        if self.loop.next_seq > 0:
+            self._feed(RunFinished(t=self._now(), reason=self._reason or "interrupted"))
+        self._closed = True
+        pending = {task for task in self._tasks if not task.done()}
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=self.options.shutdown_timeout_s)
+            for task in late:
+                task.cancel()
+        if self._error is None:
+            drain = asyncio.ensure_future(self._batches.join())
+            await asyncio.wait(
+                {drain, trainer_task},
+                timeout=self.options.shutdown_timeout_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            drain.cancel()
+        trainer_task.cancel()
+        await asyncio.gather(trainer_task, return_exceptions=True)
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
+        self._commit()
+
+    def _result(self) -> LiveResult:
+        return LiveResult(
+            finished_reason=self._reason or "interrupted",
+            error=self._error,
+            steps_shipped=len(self.reward_curve),
+            reward_curve=tuple(self.reward_curve),
+            wall_seconds=time.monotonic() - self._start,
+            events=self.loop.next_seq,
+            version_live=self.version_live,
+            versions_trained=self.trainer.version,
+            counts=dict(self.counts),
+        )
+
+    # ---- feeding the loop --------------------------------------------------------------
+    def _now(self) -> float:
+        return time.monotonic() - self._start
+
+    def _run_started(self) -> RunStarted:
+        return RunStarted(
+            t=self._now(),
+            config=self.config.to_dict(),
+            seed=self.options.seed,
+            schema_version=SCHEMA_VERSION,
+            code_version=f"rolloutlog {rolloutlog.__version__}",
+        )
+
+    def _feed(self, event: Event) -> None:
+        """Feed one world event, record what it set off, and act on the decisions.
+
+        A failure here (a decider bound, an invariant, the log) breaks the loop: nothing
+        more is fed, and the log keeps what was committed before it.
+        """
+        if self._closed:
+            return
+        try:
+            appended = self.loop.feed(event)
+            if self.log is not None:
+                for recorded in appended:
+                    self.log.append(recorded)
+            if self.on_events is not None:
+                self.on_events(appended)
+        except Exception as error:
+            self._closed = True
+            self._stop("error", f"recording {event.kind}: {type(error).__name__}: {error}")
+            return
+        self._count_world(appended[0])
+        for decided in appended[1:]:
+            self._react(decided)
+        if self.log is not None and self.loop.next_seq - self._committed_seq >= COMMIT_EVENTS:
+            self._commit()
+        zero_output = self.loop.zero_output_reason()
+        if zero_output is not None:
+            self._stop("zero_output", zero_output)
+
+    def _commit(self) -> None:
+        """Make everything appended so far durable; called only between two world events."""
+        if self.log is None or self._committed_seq == self.loop.next_seq:
+            return
+        try:
+            self.log.commit()
+            self._committed_seq = self.loop.next_seq
+        except Exception as error:
+            self._closed = True
+            self._stop("error", f"committing the log: {type(error).__name__}: {error}")
+
+    def _count_world(self, event: Event) -> None:
+        if event.kind == "episode_failed":
+            self.counts["failed"] += 1
+        elif event.kind == "version_live":
+            self.version_live = event.version  # type: ignore[union-attr]
+
+    # ---- carrying out decisions --------------------------------------------------------
+    def _react(self, event: Event) -> None:
+        kind = event.kind
+        if kind == "group_opened":
+            self.book.group_opened(event)  # type: ignore[arg-type]
+        elif kind == "episode_dispatched":
+            request = self.book.request(event)  # type: ignore[arg-type]
+            self._spawn(self._generate(event, request))  # type: ignore[arg-type]
+        elif kind == "episodes_cancelled":
+            self._cancelled(event)  # type: ignore[arg-type]
+        elif kind == "episode_dropped":
+            self.book.dropped(event.episode_id)  # type: ignore[union-attr]
+            self.counts["dropped_stale"] += 1
+        elif kind == "group_scored":
+            self.book.scored(event)  # type: ignore[arg-type]
+            self.pool.forget_group(event.group_id)  # type: ignore[union-attr]
+        elif kind == "batch_shipped":
+            self._shipped(event)  # type: ignore[arg-type]
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """A generate or abort task that raised is a bug in the driver: stop, loudly."""
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._stop_for(task.exception() or RuntimeError(), "driver task: ")
+
+    async def _generate(self, event: EpisodeDispatched, request: GenerateRequest) -> None:
+        """One episode's generate call; its answer (or failure) becomes a world event."""
+        if self.book.forget_if_cancelled(event.episode_id):
+            return  # cancelled before it was sent: the cancellation accounts for it
+        try:
+            generation = await self.pool.generate(event.group_id, request)
+        except InferenceError as failure:
+            if isinstance(failure, NoEndpointsLeft):
+                self._stop_for(failure)
+            error = f"{type(failure).__name__}: {failure}"
+            self._feed(self.book.failed(event.episode_id, error, self._now()))
+            return
+        if self._closed:
+            return
+        self.counts["late"] += self.book.is_cancelled(event.episode_id) and not generation.aborted
+        world = self.book.arrived(event, generation, self._now())
+        if world is not None:
+            self._feed(world)
+
+    def _cancelled(self, event: EpisodesCancelled) -> None:
+        self.counts[f"cancelled_{event.reason}"] += len(event.episode_ids)
+        if not event.episode_ids:
+            return
+        self.book.cancelled(event.group_id, event.episode_ids)
+        self._spawn(self._abort(self.book.request_ids(event.episode_ids)))
+
+    async def _abort(self, request_ids: list[str]) -> None:
+        """Aborts save compute; one that fails costs only that (the sink is the guarantee)."""
+        try:
+            await self.pool.abort(request_ids)
+            self.counts["aborts_sent"] += len(request_ids)
+        except InferenceError as error:
+            _log.warning("abort of %d request(s) failed: %s", len(request_ids), error)
+
+    def _shipped(self, event: BatchShipped) -> None:
+        batch = self.book.shipped(event)
+        self.reward_curve.append(batch.mean_reward)
+        ages = Counter(rollout_age(v, event.step) for v in batch.versions)
+        self.ages.update(ages)
+        self._batches.put_nowait(batch)
+        if self.on_step is not None:
+            self.on_step(self._stats(event.step, batch, ages))
+        if event.step >= self.options.steps:
+            self._stop("steps")
+
+    def _stats(self, step: int, batch: ShippedBatch, ages: Counter[int]) -> StepStats:
+        return StepStats(
+            step=step,
+            mean_reward=batch.mean_reward,
+            trained=len(batch.samples),
+            ages=dict(sorted(ages.items())),
+            version_live=self.version_live,
+            wall_s=self._now(),
+            cancelled_stale=self.counts["cancelled_stale"],
+            dropped_stale=self.counts["dropped_stale"],
+            failed=self.counts["failed"],
+            late=self.counts["late"],
+        )
+
+    # ---- training and weight updates ---------------------------------------------------
+    async def _train_worker(self) -> None:
+        """Train shipped batches in order; each new version goes pending, then live."""
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = await self._batches.get()
+            try:
+                report = await loop.run_in_executor(self._executor, self._train, batch)
+                if not self._closed:
+                    self._feed(VersionPending(t=self._now(), version=report.version))
+                    await self._publish(report.weights_path, report.version)
+                    self._feed(VersionLive(t=self._now(), version=report.version))
+            except Exception as error:
+                self._stop_for(error, f"training step {batch.step}: ")
+            finally:
+                self._batches.task_done()
+
+    def _train(self, batch: ShippedBatch) -> StepReport:
+        """On the trainer thread: one step, published as version `step` (v_s after batch s)."""
+        if not batch.samples:  # every episode pruned: the version must still follow the step
+            return self.trainer.publish_unchanged(batch.step)
+        return self.trainer.train_step(batch.samples, version=batch.step)
+
+    async def _publish(self, weights_path: Path, version: int) -> None:
+        """Make `version` live everywhere, retrying a reload that failed everywhere."""
+        path = self.trainer.broadcast.require_ready(version)
+        if path != weights_path:
+            raise WeightUpdateFailed(f"v{version}: published at {weights_path}, READY at {path}")
+        delay_s = self.options.publish_backoff_s
+        for attempt in range(1, self.options.publish_attempts + 1):
+            try:
+                await self.pool.publish_weights(str(path), f"v{version}")
+                return
+            except WeightReloadFailed as error:
+                failure = error
+                _log.warning("update to v%d failed (attempt %d): %s", version, attempt, error)
+            if attempt < self.options.publish_attempts:
+                await asyncio.sleep(delay_s)
+                delay_s *= 2
+        raise WeightUpdateFailed(
+            f"weight update to v{version} failed {self.options.publish_attempts} times; "
+            f"inference still serves v{self.version_live}: {failure}"
+        )

@@ -1,0 +1,97 @@
+"""The live runtime's knobs, beside the deciders' `RunConfig`, and `--set` for both.
+
+`rolloutlog train --set key=value` takes a `RunConfig` key (`batch_size`,
+`max_off_policy_steps`, ...) or a `LiveSettings` key (`learning_rate`, `servers`, ...);
+`run.key` and `live.key` name the section explicitly. The two sets of names are disjoint.
+
+`TRAIN_RUN_DEFAULTS` are the deciders' defaults for training on the digit task; they differ
+from `RunConfig`'s generic ones where the task and two CPU cores ask for it (see
+docs/runtime.md for the measurements behind them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import attrs
+
+from rolloutlog.core.config import (
+    ConfigError,
+    RunConfig,
+    at_least,
+    between,
+    build_config,
+    checked,
+)
+
+ServerMode = Literal["process", "thread"]
+
+TRAIN_RUN_DEFAULTS: Final[dict[str, Any]] = {
+    "group_size": 8,
+    "batch_size": 256,
+    "max_inflight": 192,
+    "max_off_policy_steps": 1,
+    "target_lag": 1,
+}
+
+
+@attrs.frozen(kw_only=True)
+class LiveSettings:
+    """How the live runtime trains and serves; recorded nowhere in the log (the deciders
+    never read them), reported beside it."""
+
+    learning_rate: float = checked(5e-4, between(1e-7, 1.0), "trainer learning rate (AdamW)")
+    entropy_coefficient: float = checked(0.02, at_least(0.0), "entropy bonus of the loss")
+    clip_epsilon: float = checked(0.2, between(0.0, 1.0), "PPO clip of the importance ratio")
+    temperature: float = checked(1.0, between(0.0, 2.0), "sampling temperature")
+    hidden_size: int = checked(128, at_least(8), "model width (heads of 32)")
+    layers: int = checked(2, at_least(1), "decoder layers")
+    servers: int = checked(1, at_least(1), "local CPU inference servers (--backend cpu)")
+    server_mode: ServerMode = checked("process", None, "local servers as processes or threads")
+    server_threads: int = checked(1, at_least(1), "torch threads per local server")
+    trainer_threads: int = checked(1, at_least(1), "torch threads of the trainer")
+    generate_timeout_s: float = checked(120.0, at_least(0.01), "one generate call, at most")
+    publish_attempts: int = checked(3, at_least(1), "tries of a weight update that failed")
+    check_invariants: bool = checked(False, None, "check every property on every event")
+
+    def __attrs_post_init__(self) -> None:
+        if self.hidden_size % 32 != 0:
+            raise ConfigError(
+                f"hidden_size: must be a multiple of 32, the head size (got {self.hidden_size})"
+            )
+
+
+RUN_KEYS: Final = frozenset(f.name for f in attrs.fields(RunConfig))
+LIVE_KEYS: Final = frozenset(f.name for f in attrs.fields(LiveSettings))
+
+
+def build_settings(overrides: Mapping[str, Any], *, seed: int) -> tuple[RunConfig, LiveSettings]:
+    """The run config (train defaults, then overrides, then `seed`) and the live settings."""
+    run: dict[str, Any] = dict(TRAIN_RUN_DEFAULTS)
+    live: dict[str, Any] = {}
+    for key, value in overrides.items():
+        section, name = _qualify(key)
+        (run if section == "run" else live)[name] = value
+    run["seed"] = seed
+    return (
+        RunConfig.from_mapping(run, where="run"),
+        build_config(LiveSettings, live, where="live"),
+    )
+
+
+def _qualify(key: str) -> tuple[str, str]:
+    section, dot, name = key.partition(".")
+    if not dot:
+        section, name = ("run" if key in RUN_KEYS else "live"), key
+    keys = {"run": RUN_KEYS, "live": LIVE_KEYS}.get(section)
+    if keys is None:
+        raise ConfigError(f"--set {key}: the section must be `run` or `live`")
+    if name not in keys:
+        raise ConfigError(
+            f"--set {key}: unknown key; run keys: {', '.join(sorted(RUN_KEYS))}; "
+            f"live keys: {', '.join(sorted(LIVE_KEYS))}"
+        )
+    if section == "run" and name == "seed":
+        raise ConfigError(f"--set {key}: the run seed is the training seed; use --seed")
+    return section, name
