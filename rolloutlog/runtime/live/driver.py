@@ -61,6 +61,7 @@ from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceError
 from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
 
 COMMIT_EVENTS: Final = 4096  # commit at least this often, always at a settled point
+SHUTDOWN_GRACE_S: Final = 0.1
 _log = logging.getLogger(__name__)
 
 
@@ -208,6 +209,9 @@ class LiveDriver:
 
     async def _shutdown(self, trainer_task: asyncio.Task[None]) -> None:
         """Record `run_finished`, abort what it cancels, let the trainer finish what shipped."""
+        pending = {task for task in self._tasks if not task.done()}
+        if pending:  # answers already on their way (a lost endpoint's failures) are recorded
+            await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
         if self.loop.next_seq > 0:
             self._feed(RunFinished(t=self._now(), reason=self._reason or "interrupted"))
         self._closed = True

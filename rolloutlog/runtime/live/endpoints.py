@@ -94,7 +94,7 @@ class EndpointPool:
             return endpoint
         candidates = self.alive()
         if not candidates:
-            raise NoEndpointsLeft("no inference endpoint is left in rotation")
+            raise self._none_left()
         endpoint = min(candidates, key=lambda e: (len(e.inflight), e.index))
         self._groups[group_id] = endpoint
         while len(self._groups) > GROUPS_REMEMBERED_MAX:
@@ -152,6 +152,7 @@ class EndpointPool:
         `WeightReloadFailed` is raised.
         """
         await self._each(self.alive(), lambda e: e.backend.pause("keep"))
+        self._require_alive()  # every endpoint failed to pause: lost, not a reload failure
         failures = await self._each(
             self.alive(), lambda e: e.backend.reload_weights(weights_path), lose=False
         )
@@ -233,4 +234,9 @@ class EndpointPool:
 
     def _require_alive(self) -> None:
         if not self.alive():
-            raise NoEndpointsLeft("every inference endpoint has been taken out of rotation")
+            raise self._none_left()
+
+    def _none_left(self) -> NoEndpointsLeft:
+        """Every endpoint is out of rotation: the error names each and why it left."""
+        reasons = "; ".join(f"{e.url}: {e.lost_reason}" for e in self.endpoints)
+        return NoEndpointsLeft(f"no inference endpoint is left in rotation ({reasons})")

@@ -1,0 +1,83 @@
+"""Running the live driver in tests: small runs against servers the test controls.
+
+A uniquely named module (not conftest) so that test files import it without ambiguity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
+from rolloutlog.replay.log_replay import replay_log
+from rolloutlog.replay.source import open_log
+from rolloutlog.replay.verify import verify_log
+from rolloutlog.runtime.live.broadcast import WeightBroadcast
+from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
+from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver, LiveResult, StepStats
+from rolloutlog.runtime.live.endpoints import EndpointPool
+from rolloutlog.runtime.live.session import initial_model
+from rolloutlog.runtime.live.settings import build_settings
+from rolloutlog.runtime.live.trainer import GRPOTrainer, TrainerConfig
+
+# Small and quick: groups of 4, batches of 16, 16 episodes in flight.
+SMALL = {"group_size": 4, "batch_size": 16, "max_inflight": 16}
+
+
+def run_driver(
+    tmp_path: Path,
+    urls: Sequence[str],
+    *,
+    steps: int,
+    overrides: dict[str, Any] | None = None,
+    limits: ClientLimits | None = None,
+    on_step: Callable[[StepStats], None] | None = None,
+    publish_attempts: int = 3,
+) -> tuple[LiveResult, Path]:
+    """Drive a run with every invariant checked on every event; (result, log path)."""
+    config, settings = build_settings({**SMALL, **(overrides or {})}, seed=0)
+    trainer = GRPOTrainer(
+        initial_model(settings, seed=0),
+        WeightBroadcast(tmp_path / "weights"),
+        TrainerConfig(learning_rate=settings.learning_rate),
+    )
+    options = DriverOptions(
+        steps=steps,
+        check_invariants=True,
+        publish_attempts=publish_attempts,
+        publish_backoff_s=0.05,
+        shutdown_timeout_s=10.0,
+    )
+    log_path = tmp_path / "run.arrow"
+
+    async def drive(log: LogWriter) -> LiveResult:
+        clients = [VLLMClient(url, limits=limits or ClientLimits(backoff_s=0.05)) for url in urls]
+        pool = EndpointPool(clients)
+        driver = LiveDriver(
+            config, pool=pool, trainer=trainer, options=options, log=log, on_step=on_step
+        )
+        try:
+            return await driver.run()
+        finally:
+            await pool.aclose()
+
+    with LogWriter(log_path, batch_events=BATCH_EVENTS_MAX, fsync=False) as log:
+        result = asyncio.run(drive(log))
+    return result, log_path
+
+
+def verified_summary(log_path: Path) -> dict[str, Any]:
+    """Verify the log (today's deciders re-decide it exactly) and return its replay summary."""
+    verdict = verify_log(open_log(log_path))
+    assert verdict.ok, (verdict.divergence and verdict.divergence.describe(), verdict.error)
+    replay = replay_log(open_log(log_path))
+    assert replay.error is None, replay.error
+    assert replay.violations == [], replay.violations[:5]
+    return replay.summary
+
+
+def failures(log_path: Path) -> list[str]:
+    """The `error` of every `episode_failed` in the log."""
+    return [e.error for e in open_log(log_path).events() if e.kind == "episode_failed"]  # type: ignore[union-attr]
