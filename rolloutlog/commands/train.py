@@ -93,6 +93,7 @@ def run_training(
         "versions_trained": result.versions_trained,
         "aborts_sent": result.counts.get("aborts_sent", 0),
         "late_arrivals": result.counts.get("late", 0),
+        "endpoints": list(result.endpoints),
         "seed": seed,
         "settings": attrs.asdict(settings),
     }
@@ -242,11 +243,20 @@ def print_report(report: dict[str, Any]) -> None:
         ("failed", report["episodes_failed"]),
         ("trained ages", json.dumps(report["trained_age_histogram"])),
         ("invariant violations", len(report["invariant_violations"])),
+        ("endpoints", _endpoints(report["endpoints"])),
         ("log", f"{report['log']}  (check it: rolloutlog verify {report['log']})"),
     ]
     for key, value in rows:
         table.add_row(key, str(value))
     Console().print(table)
+
+
+def _endpoints(endpoints: list[dict[str, Any]]) -> str:
+    return "\n".join(
+        f"{e['url']}  {e['generations']} generations"
+        + ("" if e["alive"] else f"  (lost: {e['lost_reason']})")
+        for e in endpoints
+    )
 
 
 def _first_last(curve: list[float]) -> str:

@@ -14,6 +14,7 @@ from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
 from rolloutlog.runtime.live.launch import serve_in_thread
 from rolloutlog.runtime.live.model import build_model, save_checkpoint
 from rolloutlog.runtime.live.server import InferenceServer
+from rolloutlog.runtime.live.transport import StreamTransport
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -61,6 +62,8 @@ def contract_client(recorder: Recorder) -> Any:
     """A factory: `contract_client(url, **limits)` -> a `VLLMClient` whose traffic is checked."""
 
     def make(url: str, **limits: Any) -> VLLMClient:
-        return VLLMClient(url, limits=ClientLimits(**limits), http=recorder.client())
+        # the client's own transport, so the contract covers what production sends
+        http = recorder.client(transport=StreamTransport(), trust_env=False)
+        return VLLMClient(url, limits=ClientLimits(**limits), http=http)
 
     return make

@@ -17,7 +17,6 @@ client keeps the map for requests in flight, so callers abort by their own ids.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -33,9 +32,9 @@ from rolloutlog.runtime.live.protocol import (
     PauseMode,
     WeightVersionSpan,
 )
+from rolloutlog.runtime.live.transport import StreamTransport
 
 ENGINE_ID_PREFIX: Final = "generate-tokens-"
-_NO_DELAY: Final = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 _FINISH_REASONS: Final = ("stop", "length", "abort", "repetition")
 
 
@@ -52,11 +51,10 @@ class ClientLimits:
     backoff_s: float = 0.2
     paused_attempts: int = 50
     max_connections: int = 1024
-    pool_shards: int = 16
 
     def __attrs_post_init__(self) -> None:
-        if min(self.attempts, self.paused_attempts, self.pool_shards) < 1:
-            raise ValueError("attempts, paused_attempts and pool_shards must be >= 1")
+        if min(self.attempts, self.paused_attempts, self.max_connections) < 1:
+            raise ValueError("attempts, paused_attempts and max_connections must be >= 1")
 
 
 class VLLMClient:
@@ -73,8 +71,7 @@ class VLLMClient:
         self._url = url.rstrip("/")
         self.limits = limits or ClientLimits()
         self.model = model
-        self._shards = [http] if http is not None else _pool_shards(self.limits)
-        self._next_shard = 0
+        self._http = http if http is not None else _default_http(self.limits)
         self._engine_ids: dict[str, str] = {}
 
     @property
@@ -91,14 +88,12 @@ class VLLMClient:
             body["model"] = self.model
         self._engine_ids[request.request_id] = ENGINE_ID_PREFIX + request.request_id
         try:
-            self._next_shard = (self._next_shard + 1) % len(self._shards)
             response = await self._send(
                 "POST",
                 "/inference/v1/generate",
                 json=body,
                 timeout_s=self.limits.generate_timeout_s,
                 idempotent=False,
-                shard=self._next_shard,
             )
         finally:
             self._engine_ids.pop(request.request_id, None)
@@ -145,8 +140,7 @@ class VLLMClient:
         return True
 
     async def aclose(self) -> None:
-        for shard in self._shards:
-            await shard.aclose()
+        await self._http.aclose()
 
     # ---- transport -------------------------------------------------------------------
     def _where(self, path: str) -> str:
@@ -161,7 +155,6 @@ class VLLMClient:
         params: dict[str, str] | None = None,
         timeout_s: float | None = None,
         idempotent: bool = True,
-        shard: int = 0,
     ) -> httpx.Response:
         """One route call with the retry policy of the module docstring."""
         url, where = self._where(path), f"{method} {self._where(path)}"
@@ -171,7 +164,7 @@ class VLLMClient:
         failures, paused, delay_s = 0, 0, self.limits.backoff_s
         while True:  # bounded: each pass spends one of `attempts` or `paused_attempts`
             try:
-                response = await self._shards[shard].request(
+                response = await self._http.request(
                     method, url, json=json, params=params, timeout=timeout
                 )
             except httpx.TransportError as error:
@@ -190,24 +183,11 @@ class VLLMClient:
             delay_s = min(delay_s * 2, 2.0)
 
 
-def _pool_shards(limits: ClientLimits) -> list[httpx.AsyncClient]:
-    """Several small connection pools instead of one large one.
-
-    httpcore 1.0's pool re-scans every connection for every queued request on each state
-    change (O(connections x requests), encode/httpcore#1035): with 64 generate calls in
-    flight on one pool the client spends ~25 ms of CPU per request and the server sees
-    requests trickle in one by one. Spreading calls round-robin over 16 pools cuts that
-    cost ~16-fold; each pool is capped at its share of `max_connections`.
-    """
-    per_shard = max(1, limits.max_connections // limits.pool_shards)
-    shards = []
-    for _ in range(limits.pool_shards):
-        pool = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
-        # TCP_NODELAY: a request's headers and body are separate writes; never hold the
-        # body back waiting for an ACK.
-        transport = httpx.AsyncHTTPTransport(limits=pool, socket_options=_NO_DELAY)
-        shards.append(httpx.AsyncClient(transport=transport, trust_env=False))
-    return shards
+def _default_http(limits: ClientLimits) -> httpx.AsyncClient:
+    """httpx over `StreamTransport`: httpcore's pool costs more CPU per request than the
+    model's decoding at the concurrency of a training run (see `transport`)."""
+    transport = StreamTransport(max_connections=limits.max_connections)
+    return httpx.AsyncClient(transport=transport, trust_env=False)
 
 
 def _check_status(response: httpx.Response, where: str) -> httpx.Response:

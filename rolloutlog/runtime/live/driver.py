@@ -55,13 +55,21 @@ from rolloutlog.events.types import (
     VersionLive,
     VersionPending,
 )
-from rolloutlog.runtime.live.endpoints import EndpointPool, NoEndpointsLeft, WeightReloadFailed
+from rolloutlog.runtime.live.endpoints import (
+    Endpoint,
+    EndpointPool,
+    NoEndpointsLeft,
+    WeightReloadFailed,
+)
 from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch
 from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceError
 from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
 
 COMMIT_EVENTS: Final = 4096  # commit at least this often, always at a settled point
 SHUTDOWN_GRACE_S: Final = 0.1
+# Ends decided by the log itself finish at the event that decided them, so the log ends
+# exactly there; a fault first gives answers already on their way a moment to arrive.
+FINISH_AT_ONCE: Final = frozenset({"steps", "zero_output"})
 _log = logging.getLogger(__name__)
 
 
@@ -119,6 +127,7 @@ class LiveResult:
     version_live: int
     versions_trained: int
     counts: dict[str, int]
+    endpoints: tuple[dict[str, Any], ...]  # url, alive, lost_reason, generations
 
 
 class LiveRunError(RuntimeError):
@@ -127,6 +136,15 @@ class LiveRunError(RuntimeError):
 
 class WeightUpdateFailed(LiveRunError):
     """A new version could not be made live, after the bounded retries."""
+
+
+def _endpoint_report(endpoint: Endpoint) -> dict[str, Any]:
+    return {
+        "url": endpoint.url,
+        "alive": endpoint.alive,
+        "lost_reason": endpoint.lost_reason,
+        "generations": endpoint.generations,
+    }
 
 
 class LiveDriver:
@@ -164,6 +182,7 @@ class LiveDriver:
         self._reason: str | None = None
         self._error: str | None = None
         self._closed = False  # no more events: run_finished is recorded, or the loop broke
+        self._finishing = False
         self._start = time.monotonic()
         self._committed_seq = 0
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="trainer")
@@ -195,6 +214,13 @@ class LiveDriver:
                 _log.error("live run stopping (%s): %s", reason, error)
         self._done.set()
 
+    def _finish(self) -> None:
+        """Record `run_finished` (the loop cancels what is owed); nothing is fed after it."""
+        if not self._closed and not self._finishing and self.loop.next_seq > 0:
+            self._finishing = True
+            self._feed(RunFinished(t=self._now(), reason=self._reason or "interrupted"))
+        self._closed = True
+
     def _stop_for(self, error: BaseException, where: str = "") -> None:
         """Stop for an exception, with a reason that names the kind of fault."""
         message = f"{where}{type(error).__name__}: {error}"
@@ -210,11 +236,9 @@ class LiveDriver:
     async def _shutdown(self, trainer_task: asyncio.Task[None]) -> None:
         """Record `run_finished`, abort what it cancels, let the trainer finish what shipped."""
         pending = {task for task in self._tasks if not task.done()}
-        if pending:  # answers already on their way (a lost endpoint's failures) are recorded
+        if pending and not self._closed:  # answers on their way (a lost endpoint's failures)
             await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
-        if self.loop.next_seq > 0:
-            self._feed(RunFinished(t=self._now(), reason=self._reason or "interrupted"))
-        self._closed = True
+        self._finish()
         pending = {task for task in self._tasks if not task.done()}
         if pending:
             _, late = await asyncio.wait(pending, timeout=self.options.shutdown_timeout_s)
@@ -244,6 +268,7 @@ class LiveDriver:
             version_live=self.version_live,
             versions_trained=self.trainer.version,
             counts=dict(self.counts),
+            endpoints=tuple(_endpoint_report(e) for e in self.pool.endpoints),
         )
 
     # ---- feeding the loop --------------------------------------------------------------
@@ -286,6 +311,8 @@ class LiveDriver:
         zero_output = self.loop.zero_output_reason()
         if zero_output is not None:
             self._stop("zero_output", zero_output)
+        if self._reason in FINISH_AT_ONCE:
+            self._finish()
 
     def _commit(self) -> None:
         """Make everything appended so far durable; called only between two world events."""

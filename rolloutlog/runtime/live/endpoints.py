@@ -59,6 +59,7 @@ class Endpoint:
     alive: bool = True
     lost_reason: str | None = None
     version: str | None = None
+    generations: int = 0  # generate calls it answered (any finish reason)
 
     @property
     def url(self) -> str:
@@ -114,7 +115,9 @@ class EndpointPool:
         endpoint.inflight[request.request_id] = task
         self._where[request.request_id] = endpoint
         try:
-            return await asyncio.shield(task)
+            generation = await asyncio.shield(task)
+            endpoint.generations += 1
+            return generation
         except asyncio.CancelledError:
             if task.cancelled() and not endpoint.alive:
                 raise EndpointLost(

@@ -44,7 +44,13 @@ class ServerProcess:
     """A CPU server in a child process. `kill()` simulates a crash; `stop()` is orderly."""
 
     def __init__(
-        self, weights_dir: Path, *, seed: int = 0, threads: int = 1, start_timeout_s: float = 60.0
+        self,
+        weights_dir: Path,
+        *,
+        seed: int = 0,
+        threads: int = 1,
+        min_step_s: float = 0.0,
+        start_timeout_s: float = 60.0,
     ) -> None:
         command = [
             sys.executable,
@@ -58,6 +64,8 @@ class ServerProcess:
             str(seed),
             "--threads",
             str(threads),
+            "--min-step-s",
+            str(min_step_s),
             "--exit-with-parent",
         ]
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(threads)}
@@ -120,13 +128,17 @@ class ServerProcess:
 
 @contextlib.contextmanager
 def server_processes(
-    weights_dir: Path, count: int, *, seed: int = 0, threads: int = 1
+    weights_dir: Path, count: int, *, seed: int = 0, threads: int = 1, min_step_s: float = 0.0
 ) -> Iterator[list[ServerProcess]]:
     """`count` server processes, stopped on exit even if a test fails."""
     started: list[ServerProcess] = []
     try:
         for index in range(count):
-            started.append(ServerProcess(weights_dir, seed=seed + index, threads=threads))
+            started.append(
+                ServerProcess(
+                    weights_dir, seed=seed + index, threads=threads, min_step_s=min_step_s
+                )
+            )
         yield started
     finally:
         for server in started:

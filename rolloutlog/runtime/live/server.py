@@ -340,6 +340,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seeds requests sent without one")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument(
+        "--min-step-s",
+        type=float,
+        default=0.0,
+        help="each decode step takes at least this long (imitates a larger model)",
+    )
+    parser.add_argument(
         "--exit-with-parent",
         action="store_true",
         help="exit when stdin closes (a parent that dies never leaves this server behind)",
@@ -352,6 +358,7 @@ def main(argv: list[str] | None = None) -> None:
         weights_dir=args.weights,
         max_batch=args.max_batch,
         seed=args.seed,
+        min_step_s=args.min_step_s,
     )
     server = InferenceServer(engine, host=args.host, port=args.port, model_name=args.model_name)
     server.start()

@@ -62,12 +62,13 @@ def save_initial(settings: LiveSettings, seed: int, directory: Path) -> Path:
 @contextlib.contextmanager
 def local_servers(settings: LiveSettings, weights_dir: Path, seed: int) -> Iterator[list[str]]:
     """Start `settings.servers` CPU servers on loopback; their urls, stopped on exit."""
+    count, min_step_s = settings.servers, settings.server_min_step_s
     if settings.server_mode == "thread":
-        with server_threads(weights_dir, settings.servers, seed=seed) as threads:
+        with server_threads(weights_dir, count, seed=seed, min_step_s=min_step_s) as threads:
             yield [server.url for server in threads]
     else:
         with server_processes(
-            weights_dir, settings.servers, seed=seed, threads=settings.server_threads
+            weights_dir, count, seed=seed, threads=settings.server_threads, min_step_s=min_step_s
         ) as processes:
             yield [server.url for server in processes]
 

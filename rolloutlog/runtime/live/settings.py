@@ -30,7 +30,7 @@ ServerMode = Literal["process", "thread"]
 TRAIN_RUN_DEFAULTS: Final[dict[str, Any]] = {
     "group_size": 8,
     "batch_size": 256,
-    "max_inflight": 192,
+    "max_inflight": 128,
     "max_off_policy_steps": 1,
     "target_lag": 1,
 }
@@ -50,6 +50,9 @@ class LiveSettings:
     servers: int = checked(1, at_least(1), "local CPU inference servers (--backend cpu)")
     server_mode: ServerMode = checked("process", None, "local servers as processes or threads")
     server_threads: int = checked(1, at_least(1), "torch threads per local server")
+    server_min_step_s: float = checked(
+        0.0, between(0.0, 10.0), "local servers: a decode step lasts at least this long"
+    )
     trainer_threads: int = checked(1, at_least(1), "torch threads of the trainer")
     generate_timeout_s: float = checked(120.0, at_least(0.01), "one generate call, at most")
     publish_attempts: int = checked(3, at_least(1), "tries of a weight update that failed")
