@@ -138,6 +138,8 @@ class InvariantChecker:
     def _group_opened(self, event: Any) -> None:
         number = len(self.dispatched_members)
         self._check(event.group_id == f"g{number}", event, f"expected g{number}")
+        if event.work == "train":
+            self._check_capacity(event)
         self.dispatched_members.append(0)
         self.groups[event.group_id] = _Group(
             event.group_size, event.work == "train", event.live, undispatched=event.group_size
@@ -152,7 +154,6 @@ class InvariantChecker:
         self._check(group.undispatched > 0, event, f"{event.group_id} has no member left")
         self._check(event.episode_id not in group.episodes, event, "episode dispatched twice")
         if group.train:
-            self._check_capacity(event)
             self.train_promised += 1
         group.undispatched -= 1
         group.episodes[event.episode_id] = _Episode(event.policy_version)
@@ -160,15 +161,17 @@ class InvariantChecker:
         self.inflight += 1
 
     def _check_capacity(self, event: Any) -> None:
-        """Capacity admission: no train dispatch once the promised work fills the horizon."""
+        """Capacity admission: no new train group once the promised work (members owed by
+        open groups included) fills the horizon."""
         config = self.config
         if config.admission != "capacity" or config.batch_size is None:
             return
         capacity = (config.max_off_policy_steps + self.version + 1) * config.batch_size
+        owed = sum(g.undispatched for g in self.groups.values() if g.train)
         self._check(
-            self.train_promised < capacity,
+            self.train_promised + owed < capacity,
             event,
-            f"capacity admission: {self.train_promised} train episodes promised of {capacity}",
+            f"capacity admission: {self.train_promised} promised + {owed} owed of {capacity}",
         )
 
     def _arrived(self, event: Any) -> None:

@@ -1,7 +1,7 @@
 """Where the train episodes dispatched so far stand, for capacity admission.
 
 Capacity admission (`admission = "capacity"`, in the spirit of AReaL's staleness manager)
-dispatches a new train episode only while
+opens a new train group only while
 
     trained + queued + arrived-unfinalized + in-flight < (max_off_policy_steps + v + 1) × B
 
@@ -9,10 +9,16 @@ with `B = batch_size`. Every train episode that was dispatched and not thrown aw
 exactly one of those four places, so the left side is the work already promised to the
 trainer; the right side is what versions `0 … v + max_off_policy_steps` can consume.
 Episodes produced beyond it could only train past the bound (or be dropped), so they are
-not produced.
+not produced. The dispatcher counts the members that open groups still owe as promised too,
+and gates whole groups, not members: a group that could not complete would hold its
+arrivals forever and the run would stall.
 
-For token batches the same inequality is taken in tokens: episodes count at the mean tokens
-per arrived episode so far (no limit until the first arrival).
+Since every batch cuts exactly `B` episodes, `trained = batches shipped × B`, and the rule
+reads: the work beyond the trainer must fit in the `max_off_policy_steps + v + 1 − batches`
+batches still to come. With token batches, a batch is taken as `ceil(token_batch_size /
+mean tokens per completed episode)` episodes (no limit before the first completion); as
+that is an estimate, a pipeline with nothing in flight and no open train group may always
+open one more group, so an estimate can never stall the run.
 """
 
 from __future__ import annotations
@@ -33,29 +39,32 @@ class TrainLedger:
     inflight: set[str] = attrs.Factory(set)
     arrived: int = 0
     queued: int = 0
-    trained: int = 0
+    batches: int = 0
     unscored: dict[str, int] = attrs.Factory(dict)  # open train group -> unfinalized arrivals
     arrival_tokens: int = 0
     arrivals: int = 0
 
-    def promised(self) -> int:
-        """trained + queued + arrived-unfinalized + in-flight."""
-        return self.trained + self.queued + self.arrived + len(self.inflight)
+    def beyond_trainer(self) -> int:
+        """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
+        return self.queued + self.arrived + len(self.inflight)
 
 
 def capacity_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
     """How many more train episodes capacity admission allows now; None when unlimited."""
     if config.admission != "capacity":
         return None
-    horizon = config.max_off_policy_steps + version + 1
     if config.batch_size is not None:
-        return max(0, horizon * config.batch_size - ledger.promised())
-    if ledger.arrivals == 0:
+        per_batch = config.batch_size
+    elif ledger.arrivals == 0:
         return None
-    capacity_tokens = horizon * (config.token_batch_size or 0)
-    # promised × mean_tokens < capacity_tokens, in integers: mean = arrival_tokens / arrivals.
-    allowed = capacity_tokens * ledger.arrivals // max(1, ledger.arrival_tokens)
-    return max(0, allowed - ledger.promised())
+    else:  # ceil(token_batch_size / mean tokens), in integers
+        tokens = (config.token_batch_size or 0) * ledger.arrivals
+        per_batch = max(1, -(-tokens // max(1, ledger.arrival_tokens)))
+    batches_to_come = config.max_off_policy_steps + version + 1 - ledger.batches
+    left = batches_to_come * per_batch - ledger.beyond_trainer()
+    if config.batch_size is None and not ledger.inflight and not ledger.unscored:
+        return max(left, 1)  # liveness: an estimate must never stall an empty pipeline
+    return left
 
 
 def evolve_ledger(ledger: TrainLedger, event: Event) -> None:
@@ -111,7 +120,7 @@ def _scored(ledger: TrainLedger, event: Any) -> None:
 
 def _shipped(ledger: TrainLedger, event: Any) -> None:
     ledger.queued -= len(event.episode_ids)
-    ledger.trained += len(event.episode_ids)
+    ledger.batches += 1
 
 
 _LEDGER: dict[str, Callable[[TrainLedger, Any], None]] = {

@@ -156,9 +156,18 @@ class FusedState:
         number = len(self.registry.members)
         if group_id != f"g{number}" or group_id in self.groups:
             raise NeedsPlainFold(seq, "group id out of order")
+        if self.capacity and work == "train":
+            self._check_capacity(seq)
         self.registry.opened()
         self.groups[group_id] = FusedGroup(number, size, work == "train", live, unscheduled=size)
         self.dispatcher_groups += 1
+
+    def _check_capacity(self, seq: int) -> None:
+        """As the checker: no new train group once promised + owed fills the horizon."""
+        horizon = (self.bound + self.version + 1) * (self.config.batch_size or 0)
+        owed = sum(g.unscheduled for g in self.groups.values() if g.train)
+        if self.train_promised + owed >= horizon:
+            raise NeedsPlainFold(seq, "train group opened past the capacity horizon")
 
     def on_dispatched(
         self, seq: int, episode_id: str, group_id: str, member: int, version: int
@@ -175,9 +184,6 @@ class FusedState:
         ):
             raise NeedsPlainFold(seq, "dispatch the plain fold would refuse or flag")
         if self.capacity and group.train:
-            horizon = (self.bound + self.version + 1) * (self.config.batch_size or 0)
-            if self.train_promised >= horizon:
-                raise NeedsPlainFold(seq, "train dispatch past the capacity horizon")
             self.train_promised += 1
         group.dispatched += 1
         group.unscheduled -= 1

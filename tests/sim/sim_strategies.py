@@ -52,6 +52,10 @@ def run_tables(draw: st.DrawFn, **fixed: Any) -> dict[str, Any]:
         run["curriculum"] = "informative"
     if draw(st.integers(0, 3)) == 0:
         run["admission_smoothing"] = True
+    # The policy knobs: every property must hold under each of them and their mixes.
+    run["admission"] = draw(st.sampled_from(["none", "capacity"]))
+    run["straggler_cut"] = draw(st.booleans())
+    run["batch_order"] = draw(st.sampled_from(["fifo", "oldest-first"]))
     run.update(_drawn(draw, fixed))
     return run
 

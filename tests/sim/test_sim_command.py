@@ -116,3 +116,22 @@ def test_bad_options_are_refused_with_the_key_named() -> None:
     result = invoke("--scenario", "nowhere")
     assert result.exit_code == 2
     assert "neither a built-in scenario" in result.output
+
+
+def test_compare_takes_any_list_of_presets() -> None:
+    result = invoke(
+        "--scenario",
+        "smoke",
+        "--compare",
+        "per-episode,per-episode+straggler+oldest-first,all",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert list(report) == ["per-episode", "per-episode+straggler+oldest-first", "all"]
+    assert report["all"]["policy"] == "all"
+    for run in report.values():
+        assert run["invariant_violations"] == []
+        assert {"trained_length_ratio", "trained_difficulty_ratio"} <= set(run)
+    result = invoke("--scenario", "smoke", "--compare", "per-episode+turbo")
+    assert result.exit_code == 2 and "unknown rule 'turbo'" in result.output

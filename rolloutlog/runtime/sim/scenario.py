@@ -39,10 +39,12 @@ class Scenario:
     world: WorldConfig
 
     def with_policy(self, policy: str) -> Scenario:
-        """The same world and run, under another policy preset (`core.presets`)."""
-        overrides = preset_overrides(policy)
-        run = RunConfig.from_mapping({**self.run.to_dict(), **overrides}, "run")
-        return attrs.evolve(self, run=run)
+        """The same world, under a policy preset (`core.presets`) that sets every policy key."""
+        return self.with_run(**preset_overrides(policy))
+
+    def with_run(self, **keys: Any) -> Scenario:
+        """The same world, with these run configuration keys changed."""
+        return attrs.evolve(self, run=RunConfig.from_mapping({**self.run.to_dict(), **keys}, "run"))
 
     def with_seed(self, seed: int) -> Scenario:
         """The same scenario drawn from another seed (world streams and task source alike)."""
