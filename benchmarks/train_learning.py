@@ -23,7 +23,7 @@ from rolloutlog.commands.train import run_training
 from rolloutlog.core.config import parse_overrides
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.verify import verify_log
-from rolloutlog.runtime.live.driver import StepStats
+from rolloutlog.runtime.live.reports import StepStats
 from rolloutlog.runtime.live.settings import build_settings
 
 WINDOW = 5  # batches in the moving mean that must reach the target

@@ -33,7 +33,7 @@ from rolloutlog.replay.source import open_log
 from rolloutlog.runtime.live.settings import LiveSettings, build_settings
 
 if TYPE_CHECKING:  # the driver needs torch: imported when a run starts, not with the CLI
-    from rolloutlog.runtime.live.driver import StepStats
+    from rolloutlog.runtime.live.reports import StepStats
 
 DEFAULT_STEPS = 300
 OK, FAULT, BAD_INPUT = 0, 1, 2

@@ -16,8 +16,9 @@ from rolloutlog.replay.source import open_log
 from rolloutlog.replay.verify import verify_log
 from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
-from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver, LiveResult, StepStats
+from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver
 from rolloutlog.runtime.live.endpoints import EndpointPool
+from rolloutlog.runtime.live.reports import LiveResult, StepStats
 from rolloutlog.runtime.live.session import initial_model
 from rolloutlog.runtime.live.settings import build_settings
 from rolloutlog.runtime.live.trainer import GRPOTrainer, TrainerConfig

@@ -56,13 +56,13 @@ from rolloutlog.events.types import (
     VersionPending,
 )
 from rolloutlog.runtime.live.endpoints import (
-    Endpoint,
     EndpointPool,
     NoEndpointsLeft,
     WeightReloadFailed,
 )
 from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch
 from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceError
+from rolloutlog.runtime.live.reports import LiveResult, StepStats, endpoint_report
 from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
 
 COMMIT_EVENTS: Final = 4096  # commit at least this often, always at a settled point
@@ -98,53 +98,12 @@ class DriverOptions:
             raise ValueError("steps and publish_attempts must be >= 1")
 
 
-@attrs.frozen(kw_only=True)
-class StepStats:
-    """One shipped batch, for the progress display; counts are totals so far."""
-
-    step: int
-    mean_reward: float | None
-    trained: int
-    ages: dict[int, int]
-    version_live: int
-    wall_s: float
-    cancelled_stale: int
-    dropped_stale: int
-    failed: int
-    late: int
-
-
-@attrs.frozen(kw_only=True)
-class LiveResult:
-    """How the run ended. `error` names the fault when it did not end as asked."""
-
-    finished_reason: str
-    error: str | None
-    steps_shipped: int
-    reward_curve: tuple[float | None, ...]
-    wall_seconds: float
-    events: int
-    version_live: int
-    versions_trained: int
-    counts: dict[str, int]
-    endpoints: tuple[dict[str, Any], ...]  # url, alive, lost_reason, generations
-
-
 class LiveRunError(RuntimeError):
     """A fault that ends the run: the message says what failed and where."""
 
 
 class WeightUpdateFailed(LiveRunError):
     """A new version could not be made live, after the bounded retries."""
-
-
-def _endpoint_report(endpoint: Endpoint) -> dict[str, Any]:
-    return {
-        "url": endpoint.url,
-        "alive": endpoint.alive,
-        "lost_reason": endpoint.lost_reason,
-        "generations": endpoint.generations,
-    }
 
 
 class LiveDriver:
@@ -254,8 +213,21 @@ class LiveDriver:
             drain.cancel()
         trainer_task.cancel()
         await asyncio.gather(trainer_task, return_exceptions=True)
+        await self._leave_inference_running()
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
         self._commit()
+
+    async def _leave_inference_running(self) -> None:
+        """A weight update cut short by the shutdown may have left servers paused; resume
+        them (best effort), so that a long-lived `vllm serve` is usable by the next run."""
+        resumes = [endpoint.backend.resume() for endpoint in self.pool.alive()]
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*resumes, return_exceptions=True),
+                self.options.shutdown_timeout_s,
+            )
+        except TimeoutError:
+            _log.warning("inference servers did not confirm resume at shutdown")
 
     def _result(self) -> LiveResult:
         return LiveResult(
@@ -268,7 +240,7 @@ class LiveDriver:
             version_live=self.version_live,
             versions_trained=self.trainer.version,
             counts=dict(self.counts),
-            endpoints=tuple(_endpoint_report(e) for e in self.pool.endpoints),
+            endpoints=tuple(endpoint_report(e) for e in self.pool.endpoints),
         )
 
     # ---- feeding the loop --------------------------------------------------------------

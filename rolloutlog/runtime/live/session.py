@@ -19,13 +19,7 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.events.types import Event
 from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
-from rolloutlog.runtime.live.driver import (
-    DriverOptions,
-    LiveDriver,
-    LiveResult,
-    LogSink,
-    StepStats,
-)
+from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver, LogSink
 from rolloutlog.runtime.live.endpoints import EndpointPool
 from rolloutlog.runtime.live.launch import server_processes, server_threads
 from rolloutlog.runtime.live.model import (
@@ -34,6 +28,7 @@ from rolloutlog.runtime.live.model import (
     build_model,
     save_checkpoint,
 )
+from rolloutlog.runtime.live.reports import LiveResult, StepStats
 from rolloutlog.runtime.live.settings import LiveSettings
 from rolloutlog.runtime.live.trainer import GRPOTrainer, TrainerConfig
 
