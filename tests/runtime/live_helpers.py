@@ -36,6 +36,7 @@ def run_driver(
     limits: ClientLimits | None = None,
     on_step: Callable[[StepStats], None] | None = None,
     publish_attempts: int = 3,
+    prepare: Callable[[GRPOTrainer], None] | None = None,
 ) -> tuple[LiveResult, Path]:
     """Drive a run with every invariant checked on every event; (result, log path)."""
     config, settings = build_settings({**SMALL, **(overrides or {})}, seed=0)
@@ -44,6 +45,8 @@ def run_driver(
         WeightBroadcast(tmp_path / "weights"),
         TrainerConfig(learning_rate=settings.learning_rate),
     )
+    if prepare is not None:
+        prepare(trainer)
     options = DriverOptions(
         steps=steps,
         check_invariants=True,

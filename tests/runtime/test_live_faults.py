@@ -13,6 +13,7 @@ from live_helpers import failures, run_driver, verified_summary
 
 from rolloutlog.runtime.live.client import ClientLimits
 from rolloutlog.runtime.live.launch import server_processes, server_threads
+from rolloutlog.runtime.live.model import WEIGHTS_FILE
 from rolloutlog.runtime.live.server import InferenceServer
 
 
@@ -101,6 +102,28 @@ def test_a_reload_that_fails_on_one_server_takes_it_out_and_the_run_goes_on(chec
         result, log = run_driver(tmp_path, [s.url for s in servers], steps=5)
     assert result.finished_reason == "steps" and result.error is None
     verified_summary(log)
+
+
+def test_a_torn_checkpoint_is_never_loaded_and_stops_the_run(checkpoints, tmp_path):
+    def tear_v2(trainer):
+        publish = trainer.broadcast.publish
+
+        def torn(model, version):
+            path = publish(model, version)
+            if version == 2:  # the weights changed after READY was written
+                weights = path / WEIGHTS_FILE
+                weights.write_bytes(weights.read_bytes()[:-8] + bytes(8))
+            return path
+
+        trainer.broadcast.publish = torn
+
+    with server_threads(checkpoints["a"], 1) as servers:
+        result, log = run_driver(tmp_path, [servers[0].url], steps=6, prepare=tear_v2)
+    assert result.finished_reason == "weight_update_failed"
+    assert "v2 is not ready to load" in (result.error or "")
+    assert "does not match its READY digest" in (result.error or "")
+    assert result.version_live == 1
+    assert verified_summary(log)["run_finished"] == "weight_update_failed"
 
 
 def test_generate_timeouts_are_recorded_as_failures_and_the_run_goes_on(checkpoints, tmp_path):

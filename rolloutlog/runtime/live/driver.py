@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import secrets
 import time
 from collections import Counter
@@ -55,6 +56,7 @@ from rolloutlog.events.types import (
     VersionLive,
     VersionPending,
 )
+from rolloutlog.runtime.live.broadcast import BroadcastError
 from rolloutlog.runtime.live.endpoints import (
     EndpointPool,
     NoEndpointsLeft,
@@ -133,7 +135,6 @@ class LiveDriver:
         )
         self.counts: Counter[str] = Counter()
         self.reward_curve: list[float | None] = []
-        self.ages: Counter[int] = Counter()
         self.version_live = 0
         self._batches: asyncio.Queue[ShippedBatch] = asyncio.Queue()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -158,7 +159,10 @@ class LiveDriver:
             await self._publish(initial, 0)
             self._feed(self._run_started())
             await self._done.wait()
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # Ctrl-C under asyncio.run: shut down cleanly
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # the shutdown's own timeouts must still work
             self._stop("interrupted", "the run was interrupted")
         except Exception as error:
             self._stop_for(error)
@@ -371,7 +375,6 @@ class LiveDriver:
         batch = self.book.shipped(event)
         self.reward_curve.append(batch.mean_reward)
         ages = Counter(rollout_age(v, event.step) for v in batch.versions)
-        self.ages.update(ages)
         self._batches.put_nowait(batch)
         if self.on_step is not None:
             self.on_step(self._stats(event.step, batch, ages))
@@ -413,11 +416,17 @@ class LiveDriver:
         """On the trainer thread: one step, published as version `step` (v_s after batch s)."""
         if not batch.samples:  # every episode pruned: the version must still follow the step
             return self.trainer.publish_unchanged(batch.step)
-        return self.trainer.train_step(batch.samples, version=batch.step)
+        report = self.trainer.train_step(batch.samples, version=batch.step)
+        if not math.isfinite(report.loss):  # never make diverged weights live
+            raise LiveRunError(f"step {batch.step} diverged: loss {report.loss}")
+        return report
 
     async def _publish(self, weights_path: Path, version: int) -> None:
         """Make `version` live everywhere, retrying a reload that failed everywhere."""
-        path = self.trainer.broadcast.require_ready(version)
+        try:
+            path = self.trainer.broadcast.require_ready(version)
+        except BroadcastError as error:  # never ask inference to load a torn checkpoint
+            raise WeightUpdateFailed(f"v{version} is not ready to load: {error}") from error
         if path != weights_path:
             raise WeightUpdateFailed(f"v{version}: published at {weights_path}, READY at {path}")
         delay_s = self.options.publish_backoff_s
