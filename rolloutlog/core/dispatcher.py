@@ -204,54 +204,44 @@ def _free_permits(state: DispatcherState) -> int:
     return free
 
 
+def _train_allowance(state: DispatcherState) -> int:
+    """How many train episodes may go out now: none while gated, else capacity admission's."""
+    if state.gated():
+        return 0
+    left = capacity_left(state.config, state.ledger, state.version)
+    return _UNLIMITED if left is None else left
+
+
 def _fill(state: DispatcherState, t: float) -> list[Event]:
     """Use free permits: continue the oldest open group that owes members, else open new ones."""
     free = _free_permits(state)
     if free <= 0:
         return []
-    gated = state.gated()
+    train = _train_allowance(state)
     out: list[Event] = []
     for group_id in state.owing:
         group = state.groups[group_id]
-        if group.train and gated:
+        count = min(free, group.unscheduled, train if group.train else free)
+        if count <= 0:
             continue
-        count = min(free, group.unscheduled)
         _dispatch_members(state, group, group.start_version, group.dispatched, count, t, out)
         free -= count
+        train -= count if group.train else 0
         if free == 0:
             return out
-    _open_groups(state, free, _new_train_groups(state, gated), t, out)
+    _open_groups(state, free, train, t, out)
     return out
 
 
-def _new_train_groups(state: DispatcherState, gated: bool) -> int:
-    """How many new train groups may open: none while gated; with capacity admission, new
-    groups open while the promised work, owed members included, is below the horizon.
-
-    Capacity admission gates groups, never the members of an open group: a group that
-    could not complete would hold its arrivals forever and the run would stall.
-    """
-    if gated:
-        return 0
-    left = capacity_left(state.config, state.ledger, state.version)
-    if left is None:
-        return _UNLIMITED
-    owed = sum(state.groups[g].unscheduled for g in state.owing if state.groups[g].train)
-    left -= owed
-    return -(-left // state.config.group_size) if left > 0 else 0
-
-
-def _open_groups(
-    state: DispatcherState, free: int, train_groups: int, t: float, out: list[Event]
-) -> None:
+def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: list[Event]) -> None:
     config = state.config
     number, eval_owed = state.groups_opened, state.eval_owed
     while free > 0:
         work: Work
         if eval_owed > 0:
             work, eval_owed = "eval", eval_owed - 1
-        elif train_groups > 0:
-            work, train_groups = "train", train_groups - 1
+        elif train > 0:
+            work = "train"
         else:
             return
         number += 1
@@ -277,9 +267,10 @@ def _open_groups(
                 live=task.live,
             )
         )
-        count = min(free, group.size)
+        count = min(free, group.size, train if group.train else free)
         _dispatch_members(state, group, state.version, 0, count, t, out)
         free -= count
+        train -= count if group.train else 0
 
 
 def _dispatch_members(

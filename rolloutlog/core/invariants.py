@@ -77,6 +77,7 @@ class InvariantChecker:
         self.publish_step = 1
         self.version = 0
         self.train_promised = 0  # trained + queued + arrived-unfinalized + in-flight (train)
+        self.train_inflight = 0
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -138,8 +139,6 @@ class InvariantChecker:
     def _group_opened(self, event: Any) -> None:
         number = len(self.dispatched_members)
         self._check(event.group_id == f"g{number}", event, f"expected g{number}")
-        if event.work == "train":
-            self._check_capacity(event)
         self.dispatched_members.append(0)
         self.groups[event.group_id] = _Group(
             event.group_size, event.work == "train", event.live, undispatched=event.group_size
@@ -154,24 +153,25 @@ class InvariantChecker:
         self._check(group.undispatched > 0, event, f"{event.group_id} has no member left")
         self._check(event.episode_id not in group.episodes, event, "episode dispatched twice")
         if group.train:
+            self._check_capacity(event)
             self.train_promised += 1
+            self.train_inflight += 1
         group.undispatched -= 1
         group.episodes[event.episode_id] = _Episode(event.policy_version)
         self.dispatched_members[int(event.group_id[1:])] += 1
         self.inflight += 1
 
     def _check_capacity(self, event: Any) -> None:
-        """Capacity admission: no new train group once the promised work (members owed by
-        open groups included) fills the horizon."""
+        """Capacity admission: no train dispatch once the promised work fills the horizon,
+        unless no train episode is in flight (the liveness exception, see core.ledger)."""
         config = self.config
         if config.admission != "capacity" or config.batch_size is None:
             return
         capacity = (config.max_off_policy_steps + self.version + 1) * config.batch_size
-        owed = sum(g.undispatched for g in self.groups.values() if g.train)
         self._check(
-            self.train_promised + owed < capacity,
+            self.train_promised < capacity or self.train_inflight == 0,
             event,
-            f"capacity admission: {self.train_promised} promised + {owed} owed of {capacity}",
+            f"capacity admission: {self.train_promised} train episodes promised of {capacity}",
         )
 
     def _arrived(self, event: Any) -> None:
@@ -192,6 +192,7 @@ class InvariantChecker:
         episode.state = "completed" if completed else "failed"
         episode.reward = event.reward if completed else None
         self.inflight -= 1
+        self.train_inflight -= group.train if group else 0
         return None
 
     def _was_dispatched(self, group_id: str, member: str) -> bool:
@@ -218,6 +219,7 @@ class InvariantChecker:
                 )
             episode.state = "cancelled"
             self.inflight -= 1
+            self.train_inflight -= group.train
         self._check(event.unscheduled <= group.undispatched, event, "cancels unowed members")
         group.undispatched -= event.unscheduled
         group.cancelled += len(event.episode_ids) + event.unscheduled

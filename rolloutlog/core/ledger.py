@@ -1,7 +1,7 @@
 """Where the train episodes dispatched so far stand, for capacity admission.
 
 Capacity admission (`admission = "capacity"`, in the spirit of AReaL's staleness manager)
-opens a new train group only while
+dispatches a new train episode only while
 
     trained + queued + arrived-unfinalized + in-flight < (max_off_policy_steps + v + 1) × B
 
@@ -9,16 +9,16 @@ with `B = batch_size`. Every train episode that was dispatched and not thrown aw
 exactly one of those four places, so the left side is the work already promised to the
 trainer; the right side is what versions `0 … v + max_off_policy_steps` can consume.
 Episodes produced beyond it could only train past the bound (or be dropped), so they are
-not produced. The dispatcher counts the members that open groups still owe as promised too,
-and gates whole groups, not members: a group that could not complete would hold its
-arrivals forever and the run would stall.
+not produced.
 
 Since every batch cuts exactly `B` episodes, `trained = batches shipped × B`, and the rule
 reads: the work beyond the trainer must fit in the `max_off_policy_steps + v + 1 − batches`
 batches still to come. With token batches, a batch is taken as `ceil(token_batch_size /
-mean tokens per completed episode)` episodes (no limit before the first completion); as
-that is an estimate, a pipeline with nothing in flight and no open train group may always
-open one more group, so an estimate can never stall the run.
+mean tokens per completed episode)` episodes (no limit before the first completion).
+
+Liveness: with no train episode in flight, one may always be dispatched. Without this, a
+group larger than the room left (`G > (max_off_policy_steps − target_lag + 1) × B`), or a
+token batch the estimate undercounts, would wait forever for members the rule holds back.
 """
 
 from __future__ import annotations
@@ -62,9 +62,7 @@ def capacity_left(config: RunConfig, ledger: TrainLedger, version: int) -> int |
         per_batch = max(1, -(-tokens // max(1, ledger.arrival_tokens)))
     batches_to_come = config.max_off_policy_steps + version + 1 - ledger.batches
     left = batches_to_come * per_batch - ledger.beyond_trainer()
-    if config.batch_size is None and not ledger.inflight and not ledger.unscored:
-        return max(left, 1)  # liveness: an estimate must never stall an empty pipeline
-    return left
+    return left if ledger.inflight else max(left, 1)  # liveness, see the module docstring
 
 
 def evolve_ledger(ledger: TrainLedger, event: Event) -> None:

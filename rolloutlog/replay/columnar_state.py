@@ -119,6 +119,7 @@ class FusedState:
         # arrived and not yet finalized, queued, trained) against (bound + version + 1) batches.
         self.capacity = config.admission == "capacity" and config.batch_size is not None
         self.train_promised = 0
+        self.train_inflight = 0
 
     def summary(self) -> tuple[int, ...]:
         """`ReactionLoop.summary` of the plain deciders, from the fused account."""
@@ -156,18 +157,9 @@ class FusedState:
         number = len(self.registry.members)
         if group_id != f"g{number}" or group_id in self.groups:
             raise NeedsPlainFold(seq, "group id out of order")
-        if self.capacity and work == "train":
-            self._check_capacity(seq)
         self.registry.opened()
         self.groups[group_id] = FusedGroup(number, size, work == "train", live, unscheduled=size)
         self.dispatcher_groups += 1
-
-    def _check_capacity(self, seq: int) -> None:
-        """As the checker: no new train group once promised + owed fills the horizon."""
-        horizon = (self.bound + self.version + 1) * (self.config.batch_size or 0)
-        owed = sum(g.unscheduled for g in self.groups.values() if g.train)
-        if self.train_promised + owed >= horizon:
-            raise NeedsPlainFold(seq, "train group opened past the capacity horizon")
 
     def on_dispatched(
         self, seq: int, episode_id: str, group_id: str, member: int, version: int
@@ -184,7 +176,11 @@ class FusedState:
         ):
             raise NeedsPlainFold(seq, "dispatch the plain fold would refuse or flag")
         if self.capacity and group.train:
+            horizon = (self.bound + self.version + 1) * (self.config.batch_size or 0)
+            if self.train_promised >= horizon and self.train_inflight:
+                raise NeedsPlainFold(seq, "train dispatch past the capacity horizon")
             self.train_promised += 1
+            self.train_inflight += 1
         group.dispatched += 1
         group.unscheduled -= 1
         group.inflight[episode_id] = (version, member)
@@ -203,6 +199,7 @@ class FusedState:
             self._check_straggler(seq, group, episode_ids, unscheduled)
         if self.capacity and group.train:
             self.train_promised -= len(episode_ids)
+            self.train_inflight -= len(episode_ids)
         stale = reason == "stale"
         step, bound = self.step, self.bound
         for episode_id in episode_ids:
@@ -253,6 +250,8 @@ class FusedState:
             self._late(seq, episode_id)
             return
         version, member = group.inflight.pop(episode_id)
+        if self.capacity and group.train:
+            self.train_inflight -= 1
         group.arrived[episode_id] = (member, version, reward)
         self._close_if_done(group)
 

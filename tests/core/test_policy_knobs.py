@@ -20,10 +20,28 @@ def test_capacity_admission_stops_train_dispatch_at_the_horizon():
         admission="capacity",
     )
     assert run.inflight() == ["g1/0", "g1/1"], "limit 8, but capacity admits only 2"
-    run.complete("g1/0", "g1/1")  # batch 1 ships: trained 2, still >= capacity 2 at v0
-    assert run.inflight() == []
-    run.publish(1)  # capacity (0 + 1 + 1) × 2 = 4: two more
-    assert run.inflight() == ["g2/0", "g2/1"]
+    run.complete("g1/0", "g1/1")  # batch 1 ships: trained 2 = capacity at v0
+    assert run.inflight() == ["g2/0"], "liveness: with nothing in flight, one may go out"
+    # v1: g2/0 (v0) is stale at step 2 and cancelled; capacity (0 + 1 + 1) × 2 = 4 with 2
+    # trained leaves room for two.
+    run.publish(1)
+    assert run.inflight() == ["g2/1", "g3/0"]
+
+
+def test_capacity_admission_never_stalls_a_group_larger_than_the_room():
+    """Found by the simulator's swarm: G = 4 with room for 2 episodes waited forever for
+    the members the rule held back. With nothing in flight, one member may always go out."""
+    run = Run(
+        group_size=4,
+        max_inflight=8,
+        batch_size=2,
+        max_off_policy_steps=0,
+        target_lag=0,
+        admission="capacity",
+    )
+    for _ in range(4):
+        run.complete(*run.inflight())
+    assert [e.group_id for e in run.of_kind("group_scored")] == ["g1"]
 
 
 def test_without_capacity_admission_the_limit_binds():
