@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import click
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # the driver needs torch: imported when a run starts, not wit
     from rolloutlog.runtime.live.reports import StepStats
 
 DEFAULT_STEPS = 300
+T = TypeVar("T")
 OK, FAULT, BAD_INPUT = 0, 1, 2
 
 
@@ -69,15 +71,17 @@ def run_training(
     # a commit of a few hundred events cheap.
     with LogWriter(log_path, batch_events=BATCH_EVENTS_MAX, compression="lz4") as log:
         result = asyncio.run(
-            train_live(
-                config,
-                settings,
-                steps=steps,
-                seed=seed,
-                urls=urls,
-                weights_dir=weights_dir,
-                log=log,
-                on_step=on_step,
+            _until_terminated(
+                train_live(
+                    config,
+                    settings,
+                    steps=steps,
+                    seed=seed,
+                    urls=urls,
+                    weights_dir=weights_dir,
+                    log=log,
+                    on_step=on_step,
+                )
             )
         )
     replay = replay_log(open_log(log_path))
@@ -97,6 +101,18 @@ def run_training(
         "seed": seed,
         "settings": attrs.asdict(settings),
     }
+
+
+async def _until_terminated(run: Coroutine[Any, Any, T]) -> T:
+    """Run `run`; SIGTERM cancels it as Ctrl-C does, so the driver records
+    `run_finished(interrupted)` and the log closes cleanly instead of just stopping."""
+    task = asyncio.ensure_future(run)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await task
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 @contextmanager
@@ -135,8 +151,20 @@ def describe_step(stats: StepStats) -> str:
 
 
 @click.command("train")
-@click.option("--steps", type=click.IntRange(min=1), default=DEFAULT_STEPS, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=DEFAULT_STEPS,
+    show_default=True,
+    help="Batches to ship; the run then stops.",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seeds the task source, the model's initialisation and every episode's sampling.",
+)
 @click.option(
     "--set",
     "overrides",
@@ -185,7 +213,10 @@ def train_command(
     initial_dir: Path | None,
     as_json: bool,
 ) -> None:
-    """Train a small Llama to sort digits with GRPO, inference and training concurrent."""
+    """Train a small Llama to sort digits with GRPO, inference and training concurrent.
+
+    Writes a log that `rolloutlog verify` re-derives; see docs/runtime.md.
+    """
     try:
         config, settings = build_settings(parse_overrides(overrides), seed=seed)
     except ConfigError as error:
