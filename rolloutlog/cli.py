@@ -66,7 +66,11 @@ STRICT = click.option(
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rolloutlog")
 def main() -> None:
-    """rolloutlog: record, inspect and convert event logs of asynchronous RL runs."""
+    """rolloutlog: the orchestrator of asynchronous RL as pure deciders over an event log.
+
+    Simulate staleness policies, train for real, and replay, verify, show and diff the
+    recorded logs.
+    """
 
 
 @main.command()
