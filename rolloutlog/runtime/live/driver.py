@@ -35,7 +35,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Final, Protocol
 
 import attrs
@@ -56,14 +55,10 @@ from rolloutlog.events.types import (
     VersionLive,
     VersionPending,
 )
-from rolloutlog.runtime.live.broadcast import BroadcastError
-from rolloutlog.runtime.live.endpoints import (
-    EndpointPool,
-    NoEndpointsLeft,
-    WeightReloadFailed,
-)
+from rolloutlog.runtime.live.endpoints import EndpointPool, NoEndpointsLeft
 from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch
 from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceError
+from rolloutlog.runtime.live.publish import LiveRunError, WeightPublisher, WeightUpdateFailed
 from rolloutlog.runtime.live.reports import LiveResult, StepStats, endpoint_report
 from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
 
@@ -98,14 +93,6 @@ class DriverOptions:
     def __attrs_post_init__(self) -> None:
         if self.steps < 1 or self.publish_attempts < 1:
             raise ValueError("steps and publish_attempts must be >= 1")
-
-
-class LiveRunError(RuntimeError):
-    """A fault that ends the run: the message says what failed and where."""
-
-
-class WeightUpdateFailed(LiveRunError):
-    """A new version could not be made live, after the bounded retries."""
 
 
 class LiveDriver:
@@ -146,6 +133,12 @@ class LiveDriver:
         self._start = time.monotonic()
         self._committed_seq = 0
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="trainer")
+        self.publisher = WeightPublisher(
+            pool,
+            trainer.broadcast,
+            attempts=options.publish_attempts,
+            backoff_s=options.publish_backoff_s,
+        )
 
     # ---- the run -----------------------------------------------------------------------
     async def run(self) -> LiveResult:
@@ -156,7 +149,7 @@ class LiveDriver:
             initial = await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.trainer.publish_initial
             )
-            await self._publish(initial, 0)
+            await self.publisher.publish(initial, 0, live=0)
             self._feed(self._run_started())
             await self._done.wait()
         except asyncio.CancelledError:  # Ctrl-C under asyncio.run: shut down cleanly
@@ -217,21 +210,9 @@ class LiveDriver:
             drain.cancel()
         trainer_task.cancel()
         await asyncio.gather(trainer_task, return_exceptions=True)
-        await self._leave_inference_running()
+        await self.publisher.leave_running(self.options.shutdown_timeout_s)
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
         self._commit()
-
-    async def _leave_inference_running(self) -> None:
-        """A weight update cut short by the shutdown may have left servers paused; resume
-        them (best effort), so that a long-lived `vllm serve` is usable by the next run."""
-        resumes = [endpoint.backend.resume() for endpoint in self.pool.alive()]
-        try:
-            await asyncio.wait_for(
-                asyncio.gather(*resumes, return_exceptions=True),
-                self.options.shutdown_timeout_s,
-            )
-        except TimeoutError:
-            _log.warning("inference servers did not confirm resume at shutdown")
 
     def _result(self) -> LiveResult:
         return LiveResult(
@@ -405,7 +386,9 @@ class LiveDriver:
                 report = await loop.run_in_executor(self._executor, self._train, batch)
                 if not self._closed:
                     self._feed(VersionPending(t=self._now(), version=report.version))
-                    await self._publish(report.weights_path, report.version)
+                    await self.publisher.publish(
+                        report.weights_path, report.version, live=self.version_live
+                    )
                     self._feed(VersionLive(t=self._now(), version=report.version))
             except Exception as error:
                 self._stop_for(error, f"training step {batch.step}: ")
@@ -420,27 +403,3 @@ class LiveDriver:
         if not math.isfinite(report.loss):  # never make diverged weights live
             raise LiveRunError(f"step {batch.step} diverged: loss {report.loss}")
         return report
-
-    async def _publish(self, weights_path: Path, version: int) -> None:
-        """Make `version` live everywhere, retrying a reload that failed everywhere."""
-        try:
-            path = self.trainer.broadcast.require_ready(version)
-        except BroadcastError as error:  # never ask inference to load a torn checkpoint
-            raise WeightUpdateFailed(f"v{version} is not ready to load: {error}") from error
-        if path != weights_path:
-            raise WeightUpdateFailed(f"v{version}: published at {weights_path}, READY at {path}")
-        delay_s = self.options.publish_backoff_s
-        for attempt in range(1, self.options.publish_attempts + 1):
-            try:
-                await self.pool.publish_weights(str(path), f"v{version}")
-                return
-            except WeightReloadFailed as error:
-                failure = error
-                _log.warning("update to v%d failed (attempt %d): %s", version, attempt, error)
-            if attempt < self.options.publish_attempts:
-                await asyncio.sleep(delay_s)
-                delay_s *= 2
-        raise WeightUpdateFailed(
-            f"weight update to v{version} failed {self.options.publish_attempts} times; "
-            f"inference still serves v{self.version_live}: {failure}"
-        )
