@@ -62,7 +62,7 @@ from rolloutlog.runtime.live.publish import LiveRunError, WeightPublisher, Weigh
 from rolloutlog.runtime.live.reports import LiveResult, StepStats, endpoint_report
 from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
 
-COMMIT_EVENTS: Final = 4096  # commit at least this often, always at a settled point
+COMMIT_EVENTS: Final = 4096  # commit each step, and at least this often; always settled
 SHUTDOWN_GRACE_S: Final = 0.1
 # Ends decided by the log itself finish at the event that decided them, so the log ends
 # exactly there; a fault first gives answers already on their way a moment to arrive.
@@ -132,6 +132,7 @@ class LiveDriver:
         self._finishing = False
         self._start = time.monotonic()
         self._committed_seq = 0
+        self._commit_due = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="trainer")
         self.publisher = WeightPublisher(
             pool,
@@ -263,7 +264,7 @@ class LiveDriver:
         self._count_world(appended[0])
         for decided in appended[1:]:
             self._react(decided)
-        if self.log is not None and self.loop.next_seq - self._committed_seq >= COMMIT_EVENTS:
+        if self._commit_due or self.loop.next_seq - self._committed_seq >= COMMIT_EVENTS:
             self._commit()
         zero_output = self.loop.zero_output_reason()
         if zero_output is not None:
@@ -273,6 +274,7 @@ class LiveDriver:
 
     def _commit(self) -> None:
         """Make everything appended so far durable; called only between two world events."""
+        self._commit_due = False
         if self.log is None or self._committed_seq == self.loop.next_seq:
             return
         try:
@@ -357,6 +359,7 @@ class LiveDriver:
         self.reward_curve.append(batch.mean_reward)
         ages = Counter(rollout_age(v, event.step) for v in batch.versions)
         self._batches.put_nowait(batch)
+        self._commit_due = True  # each shipped step is durable once its reaction settles
         if self.on_step is not None:
             self.on_step(self._stats(event.step, batch, ages))
         if event.step >= self.options.steps:
