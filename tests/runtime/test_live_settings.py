@@ -1,0 +1,35 @@
+"""`--set` for `rolloutlog train`: RunConfig keys and live keys, each refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from rolloutlog.core.config import ConfigError
+from rolloutlog.runtime.live.settings import TRAIN_RUN_DEFAULTS, build_settings
+
+
+def test_keys_go_to_their_section_and_the_train_defaults_apply():
+    config, settings = build_settings(
+        {"batch_size": 64, "live.learning_rate": 1e-3, "run.group_size": 4, "servers": 2},
+        seed=9,
+    )
+    assert (config.batch_size, config.group_size, config.seed) == (64, 4, 9)
+    assert config.max_inflight == TRAIN_RUN_DEFAULTS["max_inflight"]
+    assert (settings.learning_rate, settings.servers) == (1e-3, 2)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"nope": 1}, "unknown key"),
+        ({"world.batch_size": 1}, "section must be `run` or `live`"),
+        ({"run.learning_rate": 1e-3}, "unknown key"),
+        ({"run.seed": 3}, "use --seed"),
+        ({"hidden_size": 100}, "multiple of 32"),
+        ({"server_mode": "fork"}, "must be one of"),
+        ({"temperature": 3.0}, "must be in [0.0, 2.0]"),
+    ],
+)
+def test_bad_settings_are_refused_by_name(overrides, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        build_settings(overrides, seed=0)
