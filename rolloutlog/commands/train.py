@@ -122,9 +122,9 @@ def _progress(steps: int, quiet: bool) -> Iterator[Callable[[StepStats], None]]:
         yield lambda stats: None
         return
     progress = Progress(
-        TextColumn("train"),
-        BarColumn(),
+        TextColumn("step"),
         MofNCompleteColumn(),
+        BarColumn(bar_width=10),
         TextColumn("{task.fields[line]}"),
         TimeElapsedColumn(),
         console=Console(stderr=True),
@@ -140,12 +140,16 @@ def _progress(steps: int, quiet: bool) -> Iterator[Callable[[StepStats], None]]:
 
 
 def describe_step(stats: StepStats) -> str:
-    """One progress line: `reward 0.53  ages {0: 120, 1: 80}  v41  stale 12  dropped 30`."""
+    """One progress line: `reward 0.534  ages 0:12 1:244  v41  cancelled 12  dropped 30 ...`.
+
+    Ages are the rollout ages of the batch's trained episodes; cancelled (stale, in
+    flight), dropped (stale, arrived) and failed are totals so far.
+    """
     reward = "-" if stats.mean_reward is None else f"{stats.mean_reward:.3f}"
     ages = " ".join(f"{age}:{count}" for age, count in stats.ages.items()) or "-"
     return (
-        f"reward {reward}  ages {ages}  live v{stats.version_live}  "
-        f"stale cancels {stats.cancelled_stale}  dropped {stats.dropped_stale}  "
+        f"reward {reward}  ages {ages}  v{stats.version_live}  "
+        f"cancelled {stats.cancelled_stale}  dropped {stats.dropped_stale}  "
         f"failed {stats.failed}"
     )
 
