@@ -387,7 +387,7 @@ class LiveDriver:
             batch = await self._batches.get()
             try:
                 report = await loop.run_in_executor(self._executor, self._train, batch)
-                if not self._closed:
+                if not self._done.is_set():  # once stopping, versions are trained, not made live
                     self._feed(VersionPending(t=self._now(), version=report.version))
                     await self.publisher.publish(
                         report.weights_path, report.version, live=self.version_live
