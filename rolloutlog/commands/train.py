@@ -6,7 +6,8 @@ property checked on every event) for the report, so the report says what the log
 torch is imported only when a run starts, so the rest of the CLI stays light.
 `--json` prints that summary plus `reward_curve` (mean reward of each shipped batch) and
 `wall_seconds`. Exit status: 0 when the run shipped its steps, 1 when a fault ended it
-(the log is still valid up to the fault), 2 for bad input.
+(the log is still valid up to the fault) or replaying the log found a broken property,
+2 for bad input.
 """
 
 from __future__ import annotations
@@ -255,6 +256,10 @@ def train_command(
         print_report(report)
     if report["error"] is not None:
         click.echo(f"rolloutlog: error: {report['finished_reason']}: {report['error']}", err=True)
+        raise SystemExit(FAULT)
+    broken = report["invariant_violations"] or report["replay_error"]
+    if broken:  # the deciders never break a property; if the log does, say so loudly
+        click.echo(f"rolloutlog: error: the log breaks a property: {broken}", err=True)
         raise SystemExit(FAULT)
 
 
