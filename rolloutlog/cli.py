@@ -7,49 +7,23 @@ the file, the line or the seq range to look at.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from rolloutlog import __version__
+from rolloutlog.commands.bad_input import reports_bad_input
 from rolloutlog.commands.replay import diff_command, replay_command, show_command, verify_command
 from rolloutlog.commands.simulate import simulate_command
 from rolloutlog.commands.train import train_command
-from rolloutlog.events.errors import EventError, JsonlError, LogError
 from rolloutlog.events.jsonl import read_jsonl, write_jsonl
 from rolloutlog.events.log_reader import LogInfo, LogReader, TornTail
 from rolloutlog.events.log_writer import write_log
-
-BAD_INPUT_EXIT = 2
-_BAD_INPUT = (LogError, EventError, JsonlError, OSError, UnicodeDecodeError)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def reports_bad_input(command: Callable[P, R]) -> Callable[P, R]:
-    """Turn the errors that bad input raises into one line on stderr and exit status 2."""
-
-    @functools.wraps(command)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except _BAD_INPUT as error:
-            fail(str(error))
-
-    return wrapper
-
-
-def fail(message: str) -> NoReturn:
-    click.echo(f"rolloutlog: error: {message}", err=True)
-    raise SystemExit(BAD_INPUT_EXIT)
 
 
 def warn_torn_tail(tail: TornTail | None, log: Path) -> None:

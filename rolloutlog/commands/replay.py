@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from rolloutlog.commands.bad_input import fail
 from rolloutlog.core.digest import event_payload
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import Event
@@ -28,21 +29,16 @@ from rolloutlog.replay.state_view import state_at
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
 from rolloutlog.replay.verify import verify_log
 
-OK, DIFFERS, BAD_INPUT = 0, 1, 2
+OK, DIFFERS = 0, 1  # bad input exits 2 (commands.bad_input)
 LOG = click.Path(dir_okay=False, path_type=Path)
 AS_JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"rolloutlog: error: {message}", err=True)
-    raise SystemExit(BAD_INPUT)
 
 
 def _open(path: Path) -> Any:
     try:
         return open_log(path)
     except LogError as error:
-        _fail(str(error))
+        fail(str(error))
 
 
 def _emit(data: Any) -> None:
@@ -72,7 +68,7 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     else:
         _print_summary(replay.summary, replay.digest.hex())
     if replay.error is not None:
-        _fail(str(replay.error))
+        fail(str(replay.error))
     raise SystemExit(DIFFERS if replay.violations else OK)
 
 
@@ -123,7 +119,7 @@ def verify_command(log: Path, as_json: bool) -> None:
     elif verdict.error is None:
         Console().print(f"[green]verified {verdict.events} events: every decision matches[/]")
     if verdict.error is not None:
-        _fail(f"{verdict.error} (after {verdict.events} matching events)")
+        fail(f"{verdict.error} (after {verdict.events} matching events)")
     raise SystemExit(OK if verdict.ok else DIFFERS)
 
 
@@ -171,16 +167,16 @@ def show_command(
         else:
             _show_timeline(source, group_id, episode_id, as_json)
     except (EventError, LogError) as error:
-        _fail(str(error))
+        fail(str(error))
 
 
 def _show_state(source: Any, seq: int, as_json: bool) -> None:
     result = fold_events(source.events(), check_invariants=False, stop_before=seq + 1)
     if result.error is not None:
-        _fail(f"the log is inconsistent before seq {seq}: {result.error}")
+        fail(f"the log is inconsistent before seq {seq}: {result.error}")
     if result.fold is None or result.fold.next_seq <= seq:
         count = 0 if result.fold is None else result.fold.next_seq
-        _fail(f"seq {seq} is past the end of the log ({count} events)")
+        fail(f"seq {seq} is past the end of the log ({count} events)")
     event = event_at(source, seq)
     state = {"event": None if event is None else event_payload(event), **state_at(result.fold)}
     if as_json:
@@ -243,7 +239,7 @@ def _show_timeline(
     else:
         target, moments = str(episode_id), episode_timeline(source, str(episode_id))
     if not moments:
-        _fail(f"no event of the log names {target}")
+        fail(f"no event of the log names {target}")
     if as_json:
         _emit({"target": target, "timeline": [moment.to_json() for moment in moments]})
         return
@@ -280,7 +276,7 @@ def diff_command(a: Path, b: Path, as_json: bool) -> None:
         Console().print(f"[green]identical: {result.a_events} events, the same digest chain[/]")
     if result.error is not None:
         name, error = result.error
-        _fail(f"{a if name == 'a' else b}: {error}")
+        fail(f"{a if name == 'a' else b}: {error}")
     raise SystemExit(OK if result.seq is None else DIFFERS)
 
 

@@ -25,6 +25,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from rolloutlog.commands.bad_input import BadInput
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, RULES, parse_policy_list, preset_overrides
 from rolloutlog.events.errors import LogError
@@ -40,12 +41,6 @@ from rolloutlog.runtime.sim.scenario import (
     scenario_names,
 )
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
-
-
-class BadInput(click.ClickException):
-    """A file that cannot be written or read: one line on stderr, exit status 2."""
-
-    exit_code = 2
 
 
 def run_policy(

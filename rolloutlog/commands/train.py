@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rolloutlog.commands.bad_input import BadInput
 from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
@@ -39,13 +40,7 @@ if TYPE_CHECKING:  # the driver needs torch: imported when a run starts, not wit
 
 DEFAULT_STEPS = 300
 T = TypeVar("T")
-OK, FAULT, BAD_INPUT = 0, 1, 2
-
-
-class BadInput(click.ClickException):
-    """A file that cannot be written: one line on stderr, exit status 2."""
-
-    exit_code = BAD_INPUT
+FAULT = 1  # a run that broke; bad input exits 2 (commands.bad_input)
 
 
 def default_log_path() -> Path:
