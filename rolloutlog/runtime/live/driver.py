@@ -41,6 +41,7 @@ import attrs
 
 import rolloutlog
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.dispatcher import SMOOTHING_WINDOW_S
 from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.staleness import rollout_age
@@ -50,6 +51,7 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodesCancelled,
     Event,
+    LimitSet,
     RunFinished,
     RunStarted,
     VersionLive,
@@ -146,6 +148,7 @@ class LiveDriver:
         """Make v0 live, start the run, wait for its end, and shut down cleanly."""
         self._start = time.monotonic()
         trainer_task = asyncio.create_task(self._train_worker())
+        heartbeat = asyncio.create_task(self._smoothing_heartbeat())
         try:
             initial = await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.trainer.publish_initial
@@ -160,8 +163,21 @@ class LiveDriver:
             self._stop("interrupted", "the run was interrupted")
         except Exception as error:
             self._stop_for(error)
+        heartbeat.cancel()
         await self._shutdown(trainer_task)
         return self._result()
+
+    async def _smoothing_heartbeat(self) -> None:
+        """With admission smoothing, restate the limit at each window boundary while nothing
+        is in flight: the dispatcher sees time only through events, and with nothing in
+        flight no event would come to open the next window (the simulator does the same)."""
+        if not self.config.admission_smoothing:
+            return
+        while not self._closed:
+            await asyncio.sleep(SMOOTHING_WINDOW_S - self._now() % SMOOTHING_WINDOW_S + 0.01)
+            state = self.loop.dispatcher_state
+            if self.loop.next_seq > 0 and not state.inflight:
+                self._feed(LimitSet(t=self._now(), max_inflight=state.limit))
 
     def _stop(self, reason: str, error: str | None = None) -> None:
         """End the run (the first reason wins); `run` records it and shuts down."""
