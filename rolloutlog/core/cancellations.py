@@ -6,7 +6,7 @@ group and rule; none changes state (the dispatcher's `evolve` applies them when 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
 from rolloutlog.core.staleness import rollout_age
@@ -28,7 +28,7 @@ def before_weight_update(state: DispatcherState, t: float) -> list[Event]:
             continue
         if stale:
             out.append(_members(group, stale, 0, "stale", t))
-        cut = _straggler_cut(state, group, exclude=set(stale), t=t)
+        cut = _straggler_cut(state, group, exclude=stale, t=t)
         if cut is not None:
             out.append(cut)
     return out
@@ -36,7 +36,7 @@ def before_weight_update(state: DispatcherState, t: float) -> list[Event]:
 
 def after_batch_shipped(state: DispatcherState, t: float) -> list[Event]:
     """The step advanced: cut the stragglers of groups whose arrivals are now at risk."""
-    cuts = (_straggler_cut(state, group, exclude=set(), t=t) for group in state.groups.values())
+    cuts = (_straggler_cut(state, group, exclude=(), t=t) for group in state.groups.values())
     return [cut for cut in cuts if cut is not None]
 
 
@@ -78,9 +78,10 @@ def _stale_in_flight(state: DispatcherState, group: OpenGroup) -> tuple[str, ...
 
 
 def _straggler_cut(
-    state: DispatcherState, group: OpenGroup, exclude: set[str], t: float
+    state: DispatcherState, group: OpenGroup, exclude: Collection[str], t: float
 ) -> EpisodesCancelled | None:
-    """With `straggler_cut`, cancel what an at-risk group still owes (whole-group semantics)."""
+    """With `straggler_cut`, cancel what an at-risk group still owes (whole-group semantics);
+    `exclude` are members a stale cancellation of the same answer already covers."""
     if not state.config.straggler_cut or not at_risk(state, group):
         return None
     remaining = tuple(e for e in group.inflight if e not in exclude)
