@@ -26,11 +26,11 @@ import torch
 from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.client import VLLMClient
 from rolloutlog.runtime.live.digits import task_from_id
-from rolloutlog.runtime.live.engine import Engine, SamplingSpec
-from rolloutlog.runtime.live.launch import ServerProcess
 from rolloutlog.runtime.live.model import build_model, parameter_count, save_checkpoint
 from rolloutlog.runtime.live.protocol import GenerateRequest, SamplingParams
 from rolloutlog.runtime.live.trainer import GRPOTrainer, TrainSample
+from rolloutlog.runtime.live.twin.engine import Engine, SamplingSpec
+from rolloutlog.runtime.live.twin.launch import ServerProcess
 
 TOKENS_PER_EPISODE = 7  # the longest digit answer (6 digits + EOS)
 

@@ -17,7 +17,7 @@ import statistics
 import time
 from typing import Any
 
-from rolloutlog.commands.simulate import run_policy
+from rolloutlog.cli.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario
 
 SCENARIOS = ("default", "tight", "loose")

@@ -30,8 +30,8 @@ from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.types import Event
 from rolloutlog.replay.log_replay import replay_log
-from rolloutlog.replay.scripted_world import ScriptedWorld
 from rolloutlog.replay.source import open_log
+from rolloutlog.testing.scripted_world import ScriptedWorld
 
 # Mostly completions, as in a real run; the rest exercise every rule now and then.
 WEIGHTS = {"complete": 1000, "fail": 15, "publish": 30, "limit": 3, "overload": 1, "late": 10}

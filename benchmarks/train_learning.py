@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rolloutlog.commands.train import run_training
+from rolloutlog.cli.train import run_training
 from rolloutlog.core.config import parse_overrides
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.verify import verify_log

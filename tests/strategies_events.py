@@ -3,7 +3,7 @@
 These build values that pass `validate_event` by construction, with the awkward corners
 the log must carry exactly: any Unicode text, -0.0 and subnormal floats, int64 extremes,
 nested JSON configs. They say nothing about whether a run could produce the events (that
-is `rolloutlog.replay.strategies`); they are for the log format.
+is `rolloutlog.testing.strategies`); they are for the log format.
 """
 
 from __future__ import annotations

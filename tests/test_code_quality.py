@@ -19,6 +19,8 @@ ALLOWED = {
     "core": {"events.types"},
     "replay": {"core", "events"},
     "runtime": {"core", "events"},
+    "testing": {"core", "events", "replay"},
+    "cli": {"core", "events", "replay", "runtime"},
 }
 # The core is pure: no clocks, no randomness, no I/O.
 IMPURE = {
@@ -63,10 +65,19 @@ def test_parts_import_only_what_the_layout_allows(part):
                 continue
             target = name.removeprefix("rolloutlog.")
             top = target.split(".")[0]
-            if top in others or top in ("cli", "commands"):
+            if top in others:
                 allowed = ALLOWED[part]
                 ok = any(target == a or target.startswith(a + ".") for a in allowed)
                 assert ok, f"{path.relative_to(ROOT)} imports {name}"
+
+
+def test_hypothesis_is_imported_only_by_the_testing_package():
+    """Hypothesis is a test dependency: the product must import without it."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.is_relative_to(PACKAGE / "testing"):
+            continue
+        for name in _imports(path):
+            assert name.split(".")[0] != "hypothesis", f"{path.relative_to(ROOT)} imports {name}"
 
 
 def test_core_is_pure():

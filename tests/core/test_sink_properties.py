@@ -13,7 +13,7 @@ from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.scoring import is_zero_advantage
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import WORLD_KINDS, Event
-from rolloutlog.replay.strategies import run_configs, world_logs
+from rolloutlog.testing.strategies import run_configs, world_logs
 
 
 def _versions(log: list[Event]) -> dict[str, int]:

@@ -9,14 +9,14 @@ from hypothesis import given
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import SINK, Decider
 from rolloutlog.events.types import Event
-from rolloutlog.replay.equivalence import (
+from rolloutlog.testing.equivalence import (
     OBSERVATIONS,
     TODAYS_DECIDERS,
     assert_equivalent,
     decided_by,
     first_difference,
 )
-from rolloutlog.replay.strategies import run_configs, world_logs
+from rolloutlog.testing.strategies import run_configs, world_logs
 
 
 def _per_group(config: RunConfig) -> RunConfig:

@@ -29,8 +29,8 @@ from rolloutlog.events.types import (
     VersionLive,
     VersionPending,
 )
-from rolloutlog.replay.equivalence import PLAIN_FOLD, TODAYS_DECIDERS, first_difference
-from rolloutlog.replay.strategies import run_configs
+from rolloutlog.testing.equivalence import PLAIN_FOLD, TODAYS_DECIDERS, first_difference
+from rolloutlog.testing.strategies import run_configs
 
 # Limits that bind: a large G against a handful of permits staggers each group's starts.
 binding_configs = st.integers(4, 12).flatmap(

@@ -19,18 +19,18 @@ from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.schema import LOG_SCHEMA, BatchStamp, batch_checksum, events_to_batch
 from rolloutlog.events.types import Event
-from rolloutlog.replay.equivalence import (
+from rolloutlog.replay.fold import fold_events
+from rolloutlog.replay.log_replay import replay_log
+from rolloutlog.replay.source import MemoryLog, open_log
+from rolloutlog.testing.equivalence import (
     COLUMNAR_FOLD,
     PLAIN_FOLD,
     TODAYS_DECIDERS,
     assert_equivalent,
     first_difference,
 )
-from rolloutlog.replay.fold import fold_events
-from rolloutlog.replay.log_replay import replay_log
-from rolloutlog.replay.scripted_world import ScriptedWorld
-from rolloutlog.replay.source import MemoryLog, open_log
-from rolloutlog.replay.strategies import Tampered, equivalence_logs, tampered_logs
+from rolloutlog.testing.scripted_world import ScriptedWorld
+from rolloutlog.testing.strategies import Tampered, equivalence_logs, tampered_logs
 
 
 @given(equivalence_logs())

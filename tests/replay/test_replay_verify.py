@@ -19,8 +19,8 @@ from rolloutlog.events.types import (
     Event,
 )
 from rolloutlog.replay.source import MemoryLog, open_log
-from rolloutlog.replay.strategies import Tampered, tampered_logs, world_logs
 from rolloutlog.replay.verify import verify_log
+from rolloutlog.testing.strategies import Tampered, tampered_logs, world_logs
 
 
 @given(world_logs())

@@ -11,8 +11,8 @@ from rolloutlog.replay.diff import diff_logs, event_at
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.state_view import state_at
-from rolloutlog.replay.strategies import Tampered, tampered_logs
 from rolloutlog.replay.timeline import episode_timeline, group_timeline
+from rolloutlog.testing.strategies import Tampered, tampered_logs
 
 
 def _chain(prefix: list[int]) -> DigestChain:

@@ -11,10 +11,10 @@ import torch
 from vllm_contract import Recorder
 
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
-from rolloutlog.runtime.live.launch import serve_in_thread
 from rolloutlog.runtime.live.model import build_model, save_checkpoint
-from rolloutlog.runtime.live.server import InferenceServer
 from rolloutlog.runtime.live.transport import StreamTransport
+from rolloutlog.runtime.live.twin.launch import serve_in_thread
+from rolloutlog.runtime.live.twin.server import InferenceServer
 
 
 @pytest.fixture(autouse=True, scope="session")

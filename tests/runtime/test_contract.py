@@ -25,8 +25,8 @@ from rolloutlog.runtime.live.protocol import (
     SamplingParams,
     check_cache_salt,
 )
-from rolloutlog.runtime.live.server import InferenceServer
 from rolloutlog.runtime.live.trainer import TrainSample, completion_logprobs
+from rolloutlog.runtime.live.twin.server import InferenceServer
 
 PROMPT = tuple(task_from_id("contract").prompt_ids)
 

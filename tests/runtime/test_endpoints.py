@@ -18,13 +18,13 @@ from rolloutlog.runtime.live.endpoints import (
     EndpointPool,
     WeightReloadFailed,
 )
-from rolloutlog.runtime.live.launch import server_processes, server_threads
 from rolloutlog.runtime.live.protocol import (
     GenerateRequest,
     InferenceError,
     InferenceUnavailable,
     SamplingParams,
 )
+from rolloutlog.runtime.live.twin.launch import server_processes, server_threads
 
 PROMPT = tuple(task_from_id("pool").prompt_ids)
 

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 import pytest
 
 from rolloutlog.runtime.live.digits import task_from_id
-from rolloutlog.runtime.live.engine import (
+from rolloutlog.runtime.live.model import build_model
+from rolloutlog.runtime.live.twin.engine import (
     Engine,
     EngineOverloadedError,
     EnginePausedError,
     SamplingSpec,
 )
-from rolloutlog.runtime.live.model import build_model
 
 PROMPT = task_from_id("engine").prompt_ids
 LONG = SamplingSpec(max_tokens=40, ignore_eos=True, seed=1)

@@ -11,7 +11,7 @@ import time
 PARENT = """
 import sys
 from pathlib import Path
-from rolloutlog.runtime.live.launch import ServerProcess
+from rolloutlog.runtime.live.twin.launch import ServerProcess
 server = ServerProcess(Path(sys.argv[1]))
 print(server.process.pid, flush=True)
 sys.stdin.read()

@@ -24,7 +24,7 @@ from rolloutlog.runtime.live.model import (
     load_checkpoint,
     save_checkpoint,
 )
-from rolloutlog.runtime.live.sampling import RowParams, sample_tokens
+from rolloutlog.runtime.live.twin.sampling import RowParams, sample_tokens
 
 # The parameter names of transformers' LlamaForCausalLM (untied embeddings), per layer.
 HF_LAYER_NAMES = [

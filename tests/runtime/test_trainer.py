@@ -9,7 +9,6 @@ import torch
 
 from rolloutlog.runtime.live.broadcast import READY_FILE, BroadcastError, WeightBroadcast
 from rolloutlog.runtime.live.digits import reward, task_from_id
-from rolloutlog.runtime.live.engine import Engine, SamplingSpec
 from rolloutlog.runtime.live.model import WEIGHTS_FILE, build_model, load_checkpoint
 from rolloutlog.runtime.live.trainer import (
     GRPOTrainer,
@@ -17,6 +16,7 @@ from rolloutlog.runtime.live.trainer import (
     TrainSample,
     completion_logprobs,
 )
+from rolloutlog.runtime.live.twin.engine import Engine, SamplingSpec
 
 
 def _fixed_batch() -> list[TrainSample]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from rolloutlog.commands.simulate import simulate_command
+from rolloutlog.cli.simulate import simulate_command
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.source import open_log

@@ -40,7 +40,7 @@ def test_the_log_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
     for hash_seed in ("1", "2"):
         path = tmp_path / f"hash{hash_seed}.arrow"
         code = (
-            "from rolloutlog.commands.simulate import simulate_command; "
+            "from rolloutlog.cli.simulate import simulate_command; "
             f"simulate_command(['--scenario', 'chaos', '--steps', '{CHAOS_STEPS}', "
             f"'--log', {str(path)!r}, '--json'])"
         )

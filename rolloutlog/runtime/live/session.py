@@ -21,7 +21,6 @@ from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
 from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver, LogSink
 from rolloutlog.runtime.live.endpoints import EndpointPool
-from rolloutlog.runtime.live.launch import server_processes, server_threads
 from rolloutlog.runtime.live.model import (
     LlamaForCausalLM,
     ModelConfig,
@@ -31,6 +30,7 @@ from rolloutlog.runtime.live.model import (
 from rolloutlog.runtime.live.reports import LiveResult, StepStats
 from rolloutlog.runtime.live.settings import LiveSettings
 from rolloutlog.runtime.live.trainer import GRPOTrainer, TrainerConfig
+from rolloutlog.runtime.live.twin.launch import server_processes, server_threads
 
 HEAD_DIM = 32
 BROADCAST_KEEP = 3

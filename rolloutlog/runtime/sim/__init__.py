@@ -2,7 +2,7 @@
 
 `load_scenario` builds a `Scenario` (run configuration and world), `simulate` runs it and
 returns a `SimResult` with the simulator's metrics. The CLI command that combines them with
-the replay summary lives in `rolloutlog.commands.simulate`; this package never imports
+the replay summary lives in `rolloutlog.cli.simulate`; this package never imports
 `rolloutlog.replay`.
 """
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rolloutlog.runtime.live.engine import EngineRequest
-from rolloutlog.runtime.live.sampling import TokenLogprob
+from rolloutlog.runtime.live.twin.engine import EngineRequest
+from rolloutlog.runtime.live.twin.sampling import TokenLogprob
 
 REQUEST_ID_PREFIX = "generate-tokens-"  # vLLM prefixes the caller's id with this
 

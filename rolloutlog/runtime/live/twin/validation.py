@@ -19,8 +19,8 @@ from typing import Any, Final
 
 import attrs
 
-from rolloutlog.runtime.live.engine import SamplingSpec
 from rolloutlog.runtime.live.protocol import CACHE_SALT_CHARS_MAX, CACHE_SALT_FORBIDDEN
+from rolloutlog.runtime.live.twin.engine import SamplingSpec
 
 LOGPROBS_MAX: Final = 20  # vLLM's default --max-logprobs
 _UNSUPPORTED_DEFAULTS: Final[dict[str, Any]] = {

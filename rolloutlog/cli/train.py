@@ -25,9 +25,9 @@ import attrs
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from rolloutlog.commands.bad_input import BadInput
+from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.output import emit_json, key_values
 from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the driver needs torch: imported when a run starts, not wit
 
 DEFAULT_STEPS = 300
 T = TypeVar("T")
-FAULT = 1  # a run that broke; bad input exits 2 (commands.bad_input)
+FAULT = 1  # a run that broke; bad input exits 2 (cli.bad_input)
 
 
 def default_log_path() -> Path:
@@ -246,7 +246,7 @@ def train_command(
     except (OSError, LogError) as error:
         raise BadInput(f"--log {log_path}: {error}") from error
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        emit_json(report)
     else:
         print_report(report)
     if report["error"] is not None:
@@ -261,9 +261,6 @@ def train_command(
 def print_report(report: dict[str, Any]) -> None:
     """The run as a table; the reward curve in tenths of the run."""
     curve = [r for r in report["reward_curve"] if r is not None]
-    table = Table(title="rolloutlog train", title_justify="left", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
     rows = [
         ("finished", report["finished_reason"]),
         ("steps shipped", report["steps_shipped"]),
@@ -281,9 +278,7 @@ def print_report(report: dict[str, Any]) -> None:
         ("endpoints", _endpoints(report["endpoints"])),
         ("log", f"{report['log']}  (check it: rolloutlog verify {report['log']})"),
     ]
-    for key, value in rows:
-        table.add_row(key, str(value))
-    Console().print(table)
+    Console().print(key_values("rolloutlog train", [(key, str(value)) for key, value in rows]))
 
 
 def _endpoints(endpoints: list[dict[str, Any]]) -> str:

@@ -23,7 +23,7 @@ from rolloutlog.events.types import (
     Event,
     event_fields,
 )
-from rolloutlog.replay.scripted_world import scripted_log
+from rolloutlog.testing.scripted_world import scripted_log
 
 
 @st.composite

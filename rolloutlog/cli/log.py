@@ -1,35 +1,19 @@
-"""The `rolloutlog` command: one small function per subcommand, formatting in helpers.
-
-Bad input (a missing or damaged log, an invalid JSONL line, an existing output) is reported
-as one line on stderr with exit status 2, never as a traceback: the message already names
-the file, the line or the seq range to look at.
-"""
+"""`rolloutlog info`, `export` and `import`: the log file itself, not what happened in it."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
-from rolloutlog import __version__
-from rolloutlog.commands.bad_input import reports_bad_input
-from rolloutlog.commands.replay import diff_command, replay_command, show_command, verify_command
-from rolloutlog.commands.simulate import simulate_command
-from rolloutlog.commands.train import train_command
+from rolloutlog.cli.bad_input import reports_bad_input
+from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
 from rolloutlog.events.jsonl import read_jsonl, write_jsonl
-from rolloutlog.events.log_reader import LogInfo, LogReader, TornTail
+from rolloutlog.events.log_reader import LogInfo, LogReader
 from rolloutlog.events.log_writer import write_log
-
-
-def warn_torn_tail(tail: TornTail | None, log: Path) -> None:
-    if tail is not None:
-        click.echo(f"rolloutlog: warning: {log}: {tail.describe()}", err=True)
-
 
 LOG_PATH = click.Path(dir_okay=False, path_type=Path)
 STRICT = click.option(
@@ -37,37 +21,27 @@ STRICT = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="rolloutlog")
-def main() -> None:
-    """rolloutlog: the orchestrator of asynchronous RL as pure deciders over an event log.
-
-    Simulate staleness policies, train for real, and replay, verify, show and diff the
-    recorded logs.
-    """
-
-
-@main.command()
+@click.command("info")
 @click.argument("log", type=LOG_PATH)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @STRICT
 @reports_bad_input
-def info(log: Path, as_json: bool, strict: bool) -> None:
+def info_command(log: Path, as_json: bool, strict: bool) -> None:
     """Summarize LOG: schema version, seq range, config and event counts by kind."""
     summary = LogReader(log, strict=strict, warn=False).info()
     warn_torn_tail(summary.torn_tail, log)
     if as_json:
-        click.echo(json.dumps(summary.to_json(), indent=2))
+        emit_json(summary.to_json())
     else:
-        print_info(summary)
+        _print_info(summary)
 
 
-@main.command()
+@click.command("export")
 @click.argument("log", type=LOG_PATH)
 @click.option("-o", "--output", type=LOG_PATH, help="Write to this file instead of stdout.")
 @STRICT
 @reports_bad_input
-def export(log: Path, output: Path | None, strict: bool) -> None:
+def export_command(log: Path, output: Path | None, strict: bool) -> None:
     """Write LOG as JSON Lines: one object per event, with kind, seq, t and its fields."""
     reader = LogReader(log, strict=strict, warn=False)
     if output is None:
@@ -79,7 +53,7 @@ def export(log: Path, output: Path | None, strict: bool) -> None:
     warn_torn_tail(reader.torn_tail, log)
 
 
-@main.command("import")
+@click.command("import")
 @click.argument("jsonl", type=LOG_PATH)
 @click.option("-o", "--output", type=LOG_PATH, required=True, help="The log to write.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
@@ -91,13 +65,13 @@ def import_command(jsonl: Path, output: Path, force: bool) -> None:
     click.echo(f"imported {count} events into {output}")
 
 
-def print_info(summary: LogInfo) -> None:
+def _print_info(summary: LogInfo) -> None:
     """The summary as rich tables: the log, then counts by kind, then the config."""
     console = Console()
-    console.print(_key_values("log", _log_rows(summary)))
-    console.print(_key_values("events by kind", list(summary.counts.items())))
+    console.print(key_values("log", _log_rows(summary)))
+    console.print(key_values("events by kind", summary.counts.items()))
     if summary.config is not None:
-        console.print(_key_values("config (run_started)", list(summary.config.items())))
+        console.print(key_values("config (run_started)", summary.config.items()))
 
 
 def _log_rows(summary: LogInfo) -> list[tuple[str, Any]]:
@@ -112,20 +86,3 @@ def _log_rows(summary: LogInfo) -> list[tuple[str, Any]]:
         ("closed", "yes" if summary.closed else "no (still being written, or its writer died)"),
         ("torn tail", tail),
     ]
-
-
-def _key_values(title: str, rows: list[tuple[str, Any]]) -> Table:
-    table = Table(title=title, title_justify="left", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in rows:
-        table.add_row(key, value if isinstance(value, str) else json.dumps(value))
-    return table
-
-
-main.add_command(replay_command)
-main.add_command(verify_command)
-main.add_command(show_command)
-main.add_command(diff_command)
-main.add_command(simulate_command)
-main.add_command(train_command)

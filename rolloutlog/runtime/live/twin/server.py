@@ -8,7 +8,7 @@ dependency, and keeps the engine — not an event loop — in charge of scheduli
 (a thread per in-flight request) is bounded by the client's pool and the engine's queue.
 
 It binds 127.0.0.1 unless told otherwise: the routes are vLLM's unauthenticated dev routes.
-Run it with `python -m rolloutlog.runtime.live.server --weights DIR [--port P]`; it prints
+Run it with `python -m rolloutlog.runtime.live.twin.server --weights DIR [--port P]`; it prints
 `listening on <url>` once it accepts connections.
 """
 
@@ -29,16 +29,16 @@ from urllib.parse import parse_qs, urlsplit
 
 import torch
 
-from rolloutlog.runtime.live.engine import (
+from rolloutlog.runtime.live.model import load_checkpoint
+from rolloutlog.runtime.live.twin.engine import (
     Engine,
     EngineInputError,
     EngineOverloadedError,
     EnginePausedError,
     PauseMode,
 )
-from rolloutlog.runtime.live.model import load_checkpoint
-from rolloutlog.runtime.live.responses import REQUEST_ID_PREFIX, generate_body
-from rolloutlog.runtime.live.validation import (
+from rolloutlog.runtime.live.twin.responses import REQUEST_ID_PREFIX, generate_body
+from rolloutlog.runtime.live.twin.validation import (
     ApiError,
     check_generate_body,
     parse_json_body,

@@ -17,7 +17,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from rolloutlog.commands.bad_input import fail
+from rolloutlog.cli.bad_input import fail
+from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
 from rolloutlog.core.digest import event_payload
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import Event
@@ -29,7 +30,7 @@ from rolloutlog.replay.state_view import state_at
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
 from rolloutlog.replay.verify import verify_log
 
-OK, DIFFERS = 0, 1  # bad input exits 2 (commands.bad_input)
+OK, DIFFERS = 0, 1  # bad input exits 2 (cli.bad_input)
 LOG = click.Path(dir_okay=False, path_type=Path)
 AS_JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
@@ -39,15 +40,6 @@ def _open(path: Path) -> Any:
         return open_log(path)
     except LogError as error:
         fail(str(error))
-
-
-def _emit(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
-
-
-def _warn_torn_tail(source: Any, path: Path) -> None:
-    if getattr(source, "torn_tail", None) is not None:
-        click.echo(f"rolloutlog: warning: {path}: {source.torn_tail.describe()}", err=True)
 
 
 # --- replay ------------------------------------------------------------------------------
@@ -61,10 +53,10 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     """Fold LOG, check every property on every event and print the run summary."""
     source = _open(log)
     replay = replay_log(source, columnar=not plain)
-    _warn_torn_tail(source, log)
+    warn_torn_tail(getattr(source, "torn_tail", None), log)
     if as_json:
         error = None if replay.error is None else str(replay.error)
-        _emit({**replay.summary, "digest": replay.digest.hex(), "error": error})
+        emit_json({**replay.summary, "digest": replay.digest.hex(), "error": error})
     else:
         _print_summary(replay.summary, replay.digest.hex())
     if replay.error is not None:
@@ -74,13 +66,8 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
 
 def _print_summary(summary: dict[str, Any], digest: str) -> None:
     console = Console()
-    table = Table(title="replay", title_justify="left", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in summary.items():
-        if key != "invariant_violations":
-            table.add_row(key, value if isinstance(value, str) else json.dumps(value))
-    table.add_row("final digest", digest)
+    rows = [(key, value) for key, value in summary.items() if key != "invariant_violations"]
+    table = key_values("replay", [*rows, ("final digest", digest)])
     console.print(table)
     violations = summary["invariant_violations"]
     if violations:
@@ -101,10 +88,10 @@ def verify_command(log: Path, as_json: bool) -> None:
     """Re-decide LOG from its world events; exit 1 at the first decided event that differs."""
     source = _open(log)
     verdict = verify_log(source)
-    _warn_torn_tail(source, log)
+    warn_torn_tail(getattr(source, "torn_tail", None), log)
     divergence = verdict.divergence
     if as_json:
-        _emit(
+        emit_json(
             {
                 "ok": verdict.ok,
                 "events": verdict.events,
@@ -180,7 +167,7 @@ def _show_state(source: Any, seq: int, as_json: bool) -> None:
     event = event_at(source, seq)
     state = {"event": None if event is None else event_payload(event), **state_at(result.fold)}
     if as_json:
-        _emit(state)
+        emit_json(state)
     else:
         _print_state(state)
 
@@ -241,7 +228,7 @@ def _show_timeline(
     if not moments:
         fail(f"no event of the log names {target}")
     if as_json:
-        _emit({"target": target, "timeline": [moment.to_json() for moment in moments]})
+        emit_json({"target": target, "timeline": [moment.to_json() for moment in moments]})
         return
     _print_timeline(target, moments)
 
@@ -269,7 +256,7 @@ def diff_command(a: Path, b: Path, as_json: bool) -> None:
     """The first event where logs A and B diverge, by bisection over their digest chains."""
     result = diff_logs(_open(a), _open(b))
     if as_json:
-        _emit(result.to_json())
+        emit_json(result.to_json())
     elif result.seq is not None:
         _print_divergence(result.seq, result.a, result.b, names=(str(a), str(b)))
     elif result.error is None:
@@ -278,6 +265,3 @@ def diff_command(a: Path, b: Path, as_json: bool) -> None:
         name, error = result.error
         fail(f"{a if name == 'a' else b}: {error}")
     raise SystemExit(OK if result.seq is None else DIFFERS)
-
-
-COMMANDS = (replay_command, verify_command, show_command, diff_command)

@@ -8,7 +8,6 @@ metrics, without holding the log in memory.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +24,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from rolloutlog.commands.bad_input import BadInput
+from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.output import emit_json
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, RULES, parse_policy_list, preset_overrides
 from rolloutlog.events.errors import LogError
@@ -240,6 +240,6 @@ def _print(
 ) -> None:
     if as_json:
         payload: Any = dict(runs) if compare else next(iter(runs.values()))
-        click.echo(json.dumps(payload, indent=2))
+        emit_json(payload)
         return
     print_report(runs, title, Console())

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from rolloutlog.runtime.live.engine import Engine
 from rolloutlog.runtime.live.model import load_checkpoint
-from rolloutlog.runtime.live.server import InferenceServer
+from rolloutlog.runtime.live.twin.engine import Engine
+from rolloutlog.runtime.live.twin.server import InferenceServer
 
 _READY_PREFIX: Final = "listening on "
 
@@ -55,7 +55,7 @@ class ServerProcess:
         command = [
             sys.executable,
             "-m",
-            "rolloutlog.runtime.live.server",
+            "rolloutlog.runtime.live.twin.server",
             "--weights",
             str(weights_dir),
             "--port",

@@ -30,7 +30,7 @@ import torch
 
 from rolloutlog.runtime.live.digits import EOS_ID, PAD_ID
 from rolloutlog.runtime.live.model import LlamaForCausalLM, load_weights_into
-from rolloutlog.runtime.live.sampling import (
+from rolloutlog.runtime.live.twin.sampling import (
     RowParams,
     TokenLogprob,
     sample_tokens,

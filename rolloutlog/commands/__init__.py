@@ -1,1 +1,0 @@
-"""CLI commands that combine a driver with replay's reports (drivers and replay meet here)."""
