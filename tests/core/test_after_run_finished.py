@@ -76,18 +76,9 @@ def _late_batch(log: list[Event]) -> Event:
 
 
 def _late_group(log: list[Event]) -> Event:
-    number = 1 + sum(isinstance(e, GroupOpened) for e in log)
-    return GroupOpened(
-        t=4.0,
-        group_id=f"g{number}",
-        work="train",
-        env="e",
-        task_id="t",
-        group_size=2,
-        policy_version=0,
-        step=1,
-        live=True,
-    )
+    """A group opened after `run_finished`, numbered on from the last one opened."""
+    opened = [e for e in log if isinstance(e, GroupOpened)]
+    return attrs.evolve(opened[-1], group_id=f"g{len(opened) + 1}")
 
 
 @pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "plain"])
