@@ -23,7 +23,7 @@ from rolloutlog.events.types import (
 
 
 def worked_example() -> list[Event]:
-    """The run of docs/replay.md (G=2, 3 permits, batches of 2, bound 1), 29 events."""
+    """The run of docs/replay.md (G=2, 3 permits, batches of 2, bound 1)."""
     config = RunConfig(group_size=2, max_inflight=3, batch_size=2, max_off_policy_steps=1)
     loop = ReactionLoop(config)
     log = loop.feed(

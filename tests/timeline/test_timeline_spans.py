@@ -31,13 +31,13 @@ def test_the_worked_example_gives_each_episode_its_fate(worked_log: Path) -> Non
             spans.episode_ids, spans.outcome, spans.age.tolist(), spans.step.tolist(), strict=True
         )
     }
-    # g1 ships whole in batch 1; g2/1 and g3/0 are each their group's only scored member in
-    # batch 2, so pruned, dispatched at v0 and shipped in step 2: age 1 (docs/replay.md).
+    # g1 ships whole in batch 1; g2/1 and g3/0 are scored and queued, but nothing ships
+    # after run_finished, so they are still waiting when the log ends.
     assert fate["g1/0"] == ("trained", 0, 1)
     assert fate["g1/1"] == ("trained", 0, 1)
     assert fate["g2/0"] == ("failed", -1, -1)
-    assert fate["g2/1"] == ("pruned", 1, 2)
-    assert fate["g3/0"] == ("pruned", 1, 2)
+    assert fate["g2/1"] == ("waiting", -1, -1)
+    assert fate["g3/0"] == ("waiting", -1, -1)
     cancelled = {e for e, (outcome, _, _) in fate.items() if outcome == "cancelled"}
     assert len(cancelled) == 3  # the shutdown cancellations
     markers = Counter(MARKERS[kind] for kind in spans.marker_kind)
@@ -46,15 +46,20 @@ def test_the_worked_example_gives_each_episode_its_fate(worked_log: Path) -> Non
     assert (spans.start[i], spans.end[i]) == (0.0, 2.5)
     assert all(spans.end[spans.episode_ids.index(e)] == 6.0 for e in cancelled)
     assert spans.pending == [(3.0, 1)] and spans.live == [(3.5, 1)]
-    assert [(t, step) for t, step, _, _ in spans.ships] == [(2.0, 1), (6.0, 2)]
+    assert [(t, step) for t, step, _, _ in spans.ships] == [(2.0, 1)]
     # idle until batch 1 ships, trains until v1 is published, updates weights until v1 is
-    # live, idle until the end (batch 2 ships at the very end: no span of zero length)
+    # live, idle until the end
     assert spans.trainer == [
         (0.0, 2.0, IDLE),
         (2.0, 3.0, BUSY),
         (3.0, 3.5, UPDATE),
         (3.5, 6.0, IDLE),
     ]
+
+
+def test_a_batch_shipped_at_the_very_end_adds_no_empty_span() -> None:
+    spans = trainer_spans(0.0, 6.0, [(2.0, 1, 2, 2), (6.0, 2, 2, 2)], [(3.0, 1)], [(3.5, 1)])
+    assert spans == [(0.0, 2.0, IDLE), (2.0, 3.0, BUSY), (3.0, 3.5, UPDATE), (3.5, 6.0, IDLE)]
 
 
 def test_a_skipped_version_keeps_the_trainer_busy_until_the_next_publication() -> None:
