@@ -11,31 +11,21 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner, Result
+from replay_helpers import small_run
 
 from rolloutlog.cli import main
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_writer import write_log
-from rolloutlog.events.types import EpisodeCompleted, Event, RunFinished, RunStarted
+from rolloutlog.events.types import Event
 
 UNSTARTABLE = {"max_off_policy_steps": 0, "target_lag": 1}
 
 
 def recorded_log() -> list[Event]:
-    """A short run recorded through the loop under the config (G=2, batches of 2)."""
+    """`small_log`'s run, recorded through the loop under the config."""
     run = RunConfig(group_size=2, max_inflight=2, batch_size=2, **UNSTARTABLE)
     assert run.startup_problems()  # a config `simulate` would refuse
-    loop = ReactionLoop(run)
-    log = loop.feed(
-        RunStarted(t=0.0, config=run.to_dict(), seed=0, schema_version=1, code_version="t")
-    )
-    for t, episode_id in ((1.0, "g1/0"), (2.0, "g1/1"), (3.0, "g2/0")):
-        log += loop.feed(
-            EpisodeCompleted(
-                t=t, episode_id=episode_id, reward=t, prompt_tokens=1, completion_tokens=1
-            )
-        )
-    return log + loop.feed(RunFinished(t=4.0, reason="done"))
+    return small_run(run)
 
 
 def run(*args: object) -> Result:
