@@ -36,8 +36,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     group_size = draw(st.integers(1, 8))
     values: dict[str, Any] = {
         "group_size": group_size,
-        # Half the time fewer permits than G, so a group's members start at several versions.
-        "max_inflight": draw(st.integers(1, group_size if draw(st.booleans()) else 3 * group_size + 2)),
+        "max_inflight": draw(st.integers(1, 3 * group_size + 2)),
         "max_off_policy_steps": draw(st.integers(0, 3)),
         "target_lag": 0,
         "staleness": draw(st.sampled_from(["per-episode", "per-group"])),
@@ -101,12 +100,12 @@ def world_logs(
     """A complete, valid log: a config, then up to `max_steps` scripted world events.
 
     Without `configs`, half the worlds draw from `run_configs()` and half are staggered
-    (`staggered_configs()`, `max_steps` to twice that, a prompt trainer). The world's own choices come
-    from a seeded `random.Random`: Hypothesis's narrow integer draws lean to their ends and
-    finish the oldest episode first, which leaves no stragglers. Shrinking still shortens
-    the world (a shorter prefix of the same script) and simplifies the config.
+    (`staggered_configs()`, `max_steps` to twice that, a prompt trainer). The world's own
+    choices come from a seeded `random.Random`: Hypothesis's narrow integer draws lean to
+    their ends and finish the oldest episode first, which leaves no stragglers. Shrinking
+    still shortens the world (a shorter prefix of the same script) and simplifies the config.
 
-    With `checked`, every property of DESIGN.md is checked on every event while the log is
+    With `checked`, every property of docs/deciders.md is checked on every event while the log is
     built, and the first violation raises `InvariantViolation`.
     """
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
