@@ -1,15 +1,14 @@
 """`rolloutlog simulate`: the project's main job, a seeded what-if study of staleness policies.
 
-Here the simulate driver (`rolloutlog.runtime.sim`) meets replay's run summary: every
-appended event is folded by `replay.fold.LogFold` as it is produced (and written to `--log`
-when asked), so the report carries every key of `replay --json` plus the simulator's own
-metrics, without holding the log in memory.
+One run is `studies.run_report.run_policy`: the simulate driver (`rolloutlog.runtime.sim`)
+with replay's run summary observing its loop (and the invariant checker with `--check`),
+so the report carries every key of `replay --json` plus the simulator's own metrics,
+without holding the log in memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,8 @@ from rich.progress import (
 from rolloutlog.cli.bad_input import BadInput
 from rolloutlog.cli.output import emit_json
 from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import NAMED, RULES, parse_policy_list, preset_overrides
+from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.events.errors import LogError
-from rolloutlog.events.log_writer import LogWriter
-from rolloutlog.events.types import Event
-from rolloutlog.replay.fold import LogFold
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
 from rolloutlog.runtime.sim.scenario import (
@@ -40,54 +36,7 @@ from rolloutlog.runtime.sim.scenario import (
     parse_set_options,
     scenario_names,
 )
-from rolloutlog.runtime.sim.simulation import SimResult, simulate
-
-
-def run_policy(
-    scenario: Scenario,
-    *,
-    log_path: Path | None = None,
-    on_step: Callable[[int], None] | None = None,
-) -> tuple[dict[str, Any], SimResult]:
-    """Simulate `scenario`: its `--json` object (replay summary + sim metrics) and result."""
-    fold = LogFold(scenario.run)
-    with _log_writer(log_path) as write:
-
-        def on_events(events: list[Event]) -> None:
-            for event in events:
-                fold.apply(event)
-            write(events)
-
-        result = simulate(scenario, on_events=on_events, on_step=on_step)
-    fold.finish()
-    report = {
-        "scenario": scenario.name,
-        "policy": policy_name(scenario),
-        "seed": scenario.seed,
-        "log": str(log_path) if log_path else None,
-        **fold.summary(),
-        **result.metrics,
-    }
-    return report, result
-
-
-@contextmanager
-def _log_writer(path: Path | None) -> Iterator[Callable[[list[Event]], None]]:
-    """A function that appends events to the Arrow log at `path` (or drops them).
-
-    A simulated log is reproducible from its scenario and seed, so `--log` overwrites, and
-    commits stay in the OS cache until `close()` fsyncs once.
-    """
-    if path is None:
-        yield lambda events: None
-        return
-    with LogWriter(path, mode="overwrite", fsync=False) as writer:
-
-        def write(events: list[Event]) -> None:
-            for event in events:
-                writer.append(event)
-
-        yield write
+from rolloutlog.studies.run_report import policy_name, run_policy
 
 
 def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None:
@@ -95,16 +44,6 @@ def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None
     if log is None or not compare:
         return log
     return log.with_name(f"{log.stem}.{policy}{log.suffix}")
-
-
-def policy_name(scenario: Scenario) -> str:
-    """The preset a scenario's run config matches, or its staleness policy plus its rules."""
-    run = scenario.run.to_dict()
-    for name in NAMED:
-        if all(run[key] == value for key, value in preset_overrides(name).items()):
-            return name
-    rules = [rule for rule, keys in RULES.items() if all(run[k] == v for k, v in keys.items())]
-    return "+".join([scenario.run.staleness, *rules])
 
 
 def _parse_policies(text: str, option: str) -> list[str]:
@@ -191,6 +130,11 @@ def _progress(console: Console) -> Progress:
     help="Draw trained ages and cumulative waste to this PNG.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Check the invariants on every event (and every written event's values).",
+)
 def simulate_command(
     scenario: str,
     overrides: tuple[str, ...],
@@ -201,6 +145,7 @@ def simulate_command(
     log: Path | None,
     plot: Path | None,
     as_json: bool,
+    check: bool,
 ) -> None:
     """Simulate a seeded world in virtual time and report what each staleness policy costs."""
     if policy and compare:
@@ -221,7 +166,10 @@ def simulate_command(
             log_path = policy_log_path(log, name, compare is not None)
             try:
                 report, result = run_policy(
-                    base.with_policy(name), log_path=log_path, on_step=_advance(progress, task)
+                    base.with_policy(name),
+                    log_path=log_path,
+                    on_step=_advance(progress, task),
+                    check=check,
                 )
             except (OSError, LogError) as error:
                 raise BadInput(f"--log {log_path}: {error}") from error

@@ -93,6 +93,9 @@ class InvariantChecker:
 
     # --- observer protocol -----------------------------------------------------------------
 
+    def before(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
+        """Nothing to do before an event: the checker keeps its own account."""
+
     def observe(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
         """Check one appended event; with a loop, also compare permits with its dispatcher."""
         handler = _HANDLERS.get(event.kind)
