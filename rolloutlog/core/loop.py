@@ -123,8 +123,10 @@ class ReactionLoop:
 
     @classmethod
     def from_run_started(cls, event: RunStarted, **options: Any) -> ReactionLoop:
-        """A loop configured by a recorded `run_started` (replay, verify)."""
-        return cls(RunConfig.from_mapping(event.config, where="run_started.config"), **options)
+        """A loop configured by a recorded `run_started` (replay, verify), as recorded: a
+        config rolloutlog would not start (`RunConfig.startup_problems`) is re-decided too."""
+        config = RunConfig.from_mapping(event.config, where="run_started.config", startable=False)
+        return cls(config, **options)
 
     def feed(self, event: Event) -> list[Event]:
         """Append world `event` and settle everything it sets off; returns all appended events."""
