@@ -21,7 +21,7 @@
     dropped: ["#d62728", "diamond", "◆"], failed: ["#000000", "square", "■"],
     late: ["#ff7f0e", "circle", "●"],
   };
-  const TRAINER_COLOR = { busy: "#2ca02c", weight_update: "#9467bd", idle: "#f4cccc" };
+  const TRAINER_COLOR = { busy: "#2ca02c", weight_update: "#9467bd", idle: "#d9d9d9" };
   const LANE = 16, GAP = 4; // trainer and batch lanes, CSS pixels
   function versionColor(v, alpha) { // golden-angle hues: neighbouring versions differ
     return "hsla(" + ((v * 137.508) % 360).toFixed(1) + ",70%,45%," + alpha + ")";
@@ -29,7 +29,7 @@
 
   const stats = { episodes: D.episodes, rows: D.rows, draws: 0, bars_visible: 0, bars_drawn: 0,
     markers_visible: {}, markers_drawn: {}, version_lines: 0, ships: 0, trainer_spans: 0,
-    x_min: 0, x_max: 0, first_draw_ms: null, last_draw_ms: null };
+    x_min: 0, x_max: 0, first_draw_ms: null, last_draw_ms: null, draw_ms: null, parts_ms: {} };
 
   function lowerBound(arr, lo, hi, value) { // first index in [lo, hi) with arr[i] >= value
     while (lo < hi) { const mid = (lo + hi) >>> 1; if (arr[mid] < value) lo = mid + 1; else hi = mid; }
@@ -46,15 +46,22 @@
   }
 
   function draw(u) {
+    const began = performance.now();
     const L = layout(u), ctx = u.ctx;
     ctx.save();
     ctx.textAlign = "left";
     ctx.beginPath(); ctx.rect(L.b.left, L.b.top, L.b.width, L.b.height); ctx.clip();
-    drawTrainer(ctx, L); drawShips(ctx, L); drawEpisodes(ctx, L); drawMarkers(ctx, L);
-    drawVersions(ctx, L);
+    const parts = { trainer: drawTrainer, ships: drawShips, episodes: drawEpisodes,
+      markers: drawMarkers, versions: drawVersions };
+    for (const name in parts) {
+      const t = performance.now();
+      parts[name](ctx, L);
+      stats.parts_ms[name] = performance.now() - t;
+    }
     ctx.restore();
     stats.draws++; stats.x_min = L.xmin; stats.x_max = L.xmax;
     stats.last_draw_ms = performance.now();
+    stats.draw_ms = stats.last_draw_ms - began;
     if (stats.first_draw_ms === null) stats.first_draw_ms = stats.last_draw_ms;
     document.getElementById("range").textContent =
       "showing " + L.xmin.toFixed(2) + " s … " + L.xmax.toFixed(2) + " s";
@@ -125,13 +132,27 @@
     legendVersions(vmin, vmax);
   }
 
-  // Markers sit on their episode's row; one per kind per pixel and row is drawn.
+  // Markers sit on their episode's row; one per kind per pixel and row is drawn, each a
+  // copy of a small pre-drawn sprite (much cheaper than one path of thousands of shapes).
+  let sprites = null;
+  function spritesOf(size) {
+    if (sprites && sprites.size === size) return sprites;
+    const s = size / 2, side = Math.ceil(size) + 2;
+    sprites = { size, half: side / 2, images: D.markers.map((name) => {
+      const canvas = document.createElement("canvas");
+      canvas.width = canvas.height = side;
+      const c = canvas.getContext("2d"), p = new Path2D();
+      shape(p, MARKER_STYLE[name][1], side / 2, side / 2, s);
+      c.fillStyle = MARKER_STYLE[name][0]; c.fill(p);
+      return canvas;
+    }) };
+    return sprites;
+  }
   function drawMarkers(ctx, L) {
     const t = C.marker_t, kind = C.marker_kind, episode = C.marker_episode;
     const width = Math.ceil(L.b.width) + 8;
     const seen = new Uint8Array(width * Math.max(D.rows, 1));
-    const paths = D.markers.map(() => new Path2D());
-    const size = Math.max(3 * L.r, Math.min(L.rowH * 0.9, 7 * L.r)) / 2;
+    const sprite = spritesOf(Math.round(Math.max(3 * L.r, Math.min(L.rowH * 0.9, 7 * L.r))));
     const visible = {}, drawn = {};
     for (const name of D.markers) { visible[name] = 0; drawn[name] = 0; }
     for (let i = lowerBound(t, 0, t.length, L.xmin); i < t.length && t[i] <= L.xmax; i++) {
@@ -140,9 +161,9 @@
       const cell = r * width + Math.max(0, Math.floor(x - L.b.left));
       if (seen[cell] & (1 << k)) continue;
       seen[cell] |= 1 << k; drawn[D.markers[k]]++;
-      shape(paths[k], MARKER_STYLE[D.markers[k]][1], x, L.rowsTop + (r + 0.5) * L.rowH, size);
+      const y = L.rowsTop + (r + 0.5) * L.rowH;
+      ctx.drawImage(sprite.images[k], Math.round(x - sprite.half), Math.round(y - sprite.half));
     }
-    paths.forEach((path, k) => { ctx.fillStyle = MARKER_STYLE[D.markers[k]][0]; ctx.fill(path); });
     stats.markers_visible = visible; stats.markers_drawn = drawn;
   }
 
@@ -158,11 +179,15 @@
     ctx.lineWidth = Math.max(L.r, 1); ctx.font = 10 * L.r + "px sans-serif"; ctx.textBaseline = "top";
     for (const [lines, dash] of [[D.pending, [4 * L.r, 3 * L.r]], [D.live, []]]) {
       ctx.setLineDash(dash);
+      let lastX = null;
       for (const [t, v] of lines) {
         if (t < L.xmin || t > L.xmax) continue;
         const x = Math.round(L.px(t)) + 0.5;
+        n++;
+        if (lastX !== null && x - lastX < 4 * L.r) continue; // lines closer than 4 px: one
+        lastX = x;
         ctx.strokeStyle = versionColor(v, 0.9);
-        ctx.beginPath(); ctx.moveTo(x, L.b.top); ctx.lineTo(x, L.b.top + L.b.height); ctx.stroke(); n++;
+        ctx.beginPath(); ctx.moveTo(x, L.b.top); ctx.lineTo(x, L.b.top + L.b.height); ctx.stroke();
         if (dash.length === 0 && x - lastLabel > 28 * L.r) {
           ctx.fillStyle = versionColor(v, 1); ctx.fillText("v" + v, x + 2 * L.r, L.rowsTop - GAP * L.r - 10 * L.r);
           lastLabel = x;
@@ -269,8 +294,8 @@
     shownVersions = key;
     versionsBox.textContent = "";
     if (vmin > vmax) return;
-    const stride = Math.max(1, Math.ceil((vmax - vmin + 1) / 12));
-    for (let v = vmin; v <= vmax; v += stride) versionsBox.append(item(swatch(versionColor(v, 0.95)) + "v" + v));
+    for (let v = vmin; v <= Math.min(vmax, vmin + 9); v++) versionsBox.append(item(swatch(versionColor(v, 0.95)) + "v" + v));
+    if (vmax > vmin + 9) versionsBox.append(item("… to v" + vmax + " (zoom in to see them here)"));
   }
   const table = document.createElement("table");
   function addRow(key, value) {
