@@ -17,19 +17,8 @@ from hypothesis import given
 from rolloutlog.cli import main
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.staleness import rollout_age
+from rolloutlog.events import types as ev
 from rolloutlog.events.log_writer import write_log
-from rolloutlog.events.types import (
-    BatchShipped,
-    EpisodeCompleted,
-    EpisodeDispatched,
-    Event,
-    GroupOpened,
-    GroupScored,
-    RunFinished,
-    RunStarted,
-    VersionLive,
-    VersionPending,
-)
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics, age_split
 from rolloutlog.testing.strategies import equivalence_logs
@@ -37,10 +26,10 @@ from rolloutlog.testing.strategies import equivalence_logs
 CONFIG = RunConfig(group_size=1, batch_size=1, max_inflight=2, max_off_policy_steps=2)
 
 
-def _group(number: int, version: int, step: int) -> list[Event]:
+def _group(number: int, version: int, step: int) -> list[ev.Event]:
     group_id = f"g{number}"
     return [
-        GroupOpened(
+        ev.GroupOpened(
             t=0.0,
             group_id=group_id,
             work="train",
@@ -51,31 +40,31 @@ def _group(number: int, version: int, step: int) -> list[Event]:
             step=step,
             live=True,
         ),
-        EpisodeDispatched(
+        ev.EpisodeDispatched(
             t=0.0, episode_id=f"{group_id}/0", group_id=group_id, member=0, policy_version=version
         ),
     ]
 
 
-def _arrives(number: int, t: float, reward: float) -> list[Event]:
+def _arrives(number: int, t: float, reward: float) -> list[ev.Event]:
     group_id = f"g{number}"
     episode_id = f"{group_id}/0"
     return [
-        EpisodeCompleted(
+        ev.EpisodeCompleted(
             t=t, episode_id=episode_id, reward=reward, prompt_tokens=1, completion_tokens=1
         ),
-        GroupScored(
+        ev.GroupScored(
             t=t, group_id=group_id, episode_ids=(episode_id,), advantages=(0.0,), admitted=True
         ),
     ]
 
 
-def _ships(step: int, t: float, number: int) -> BatchShipped:
+def _ships(step: int, t: float, number: int) -> ev.BatchShipped:
     ids = (f"g{number}/0",)
-    return BatchShipped(t=t, step=step, episode_ids=ids, trained_ids=ids, tokens=2)
+    return ev.BatchShipped(t=t, step=step, episode_ids=ids, trained_ids=ids, tokens=2)
 
 
-def hand_log() -> list[Event]:
+def hand_log() -> list[ev.Event]:
     """Three batches of one episode each, with a known split:
 
     step 1 trains g1/0 (v0, arrived under v0): age 0 = 0 in flight + 0 queued;
@@ -83,22 +72,22 @@ def hand_log() -> list[Event]:
     step 3 trains g3/0 (v1, arrived under v1): age 1 = 0 in flight + 1 queued.
     When v1 goes pending (step 2) g2/0 is in flight at age 1; when v2 does, nothing is.
     """
-    events: list[Event] = [
-        RunStarted(t=0.0, config=CONFIG.to_dict(), seed=0, schema_version=1, code_version="t"),
+    events: list[ev.Event] = [
+        ev.RunStarted(t=0.0, config=CONFIG.to_dict(), seed=0, schema_version=1, code_version="t"),
         *_group(1, 0, 1),
         *_group(2, 0, 1),
         *_arrives(1, 1.0, 1.0),
         _ships(1, 1.0, 1),
-        VersionPending(t=2.0, version=1),
-        VersionLive(t=3.0, version=1),
+        ev.VersionPending(t=2.0, version=1),
+        ev.VersionLive(t=3.0, version=1),
         *_arrives(2, 4.0, 0.5),
         *_group(3, 1, 2),
         *_arrives(3, 5.0, 0.0),
         _ships(2, 5.0, 2),
-        VersionPending(t=6.0, version=2),
-        VersionLive(t=7.0, version=2),
+        ev.VersionPending(t=6.0, version=2),
+        ev.VersionLive(t=7.0, version=2),
         _ships(3, 8.0, 3),
-        RunFinished(t=9.0, reason="done"),
+        ev.RunFinished(t=9.0, reason="done"),
     ]
     return [attrs.evolve(event, seq=seq) for seq, event in enumerate(events)]
 
@@ -165,18 +154,18 @@ def test_metrics_writes_the_table_and_replay_carries_the_run_values(tmp_path: Pa
     assert {k: replayed[k] for k in EXPECTED_RUN} == pytest.approx(EXPECTED_RUN)
 
 
-def _split_by_hand(log: list[Event]) -> list[tuple[int, int, int]]:
+def _split_by_hand(log: list[ev.Event]) -> list[tuple[int, int, int]]:
     """(age, in_flight, in_queue) of every trained episode, recomputed from the log."""
     dispatched: dict[str, int] = {}
     live, arrived_under, out = 0, {}, []
     for event in log:
-        if isinstance(event, EpisodeDispatched):
+        if isinstance(event, ev.EpisodeDispatched):
             dispatched[event.episode_id] = event.policy_version
-        elif isinstance(event, VersionLive):
+        elif isinstance(event, ev.VersionLive):
             live = event.version
         elif event.kind in ("episode_completed", "episode_failed"):
             arrived_under.setdefault(event.episode_id, live)  # type: ignore[union-attr]
-        elif isinstance(event, BatchShipped):
+        elif isinstance(event, ev.BatchShipped):
             for episode_id in event.trained_ids:
                 version = dispatched[episode_id]
                 age = rollout_age(version, event.step)
@@ -186,7 +175,7 @@ def _split_by_hand(log: list[Event]) -> list[tuple[int, int, int]]:
 
 @given(equivalence_logs())
 def test_on_every_trained_episode_both_parts_are_non_negative_and_add_up_to_its_age(
-    log: list[Event],
+    log: list[ev.Event],
 ) -> None:
     splits = _split_by_hand(log)
     assert all(f >= 0 and q >= 0 and f + q == age for age, f, q in splits)
