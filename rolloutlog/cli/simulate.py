@@ -26,7 +26,7 @@ from rich.progress import (
 from rolloutlog.cli.bad_input import BadInput
 from rolloutlog.cli.output import emit_json
 from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import NAMED, parse_policy_list
+from rolloutlog.core.presets import NAMED, parse_policy_list, preset_overrides
 from rolloutlog.events.errors import LogError
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
@@ -34,6 +34,7 @@ from rolloutlog.runtime.sim.scenario import (
     Scenario,
     load_scenario,
     parse_set_options,
+    run_overrides,
     scenario_names,
 )
 from rolloutlog.studies.run_report import policy_name, run_policy
@@ -57,16 +58,52 @@ def _parse_policies(text: str, option: str) -> list[str]:
 
 def _scenario(
     name: str, overrides: tuple[str, ...], seed: int | None, steps: int | None
-) -> Scenario:
+) -> tuple[Scenario, dict[str, Any]]:
+    """The scenario with `--set`, `--seed` and `--steps` applied, and the `--set` run keys."""
     try:
-        scenario = load_scenario(name, parse_set_options(overrides))
+        qualified = parse_set_options(overrides)
+        scenario = load_scenario(name, qualified)
         if seed is not None:
             scenario = scenario.with_seed(seed)
         if steps is not None:
             scenario = scenario.with_steps(steps)
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    return scenario
+    return scenario, run_overrides(qualified)
+
+
+def _policies(
+    base: Scenario, presets: list[str] | None, explicit: dict[str, Any], option: str
+) -> dict[str, Scenario]:
+    """The scenario to run for each preset, by the name of the policy it actually runs.
+
+    An explicit `--set` of a policy key wins over the preset, and a note on stderr says
+    so; two presets that `--set` makes the same policy are refused, naming both.
+    """
+    if presets is None:
+        return {policy_name(base): base}
+    runs: dict[str, Scenario] = {}
+    chosen: dict[str, str] = {}
+    for preset in presets:
+        try:
+            scenario = base.with_policy(preset, explicit)
+        except ConfigError as error:
+            raise click.UsageError(f"{option} {preset}: {error}") from error
+        name = policy_name(scenario)
+        keys = preset_overrides(preset)
+        sets = " ".join(f"--set {k}={_toml(v)}" for k, v in explicit.items() if k in keys)
+        if name in runs:
+            raise click.UsageError(
+                f"{option}: presets {chosen[name]} and {preset} both run {name} under {sets}"
+            )
+        if name != preset:
+            click.echo(f"rolloutlog: note: {sets} wins over preset {preset}: runs {name}", err=True)
+        runs[name], chosen[name] = scenario, preset
+    return runs
+
+
+def _toml(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _advance(progress: Progress, task: TaskID) -> Callable[[int], None]:
@@ -150,23 +187,23 @@ def simulate_command(
     """Simulate a seeded world in virtual time and report what each staleness policy costs."""
     if policy and compare:
         raise click.UsageError("--policy and --compare exclude each other")
-    base = _scenario(scenario, overrides, seed, steps)
+    base, explicit = _scenario(scenario, overrides, seed, steps)
     if compare:
-        policies = _parse_policies(compare, "--compare")
+        policies = _policies(base, _parse_policies(compare, "--compare"), explicit, "--compare")
     elif policy:
-        policies = _parse_policies(policy, "--policy")[:1]
+        policies = _policies(base, _parse_policies(policy, "--policy")[:1], explicit, "--policy")
     else:
-        policies = [policy_name(base)]
+        policies = _policies(base, None, explicit, "")
     errors = Console(stderr=True)
     runs: dict[str, dict[str, Any]] = {}
     series: dict[str, list[tuple[float, float]]] = {}
     with _progress(errors) as progress:
-        for name in policies:
+        for name, policy_scenario in policies.items():
             task = progress.add_task(name, total=base.steps)
             log_path = policy_log_path(log, name, compare is not None)
             try:
                 report, result = run_policy(
-                    base.with_policy(name),
+                    policy_scenario,
                     log_path=log_path,
                     on_step=_advance(progress, task),
                     check=check,
