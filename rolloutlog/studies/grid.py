@@ -14,7 +14,12 @@ from typing import Any
 import attrs
 
 from rolloutlog.core.config import ConfigError, parse_overrides
-from rolloutlog.runtime.sim.scenario import Scenario, load_scenario, resolve_overrides
+from rolloutlog.runtime.sim.scenario import (
+    Scenario,
+    load_scenario,
+    resolve_overrides,
+    run_overrides,
+)
 from rolloutlog.studies.run_report import policy_name
 
 Settings = tuple[tuple[str, Any], ...]
@@ -33,9 +38,11 @@ class Cell:
     check: bool = False
 
     def scenario(self) -> Scenario:
-        """The scenario this cell runs: `--set` values, then seed, steps and the preset."""
-        scenario = load_scenario(self.source, dict(self.settings))
-        return scenario.with_seed(self.seed).with_steps(self.steps).with_policy(self.preset)
+        """The scenario this cell runs, built as `simulate --policy` builds it: `--set`
+        values, seed and steps, then the preset, whose keys an explicit `--set` overrides."""
+        settings = dict(self.settings)
+        scenario = load_scenario(self.source, settings).with_seed(self.seed)
+        return scenario.with_steps(self.steps).with_policy(self.preset, run_overrides(settings))
 
     def key(self, setting_keys: Sequence[str]) -> tuple[Any, ...]:
         """The cell's identity in a results table whose setting columns are `setting_keys`."""

@@ -10,6 +10,7 @@ from rolloutlog.core.config import ConfigError
 from rolloutlog.studies.best import BestSyntaxError, best_per_scenario, configurations, parse_best
 from rolloutlog.studies.grid import expand, parse_seeds, parse_set_ranges
 from rolloutlog.studies.results import row_key, setting_columns, to_table
+from rolloutlog.studies.run_report import policy_name
 from rolloutlog.studies.sweep_plot import pareto_front
 
 COLUMNS = ["trained_episodes_per_hour", "finished_rollouts_discarded", "mean_trained_age"]
@@ -127,3 +128,9 @@ def test_the_table_sorts_by_cell_whatever_the_order_rows_came_in() -> None:
     assert [row_key(r, keys) for r in forward.to_pylist()] == sorted(
         (row_key(r, keys) for r in rows), key=lambda k: (k[:4], k[4] is None, k[4] or 0)
     )
+
+
+def test_an_explicit_set_wins_over_the_preset_as_in_simulate() -> None:
+    (cell,) = expand(["smoke"], ["per-episode"], [0], parse_set_ranges(["straggler_cut=true"]), 2)
+    assert cell.scenario().run.straggler_cut is True
+    assert policy_name(cell.scenario()) == "per-episode+straggler"
