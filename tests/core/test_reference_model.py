@@ -14,7 +14,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rolloutlog.core.loop import DISPATCHER, Decider
+from rolloutlog.core.loop import DISPATCHER
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import EpisodeDispatched, Event
 from rolloutlog.testing.equivalence import (
@@ -55,13 +55,7 @@ def _stamp_with_group_start(state: object, event: Event) -> list[Event]:
 
 
 UNSTAMPED = decided_by(
-    dispatcher=Decider(
-        "unstamped",
-        DISPATCHER.initial_state,
-        DISPATCHER.evolve,
-        _stamp_with_group_start,
-        DISPATCHER.summary,
-    )
+    dispatcher=attrs.evolve(DISPATCHER, name="unstamped", decide=_stamp_with_group_start)
 )
 
 
