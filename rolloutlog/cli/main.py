@@ -14,6 +14,7 @@ from rolloutlog.cli.log import export_command, import_command, info_command
 from rolloutlog.cli.metrics import metrics_command
 from rolloutlog.cli.replay import diff_command, replay_command, show_command, verify_command
 from rolloutlog.cli.simulate import simulate_command
+from rolloutlog.cli.sweep import sweep_command
 from rolloutlog.cli.timeline import timeline_command
 from rolloutlog.cli.train import train_command
 
@@ -39,6 +40,7 @@ for _command in (
     metrics_command,
     timeline_command,
     simulate_command,
+    sweep_command,
     train_command,
 ):
     main.add_command(_command)
