@@ -6,7 +6,8 @@ reads it. `decide` runs after the event was evolved, so it always sees the curre
 
 `decide` is state-driven: on any event it fills free permits (oldest open group first,
 then new groups), unless a cancellation rule answers first (`core.cancellations`): stale
-episodes before a weight update, whole groups on an overload cut or at shutdown, and, with
+episodes before a weight update, whole groups on an overload cut or at shutdown, every
+in-flight episode when a new driver resumes the run (`run_resumed`), and, with
 `straggler_cut`, the stragglers of at-risk groups before a weight update and when a batch
 ships. Permits freed by cancellations are refilled when the dispatcher reacts to its own
 `episodes_cancelled`, so no decision is ever computed on a state it has not seen.
@@ -163,6 +164,21 @@ def _on_run_finished(state: DispatcherState, event: Any) -> None:
     state.finished = True
 
 
+def _on_run_resumed(state: DispatcherState, event: Any) -> None:
+    """A new driver took over: it must name exactly what was in flight, so that the
+    restart cancellation that follows accounts for every outstanding episode."""
+    require(not state.finished, event.seq, event.kind, "the run already finished")
+    missing = sorted(set(state.inflight) - set(event.episode_ids))
+    unknown = sorted(set(event.episode_ids) - set(state.inflight))
+    require(
+        not missing and not unknown,
+        event.seq,
+        event.kind,
+        f"outstanding episodes differ: in flight but not named {missing[:3]}, "
+        f"named but not in flight {unknown[:3]}",
+    )
+
+
 _EVOLVERS: dict[str, Callable[[DispatcherState, Any], None]] = {
     "group_opened": _on_group_opened,
     "episode_dispatched": _on_dispatched,
@@ -173,6 +189,7 @@ _EVOLVERS: dict[str, Callable[[DispatcherState, Any], None]] = {
     "limit_set": _on_limit_set,
     "batch_shipped": _on_batch_shipped,
     "run_finished": _on_run_finished,
+    "run_resumed": _on_run_resumed,
 }
 
 
@@ -187,7 +204,9 @@ def decide(state: DispatcherState, event: Event) -> list[Event]:
     if state.finished:
         return []
     cancelled: list[Event] = []
-    if kind == "version_pending":
+    if kind == "run_resumed":
+        cancelled = cancellations.restart(state, event.t)
+    elif kind == "version_pending":
         cancelled = cancellations.before_weight_update(state, event.t)
     elif kind == "overload_cut":
         cancelled = cancellations.overload(state, event.n, event.t)  # type: ignore[union-attr]
