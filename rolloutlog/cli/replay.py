@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rolloutlog.cli.bad_input import fail
-from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
+from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail, warn_unstartable_config
 from rolloutlog.core.digest import event_payload
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import Event
@@ -37,9 +37,11 @@ AS_JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON o
 
 def _open(path: Path) -> Any:
     try:
-        return open_log(path)
+        source = open_log(path)
     except LogError as error:
         fail(str(error))
+    warn_unstartable_config(source, path)
+    return source
 
 
 # --- replay ------------------------------------------------------------------------------

@@ -95,6 +95,9 @@ class InvariantChecker:
 
     # --- observer protocol -----------------------------------------------------------------
 
+    def before(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
+        """Nothing to do before an event: the checker keeps its own account."""
+
     def observe(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
         """Check one appended event; with a loop, also compare permits with its dispatcher."""
         handler = _HANDLERS.get(event.kind)
@@ -141,6 +144,7 @@ class InvariantChecker:
         return is_stale(version, step, bound, train=group.train, live=group.live)
 
     def _group_opened(self, event: Any) -> None:
+        self._check(not self.finished, event, "group opened after run_finished")
         number = len(self.dispatched_members)
         self._check(event.group_id == f"g{number}", event, f"expected g{number}")
         self.dispatched_members.append(0)
@@ -321,6 +325,7 @@ class InvariantChecker:
         return None
 
     def _batch(self, event: Any) -> None:
+        self._check(not self.finished, event, "batch shipped after run_finished")
         self._check(event.step == self.step, event, f"batch for step {event.step} at {self.step}")
         self._check(set(event.trained_ids) <= set(event.episode_ids), event, "trains uncut ids")
         for episode_id in event.episode_ids:

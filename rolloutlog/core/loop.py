@@ -24,7 +24,7 @@ from rolloutlog.core import sink as sink_module
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.errors import LoopBoundError
-from rolloutlog.events.types import WORLD_KINDS, Event, RunStarted
+from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, RunStarted
 
 S = TypeVar("S")
 
@@ -61,7 +61,14 @@ SINK: Decider[sink_module.SinkState] = Decider(
 
 
 class Observer(Protocol):
-    """Sees every appended event with the states after it (invariant checks, metrics)."""
+    """Sees every appended event with the states after it (invariant checks, metrics).
+
+    `before` sees it, seq assigned, with the states before it: the deciders evolve their
+    states in place, so an account that judges an event by what the sink held when it
+    arrived (a late arrival, a trained episode's age) reads them there.
+    """
+
+    def before(self, event: Event, loop: ReactionLoop) -> None: ...
 
     def observe(self, event: Event, loop: ReactionLoop) -> None: ...
 
@@ -84,6 +91,7 @@ class ReactionLoop:
         observers: tuple[Observer, ...] = (),
         max_reactions: int = MAX_REACTIONS,
         max_depth: int = MAX_DEPTH,
+        digest: bool = True,
     ) -> None:
         self.config = config
         self.sink, self.dispatcher = sink, dispatcher
@@ -92,12 +100,16 @@ class ReactionLoop:
         self.observers = observers
         self.max_reactions, self.max_depth = max_reactions, max_depth
         self.next_seq = 0
-        self.digest = GENESIS
+        # The chain costs a `repr` and a hash per event; a driver whose log is digested
+        # where it is read (replay, verify) may leave it off: then `digest` is None.
+        self.digest: bytes | None = GENESIS if digest else None
 
     @classmethod
     def from_run_started(cls, event: RunStarted, **options: Any) -> ReactionLoop:
-        """A loop configured by a recorded `run_started` (replay, verify)."""
-        return cls(RunConfig.from_mapping(event.config, where="run_started.config"), **options)
+        """A loop configured by a recorded `run_started` (replay, verify), as recorded: a
+        config rolloutlog would not start (`RunConfig.startup_problems`) is re-decided too."""
+        config = RunConfig.from_mapping(event.config, where="run_started.config", startable=False)
+        return cls(config, **options)
 
     def feed(self, event: Event) -> list[Event]:
         """Append world `event` and settle everything it sets off; returns all appended events."""
@@ -112,12 +124,22 @@ class ReactionLoop:
             observer.settled(appended[0], self)
         return appended
 
-    def _append(self, event: Event, appended: list[Event]) -> Event:
-        event = attrs.evolve(event, seq=self.next_seq)
+    def _append(self, event: Event, appended: list[Event], *, decided: bool = False) -> Event:
+        if decided and event.seq == UNSEQUENCED:
+            # A decided event is a new object that nothing else holds yet: give it its seq
+            # in place rather than copying it (a copy per event costs a tenth of the loop).
+            # One that already carries a seq (a decider handing back an event twice) is
+            # copied, so an appended event never changes.
+            object.__setattr__(event, "seq", self.next_seq)
+        else:
+            event = attrs.evolve(event, seq=self.next_seq)
         self.next_seq += 1
+        for observer in self.observers:
+            observer.before(event, self)
         self.sink_state = self.sink.evolve(self.sink_state, event)
         self.dispatcher_state = self.dispatcher.evolve(self.dispatcher_state, event)
-        self.digest = chain(self.digest, canonical(event), self.summary())
+        if self.digest is not None:
+            self.digest = chain(self.digest, canonical(event), self.summary())
         appended.append(event)
         for observer in self.observers:
             observer.observe(event, self)
@@ -136,9 +158,12 @@ class ReactionLoop:
             if event is None:
                 owed.pop()
                 continue
-            decided = [self._append(e, appended) for e in self.sink.decide(self.sink_state, event)]
+            decided = [
+                self._append(e, appended, decided=True)
+                for e in self.sink.decide(self.sink_state, event)
+            ]
             decided += [
-                self._append(e, appended)
+                self._append(e, appended, decided=True)
                 for e in self.dispatcher.decide(self.dispatcher_state, event)
             ]
             if decided:

@@ -55,7 +55,9 @@ class LogFold:
         if not isinstance(event, RunStarted):
             raise InconsistentLogError(event.seq, event.kind, "a log must start with run_started")
         try:
-            config = RunConfig.from_mapping(event.config, where="run_started.config")
+            config = RunConfig.from_mapping(
+                event.config, where="run_started.config", startable=False
+            )
         except ConfigError as error:
             raise InconsistentLogError(event.seq, event.kind, str(error)) from error
         return cls(config, **options)
