@@ -31,13 +31,24 @@ S = TypeVar("S")
 
 @attrs.frozen
 class Decider(Generic[S]):
-    """One decider as three pure functions, so implementations can be swapped and compared."""
+    """One decider as pure functions, so implementations can be swapped and compared.
+
+    `check` refuses an event without writing; `apply` writes an event `check` accepted.
+    Kept apart so that the loop can check an event against both deciders before either
+    applies it: a refused event leaves both states exactly as they were.
+    """
 
     name: str
     initial_state: Callable[[RunConfig], S]
-    evolve: Callable[[S, Event], S]
+    check: Callable[[S, Event], None]
+    apply: Callable[[S, Event], S]
     decide: Callable[[S, Event], list[Event]]
     summary: Callable[[S], tuple[int, ...]]
+
+    def evolve(self, state: S, event: Event) -> S:
+        """All of `event`, or (raising `InconsistentLogError`) none of it."""
+        self.check(state, event)
+        return self.apply(state, event)
 
 
 def _dispatcher_summary(state: dispatcher_module.DispatcherState) -> tuple[int, ...]:
@@ -51,12 +62,18 @@ def _sink_summary(state: sink_module.SinkState) -> tuple[int, ...]:
 DISPATCHER: Decider[dispatcher_module.DispatcherState] = Decider(
     "dispatcher",
     dispatcher_module.initial_state,
-    dispatcher_module.evolve,
+    dispatcher_module.check,
+    dispatcher_module.apply,
     dispatcher_module.decide,
     _dispatcher_summary,
 )
 SINK: Decider[sink_module.SinkState] = Decider(
-    "sink", sink_module.initial_state, sink_module.evolve, sink_module.decide, _sink_summary
+    "sink",
+    sink_module.initial_state,
+    sink_module.check,
+    sink_module.apply,
+    sink_module.decide,
+    _sink_summary,
 )
 
 
@@ -133,11 +150,13 @@ class ReactionLoop:
             object.__setattr__(event, "seq", self.next_seq)
         else:
             event = attrs.evolve(event, seq=self.next_seq)
+        self.sink.check(self.sink_state, event)  # both check before either writes
+        self.dispatcher.check(self.dispatcher_state, event)
         self.next_seq += 1
         for observer in self.observers:
             observer.before(event, self)
-        self.sink_state = self.sink.evolve(self.sink_state, event)
-        self.dispatcher_state = self.dispatcher.evolve(self.dispatcher_state, event)
+        self.sink_state = self.sink.apply(self.sink_state, event)
+        self.dispatcher_state = self.dispatcher.apply(self.dispatcher_state, event)
         if self.digest is not None:
             self.digest = chain(self.digest, canonical(event), self.summary())
         appended.append(event)
