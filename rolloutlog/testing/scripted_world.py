@@ -21,6 +21,7 @@ from rolloutlog.events.types import (
     LimitSet,
     OverloadCut,
     RunFinished,
+    RunResumed,
     RunStarted,
     VersionLive,
     VersionPending,
@@ -38,6 +39,7 @@ ACTIONS = (
     "overload",
     "late",
     "duplicate",
+    "resume",
 )
 # The newest in-flight episodes that `complete_recent` picks from: finishing young work
 # first leaves old members in flight (stragglers), so groups span versions and go stale.
@@ -73,6 +75,7 @@ class ScriptedWorld:
             "overload": 1,
             "late": 1,
             "duplicate": 1,
+            "resume": 1,
         }
         self.t = 0.0
         self.log: list[Event] = []
@@ -80,6 +83,7 @@ class ScriptedWorld:
         self.recently_arrived: deque[str] = deque(maxlen=LATE_MEMORY)
         self.published = 0
         self.live_owed: int | None = None  # a version gone pending, not yet live
+        self.resumed = False
         # A prompt trainer publishes as soon as it has a batch: versions then move while
         # groups are part-dispatched, the case per-episode staleness is for. Unless told,
         # half the worlds have one.
@@ -195,6 +199,20 @@ class ScriptedWorld:
             self._feed(self._completion(episode_id))
         else:
             self._feed(EpisodeFailed(t=self.t, episode_id=episode_id, error="scripted late"))
+
+    def _resume(self) -> None:
+        """The driver dies and a new one takes over, once per world: what was in flight is
+        named (and cancelled as `restart`); the trainer resumes from the announced version."""
+        if not self.resumed:
+            self.resumed = True
+            self._feed(
+                RunResumed(
+                    t=self.t,
+                    reason="scripted crash",
+                    episode_ids=tuple(self._inflight()),
+                    version=self.published,
+                )
+            )
 
     def finish(self) -> list[Event]:
         """End the run (everything owed is cancelled as `shutdown`), let up to two stray
