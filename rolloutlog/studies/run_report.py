@@ -19,19 +19,23 @@ from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.core.presets import NAMED, RULES, preset_overrides
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.types import Event
+from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.replay.summary import SummaryCollector
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
 
 
 class SummaryObserver:
-    """Replay's run summary, collected from the loop as it appends (see `SummaryCollector`)."""
+    """Replay's run summary and the age split (`StepMetrics`), collected from the loop as it
+    appends (see `SummaryCollector`)."""
 
     def __init__(self, group_size: int) -> None:
         self.collector = SummaryCollector(group_size)
+        self.ages = StepMetrics()
 
     def before(self, event: Event, loop: ReactionLoop) -> None:
         self.collector.observe(event, loop.sink_state)
+        self.ages.observe(event)
 
     def observe(self, event: Event, loop: ReactionLoop) -> None:
         """Counted in `before`, which sees the sink state the event arrived at."""
@@ -60,6 +64,7 @@ def run_policy(
         "log": str(log_path) if log_path else None,
         **summary.collector.summary([]),
         "invariant_violations": None if checker is None else list(checker.violations),
+        **summary.ages.run_values(),
         **result.metrics,
     }
     return report, result
