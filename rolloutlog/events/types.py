@@ -18,11 +18,11 @@ import attrs
 UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
-CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown"]
+CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown", "restart"]
 DropReason: TypeAlias = Literal["stale"]
 
 WORK_KINDS: Final = ("train", "eval")
-CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown")
+CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart")
 DROP_REASONS: Final = ("stale",)
 
 
@@ -194,6 +194,22 @@ class RunFinished:
     reason: str
 
 
+@attrs.frozen(kw_only=True)
+class RunResumed:
+    """A driver took over a run whose previous driver died without `run_finished`.
+
+    `episode_ids` were in flight at the crash (the dispatcher cancels them, reason
+    `restart`); `version` is the checkpoint the trainer restarts from; `reason` says why.
+    """
+
+    kind: ClassVar[str] = "run_resumed"
+    t: float
+    seq: int = UNSEQUENCED
+    reason: str
+    episode_ids: tuple[str, ...]
+    version: int
+
+
 Event: TypeAlias = (
     RunStarted
     | GroupOpened
@@ -209,6 +225,7 @@ Event: TypeAlias = (
     | GroupScored
     | BatchShipped
     | RunFinished
+    | RunResumed
 )
 
 EVENT_TYPES: Final[dict[str, type[Event]]] = {
@@ -228,6 +245,7 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
         GroupScored,
         BatchShipped,
         RunFinished,
+        RunResumed,  # kinds are appended: a kind's position is its code in the log
     )
 }
 
@@ -244,6 +262,7 @@ WORLD_KINDS: Final = frozenset(
         "limit_set",
         "overload_cut",
         "run_finished",
+        "run_resumed",
     }
 )
 DISPATCHER_KINDS: Final = frozenset({"group_opened", "episode_dispatched", "episodes_cancelled"})
