@@ -28,7 +28,7 @@ REPORTED: Final[dict[str, str]] = {
     "several_batches": "three or more batches shipped",
     "stale_cancel": "a stale cancellation",
     "stale_drop": "an arrived or queued episode dropped as stale",
-    "restart": "a driver resumed the run (run_resumed)",
+    "restart": "a driver resumed the run (run_resumed; opt-in: `world_logs(restarts=True)`)",
 }
 
 

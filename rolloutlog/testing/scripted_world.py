@@ -60,6 +60,7 @@ class ScriptedWorld:
         weights: dict[str, int] | None = None,
         single_version_groups: bool = False,
         prompt_trainer: bool | None = None,
+        restarts: bool = False,
     ) -> None:
         self.loop, self.choose = loop, choose
         # Publish only while no group is part-dispatched, so every member of a group is
@@ -83,7 +84,7 @@ class ScriptedWorld:
         self.recently_arrived: deque[str] = deque(maxlen=LATE_MEMORY)
         self.published = 0
         self.live_owed: int | None = None  # a version gone pending, not yet live
-        self.resumed = False
+        self.resumed = not restarts  # with `restarts`, the driver dies once, at random
         # A prompt trainer publishes as soon as it has a batch: versions then move while
         # groups are part-dispatched, the case per-episode staleness is for. Unless told,
         # half the worlds have one.
@@ -201,8 +202,9 @@ class ScriptedWorld:
             self._feed(EpisodeFailed(t=self.t, episode_id=episode_id, error="scripted late"))
 
     def _resume(self) -> None:
-        """The driver dies and a new one takes over, once per world: what was in flight is
-        named (and cancelled as `restart`); the trainer resumes from the announced version."""
+        """The driver dies and a new one takes over (once, in a world with `restarts`): what
+        was in flight is named (and cancelled as `restart`); the trainer resumes from the
+        announced version."""
         if not self.resumed:
             self.resumed = True
             self._feed(
@@ -234,11 +236,16 @@ def scripted_log(
     loop: ReactionLoop | None = None,
     single_version_groups: bool = False,
     prompt_trainer: bool | None = None,
+    restarts: bool = False,
 ) -> list[Event]:
     """A complete log of `steps` scripted world events under `config`."""
     loop = loop or ReactionLoop(config)
     world = ScriptedWorld(
-        loop, choose, single_version_groups=single_version_groups, prompt_trainer=prompt_trainer
+        loop,
+        choose,
+        single_version_groups=single_version_groups,
+        prompt_trainer=prompt_trainer,
+        restarts=restarts,
     )
     for _ in range(steps):
         world.step()
