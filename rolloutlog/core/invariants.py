@@ -1,4 +1,4 @@
-"""The properties of DESIGN.md, checked on every event by shadow bookkeeping.
+"""The properties of docs/contract.md, checked on every event by shadow bookkeeping.
 
 The checker keeps its own, independent account of every group and episode (it does not
 trust the deciders' state) and reports each broken property with the seq where it broke:
@@ -29,7 +29,7 @@ class HoldsDispatcher(Protocol):
 
 
 class InvariantViolation(AssertionError):
-    """A property of DESIGN.md does not hold at the named seq."""
+    """A property of docs/contract.md does not hold at the named seq."""
 
 
 @attrs.define(slots=True)

@@ -1,4 +1,4 @@
-"""The event vocabulary of DESIGN.md: one frozen, slotted attrs class per kind.
+"""The event vocabulary of docs/contract.md: one frozen, slotted attrs class per kind.
 
 Events are facts, named in the past tense, and never edited. Every event carries `t`
 (seconds: virtual in simulation, since run start when live) and `seq` (0-based, gap-free).
@@ -249,7 +249,7 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
     )
 }
 
-# Who writes what (DESIGN.md § Events): world events come from outside the deciders (the
+# Who writes what (docs/contract.md § Events): world events come from outside the deciders (the
 # driver, inference, the trainer, the concurrency controller); decided events are the
 # dispatcher's and the sink's, and replay must re-derive them exactly.
 WORLD_KINDS: Final = frozenset(
