@@ -132,6 +132,8 @@ def sweep_command(
         )
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
+    if not output.parent.is_dir():
+        raise BadInput(f"-o {output}: no directory {output.parent}")
     try:
         rows = read_rows(output)
     except (OSError, ValueError) as error:
@@ -179,7 +181,9 @@ def _run(
     errors: Console,
 ) -> None:
     """Run the cells, saving the table every few seconds and at the end (or on failure)."""
-    saved = time.monotonic()
+    if not cells:
+        return
+    known, saved = len(rows), time.monotonic()
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -201,15 +205,15 @@ def _run(
                 saved = time.monotonic()
 
         try:
-            if cells:
-                run_cells(cells, on_row, engine=engine, workers=workers, address=address)
+            run_cells(cells, on_row, engine=engine, workers=workers, address=address)
         except EngineUnavailable as error:
             raise BadInput(str(error)) from error
         finally:
-            try:
-                write_rows(output, rows)
-            except OSError as error:
-                raise BadInput(f"-o {output}: {error}") from error
+            if len(rows) > known:
+                try:
+                    write_rows(output, rows)
+                except OSError as error:
+                    raise BadInput(f"-o {output}: {error}") from error
 
 
 def _grid_rows(
