@@ -35,7 +35,13 @@ from rolloutlog.studies.best import (
 )
 from rolloutlog.studies.engines import Engine, EngineUnavailable, ray_installed, run_cells
 from rolloutlog.studies.grid import Cell, expand, parse_seeds, parse_set_ranges
-from rolloutlog.studies.results import read_rows, row_key, setting_columns, write_rows
+from rolloutlog.studies.results import (
+    read_rows,
+    row_key,
+    setting_columns,
+    sorted_rows,
+    write_rows,
+)
 from rolloutlog.studies.sweep_plot import label, plot_sweep
 
 SAVE_EVERY_S = 10.0
@@ -221,7 +227,7 @@ def _grid_rows(
 ) -> list[dict[str, Any]]:
     """The rows of this command's grid (the table may hold other cells from earlier runs)."""
     wanted = {cell.key(keys) for cell in cells}
-    return [row for row in rows if row_key(row, keys) in wanted]
+    return [row for row in sorted_rows(rows) if row_key(row, keys) in wanted]
 
 
 def _summary(found: Sequence[Configuration], title: str) -> Table:
