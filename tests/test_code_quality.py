@@ -20,7 +20,8 @@ ALLOWED = {
     "replay": {"core", "events"},
     "runtime": {"core", "events"},
     "testing": {"core", "events", "replay"},
-    "cli": {"core", "events", "replay", "runtime"},
+    "studies": {"core", "events", "replay", "runtime"},
+    "cli": {"core", "events", "replay", "runtime", "studies"},
 }
 # The core is pure: no clocks, no randomness, no I/O.
 IMPURE = {

@@ -14,6 +14,7 @@ from rolloutlog.cli.log import export_command, import_command, info_command
 from rolloutlog.cli.replay import diff_command, replay_command, show_command, verify_command
 from rolloutlog.cli.simulate import simulate_command
 from rolloutlog.cli.train import train_command
+from rolloutlog.cli.whatif import whatif_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,6 +36,7 @@ for _command in (
     show_command,
     diff_command,
     simulate_command,
+    whatif_command,
     train_command,
 ):
     main.add_command(_command)

@@ -20,10 +20,11 @@ import attrs
 
 from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
 from rolloutlog.core.presets import preset_overrides
+from rolloutlog.runtime.sim.trace_world import Trace
 from rolloutlog.runtime.sim.world_config import WORLD_KEYS, WorldConfig
 
 RUN_KEYS = frozenset(f.name for f in attrs.fields(RunConfig))
-TOP_LEVEL_KEYS = frozenset({"description", "steps", "seed", "run", "world"})
+TOP_LEVEL_KEYS = frozenset({"description", "steps", "seed", "run", "world", "trace"})
 DEFAULT_STEPS = 100
 
 
@@ -37,6 +38,7 @@ class Scenario:
     seed: int
     run: RunConfig
     world: WorldConfig
+    trace: Trace | None = None  # a recorded world (`rolloutlog whatif --save-world`)
 
     def with_policy(self, policy: str) -> Scenario:
         """The same world, under a policy preset (`core.presets`) that sets every policy key."""
@@ -103,6 +105,9 @@ def scenario_from_mapping(
         seed=seed,
         run=RunConfig.from_mapping({**run, "seed": seed}, where=f"{source}[run]"),
         world=WorldConfig.from_mapping(world, where=f"{source}[world]"),
+        trace=Trace.from_mapping(_table(data, "trace", source), f"{source}[trace]")
+        if "trace" in data
+        else None,
     )
 
 
