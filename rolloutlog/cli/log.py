@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 from rich.console import Console
@@ -14,6 +15,8 @@ from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
 from rolloutlog.events.jsonl import read_jsonl, write_jsonl
 from rolloutlog.events.log_reader import LogInfo, LogReader
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.replay.chrome_trace import write_chrome_trace
+from rolloutlog.replay.spans import read_spans
 
 LOG_PATH = click.Path(dir_okay=False, path_type=Path)
 STRICT = click.option(
@@ -39,17 +42,33 @@ def info_command(log: Path, as_json: bool, strict: bool) -> None:
 @click.command("export")
 @click.argument("log", type=LOG_PATH)
 @click.option("-o", "--output", type=LOG_PATH, help="Write to this file instead of stdout.")
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["jsonl", "chrome-trace"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one object per event. chrome-trace: Trace Event Format for Perfetto.",
+)
 @STRICT
 @reports_bad_input
-def export_command(log: Path, output: Path | None, strict: bool) -> None:
-    """Write LOG as JSON Lines: one object per event, with kind, seq, t and its fields."""
+def export_command(log: Path, output: Path | None, form: str, strict: bool) -> None:
+    """Write LOG as JSON Lines (one object per event, with kind, seq, t and its fields), or as
+    a Trace Event Format JSON that Perfetto and chrome://tracing open (--format chrome-trace:
+    a track per inference slot, one for the trainer, instants for versions and ships).
+    """
     reader = LogReader(log, strict=strict, warn=False)
+    write: Callable[[TextIO], int]
+    if form == "jsonl":
+        write, what = (lambda out: write_jsonl(reader.events(), out)), "events"
+    else:
+        write, what = (lambda out: write_chrome_trace(read_spans(reader), out)), "trace events"
     if output is None:
-        write_jsonl(reader.events(), sys.stdout)
+        write(sys.stdout)
     else:
         with output.open("w", encoding="utf-8") as out:
-            count = write_jsonl(reader.events(), out)
-        click.echo(f"exported {count} events to {output}", err=True)
+            count = write(out)
+        click.echo(f"exported {count} {what} to {output}", err=True)
     warn_torn_tail(reader.torn_tail, log)
 
 

@@ -13,6 +13,7 @@ from rolloutlog import __version__
 from rolloutlog.cli.log import export_command, import_command, info_command
 from rolloutlog.cli.replay import diff_command, replay_command, show_command, verify_command
 from rolloutlog.cli.simulate import simulate_command
+from rolloutlog.cli.timeline import timeline_command
 from rolloutlog.cli.train import train_command
 from rolloutlog.cli.whatif import whatif_command
 
@@ -22,7 +23,7 @@ from rolloutlog.cli.whatif import whatif_command
 def main() -> None:
     """rolloutlog: the orchestrator of asynchronous RL as pure deciders over an event log.
 
-    Simulate staleness policies, train for real, and replay, verify, show and diff the
+    Simulate staleness policies, train for real, and replay, verify, show, diff and draw the
     recorded logs.
     """
 
@@ -35,6 +36,7 @@ for _command in (
     verify_command,
     show_command,
     diff_command,
+    timeline_command,
     simulate_command,
     whatif_command,
     train_command,

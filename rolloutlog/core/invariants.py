@@ -137,6 +137,7 @@ class InvariantChecker:
         return is_stale(version, step, bound, train=group.train, live=group.live)
 
     def _group_opened(self, event: Any) -> None:
+        self._check(not self.finished, event, "group opened after run_finished")
         number = len(self.dispatched_members)
         self._check(event.group_id == f"g{number}", event, f"expected g{number}")
         self.dispatched_members.append(0)
@@ -309,6 +310,7 @@ class InvariantChecker:
         return None
 
     def _batch(self, event: Any) -> None:
+        self._check(not self.finished, event, "batch shipped after run_finished")
         self._check(event.step == self.step, event, f"batch for step {event.step} at {self.step}")
         self._check(set(event.trained_ids) <= set(event.episode_ids), event, "trains uncut ids")
         for episode_id in event.episode_ids:

@@ -5,7 +5,8 @@ all its cancellation counts reach G; at that moment arrived members that are the
 stale are dropped, the fresh successful ones are scored and shown to the curriculum, and
 admitted members join the queue. When the step advances, queued episodes that became stale
 are dropped; a batch is cut from the oldest queued episodes once it is full and the
-trainer is close enough behind (the ship hold).
+trainer is close enough behind (the ship hold). After `run_finished` nothing ships: groups
+that finalize at shutdown are still scored, once each, but never trained.
 
 Like the dispatcher, the state is mutated in place by `evolve` only, and `decide` reads
 the state that already includes the event it reacts to.
@@ -102,6 +103,7 @@ class SinkState:
     idle: IdleWork = attrs.Factory(IdleWork)
     completed: int = 0  # completed arrivals, and their tokens: the mean sizes a token batch
     completed_tokens: int = 0
+    finished: bool = False  # after run_finished groups are still scored, never trained
 
 
 def initial_state(config: RunConfig) -> SinkState:
@@ -241,6 +243,10 @@ def _on_version_pending(state: SinkState, event: Any) -> None:
     state.version = event.version
 
 
+def _on_run_finished(state: SinkState, event: Any) -> None:
+    state.finished = True
+
+
 def _on_batch_shipped(state: SinkState, event: Any) -> None:
     require(event.step == state.step, event.seq, event.kind, f"expected step {state.step}")
     for episode_id in event.episode_ids:
@@ -261,6 +267,7 @@ _EVOLVERS: dict[str, Callable[[SinkState, Any], None]] = {
     "group_scored": _on_scored,
     "version_pending": _on_version_pending,
     "batch_shipped": _on_batch_shipped,
+    "run_finished": _on_run_finished,
 }
 
 
@@ -353,6 +360,8 @@ def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
 def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
     """Cut batch `step` from the oldest queued episodes once it is full and may ship."""
     config = state.config
+    if state.finished:
+        return []  # the run is over: what finalizes at shutdown is scored, never trained
     if state.version < state.step - 1 - config.target_lag:
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
     cut = _take(config, queue)

@@ -155,8 +155,8 @@ class FusedState:
 
     def on_group_opened(self, seq: int, group_id: str, work: str, size: int, live: bool) -> None:
         number = len(self.registry.members)
-        if group_id != f"g{number}" or group_id in self.groups:
-            raise NeedsPlainFold(seq, "group id out of order")
+        if group_id != f"g{number}" or group_id in self.groups or self.finished:
+            raise NeedsPlainFold(seq, "group id out of order, or opened after run_finished")
         self.registry.opened()
         self.groups[group_id] = FusedGroup(number, size, work == "train", live, unscheduled=size)
         self.dispatcher_groups += 1
@@ -344,8 +344,8 @@ class FusedState:
     def on_shipped(
         self, seq: int, step: int, episode_ids: list[str], trained_ids: list[str]
     ) -> None:
-        if step != self.step or len(set(trained_ids)) != len(trained_ids):
-            raise NeedsPlainFold(seq, "batch for the wrong step, or training an id twice")
+        if step != self.step or len(set(trained_ids)) != len(trained_ids) or self.finished:
+            raise NeedsPlainFold(seq, "batch for the wrong step, training an id twice, or late")
         cut: dict[str, int] = {}
         bound, queue = self.bound, self.queue
         for episode_id in episode_ids:

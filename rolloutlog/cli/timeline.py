@@ -1,0 +1,49 @@
+"""`rolloutlog timeline`: the run as one self-contained HTML page to open in a browser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.output import warn_torn_tail
+from rolloutlog.replay.log_replay import replay_log
+from rolloutlog.replay.source import open_log
+from rolloutlog.replay.spans import read_spans
+from rolloutlog.replay.timeline_page import Window, WindowError, page_data, render_page
+
+LOG_PATH = click.Path(dir_okay=False, path_type=Path)
+
+
+@click.command("timeline")
+@click.argument("log", type=LOG_PATH)
+@click.option("-o", "--output", type=LOG_PATH, required=True, help="The HTML file to write.")
+@click.option("--from", "t_from", type=float, help="Start of the time range (log seconds).")
+@click.option("--to", "t_to", type=float, help="End of the time range (log seconds).")
+@click.option("--group", "group", help="Draw only this group's episodes.")
+@reports_bad_input
+def timeline_command(
+    log: Path, output: Path, t_from: float | None, t_to: float | None, group: str | None
+) -> None:
+    """Draw LOG as an HTML timeline: episodes by group and version, drops, versions, trainer.
+
+    The page works offline (everything is inlined): open it from disk in any browser.
+    """
+    source = open_log(log)
+    spans = read_spans(source)
+    replay = replay_log(source)
+    summary = {**replay.summary, "error": None if replay.error is None else str(replay.error)}
+    try:
+        data = page_data(
+            spans, summary, Window(t_from, t_to, group), title=f"rolloutlog · {log.name}"
+        )
+    except WindowError as error:
+        fail(f"{log}: {error}")
+    output.write_text(render_page(data), encoding="utf-8")
+    warn_torn_tail(source.torn_tail, log)
+    size = output.stat().st_size
+    click.echo(
+        f"wrote {output}: {data['episodes']} episodes on {data['rows']} rows, {size / 1e6:.1f} MB",
+        err=True,
+    )

@@ -1,0 +1,326 @@
+"""What each episode and the trainer did over time, read from a log's columns in one pass.
+
+The timeline page and the Chrome trace both draw the same facts: an episode is a span
+from its dispatch to its arrival (or its cancellation), with a fate (trained at some age,
+pruned, dropped stale, cancelled for a reason, failed, rejected by the curriculum, eval,
+or unfinished when the log ends); the moments that discarded work are markers; versions
+and batch ships are instants; and the trainer's time is split into busy, weight-update
+and idle spans (`trainer_spans` says how they are derived). Everything is kept in numpy
+columns so that a log of millions of events costs a few arrays, not objects.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+import attrs
+import numpy as np
+
+from rolloutlog.core.staleness import rollout_age
+from rolloutlog.events.schema import iter_batch_columns
+from rolloutlog.events.types import CANCEL_REASONS
+from rolloutlog.replay.source import LogSource
+
+# An episode's fate, in the order the page's legend lists them.
+OUTCOMES: Final = (
+    "in_flight",  # neither arrived nor cancelled when the log ends
+    "waiting",  # arrived; not yet shipped, dropped or scored away when the log ends
+    "trained",
+    "pruned",  # shipped in a batch, cut for zero advantage
+    "dropped",  # dropped stale by the sink
+    "cancelled",
+    "failed",
+    "rejected",  # its group was scored but not admitted by the curriculum
+    "eval",  # scored eval work: never trained
+)
+DISCARDED: Final = frozenset({"pruned", "dropped", "cancelled", "failed", "rejected"})
+# Markers: one per cancellation reason, then the sink's drops, failures, late arrivals.
+MARKERS: Final = (
+    *(f"cancelled_{reason}" for reason in CANCEL_REASONS),
+    "dropped",
+    "failed",
+    "late",
+)
+TRAINER_SPANS: Final = ("busy", "weight_update", "idle")
+
+_OUTCOME: Final = {name: code for code, name in enumerate(OUTCOMES)}
+_MARKER: Final = {name: code for code, name in enumerate(MARKERS)}
+_CANCEL: Final = {reason: code for code, reason in enumerate(CANCEL_REASONS)}
+
+
+@attrs.frozen
+class Spans:
+    """A run's episodes, markers, instants and trainer spans as columns (times in seconds)."""
+
+    t_start: float
+    t_end: float
+    group_ids: list[str]
+    group_work: list[str]
+    episode_ids: list[str]
+    group: np.ndarray[Any, np.dtype[np.int32]]  # index into group_ids
+    member: np.ndarray[Any, np.dtype[np.int32]]
+    version: np.ndarray[Any, np.dtype[np.int32]]  # dispatch version
+    start: np.ndarray[Any, np.dtype[np.float64]]  # dispatch
+    end: np.ndarray[Any, np.dtype[np.float64]]  # arrival or cancellation; t_end if neither
+    outcome: np.ndarray[Any, np.dtype[np.uint8]]  # index into OUTCOMES
+    reason: np.ndarray[Any, np.dtype[np.int8]]  # index into CANCEL_REASONS; -1 if not cancelled
+    age: np.ndarray[Any, np.dtype[np.int16]]  # rollout age when shipped or dropped; -1 if neither
+    step: np.ndarray[Any, np.dtype[np.int32]]  # the batch that shipped it; -1 if none
+    late: np.ndarray[Any, np.dtype[np.bool_]]  # an arrival came after its cancellation
+    marker_t: np.ndarray[Any, np.dtype[np.float64]]
+    marker_kind: np.ndarray[Any, np.dtype[np.uint8]]  # index into MARKERS
+    marker_episode: np.ndarray[Any, np.dtype[np.int32]]
+    pending: list[tuple[float, int]]  # (t, version) of each version_pending
+    live: list[tuple[float, int]]
+    ships: list[tuple[float, int, int, int]]  # (t, step, episodes cut, episodes trained)
+    trainer: list[tuple[float, float, int]]  # (start, end, index into TRAINER_SPANS)
+
+    @property
+    def episodes(self) -> int:
+        return len(self.episode_ids)
+
+
+class _Builder:
+    """Folds the rows of a log into growing Python lists; `finish` turns them into columns."""
+
+    def __init__(self) -> None:
+        self.t_start: float | None = None
+        self.t_end = 0.0
+        self.groups: dict[str, int] = {}
+        self.group_work: list[str] = []
+        self.index: dict[str, int] = {}
+        self.ids: list[str] = []
+        self.cols: dict[str, list[Any]] = {
+            name: []
+            for name in ("group", "member", "version", "start", "end", "outcome", "reason", "age")
+        }
+        self.cols["step"], self.cols["late"] = [], []
+        self.markers: tuple[list[float], list[int], list[int]] = ([], [], [])
+        self.pending: list[tuple[float, int]] = []
+        self.live: list[tuple[float, int]] = []
+        self.ships: list[tuple[float, int, int, int]] = []
+
+    def row(self, kind: str, t: float, c: dict[str, list[Any]], r: int) -> None:
+        if self.t_start is None:
+            self.t_start = t
+        self.t_end = t
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, t, c, r)
+
+    def opened(self, t: float, c: dict[str, list[Any]], r: int) -> None:
+        self.groups[c["group_id"][r]] = len(self.group_work)
+        self.group_work.append(c["work"][r])
+
+    def dispatched(self, t: float, c: dict[str, list[Any]], r: int) -> None:
+        episode_id = c["episode_id"][r]
+        self.index[episode_id] = len(self.ids)
+        self.ids.append(episode_id)
+        cols = self.cols
+        cols["group"].append(self.groups.get(c["group_id"][r], -1))
+        cols["member"].append(c["member"][r])
+        cols["version"].append(c["policy_version"][r])
+        cols["start"].append(t)
+        for name, value in (("end", math.nan), ("outcome", 0), ("reason", -1), ("age", -1)):
+            cols[name].append(value)
+        cols["step"].append(-1)
+        cols["late"].append(False)
+
+    def arrived(self, t: float, c: dict[str, list[Any]], r: int, failed: bool) -> None:
+        i = self.index.get(c["episode_id"][r])
+        if i is None:
+            return  # never dispatched: replay refuses such a log; the picture leaves it out
+        cols = self.cols
+        if cols["outcome"][i] == _OUTCOME["cancelled"]:
+            cols["late"][i] = True
+            self._mark(t, "late", i)
+            return
+        cols["end"][i] = t
+        cols["outcome"][i] = _OUTCOME["failed" if failed else "waiting"]
+        if failed:
+            self._mark(t, "failed", i)
+
+    def cancelled(self, t: float, c: dict[str, list[Any]], r: int) -> None:
+        reason = c["reason"][r]
+        for i in self._known(c["episode_ids"][r]):
+            if math.isnan(self.cols["end"][i]):
+                self.cols["end"][i] = t
+            self.cols["outcome"][i] = _OUTCOME["cancelled"]
+            self.cols["reason"][i] = _CANCEL[reason]
+            self._mark(t, f"cancelled_{reason}", i)
+
+    def dropped(self, t: float, c: dict[str, list[Any]], r: int) -> None:
+        for i in self._known([c["episode_id"][r]]):
+            self.cols["outcome"][i] = _OUTCOME["dropped"]
+            self.cols["age"][i] = c["age"][r]
+            self._mark(t, "dropped", i)
+
+    def scored(self, t: float, c: dict[str, list[Any]], r: int) -> None:
+        group = self.groups.get(c["group_id"][r])
+        work = None if group is None else self.group_work[group]
+        fate = "eval" if work == "eval" else None if c["admitted"][r] else "rejected"
+        if fate is not None:
+            for i in self._known(c["episode_ids"][r]):
+                self.cols["outcome"][i] = _OUTCOME[fate]
+
+    def shipped(self, t: float, c: dict[str, list[Any]], r: int) -> None:
+        step, cut, trained = c["step"][r], c["episode_ids"][r], set(c["trained_ids"][r])
+        cols = self.cols
+        for i in self._known(cut):
+            cols["outcome"][i] = _OUTCOME["trained" if self.ids[i] in trained else "pruned"]
+            cols["age"][i] = rollout_age(cols["version"][i], step)
+            cols["step"][i] = step
+        self.ships.append((t, step, len(cut), len(trained)))
+
+    def _known(self, episode_ids: Iterable[str]) -> Iterable[int]:
+        for episode_id in episode_ids:
+            i = self.index.get(episode_id)
+            if i is not None:
+                yield i
+
+    def _mark(self, t: float, kind: str, i: int) -> None:
+        self.markers[0].append(t)
+        self.markers[1].append(_MARKER[kind])
+        self.markers[2].append(i)
+
+    def finish(self, group_ids: list[str]) -> Spans:
+        t_start = 0.0 if self.t_start is None else self.t_start
+        cols = self.cols
+        end = np.array(cols["end"], dtype=np.float64)
+        end[np.isnan(end)] = self.t_end
+        return Spans(
+            t_start=t_start,
+            t_end=self.t_end,
+            group_ids=group_ids,
+            group_work=self.group_work,
+            episode_ids=self.ids,
+            group=np.array(cols["group"], dtype=np.int32),
+            member=np.array(cols["member"], dtype=np.int32),
+            version=np.array(cols["version"], dtype=np.int32),
+            start=np.array(cols["start"], dtype=np.float64),
+            end=end,
+            outcome=np.array(cols["outcome"], dtype=np.uint8),
+            reason=np.array(cols["reason"], dtype=np.int8),
+            age=np.array(cols["age"], dtype=np.int16),
+            step=np.array(cols["step"], dtype=np.int32),
+            late=np.array(cols["late"], dtype=np.bool_),
+            marker_t=np.array(self.markers[0], dtype=np.float64),
+            marker_kind=np.array(self.markers[1], dtype=np.uint8),
+            marker_episode=np.array(self.markers[2], dtype=np.int32),
+            pending=self.pending,
+            live=self.live,
+            ships=self.ships,
+            trainer=trainer_spans(t_start, self.t_end, self.ships, self.pending, self.live),
+        )
+
+
+_HANDLERS: Final[dict[str, Any]] = {
+    "group_opened": _Builder.opened,
+    "episode_dispatched": _Builder.dispatched,
+    "episode_completed": lambda b, t, c, r: b.arrived(t, c, r, failed=False),
+    "episode_failed": lambda b, t, c, r: b.arrived(t, c, r, failed=True),
+    "episodes_cancelled": _Builder.cancelled,
+    "episode_dropped": _Builder.dropped,
+    "group_scored": _Builder.scored,
+    "batch_shipped": _Builder.shipped,
+    "version_pending": lambda b, t, c, r: b.pending.append((t, c["version"][r])),
+    "version_live": lambda b, t, c, r: b.live.append((t, c["version"][r])),
+}
+
+
+def read_spans(source: LogSource) -> Spans:
+    """The spans of every episode in `source`, from one columnar pass over its batches."""
+    builder = _Builder()
+    for columns in iter_batch_columns(source.batches()):
+        kinds, times = columns["kind"], columns["t"]
+        for r, kind in enumerate(kinds):
+            builder.row(kind, times[r], columns, r)
+    return builder.finish(list(builder.groups))
+
+
+def trainer_spans(
+    t_start: float,
+    t_end: float,
+    ships: Sequence[tuple[float, int, int, int]],
+    pending: Sequence[tuple[float, int]],
+    live: Sequence[tuple[float, int]],
+) -> list[tuple[float, float, int]]:
+    """The trainer's busy, weight-update and idle spans, derived from ships and versions.
+
+    The trainer takes batches one at a time. It is *busy* from a `batch_shipped` that
+    finds it free (or from the `version_live` that frees it while a shipped batch waits)
+    until the next `version_pending`; the *weight update* runs from `version_pending` to
+    its `version_live` (inference waits for weights); the rest is *idle* (the trainer
+    waits for data). A batch whose version is never published (a skipped version) extends
+    the busy span to the next publication; a busy span still open at the end closes there.
+    """
+    moments = sorted(
+        [(t, 0, step) for t, step, _, _ in ships]
+        + [(t, 1, version) for t, version in pending]
+        + [(t, 2, version) for t, version in live]
+    )
+    spans: list[tuple[float, float, int]] = []
+    busy_since: float | None = None
+    update_since: float | None = None
+    last_step, published = 0, 0
+    for t, what, number in moments:
+        if what == 0:
+            last_step = max(last_step, number)
+            if busy_since is None and update_since is None:
+                busy_since = t
+        elif what == 1:
+            published = max(published, number)
+            if busy_since is not None:
+                spans.append((busy_since, t, 0))
+            busy_since, update_since = None, t
+        else:
+            if update_since is not None:
+                spans.append((update_since, t, 1))
+            update_since = None
+            if last_step > published and busy_since is None:
+                busy_since = t
+    for since, code in ((busy_since, 0), (update_since, 1)):
+        if since is not None and since < t_end:
+            spans.append((since, t_end, code))
+    return _with_idle(sorted(spans), t_start, t_end)
+
+
+def _with_idle(
+    spans: list[tuple[float, float, int]], t_start: float, t_end: float
+) -> list[tuple[float, float, int]]:
+    """`spans` with the gaps between them (and before and after) filled as idle."""
+    out: list[tuple[float, float, int]] = []
+    cursor = t_start
+    for start, end, code in spans:
+        if start > cursor:
+            out.append((cursor, start, 2))
+        out.append((start, end, code))
+        cursor = max(cursor, end)
+    if t_end > cursor:
+        out.append((cursor, t_end, 2))
+    return out
+
+
+def pack_lanes(starts: Sequence[float], ends: Sequence[float]) -> list[int]:
+    """The lowest free lane for each interval, taken in order of start (ties: input order).
+
+    A lane is free again once the interval holding it has ended (at or before the next
+    start). Used for inference slots and for the page's rows.
+    """
+    lanes = [0] * len(starts)
+    free: list[int] = []
+    busy: list[tuple[float, int]] = []
+    count = 0
+    for i in sorted(range(len(starts)), key=starts.__getitem__):
+        while busy and busy[0][0] <= starts[i]:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            lane = heapq.heappop(free)
+        else:
+            lane, count = count, count + 1
+        lanes[i] = lane
+        heapq.heappush(busy, (ends[i], lane))
+    return lanes

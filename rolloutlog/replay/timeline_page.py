@@ -1,0 +1,215 @@
+"""The run as one self-contained HTML page: episodes on a time axis, drawn on a canvas.
+
+The page inlines everything it needs (uPlot, our drawing code, the data), so it opens
+from `file://` with no network, and its Content-Security-Policy forbids any request. The
+data is columnar: each episode and marker column is a little-endian typed array (times
+as float32 seconds from the page's origin) in base64, decoded once into JavaScript typed
+arrays. Episodes are ordered by (dispatch version, discarded, start), so that the page
+draws each colour as one run and finds the visible part of it by binary search; a second
+order by (row, start) answers hover. Rows are packed by group: a group's members share
+as few rows as their spans allow, and groups that do not overlap in time share a band.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from importlib import resources
+from typing import Any, Final
+
+import attrs
+import numpy as np
+
+from rolloutlog.events.types import CANCEL_REASONS
+from rolloutlog.replay.spans import (
+    DISCARDED,
+    MARKERS,
+    OUTCOMES,
+    TRAINER_SPANS,
+    Spans,
+    pack_lanes,
+)
+
+ASSETS: Final = "rolloutlog.replay.assets"
+_PLACEHOLDER: Final = re.compile(r"__([A-Z_]+)__")
+_SCRIPT_END: Final = re.compile(r"</(script)", re.IGNORECASE)
+_DISCARDED_CODES: Final = np.array([name in DISCARDED for name in OUTCOMES], dtype=bool)
+
+
+@attrs.frozen
+class Window:
+    """What part of the run to draw: a time range (log seconds) and optionally one group."""
+
+    t_from: float | None = None
+    t_to: float | None = None
+    group: str | None = None
+
+
+class WindowError(ValueError):
+    """The window selects nothing the log has (an unknown group, an empty time range)."""
+
+
+def page_data(spans: Spans, summary: dict[str, Any], window: Window, title: str) -> dict[str, Any]:
+    """Everything the page draws, as plain data with the columns in base64."""
+    keep = _selected(spans, window)
+    lo = spans.t_start if window.t_from is None else window.t_from
+    hi = spans.t_end if window.t_to is None else window.t_to
+    index = np.flatnonzero(keep)
+    rows, row_count = _rows(spans.group[index], spans.start[index], spans.end[index])
+    discarded = _DISCARDED_CODES[spans.outcome[index]]
+    order = np.lexsort((spans.start[index], discarded, spans.version[index]))
+    episodes = index[order]
+    rows = rows[order]
+    position = np.full(spans.episodes, -1, dtype=np.int64)
+    position[episodes] = np.arange(len(episodes))
+    marks = np.flatnonzero(keep[spans.marker_episode] & _within(spans.marker_t, lo, hi))
+    marks = marks[np.argsort(spans.marker_t[marks], kind="stable")]
+    by_row = np.lexsort((spans.start[episodes], rows))
+    row_start = np.searchsorted(rows[by_row], np.arange(row_count + 1))
+    ids = [spans.episode_ids[i] for i in episodes.tolist()]
+    groups = spans.group[episodes]
+    members = spans.member[episodes]
+    implied = all(
+        episode_id == f"{spans.group_ids[g]}/{m}"
+        for episode_id, g, m in zip(ids, groups.tolist(), members.tolist(), strict=True)
+    )
+    duration = spans.end[episodes] - spans.start[episodes]
+    return {
+        "title": title,
+        "origin": lo,
+        "range": [0.0, _float32_at_least(max(hi - lo, 1e-9))],
+        "episodes": len(episodes),
+        "rows": row_count,
+        "outcomes": list(OUTCOMES),
+        "discarded": sorted(DISCARDED),
+        "markers": list(MARKERS),
+        "cancel_reasons": list(CANCEL_REASONS),
+        "trainer_kinds": list(TRAINER_SPANS),
+        "slices": _slices(spans.version[episodes], discarded[order]),
+        "max_duration": float(duration.max()) if len(duration) else 0.0,
+        "groups": spans.group_ids,
+        "ids": None if implied else ids,
+        "pending": [[t - lo, v] for t, v in spans.pending if lo <= t <= hi],
+        "live": [[t - lo, v] for t, v in spans.live if lo <= t <= hi],
+        "ships": [[t - lo, *rest] for t, *rest in spans.ships if lo <= t <= hi],
+        "trainer": [
+            [max(s, lo) - lo, min(e, hi) - lo, k]
+            for s, e, k in spans.trainer
+            if e >= lo and s <= hi
+        ],
+        "summary": summary,
+        "columns": {
+            "start": _column(spans.start[episodes] - lo, "<f4"),
+            "end": _column(spans.end[episodes] - lo, "<f4"),
+            "row": _column(rows, "<u4"),
+            "version": _column(spans.version[episodes], "<i4"),
+            "outcome": _column(spans.outcome[episodes], "u1"),
+            "reason": _column(spans.reason[episodes], "i1"),
+            "age": _column(spans.age[episodes], "<i2"),
+            "step": _column(spans.step[episodes], "<i4"),
+            "late": _column(spans.late[episodes], "u1"),
+            "group": _column(groups, "<u4"),
+            "member": _column(members, "<u4"),
+            "by_row": _column(by_row, "<u4"),
+            "row_start": _column(row_start, "<u4"),
+            "marker_t": _column(spans.marker_t[marks] - lo, "<f4"),
+            "marker_kind": _column(spans.marker_kind[marks], "u1"),
+            "marker_episode": _column(position[spans.marker_episode[marks]], "<u4"),
+        },
+    }
+
+
+def render_page(data: dict[str, Any]) -> str:
+    """The HTML page: the template with uPlot, our script and `data` inlined."""
+    assets = resources.files(ASSETS)
+    parts = {
+        "TITLE": _html_text(data["title"]),
+        "UPLOT_CSS": assets.joinpath("uPlot.min.css").read_text(encoding="utf-8"),
+        "UPLOT_JS": _script_text(assets.joinpath("uPlot.iife.min.js").read_text(encoding="utf-8")),
+        "TIMELINE_JS": _script_text(assets.joinpath("timeline.js").read_text(encoding="utf-8")),
+        "DATA": json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c"),
+    }
+    template = assets.joinpath("timeline.html").read_text(encoding="utf-8")
+    return _PLACEHOLDER.sub(lambda match: parts[match.group(1)], template)
+
+
+def _selected(spans: Spans, window: Window) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """The episodes the window shows: those of its group that overlap its time range."""
+    keep = np.ones(spans.episodes, dtype=bool)
+    if window.group is not None:
+        if window.group not in spans.group_ids:
+            raise WindowError(f"no group {window.group!r} in the log")
+        keep &= spans.group == spans.group_ids.index(window.group)
+    if window.t_from is not None:
+        keep &= spans.end >= window.t_from
+    if window.t_to is not None:
+        keep &= spans.start <= window.t_to
+    if window.t_from is not None and window.t_to is not None and window.t_from >= window.t_to:
+        raise WindowError(f"--from {window.t_from} is not before --to {window.t_to}")
+    return keep
+
+
+def _within(
+    t: np.ndarray[Any, np.dtype[np.float64]], lo: float, hi: float
+) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    return (t >= lo) & (t <= hi)
+
+
+def _rows(
+    group: np.ndarray[Any, Any], start: np.ndarray[Any, Any], end: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, np.dtype[np.int64]], int]:
+    """Each episode's row: its group's band, plus its lane among the group's members."""
+    rows = np.zeros(len(group), dtype=np.int64)
+    if not len(group):
+        return rows, 0
+    order = np.argsort(group, kind="stable")
+    cuts = np.flatnonzero(np.diff(group[order])) + 1
+    members = np.split(order, cuts)
+    group_start = [float(start[m].min()) for m in members]
+    group_end = [float(end[m].max()) for m in members]
+    bands = pack_lanes(group_start, group_end)
+    heights = np.zeros(max(bands) + 1, dtype=np.int64)
+    for m, band in zip(members, bands, strict=True):
+        lanes = np.array(pack_lanes(start[m].tolist(), end[m].tolist()), dtype=np.int64)
+        rows[m] = lanes
+        heights[band] = max(heights[band], int(lanes.max()) + 1)
+    offsets = np.concatenate(([0], np.cumsum(heights)))
+    for m, band in zip(members, bands, strict=True):
+        rows[m] += offsets[band]
+    return rows, int(offsets[-1])
+
+
+def _slices(version: np.ndarray[Any, Any], discarded: np.ndarray[Any, Any]) -> list[list[int]]:
+    """[offset, count, version, discarded] of each run of one colour in page order."""
+    if not len(version):
+        return []
+    change = np.flatnonzero((np.diff(version) != 0) | (np.diff(discarded) != 0)) + 1
+    starts = np.concatenate(([0], change))
+    counts = np.diff(np.concatenate((starts, [len(version)])))
+    return [
+        [int(s), int(n), int(version[s]), int(discarded[s])]
+        for s, n in zip(starts, counts, strict=True)
+    ]
+
+
+def _float32_at_least(seconds: float) -> float:
+    """The smallest float32 >= `seconds`, so that the page's float32 times fit its range."""
+    rounded = np.float32(seconds)
+    return float(rounded if rounded >= seconds else np.nextafter(rounded, np.float32(np.inf)))
+
+
+def _column(values: np.ndarray[Any, Any], dtype: str) -> dict[str, str]:
+    """A typed array for the page: its JavaScript type and its bytes in base64."""
+    array = np.ascontiguousarray(values, dtype=np.dtype(dtype))
+    js_type = {"f": "Float", "u": "Uint", "i": "Int"}[array.dtype.kind] + str(8 * array.itemsize)
+    return {"type": js_type, "b64": base64.b64encode(array.tobytes()).decode("ascii")}
+
+
+def _script_text(text: str) -> str:
+    """Script text that cannot end the <script> element it is inlined in."""
+    return _SCRIPT_END.sub(r"<\\/\1", text)
+
+
+def _html_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,123 @@
+"""The timeline page as data and as HTML: rows packed by group, windows, a page with no requests."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from rolloutlog.cli.main import main
+from rolloutlog.replay.source import open_log
+from rolloutlog.replay.spans import Spans, read_spans
+from rolloutlog.replay.timeline_page import Window, WindowError, page_data, render_page
+
+TYPES = {
+    "Float32": "<f4",
+    "Uint32": "<u4",
+    "Int32": "<i4",
+    "Uint8": "u1",
+    "Int8": "i1",
+    "Int16": "<i2",
+}
+
+
+def columns(data: dict[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
+    """The page's columns decoded the way its script decodes them."""
+    return {
+        name: np.frombuffer(base64.b64decode(column["b64"]), dtype=TYPES[column["type"]])
+        for name, column in data["columns"].items()
+    }
+
+
+WHOLE = Window()
+
+
+def data_for(log: Path, window: Window = WHOLE) -> tuple[Spans, dict[str, Any]]:
+    spans = read_spans(open_log(log))
+    return spans, page_data(spans, {"events": 1}, window, title="t")
+
+
+def test_the_columns_carry_every_episode_and_marker(chaos_log: Path) -> None:
+    spans, data = data_for(chaos_log)
+    c = columns(data)
+    assert data["episodes"] == spans.episodes == len(c["start"])
+    ids = [f"{data['groups'][g]}/{m}" for g, m in zip(c["group"], c["member"], strict=True)]
+    assert data["ids"] is None and sorted(ids) == sorted(spans.episode_ids)
+    i, j = spans.episode_ids.index(ids[7]), 7
+    assert c["start"][j] == np.float32(spans.start[i] - spans.t_start)
+    assert c["version"][j] == spans.version[i] and c["outcome"][j] == spans.outcome[i]
+    assert len(c["marker_t"]) == len(spans.marker_t)
+    assert (np.diff(c["marker_t"]) >= 0).all()
+    # each slice is one colour (version, discarded) and sorted by start, for binary search
+    for offset, count, version, _ in data["slices"]:
+        assert (c["version"][offset : offset + count] == version).all()
+        assert (np.diff(c["start"][offset : offset + count]) >= 0).all()
+    assert sum(count for _, count, _, _ in data["slices"]) == spans.episodes
+
+
+def test_rows_are_packed_by_group(chaos_log: Path) -> None:
+    _spans, data = data_for(chaos_log)
+    c = columns(data)
+    start, end, row, group = c["start"], c["end"], c["row"], c["group"]
+    span = {g: (start[group == g].min(), end[group == g].max()) for g in set(group.tolist())}
+    assert row.max() + 1 == data["rows"]
+    for r in range(data["rows"]):
+        # the hover index: a row's episodes by start, none overlapping
+        held = c["by_row"][c["row_start"][r] : c["row_start"][r + 1]]
+        assert (row[held] == r).all() and (np.diff(start[held]) >= 0).all()
+        assert (end[held][:-1] <= start[held][1:]).all()
+        # a row is shared by groups only one after the other
+        groups = sorted(set(group[held].tolist()), key=lambda g: span[g][0])
+        assert all(span[a][1] <= span[b][0] for a, b in itertools.pairwise(groups))
+
+
+def test_a_window_keeps_one_group_or_one_time_range(chaos_log: Path) -> None:
+    spans, whole = data_for(chaos_log)
+    _, one = data_for(chaos_log, Window(group="g3"))
+    assert 0 < one["episodes"] == sum(e.startswith("g3/") for e in spans.episode_ids)
+    t_from, t_to = 100.0, 150.0
+    _, part = data_for(chaos_log, Window(t_from=t_from, t_to=t_to))
+    overlapping = (spans.end >= t_from) & (spans.start <= t_to)
+    assert part["episodes"] == int(overlapping.sum()) < whole["episodes"]
+    assert part["origin"] == t_from and part["range"][1] == pytest.approx(t_to - t_from)
+    assert all(0 <= t <= t_to - t_from for t, _ in part["pending"] + part["live"])
+    with pytest.raises(WindowError, match="no group 'nope'"):
+        data_for(chaos_log, Window(group="nope"))
+    with pytest.raises(WindowError, match="not before"):
+        data_for(chaos_log, Window(t_from=5.0, t_to=5.0))
+
+
+def test_the_page_is_self_contained(worked_log: Path) -> None:
+    _, data = data_for(worked_log)
+    data["title"] = "run </script><b>bold</b>"
+    html = render_page(data)
+    assert "default-src 'none'" in html  # the page's own policy forbids every request
+    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)=", html, re.IGNORECASE)
+    assert "<b>bold" not in html
+    scripts = re.findall(r"<script[^>]*>(.*?)</script>", html, re.DOTALL)
+    assert len(scripts) == 3  # the data, uPlot, our script: nothing cut short
+    assert json.loads(scripts[0]) == data
+    assert "uPlot" in scripts[1] and "__timeline" in scripts[2]
+
+
+def test_the_command_writes_the_page_and_refuses_an_unknown_group(
+    worked_log: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "run.html"
+    result = CliRunner().invoke(main, ["timeline", str(worked_log), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "8 episodes" in result.output and out.read_text().startswith("<!doctype html>")
+    result = CliRunner().invoke(
+        main, ["timeline", str(worked_log), "-o", str(out), "--group", "g9"]
+    )
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"rolloutlog: error: {worked_log}: no group 'g9' in the log"
+    ]
