@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -181,26 +182,37 @@ def _check_values(trace: Trace, where: str) -> None:
 
 
 class OutcomePool:
-    """The finished outcomes of one task (or of the whole run), sorted by duration."""
+    """The recorded episodes of one task (or of the whole run), finished and censored alike.
 
-    def __init__(self, outcomes: Sequence[RecordedEpisode]) -> None:
-        self.outcomes = sorted(outcomes, key=lambda e: (e.seconds, e.episode_id))
-        self.seconds = [e.seconds for e in self.outcomes]
-        completed = [e for e in self.outcomes if e.outcome == "completed"]
+    A draw picks uniformly among the episodes longer than a bound. A censored pick is not
+    an outcome, only a longer bound: the draw goes on among the episodes longer than it
+    (Efron's redistribute-to-the-right, the sampling form of the Kaplan-Meier estimate).
+    Leaving the censored out instead would draw short: a policy that cuts long episodes
+    leaves mostly short ones finished.
+    """
+
+    def __init__(self, episodes: Sequence[RecordedEpisode]) -> None:
+        self.episodes = sorted(episodes, key=lambda e: (e.seconds, e.episode_id))
+        self.seconds = [e.seconds for e in self.episodes]
+        self.finished = [e for e in self.episodes if e.outcome != "censored"]
+        completed = [e for e in self.finished if e.outcome == "completed"]
         self.mean_tokens = _mean([e.completion_tokens for e in completed])
         self.mean_reward = _mean([e.reward for e in completed])
 
-    def __len__(self) -> int:
-        return len(self.outcomes)
-
-    def pick(self, u: float, longer_than: float = -1.0) -> RecordedEpisode | None:
-        """The outcome at quantile `u` among those longer than `longer_than` (None: none is)."""
-        start = bisect.bisect_right(self.seconds, longer_than)
-        if start == len(self.outcomes):
-            return None
-        return self.outcomes[
-            start + min(int(u * (len(self.outcomes) - start)), len(self.outcomes) - start - 1)
-        ]
+    def draw(self, u: float, longer_than: float) -> tuple[RecordedEpisode | None, float]:
+        """A finished outcome longer than `longer_than`, from the quantile `u`; or (None,
+        the longest censoring bound reached) when the pool has no finished one beyond it."""
+        while True:
+            start = bisect.bisect_right(self.seconds, longer_than)
+            left = len(self.episodes) - start
+            if left == 0:
+                return None, longer_than
+            index = min(int(u * left), left - 1)
+            u = u * left - index  # the remainder is again uniform, independent of the index
+            picked = self.episodes[start + index]
+            if picked.outcome != "censored":
+                return picked, longer_than
+            longer_than = picked.seconds
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -208,21 +220,70 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 class TraceTasks:
-    """Per-task pools of finished outcomes and the task properties the metrics read."""
+    """Per-task pools of recorded episodes and the task properties the metrics read."""
 
     def __init__(self, trace: Trace) -> None:
-        finished = [e for e in trace.episodes if e.outcome != "censored"]
-        if not finished:
+        if all(e.outcome == "censored" for e in trace.episodes):
             raise ConfigError("trace: no finished episode to draw outcomes from")
         by_task: dict[str, list[RecordedEpisode]] = {}
-        for episode in finished:
+        for episode in trace.episodes:
             by_task.setdefault(episode.task_id, []).append(episode)
-        self.pools = {task: OutcomePool(outcomes) for task, outcomes in by_task.items()}
-        self.run_pool = OutcomePool(finished)
+        self.pools = {
+            task: OutcomePool(episodes)
+            for task, episodes in by_task.items()
+            if any(e.outcome != "censored" for e in episodes)
+        }
+        self.run_pool = OutcomePool(trace.episodes)
+        # every episode in units of its task's median duration: the run's tail shape
+        self.scales = {task: statistics.median(pool.seconds) for task, pool in self.pools.items()}
+        self.shape_pool = OutcomePool(
+            [
+                attrs.evolve(e, seconds=e.seconds / self.scales[e.task_id])
+                for e in trace.episodes
+                if self.scales.get(e.task_id, 0.0) > 0.0
+            ]
+        )
 
     def pool(self, task_id: str) -> OutcomePool:
         """The task's pool, or the whole run's when the task never finished an episode."""
         return self.pools.get(task_id, self.run_pool)
+
+    def draw(self, task_id: str, u: float, longer_than: float = -1.0) -> RecordedEpisode:
+        """An outcome longer than `longer_than`: from the task, else the run, else inflated.
+
+        Past the task's longest outcome, the draw goes on in the run's outcomes measured in
+        units of their task's median duration (the tail's shape, at this task's scale); a
+        task never finished draws from the run as it is. Past the longest outcome the run
+        ever finished, the episode gets `CENSORED_INFLATION` times the bound reached.
+        """
+        pool = self.pool(task_id)
+        drawn, bound = pool.draw(u, longer_than)
+        if drawn is not None:
+            return drawn
+        scale = self.scales.get(task_id, 0.0) if pool is not self.run_pool else 0.0
+        if scale > 0.0:
+            shaped, bound = self.shape_pool.draw(u, bound / scale)
+            if shaped is not None:
+                return self._rescaled(shaped, scale)
+            bound *= scale
+        else:
+            drawn, bound = self.run_pool.draw(u, bound)
+            if drawn is not None:
+                return drawn
+        finished = pool.finished
+        plain = finished[min(int(u * len(finished)), len(finished) - 1)]
+        return attrs.evolve(plain, seconds=bound * CENSORED_INFLATION)
+
+    def _rescaled(self, shaped: RecordedEpisode, scale: float) -> RecordedEpisode:
+        """A shape-pool outcome at a task's scale: seconds and completion tokens scaled."""
+        ratio = scale / self.scales[shaped.task_id]
+        return attrs.evolve(
+            shaped,
+            seconds=shaped.seconds * scale,
+            completion_tokens=max(round(shaped.completion_tokens * ratio), 1)
+            if shaped.completion_tokens
+            else 0,
+        )
 
     def task(self, task_id: str) -> Task:
         """A task's length (mean completion tokens) and solve rate (mean reward), as recorded."""
@@ -262,13 +323,11 @@ class TraceWorld:
     def outcome(self, episode_id: str, task_id: str, u: float) -> RecordedEpisode:
         """The recorded outcome of an episode, or one drawn at quantile `u` of its pool."""
         recorded = self._recorded(episode_id, task_id)
-        pool = self.tasks.pool(task_id)
-        if recorded is not None:
-            return recorded if recorded.outcome != "censored" else self._censored(recorded, pool, u)
-        drawn = pool.pick(u)
-        if drawn is None:  # a pool is never empty
-            raise ValueError(f"no outcome to draw for {episode_id}")
-        return drawn
+        if recorded is None:
+            return self.tasks.draw(task_id, u)
+        if recorded.outcome == "censored":  # it ran at least `seconds`
+            return self.tasks.draw(task_id, u, recorded.seconds)
+        return recorded
 
     def _recorded(self, episode_id: str, task_id: str) -> RecordedEpisode | None:
         recorded = self.recorded.get(episode_id)
@@ -280,14 +339,6 @@ class TraceWorld:
         if recorded is not None and (recorded.late or recorded.outcome == "censored"):
             return recorded.late
         return u < self.world.late_arrival_rate
-
-    def _censored(self, cut: RecordedEpisode, pool: OutcomePool, u: float) -> RecordedEpisode:
-        """An outcome that ran longer than the cancelled episode had when it was cut."""
-        longer = pool.pick(u, cut.seconds) or self.tasks.run_pool.pick(u, cut.seconds)
-        if longer is not None:
-            return longer
-        base = pool.pick(u) or cut
-        return attrs.evolve(base, seconds=cut.seconds * CENSORED_INFLATION)
 
     def plan(self, group_id: str, member: int, inflight: int, max_inflight: int) -> EpisodePlan:
         """The recorded (or drawn) outcome of member `member`; load does not change it."""
