@@ -116,12 +116,18 @@ def test_past_everything_recorded_a_cancelled_episode_gets_an_inflated_cut():
     assert world.plan("g1", 0, 0, 4).work_s == 80.0 * CENSORED_INFLATION
 
 
-def test_never_dispatched_members_draw_from_the_task_then_the_run():
-    world = trace_world([episode("g9/0", 3.0), episode("g8/0", 50.0, task="t2")])
-    world.open_group("g1", "t1", 3, train=True)
-    world.open_group("g2", "t7", 3, train=True)  # t7 never finished an episode
-    assert {world.plan("g1", m, 0, 4).work_s for m in range(3)} == {3.0}
-    assert {world.plan("g2", m, 0, 4).work_s for m in range(3)} <= {3.0, 50.0}
+def test_never_dispatched_members_draw_the_run_shape_at_their_task_scale():
+    recorded = [
+        *(episode(f"g9/{i}", s) for i, s in enumerate((1.0, 2.0, 3.0))),  # t1: median 2 s
+        *(episode(f"g8/{i}", s, task="t2") for i, s in enumerate((10.0, 20.0, 60.0))),
+    ]  # shape (in medians): 0.5, 1, 1.5 (t1) and 0.5, 1, 3 (t2)
+    world = trace_world(recorded)
+    world.open_group("g1", "t1", 16, train=True)
+    world.open_group("g2", "t7", 16, train=True)  # t7 never finished an episode
+    t1 = {world.plan("g1", m, 0, 4).work_s for m in range(16)}
+    assert t1 <= {1.0, 2.0, 3.0, 6.0} and 6.0 in t1  # t2's long tail, at t1's scale
+    stand_in = {world.plan("g2", m, 0, 4).work_s for m in range(16)}
+    assert stand_in <= {1.0, 2.0, 3.0, 6.0} or stand_in <= {10.0, 20.0, 30.0, 60.0}
 
 
 def test_a_fitted_world_saves_as_a_scenario_and_loads_back(tmp_path):
@@ -189,15 +195,7 @@ def late_arrival_margin(recorded: dict, fitted_rate: float, what_if: dict) -> fl
         ("per-episode", "per-group"),
         ("per-group", "per-episode"),
         ("per-episode", "all"),
-        pytest.param(
-            "all",
-            "per-episode",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="measured outside 10% (finished rollouts discarded, 60 steps): straggler "
-                "cuts censor the tail per-episode lets finish (docs/whatif.md)",
-            ),
-        ),
+        ("all", "per-episode"),
     ],
 )
 def test_whatif_lands_near_simulating_the_other_policy_on_the_true_world(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -199,6 +198,19 @@ class OutcomePool:
         self.mean_tokens = _mean([e.completion_tokens for e in completed])
         self.mean_reward = _mean([e.reward for e in completed])
 
+    def median(self) -> float:
+        """The Kaplan-Meier median duration: cancelled episodes count as at least their cut.
+
+        When more than half were cut, the longest duration seen (a lower bound).
+        """
+        survival = 1.0
+        for index, episode in enumerate(self.episodes):
+            if episode.outcome != "censored":
+                survival *= 1.0 - 1.0 / (len(self.episodes) - index)
+                if survival <= 0.5:
+                    return episode.seconds
+        return self.seconds[-1]
+
     def draw(self, u: float, longer_than: float) -> tuple[RecordedEpisode | None, float]:
         """A finished outcome longer than `longer_than`, from the quantile `u`; or (None,
         the longest censoring bound reached) when the pool has no finished one beyond it."""
@@ -235,7 +247,7 @@ class TraceTasks:
         }
         self.run_pool = OutcomePool(trace.episodes)
         # every episode in units of its task's median duration: the run's tail shape
-        self.scales = {task: statistics.median(pool.seconds) for task, pool in self.pools.items()}
+        self.scales = {task: pool.median() for task, pool in self.pools.items()}
         self.shape_pool = OutcomePool(
             [
                 attrs.evolve(e, seconds=e.seconds / self.scales[e.task_id])
@@ -243,10 +255,21 @@ class TraceTasks:
                 if self.scales.get(e.task_id, 0.0) > 0.0
             ]
         )
+        self.names = sorted(self.pools)
 
     def pool(self, task_id: str) -> OutcomePool:
         """The task's pool, or the whole run's when the task never finished an episode."""
         return self.pools.get(task_id, self.run_pool)
+
+    def source(self, task_id: str, u: float) -> str:
+        """The task to draw for `task_id`: itself, or (never finished) a recorded task at `u`.
+
+        Members of a group share their task's length, so a task the run never finished
+        stands in as one recorded task for the whole group, not as the whole run's mix.
+        """
+        if task_id in self.pools:
+            return task_id
+        return self.names[min(int(u * len(self.names)), len(self.names) - 1)]
 
     def draw(self, task_id: str, u: float, longer_than: float = -1.0) -> RecordedEpisode:
         """An outcome longer than `longer_than`: from the task, else the run, else inflated.
@@ -260,7 +283,7 @@ class TraceTasks:
         drawn, bound = pool.draw(u, longer_than)
         if drawn is not None:
             return drawn
-        scale = self.scales.get(task_id, 0.0) if pool is not self.run_pool else 0.0
+        scale = self.scales.get(task_id, 0.0)
         if scale > 0.0:
             shaped, bound = self.shape_pool.draw(u, bound / scale)
             if shaped is not None:
@@ -273,6 +296,17 @@ class TraceTasks:
         finished = pool.finished
         plain = finished[min(int(u * len(finished)), len(finished) - 1)]
         return attrs.evolve(plain, seconds=bound * CENSORED_INFLATION)
+
+    def draw_shaped(self, task_id: str, u: float) -> RecordedEpisode:
+        """A plain draw from the run's shape at the task's scale (median duration).
+
+        A task's own episodes are few (often one group's dispatched members, the longest of
+        them cut) and their longest finished one caps its tail; the run's shape at the
+        task's scale has the tail of every task.
+        """
+        scale = self.scales.get(task_id, 0.0)
+        shaped, _ = self.shape_pool.draw(u, -1.0) if scale > 0.0 else (None, 0.0)
+        return self.draw(task_id, u) if shaped is None else self._rescaled(shaped, scale)
 
     def _rescaled(self, shaped: RecordedEpisode, scale: float) -> RecordedEpisode:
         """A shape-pool outcome at a task's scale: seconds and completion tokens scaled."""
@@ -296,6 +330,7 @@ class TraceTasks:
 @attrs.define(slots=True)
 class _Group:
     task_id: str
+    source: str  # the task whose recorded episodes its members draw from
     train: bool
     size: int
     picks: list[float]
@@ -313,20 +348,21 @@ class TraceWorld:
         self._groups: dict[str, _Group] = {}
 
     def open_group(self, group_id: str, task_id: str, size: int, train: bool) -> None:
-        """Draw the group's block: one pick and one race number per member."""
+        """Draw the group's block: a stand-in task, one pick and one race number per member."""
         if group_id in self._groups:
             raise ValueError(f"{group_id} opened twice in the trace world")
+        source = self.tasks.source(task_id, float(self.streams["tasks"].random()))
         picks = self.streams["durations"].random(size).tolist()
         races = self.streams["races"].random(size).tolist()
-        self._groups[group_id] = _Group(task_id, train, size, picks, races)
+        self._groups[group_id] = _Group(task_id, source, train, size, picks, races)
 
-    def outcome(self, episode_id: str, task_id: str, u: float) -> RecordedEpisode:
+    def outcome(self, episode_id: str, group: _Group, u: float) -> RecordedEpisode:
         """The recorded outcome of an episode, or one drawn at quantile `u` of its pool."""
-        recorded = self._recorded(episode_id, task_id)
+        recorded = self._recorded(episode_id, group.task_id)
         if recorded is None:
-            return self.tasks.draw(task_id, u)
+            return self.tasks.draw_shaped(group.source, u)
         if recorded.outcome == "censored":  # it ran at least `seconds`
-            return self.tasks.draw(task_id, u, recorded.seconds)
+            return self.tasks.draw(group.source, u, recorded.seconds)
         return recorded
 
     def _recorded(self, episode_id: str, task_id: str) -> RecordedEpisode | None:
@@ -344,10 +380,10 @@ class TraceWorld:
         """The recorded (or drawn) outcome of member `member`; load does not change it."""
         group = self._draws(group_id)
         episode_id = f"{group_id}/{member}"
-        outcome = self.outcome(episode_id, group.task_id, group.picks[member])
+        outcome = self.outcome(episode_id, group, group.picks[member])
         self._settle(group_id, group, 1)
         return EpisodePlan(
-            task=self.tasks.task(group.task_id),
+            task=self.tasks.task(group.source),
             train=group.train,
             work_s=outcome.seconds,
             failed=outcome.outcome == "failed",
