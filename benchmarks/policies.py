@@ -17,8 +17,8 @@ import statistics
 import time
 from typing import Any
 
-from rolloutlog.cli.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario
+from rolloutlog.studies.run_report import run_policy
 
 SCENARIOS = ("default", "tight", "loose")
 PRESETS = (
@@ -46,7 +46,7 @@ def measure(scenario: str, preset: str, seeds: int, steps: int) -> dict[str, lis
     values: dict[str, list[float]] = {key: [] for key, _, _ in COLUMNS}
     for seed in range(seeds):
         world = load_scenario(scenario).with_steps(steps).with_seed(seed).with_policy(preset)
-        report, _ = run_policy(world)
+        report, _ = run_policy(world, check=True)
         if report["invariant_violations"]:
             raise RuntimeError(
                 f"{scenario}/{preset}/seed {seed}: {report['invariant_violations'][0]}"

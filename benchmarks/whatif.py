@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rolloutlog.cli.simulate import run_policy
 from rolloutlog.cli.whatif import fit_recorded, run_whatif
 from rolloutlog.runtime.sim.scenario import load_scenario
+from rolloutlog.studies.run_report import run_policy
 
 FIGURES = ("finished_rollouts_discarded", "trained_episodes_per_hour", "mean_trained_age")
 SHORT = {"finished_rollouts_discarded": "discarded", "trained_episodes_per_hour": "trained/h",

@@ -1,4 +1,4 @@
-"""What every command prints the same way: JSON, key/value tables, the torn-tail warning."""
+"""What every command prints the same way: JSON, key/value tables, warnings on stderr."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ from typing import Any
 import click
 from rich.table import Table
 
+from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.log_reader import TornTail
+from rolloutlog.events.types import RunStarted
+from rolloutlog.replay.source import LogSource
 
 
 def emit_json(data: Any) -> None:
@@ -22,6 +26,28 @@ def warn_torn_tail(tail: TornTail | None, log: Path) -> None:
     """Say on stderr that LOG's unfinished last batch was cut (the rest was read)."""
     if tail is not None:
         click.echo(f"rolloutlog: warning: {log}: {tail.describe()}", err=True)
+
+
+def warn_unstartable_config(source: LogSource, log: Path) -> None:
+    """Say on stderr when LOG records a config that rolloutlog would not start a run with.
+
+    Such a log (written by another orchestrator through the recording API) is folded as
+    recorded; only `simulate` and `train` refuse the config. A log whose first event or
+    config cannot be read at all is left to the fold, which names the seq.
+    """
+    try:
+        first = next(iter(source.events()), None)
+        if not isinstance(first, RunStarted):
+            return
+        config = RunConfig.from_mapping(first.config, "run_started.config", startable=False)
+    except (ConfigError, EventError, LogError, TypeError):
+        return
+    for problem in config.startup_problems():
+        click.echo(
+            f"rolloutlog: warning: {log}: run_started.config: {problem} "
+            "(rolloutlog would not start this run; folding what was recorded)",
+            err=True,
+        )
 
 
 def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:

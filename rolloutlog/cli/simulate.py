@@ -1,15 +1,14 @@
 """`rolloutlog simulate`: the project's main job, a seeded what-if study of staleness policies.
 
-Here the simulate driver (`rolloutlog.runtime.sim`) meets replay's run summary: every
-appended event is folded by `replay.fold.LogFold` as it is produced (and written to `--log`
-when asked), so the report carries every key of `replay --json` plus the simulator's own
-metrics, without holding the log in memory.
+One run is `studies.run_report.run_policy`: the simulate driver (`rolloutlog.runtime.sim`)
+with replay's run summary observing its loop (and the invariant checker with `--check`),
+so the report carries every key of `replay --json` plus the simulator's own metrics,
+without holding the log in memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,67 +26,18 @@ from rich.progress import (
 from rolloutlog.cli.bad_input import BadInput
 from rolloutlog.cli.output import emit_json
 from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import NAMED, RULES, parse_policy_list, preset_overrides
+from rolloutlog.core.presets import NAMED, parse_policy_list, preset_overrides
 from rolloutlog.events.errors import LogError
-from rolloutlog.events.log_writer import LogWriter
-from rolloutlog.events.types import Event
-from rolloutlog.replay.fold import LogFold
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
 from rolloutlog.runtime.sim.scenario import (
     Scenario,
     load_scenario,
     parse_set_options,
+    run_overrides,
     scenario_names,
 )
-from rolloutlog.runtime.sim.simulation import SimResult, simulate
-
-
-def run_policy(
-    scenario: Scenario,
-    *,
-    log_path: Path | None = None,
-    on_step: Callable[[int], None] | None = None,
-) -> tuple[dict[str, Any], SimResult]:
-    """Simulate `scenario`: its `--json` object (replay summary + sim metrics) and result."""
-    fold = LogFold(scenario.run)
-    with _log_writer(log_path) as write:
-
-        def on_events(events: list[Event]) -> None:
-            for event in events:
-                fold.apply(event)
-            write(events)
-
-        result = simulate(scenario, on_events=on_events, on_step=on_step)
-    fold.finish()
-    report = {
-        "scenario": scenario.name,
-        "policy": policy_name(scenario),
-        "seed": scenario.seed,
-        "log": str(log_path) if log_path else None,
-        **fold.summary(),
-        **result.metrics,
-    }
-    return report, result
-
-
-@contextmanager
-def _log_writer(path: Path | None) -> Iterator[Callable[[list[Event]], None]]:
-    """A function that appends events to the Arrow log at `path` (or drops them).
-
-    A simulated log is reproducible from its scenario and seed, so `--log` overwrites, and
-    commits stay in the OS cache until `close()` fsyncs once.
-    """
-    if path is None:
-        yield lambda events: None
-        return
-    with LogWriter(path, mode="overwrite", fsync=False) as writer:
-
-        def write(events: list[Event]) -> None:
-            for event in events:
-                writer.append(event)
-
-        yield write
+from rolloutlog.studies.run_report import policy_name, run_policy
 
 
 def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None:
@@ -95,16 +45,6 @@ def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None
     if log is None or not compare:
         return log
     return log.with_name(f"{log.stem}.{policy}{log.suffix}")
-
-
-def policy_name(scenario: Scenario) -> str:
-    """The preset a scenario's run config matches, or its staleness policy plus its rules."""
-    run = scenario.run.to_dict()
-    for name in NAMED:
-        if all(run[key] == value for key, value in preset_overrides(name).items()):
-            return name
-    rules = [rule for rule, keys in RULES.items() if all(run[k] == v for k, v in keys.items())]
-    return "+".join([scenario.run.staleness, *rules])
 
 
 def _parse_policies(text: str, option: str) -> list[str]:
@@ -118,16 +58,52 @@ def _parse_policies(text: str, option: str) -> list[str]:
 
 def _scenario(
     name: str, overrides: tuple[str, ...], seed: int | None, steps: int | None
-) -> Scenario:
+) -> tuple[Scenario, dict[str, Any]]:
+    """The scenario with `--set`, `--seed` and `--steps` applied, and the `--set` run keys."""
     try:
-        scenario = load_scenario(name, parse_set_options(overrides))
+        qualified = parse_set_options(overrides)
+        scenario = load_scenario(name, qualified)
         if seed is not None:
             scenario = scenario.with_seed(seed)
         if steps is not None:
             scenario = scenario.with_steps(steps)
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    return scenario
+    return scenario, run_overrides(qualified)
+
+
+def _policies(
+    base: Scenario, presets: list[str] | None, explicit: dict[str, Any], option: str
+) -> dict[str, Scenario]:
+    """The scenario to run for each preset, by the name of the policy it actually runs.
+
+    An explicit `--set` of a policy key wins over the preset, and a note on stderr says
+    so; two presets that `--set` makes the same policy are refused, naming both.
+    """
+    if presets is None:
+        return {policy_name(base): base}
+    runs: dict[str, Scenario] = {}
+    chosen: dict[str, str] = {}
+    for preset in presets:
+        try:
+            scenario = base.with_policy(preset, explicit)
+        except ConfigError as error:
+            raise click.UsageError(f"{option} {preset}: {error}") from error
+        name = policy_name(scenario)
+        keys = preset_overrides(preset)
+        sets = " ".join(f"--set {k}={_toml(v)}" for k, v in explicit.items() if k in keys)
+        if name in runs:
+            raise click.UsageError(
+                f"{option}: presets {chosen[name]} and {preset} both run {name} under {sets}"
+            )
+        if name != preset:
+            click.echo(f"rolloutlog: note: {sets} wins over preset {preset}: runs {name}", err=True)
+        runs[name], chosen[name] = scenario, preset
+    return runs
+
+
+def _toml(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _advance(progress: Progress, task: TaskID) -> Callable[[int], None]:
@@ -191,6 +167,11 @@ def _progress(console: Console) -> Progress:
     help="Draw trained ages and cumulative waste to this PNG.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Check the invariants on every event (and every written event's values).",
+)
 def simulate_command(
     scenario: str,
     overrides: tuple[str, ...],
@@ -201,27 +182,31 @@ def simulate_command(
     log: Path | None,
     plot: Path | None,
     as_json: bool,
+    check: bool,
 ) -> None:
     """Simulate a seeded world in virtual time and report what each staleness policy costs."""
     if policy and compare:
         raise click.UsageError("--policy and --compare exclude each other")
-    base = _scenario(scenario, overrides, seed, steps)
+    base, explicit = _scenario(scenario, overrides, seed, steps)
     if compare:
-        policies = _parse_policies(compare, "--compare")
+        policies = _policies(base, _parse_policies(compare, "--compare"), explicit, "--compare")
     elif policy:
-        policies = _parse_policies(policy, "--policy")[:1]
+        policies = _policies(base, _parse_policies(policy, "--policy")[:1], explicit, "--policy")
     else:
-        policies = [policy_name(base)]
+        policies = _policies(base, None, explicit, "")
     errors = Console(stderr=True)
     runs: dict[str, dict[str, Any]] = {}
     series: dict[str, list[tuple[float, float]]] = {}
     with _progress(errors) as progress:
-        for name in policies:
+        for name, policy_scenario in policies.items():
             task = progress.add_task(name, total=base.steps)
             log_path = policy_log_path(log, name, compare is not None)
             try:
                 report, result = run_policy(
-                    base.with_policy(name), log_path=log_path, on_step=_advance(progress, task)
+                    policy_scenario,
+                    log_path=log_path,
+                    on_step=_advance(progress, task),
+                    check=check,
                 )
             except (OSError, LogError) as error:
                 raise BadInput(f"--log {log_path}: {error}") from error

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from rolloutlog.cli.bad_input import BadInput
 from rolloutlog.cli.output import emit_json, warn_torn_tail
-from rolloutlog.cli.simulate import _advance, _parse_policies, _progress, policy_name, run_policy
+from rolloutlog.cli.simulate import _advance, _parse_policies, _progress
 from rolloutlog.core.config import ConfigError
 from rolloutlog.events.errors import LogError
 from rolloutlog.replay.source import open_log
@@ -23,6 +23,7 @@ from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
 from rolloutlog.runtime.sim.scenario import Scenario, parse_set_options
 from rolloutlog.runtime.sim.scenario_toml import scenario_toml
+from rolloutlog.studies.run_report import policy_name, run_policy
 from rolloutlog.studies.whatif import FittedRun, fit_log, recorded_report, with_overrides
 from rolloutlog.studies.whatif.fit import FitError
 
@@ -53,15 +54,19 @@ def fit_recorded(
 
 
 def run_whatif(
-    base: Scenario, policies: list[str], console: Console | None = None
+    base: Scenario, policies: list[str], console: Console | None = None, *, check: bool = False
 ) -> tuple[Runs, Series]:
-    """Run each policy on the fitted world `base`: `simulate --json` objects and waste series."""
+    """Run each policy on the fitted world `base`: `simulate --json` objects and waste series.
+
+    `check`: run the invariant checker on every event (as `simulate --check`)."""
     runs: Runs = {}
     series: Series = {}
     with _progress(console or Console(stderr=True, quiet=True)) as progress:
         for name in policies:
             task = progress.add_task(name, total=base.steps)
-            report, result = run_policy(base.with_policy(name), on_step=_advance(progress, task))
+            report, result = run_policy(
+                base.with_policy(name), on_step=_advance(progress, task), check=check
+            )
             runs[name], series[name] = report, result.wasted_series
     return runs, series
 
@@ -96,6 +101,7 @@ def run_whatif(
     default=None,
     help="Draw trained ages and cumulative waste to this PNG.",
 )
+@click.option("--check", is_flag=True, help="Check the invariants on every simulated event.")
 @click.option(
     "--save-world",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -110,6 +116,7 @@ def whatif_command(
     seed: int,
     as_json: bool,
     plot: Path | None,
+    check: bool,
     save_world: Path | None,
 ) -> None:
     """Fit a world to LOG and report what other staleness policies would have cost on it."""
@@ -126,7 +133,7 @@ def whatif_command(
             save_world.write_text(scenario_toml(base), encoding="utf-8")
         except OSError as error:
             raise BadInput(f"--save-world {save_world}: {error}") from error
-    runs, series = run_whatif(base, policies, Console(stderr=True))
+    runs, series = run_whatif(base, policies, Console(stderr=True), check=check)
     title = f"whatif {log.name}: fitted world, seed {seed}, {base.steps} steps"
     if plot is not None:
         try:

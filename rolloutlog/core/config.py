@@ -47,6 +47,11 @@ def checked(default: Any, check: Check | None = None, doc: str = "") -> Any:
     return attrs.field(default=default, metadata={"check": check, "doc": doc})
 
 
+def _default_target_lag(config: RunConfig) -> int:
+    """One step of lag, or none when nothing may be off-policy (`max_off_policy_steps = 0`)."""
+    return min(1, config.max_off_policy_steps)
+
+
 @attrs.frozen(kw_only=True)
 class RunConfig:
     """What the dispatcher and the sink need to decide; recorded in `run_started.config`."""
@@ -56,7 +61,11 @@ class RunConfig:
     group_size: int = checked(8, at_least(1), "G: episodes per GRPO group")
     batch_size: int | None = checked(DEFAULT_BATCH_SIZE, at_least(1), "episodes per batch")
     token_batch_size: int | None = checked(None, at_least(1), "tokens per batch")
-    target_lag: int = checked(1, at_least(0), "gate: train dispatch pauses past this lag")
+    target_lag: int = checked(
+        attrs.Factory(_default_target_lag, takes_self=True),
+        at_least(0),
+        "gate: train dispatch pauses past this lag (default min(1, max_off_policy_steps))",
+    )
     staleness: StalenessPolicy = checked("per-episode", None, "staleness enforcement")
     filter_zero_advantages: bool = checked(True, None, "prune zero-advantage episodes")
     seed: int = checked(0, None, "seed of the task source")
@@ -70,29 +79,46 @@ class RunConfig:
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
 
-    def __attrs_post_init__(self) -> None:
+    def startup_problems(self) -> list[str]:
+        """Why rolloutlog would not start a run with this config (empty when it would).
+
+        `simulate` and `train` refuse such a config; a recorded log that has one (another
+        orchestrator may allow it) is still folded, with these as warnings.
+        """
+        problems = []
         if (self.batch_size is None) == (self.token_batch_size is None):
-            raise ConfigError(
+            problems.append(
                 "batch_size / token_batch_size: set exactly one "
                 f"(got batch_size={self.batch_size}, token_batch_size={self.token_batch_size})"
             )
         if self.target_lag > self.max_off_policy_steps:
-            raise ConfigError(
+            problems.append(
                 f"target_lag: must be <= max_off_policy_steps ({self.max_off_policy_steps}), "
                 f"got {self.target_lag}: the gate would let episodes be dispatched already stale"
             )
+        return problems
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, as recorded in `run_started.config`."""
         return attrs.asdict(self)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], where: str = "config") -> RunConfig:
-        """Build from plain data; setting only `token_batch_size` switches to token batches."""
+    def from_mapping(
+        cls, data: Mapping[str, Any], where: str = "config", *, startable: bool = True
+    ) -> RunConfig:
+        """Build from plain data; setting only `token_batch_size` switches to token batches.
+
+        With `startable` (a run about to start) a config with `startup_problems` is refused;
+        without it (a recorded log to fold) it is built as recorded.
+        """
         data = dict(data)
         if data.get("token_batch_size") is not None and "batch_size" not in data:
             data["batch_size"] = None
-        return build_config(cls, data, where)
+        config = build_config(cls, data, where)
+        problems = config.startup_problems() if startable else []
+        if problems:
+            raise ConfigError(problems[0])
+        return config
 
 
 C = TypeVar("C")
@@ -156,6 +182,23 @@ def _coerce_scalar(key: str, hint: Any, value: Any) -> Any:
     return value
 
 
+BATCH_KEYS = ("batch_size", "token_batch_size")
+
+
+def apply_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` on top; setting one of the batch keys clears the other.
+
+    A scenario that sets `batch_size` switches to token batches with one override,
+    `token_batch_size=4000`, and back; overriding both keeps both (and is refused later
+    if both are set).
+    """
+    merged = {**base, **overrides}
+    for key, other in (BATCH_KEYS, BATCH_KEYS[::-1]):
+        if overrides.get(key) is not None and other not in overrides:
+            merged[other] = None
+    return merged
+
+
 def parse_overrides(overrides: Iterable[str]) -> dict[str, Any]:
     """Parse `key=value` strings; values are TOML values, or bare strings when not TOML.
 
@@ -176,5 +219,11 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, Any]:
 
 
 def describe_fields(cls: type[Any]) -> list[tuple[str, Any, str]]:
-    """(name, default, doc) of every field of a config class, for `--help` and the docs."""
-    return [(f.name, f.default, f.metadata.get("doc", "")) for f in attrs.fields(cls)]
+    """(name, default, doc) of every field of a config class, for `--help` and the docs.
+
+    A default computed from other fields is given as None; its doc says how.
+    """
+    return [
+        (f.name, None if isinstance(f.default, attrs.Factory) else f.default, f.metadata["doc"])  # type: ignore[arg-type]
+        for f in attrs.fields(cls)
+    ]

@@ -1,12 +1,14 @@
 """The dispatcher decider: schedules episodes on inference under a permit budget.
 
-`evolve(state, event)` is the only place the state changes. For speed the state is a
-mutable object that `evolve` updates in place and returns; `decide(state, event)` only
-reads it. `decide` runs after the event was evolved, so it always sees the current state.
+`evolve(state, event)` is the only place the state changes, and it is atomic: `check`
+refuses a bad event before `apply` writes anything. For speed the state is a mutable
+object that `apply` updates in place and returns; `decide(state, event)` only reads it.
+`decide` runs after the event was evolved, so it always sees the current state.
 
 `decide` is state-driven: on any event it fills free permits (oldest open group first,
 then new groups), unless a cancellation rule answers first (`core.cancellations`): stale
-episodes before a weight update, whole groups on an overload cut or at shutdown, and, with
+episodes before a weight update, whole groups on an overload cut or at shutdown, every
+in-flight episode when a new driver resumes the run (`run_resumed`), and, with
 `straggler_cut`, the stragglers of at-risk groups before a weight update and when a batch
 ships. Permits freed by cancellations are refilled when the dispatcher reacts to its own
 `episodes_cancelled`, so no decision is ever computed on a state it has not seen.
@@ -14,17 +16,36 @@ ships. Permits freed by cancellations are refilled when the dispatcher reacts to
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from rolloutlog.core import cancellations
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
 from rolloutlog.core.errors import InconsistentLogError, require
 from rolloutlog.core.ledger import capacity_left, evolve_ledger
 from rolloutlog.core.tasks import task_for_group
-from rolloutlog.events.types import EpisodeDispatched, Event, GroupOpened, Work
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeCompleted,
+    EpisodeDispatched,
+    EpisodeFailed,
+    EpisodesCancelled,
+    Event,
+    GroupOpened,
+    LimitSet,
+    OverloadCut,
+    RunFinished,
+    RunResumed,
+    VersionPending,
+    Work,
+)
 
-__all__ = ["DispatcherState", "OpenGroup", "decide", "evolve", "initial_state"]
+__all__ = [
+    "DispatcherState",
+    "OpenGroup",
+    "apply",
+    "check",
+    "decide",
+    "evolve",
+    "initial_state",
+]
 
 SMOOTHING_WINDOW_S = 5.0
 # Stands for "no limit" where capacity admission is off; any count of free permits is less.
@@ -34,16 +55,57 @@ _UNLIMITED = 1 << 62
 # --- evolve ------------------------------------------------------------------------------
 
 
-def evolve(state: DispatcherState, event: Event) -> DispatcherState:
-    """Apply one event to the state, in place; events it does not care about pass through."""
+def check(state: DispatcherState, event: Event) -> None:
+    """Refuse `event` (InconsistentLogError naming its seq) unless `apply` can take all of it.
+
+    Reads only: `evolve` calls it before writing anything, and the loop calls it on both
+    deciders before either applies, so a refused event leaves both states as they were.
+    """
+    match event:
+        case EpisodeDispatched():
+            _check_dispatched(state, event)
+        case EpisodesCancelled():
+            _check_cancelled(state, event)
+        case GroupOpened():
+            _check_group_opened(state, event)
+        case RunResumed():
+            _check_resumed(state, event)
+        case _:
+            pass
+
+
+def apply(state: DispatcherState, event: Event) -> DispatcherState:
+    """Apply an event `check` accepted, in place; events it does not care about pass through."""
     if state.config.admission_smoothing:
         _advance_window(state, event.t)
-    handler = _EVOLVERS.get(event.kind)
-    if handler is not None:
-        handler(state, event)
+    match event:
+        case EpisodeCompleted() | EpisodeFailed():
+            _on_arrival(state, event)
+        case EpisodeDispatched():
+            _on_dispatched(state, event)
+        case EpisodesCancelled():
+            _on_cancelled(state, event)
+        case GroupOpened():
+            _on_group_opened(state, event)
+        case VersionPending():
+            state.version = event.version
+        case BatchShipped():
+            _on_batch_shipped(state, event)
+        case LimitSet():
+            state.limit = event.max_inflight
+        case RunFinished():
+            state.finished = True
+        case _:
+            pass
     if state.config.admission == "capacity":
         evolve_ledger(state.ledger, event)
     return state
+
+
+def evolve(state: DispatcherState, event: Event) -> DispatcherState:
+    """`check`, then `apply`: all of the event, or (raising) none of it."""
+    check(state, event)
+    return apply(state, event)
 
 
 def _advance_window(state: DispatcherState, t: float) -> None:
@@ -53,7 +115,7 @@ def _advance_window(state: DispatcherState, t: float) -> None:
         state.window_growth = 0
 
 
-def _on_group_opened(state: DispatcherState, event: Any) -> None:
+def _check_group_opened(state: DispatcherState, event: GroupOpened) -> None:
     require(event.group_id not in state.groups, event.seq, event.kind, "group opened twice")
     number = state.groups_opened + 1
     require(
@@ -62,6 +124,10 @@ def _on_group_opened(state: DispatcherState, event: Any) -> None:
         event.kind,
         f"expected group id g{number}, got {event.group_id}",
     )
+
+
+def _on_group_opened(state: DispatcherState, event: GroupOpened) -> None:
+    number = state.groups_opened + 1
     state.groups_opened = number
     state.groups[event.group_id] = OpenGroup(
         group_id=event.group_id,
@@ -77,14 +143,14 @@ def _on_group_opened(state: DispatcherState, event: Any) -> None:
         state.eval_owed = max(0, state.eval_owed - 1)
 
 
-def _group_of(state: DispatcherState, event: Any) -> OpenGroup:
+def _group_of(state: DispatcherState, event: EpisodeDispatched | EpisodesCancelled) -> OpenGroup:
     group = state.groups.get(event.group_id)
     if group is None:
         raise InconsistentLogError(event.seq, event.kind, f"{event.group_id} is not open")
     return group
 
 
-def _on_dispatched(state: DispatcherState, event: Any) -> None:
+def _check_dispatched(state: DispatcherState, event: EpisodeDispatched) -> None:
     group = _group_of(state, event)
     require(group.unscheduled > 0, event.seq, event.kind, f"{event.group_id} owes no member")
     require(
@@ -93,6 +159,17 @@ def _on_dispatched(state: DispatcherState, event: Any) -> None:
         event.kind,
         f"expected member {group.dispatched} of {group.group_id}, got {event.member}",
     )
+    expected = f"{group.group_id}/{event.member}"
+    require(
+        event.episode_id == expected,
+        event.seq,
+        event.kind,
+        f"expected episode id {expected}, got {event.episode_id}",
+    )
+
+
+def _on_dispatched(state: DispatcherState, event: EpisodeDispatched) -> None:
+    group = state.groups[event.group_id]
     group.dispatched += 1
     group.unscheduled -= 1
     if group.unscheduled == 0:
@@ -102,21 +179,27 @@ def _on_dispatched(state: DispatcherState, event: Any) -> None:
     state.window_growth += 1
 
 
-def _on_arrival(state: DispatcherState, event: Any) -> None:
+def _on_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed) -> None:
     group_id = state.inflight.pop(event.episode_id, None)
     if group_id is None:
         state.late_events += 1
         return
     group = state.groups[group_id]
     version = group.inflight.pop(event.episode_id)
-    if event.kind == "episode_completed":
+    if isinstance(event, EpisodeCompleted):
         group.arrived_versions.append(version)
     state.window_growth -= 1  # a natural completion refunds one admission
     _close_if_done(state, group)
 
 
-def _on_cancelled(state: DispatcherState, event: Any) -> None:
+def _check_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
     group = _group_of(state, event)
+    require(
+        len(set(event.episode_ids)) == len(event.episode_ids),
+        event.seq,
+        event.kind,
+        "an episode is listed twice",
+    )
     for episode_id in event.episode_ids:
         require(
             episode_id in group.inflight,
@@ -124,14 +207,19 @@ def _on_cancelled(state: DispatcherState, event: Any) -> None:
             event.kind,
             f"{episode_id} is not in flight",
         )
-        del group.inflight[episode_id]
-        del state.inflight[episode_id]
     require(
         event.unscheduled <= group.unscheduled,
         event.seq,
         event.kind,
         f"cancels {event.unscheduled} unscheduled, {group.group_id} has {group.unscheduled}",
     )
+
+
+def _on_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
+    group = state.groups[event.group_id]
+    for episode_id in event.episode_ids:
+        del group.inflight[episode_id]
+        del state.inflight[episode_id]
     if event.unscheduled:
         group.unscheduled -= event.unscheduled
         if group.unscheduled == 0:
@@ -144,36 +232,26 @@ def _close_if_done(state: DispatcherState, group: OpenGroup) -> None:
         del state.groups[group.group_id]
 
 
-def _on_version_pending(state: DispatcherState, event: Any) -> None:
-    state.version = event.version
+def _check_resumed(state: DispatcherState, event: RunResumed) -> None:
+    """A new driver took over: it must name exactly what was in flight, so that the
+    restart cancellation that follows accounts for every outstanding episode."""
+    require(not state.finished, event.seq, event.kind, "the run already finished")
+    missing = sorted(set(state.inflight) - set(event.episode_ids))
+    unknown = sorted(set(event.episode_ids) - set(state.inflight))
+    require(
+        not missing and not unknown,
+        event.seq,
+        event.kind,
+        f"outstanding episodes differ: in flight but not named {missing[:3]}, "
+        f"named but not in flight {unknown[:3]}",
+    )
 
 
-def _on_limit_set(state: DispatcherState, event: Any) -> None:
-    state.limit = event.max_inflight
-
-
-def _on_batch_shipped(state: DispatcherState, event: Any) -> None:
+def _on_batch_shipped(state: DispatcherState, event: BatchShipped) -> None:
     state.step = event.step + 1
     interval = state.config.eval_interval
     if interval and event.step % interval == 0:
         state.eval_owed += 1
-
-
-def _on_run_finished(state: DispatcherState, event: Any) -> None:
-    state.finished = True
-
-
-_EVOLVERS: dict[str, Callable[[DispatcherState, Any], None]] = {
-    "group_opened": _on_group_opened,
-    "episode_dispatched": _on_dispatched,
-    "episode_completed": _on_arrival,
-    "episode_failed": _on_arrival,
-    "episodes_cancelled": _on_cancelled,
-    "version_pending": _on_version_pending,
-    "limit_set": _on_limit_set,
-    "batch_shipped": _on_batch_shipped,
-    "run_finished": _on_run_finished,
-}
 
 
 # --- decide ------------------------------------------------------------------------------
@@ -181,18 +259,21 @@ _EVOLVERS: dict[str, Callable[[DispatcherState, Any], None]] = {
 
 def decide(state: DispatcherState, event: Event) -> list[Event]:
     """The dispatcher's reaction to `event`, on the state that already includes it."""
-    kind = event.kind
-    if kind == "run_finished":
-        return cancellations.shutdown(state, event.t)
-    if state.finished:
-        return []
-    cancelled: list[Event] = []
-    if kind == "version_pending":
-        cancelled = cancellations.before_weight_update(state, event.t)
-    elif kind == "overload_cut":
-        cancelled = cancellations.overload(state, event.n, event.t)  # type: ignore[union-attr]
-    elif kind == "batch_shipped":
-        cancelled = cancellations.after_batch_shipped(state, event.t)
+    match event:
+        case RunFinished():
+            return cancellations.shutdown(state, event.t)
+        case _ if state.finished:
+            return []
+        case RunResumed():
+            cancelled = cancellations.restart(state, event.t)
+        case VersionPending():
+            cancelled = cancellations.before_weight_update(state, event.t)
+        case OverloadCut():
+            cancelled = cancellations.overload(state, event.n, event.t)
+        case BatchShipped():
+            cancelled = cancellations.after_batch_shipped(state, event.t)
+        case _:
+            cancelled = []
     return cancelled or _fill(state, event.t)
 
 

@@ -23,13 +23,20 @@ token batch the estimate undercounts, would wait forever for members the rule ho
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import attrs
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.events.types import Event
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeCompleted,
+    EpisodeDispatched,
+    EpisodeDropped,
+    EpisodeFailed,
+    EpisodesCancelled,
+    Event,
+    GroupOpened,
+    GroupScored,
+)
 
 
 @attrs.define(slots=True)
@@ -66,68 +73,46 @@ def capacity_left(config: RunConfig, ledger: TrainLedger, version: int) -> int |
 
 
 def evolve_ledger(ledger: TrainLedger, event: Event) -> None:
-    """Follow one event; only train groups (those opened with work = train) are counted."""
-    handler = _LEDGER.get(event.kind)
-    if handler is not None:
-        handler(ledger, event)
+    """Follow one event the dispatcher accepted; only train groups (work = train) count."""
+    match event:
+        case GroupOpened(work="train"):
+            ledger.unscored[event.group_id] = 0
+        case EpisodeDispatched() if event.group_id in ledger.unscored:
+            ledger.inflight.add(event.episode_id)
+        case EpisodeCompleted() | EpisodeFailed() if event.episode_id in ledger.inflight:
+            _arrived(ledger, event)
+        case EpisodesCancelled():
+            ledger.inflight.difference_update(event.episode_ids)
+        case EpisodeDropped():
+            _dropped(ledger, event.episode_id)
+        case GroupScored():
+            ledger.arrived -= ledger.unscored.pop(event.group_id, 0)
+            if event.admitted:
+                ledger.queued += len(event.episode_ids)
+        case BatchShipped():
+            ledger.queued -= len(event.episode_ids)
+            ledger.batches += 1
+        case _:
+            pass  # eval and late arrivals, and what the ledger does not count
 
 
 def _group(episode_id: str) -> str:
     return episode_id.rpartition("/")[0]
 
 
-def _opened(ledger: TrainLedger, event: Any) -> None:
-    if event.work == "train":
-        ledger.unscored[event.group_id] = 0
-
-
-def _dispatched(ledger: TrainLedger, event: Any) -> None:
-    if event.group_id in ledger.unscored:
-        ledger.inflight.add(event.episode_id)
-
-
-def _arrived(ledger: TrainLedger, event: Any) -> None:
-    if event.episode_id not in ledger.inflight:
-        return  # eval, or late
+def _arrived(ledger: TrainLedger, event: EpisodeCompleted | EpisodeFailed) -> None:
     ledger.inflight.discard(event.episode_id)
     ledger.unscored[_group(event.episode_id)] += 1
     ledger.arrived += 1
-    if event.kind == "episode_completed":
+    if isinstance(event, EpisodeCompleted):
         ledger.arrivals += 1
         ledger.arrival_tokens += event.prompt_tokens + event.completion_tokens
 
 
-def _cancelled(ledger: TrainLedger, event: Any) -> None:
-    ledger.inflight.difference_update(event.episode_ids)
-
-
-def _dropped(ledger: TrainLedger, event: Any) -> None:
-    group_id = _group(event.episode_id)
+def _dropped(ledger: TrainLedger, episode_id: str) -> None:
+    group_id = _group(episode_id)
     if group_id in ledger.unscored:  # dropped on arrival, before its group was scored
         ledger.unscored[group_id] -= 1
         ledger.arrived -= 1
     else:  # swept from the queue
         ledger.queued -= 1
-
-
-def _scored(ledger: TrainLedger, event: Any) -> None:
-    ledger.arrived -= ledger.unscored.pop(event.group_id, 0)
-    if event.admitted:
-        ledger.queued += len(event.episode_ids)
-
-
-def _shipped(ledger: TrainLedger, event: Any) -> None:
-    ledger.queued -= len(event.episode_ids)
-    ledger.batches += 1
-
-
-_LEDGER: dict[str, Callable[[TrainLedger, Any], None]] = {
-    "group_opened": _opened,
-    "episode_dispatched": _dispatched,
-    "episode_completed": _arrived,
-    "episode_failed": _arrived,
-    "episodes_cancelled": _cancelled,
-    "episode_dropped": _dropped,
-    "group_scored": _scored,
-    "batch_shipped": _shipped,
-}

@@ -24,20 +24,31 @@ from rolloutlog.core import sink as sink_module
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.errors import LoopBoundError
-from rolloutlog.events.types import WORLD_KINDS, Event, RunStarted
+from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, RunStarted
 
 S = TypeVar("S")
 
 
 @attrs.frozen
 class Decider(Generic[S]):
-    """One decider as three pure functions, so implementations can be swapped and compared."""
+    """One decider as pure functions, so implementations can be swapped and compared.
+
+    `check` refuses an event without writing; `apply` writes an event `check` accepted.
+    Kept apart so that the loop can check an event against both deciders before either
+    applies it: a refused event leaves both states exactly as they were.
+    """
 
     name: str
     initial_state: Callable[[RunConfig], S]
-    evolve: Callable[[S, Event], S]
+    check: Callable[[S, Event], None]
+    apply: Callable[[S, Event], S]
     decide: Callable[[S, Event], list[Event]]
     summary: Callable[[S], tuple[int, ...]]
+
+    def evolve(self, state: S, event: Event) -> S:
+        """All of `event`, or (raising `InconsistentLogError`) none of it."""
+        self.check(state, event)
+        return self.apply(state, event)
 
 
 def _dispatcher_summary(state: dispatcher_module.DispatcherState) -> tuple[int, ...]:
@@ -51,17 +62,30 @@ def _sink_summary(state: sink_module.SinkState) -> tuple[int, ...]:
 DISPATCHER: Decider[dispatcher_module.DispatcherState] = Decider(
     "dispatcher",
     dispatcher_module.initial_state,
-    dispatcher_module.evolve,
+    dispatcher_module.check,
+    dispatcher_module.apply,
     dispatcher_module.decide,
     _dispatcher_summary,
 )
 SINK: Decider[sink_module.SinkState] = Decider(
-    "sink", sink_module.initial_state, sink_module.evolve, sink_module.decide, _sink_summary
+    "sink",
+    sink_module.initial_state,
+    sink_module.check,
+    sink_module.apply,
+    sink_module.decide,
+    _sink_summary,
 )
 
 
 class Observer(Protocol):
-    """Sees every appended event with the states after it (invariant checks, metrics)."""
+    """Sees every appended event with the states after it (invariant checks, metrics).
+
+    `before` sees it, seq assigned, with the states before it: the deciders evolve their
+    states in place, so an account that judges an event by what the sink held when it
+    arrived (a late arrival, a trained episode's age) reads them there.
+    """
+
+    def before(self, event: Event, loop: ReactionLoop) -> None: ...
 
     def observe(self, event: Event, loop: ReactionLoop) -> None: ...
 
@@ -84,6 +108,7 @@ class ReactionLoop:
         observers: tuple[Observer, ...] = (),
         max_reactions: int = MAX_REACTIONS,
         max_depth: int = MAX_DEPTH,
+        digest: bool = True,
     ) -> None:
         self.config = config
         self.sink, self.dispatcher = sink, dispatcher
@@ -92,12 +117,16 @@ class ReactionLoop:
         self.observers = observers
         self.max_reactions, self.max_depth = max_reactions, max_depth
         self.next_seq = 0
-        self.digest = GENESIS
+        # The chain costs a `repr` and a hash per event; a driver whose log is digested
+        # where it is read (replay, verify) may leave it off: then `digest` is None.
+        self.digest: bytes | None = GENESIS if digest else None
 
     @classmethod
     def from_run_started(cls, event: RunStarted, **options: Any) -> ReactionLoop:
-        """A loop configured by a recorded `run_started` (replay, verify)."""
-        return cls(RunConfig.from_mapping(event.config, where="run_started.config"), **options)
+        """A loop configured by a recorded `run_started` (replay, verify), as recorded: a
+        config rolloutlog would not start (`RunConfig.startup_problems`) is re-decided too."""
+        config = RunConfig.from_mapping(event.config, where="run_started.config", startable=False)
+        return cls(config, **options)
 
     def feed(self, event: Event) -> list[Event]:
         """Append world `event` and settle everything it sets off; returns all appended events."""
@@ -112,12 +141,24 @@ class ReactionLoop:
             observer.settled(appended[0], self)
         return appended
 
-    def _append(self, event: Event, appended: list[Event]) -> Event:
-        event = attrs.evolve(event, seq=self.next_seq)
+    def _append(self, event: Event, appended: list[Event], *, decided: bool = False) -> Event:
+        if decided and event.seq == UNSEQUENCED:
+            # A decided event is a new object that nothing else holds yet: give it its seq
+            # in place rather than copying it (a copy per event costs a tenth of the loop).
+            # One that already carries a seq (a decider handing back an event twice) is
+            # copied, so an appended event never changes.
+            object.__setattr__(event, "seq", self.next_seq)
+        else:
+            event = attrs.evolve(event, seq=self.next_seq)
+        self.sink.check(self.sink_state, event)  # both check before either writes
+        self.dispatcher.check(self.dispatcher_state, event)
         self.next_seq += 1
-        self.sink_state = self.sink.evolve(self.sink_state, event)
-        self.dispatcher_state = self.dispatcher.evolve(self.dispatcher_state, event)
-        self.digest = chain(self.digest, canonical(event), self.summary())
+        for observer in self.observers:
+            observer.before(event, self)
+        self.sink_state = self.sink.apply(self.sink_state, event)
+        self.dispatcher_state = self.dispatcher.apply(self.dispatcher_state, event)
+        if self.digest is not None:
+            self.digest = chain(self.digest, canonical(event), self.summary())
         appended.append(event)
         for observer in self.observers:
             observer.observe(event, self)
@@ -136,9 +177,12 @@ class ReactionLoop:
             if event is None:
                 owed.pop()
                 continue
-            decided = [self._append(e, appended) for e in self.sink.decide(self.sink_state, event)]
+            decided = [
+                self._append(e, appended, decided=True)
+                for e in self.sink.decide(self.sink_state, event)
+            ]
             decided += [
-                self._append(e, appended)
+                self._append(e, appended, decided=True)
                 for e in self.dispatcher.decide(self.dispatcher_state, event)
             ]
             if decided:

@@ -8,14 +8,11 @@ are dropped; a batch is cut from the oldest queued episodes once it is full and 
 trainer is close enough behind (the ship hold). After `run_finished` nothing ships: groups
 that finalize at shutdown are still scored, once each, but never trained.
 
-Like the dispatcher, the state is mutated in place by `evolve` only, and `decide` reads
-the state that already includes the event it reacts to.
+Like the dispatcher, the state is mutated in place by `evolve` only (`check` everything,
+then `apply`), and `decide` reads the state that already includes the event it reacts to.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 import attrs
 
@@ -26,9 +23,16 @@ from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
 from rolloutlog.core.staleness import is_stale, rollout_age
 from rolloutlog.events.types import (
     BatchShipped,
+    EpisodeCompleted,
+    EpisodeDispatched,
     EpisodeDropped,
+    EpisodeFailed,
+    EpisodesCancelled,
     Event,
+    GroupOpened,
     GroupScored,
+    RunFinished,
+    VersionPending,
 )
 
 
@@ -114,22 +118,70 @@ def initial_state(config: RunConfig) -> SinkState:
 # --- evolve ------------------------------------------------------------------------------
 
 
-def evolve(state: SinkState, event: Event) -> SinkState:
-    """Apply one event to the state, in place; events it does not care about pass through."""
-    handler = _EVOLVERS.get(event.kind)
-    if handler is not None:
-        handler(state, event)
+def check(state: SinkState, event: Event) -> None:
+    """Refuse `event` (InconsistentLogError naming its seq) unless `apply` can take all of it.
+
+    Reads only: `evolve` calls it before writing anything, and the loop calls it on both
+    deciders before either applies, so a refused event leaves both states as they were.
+    """
+    match event:
+        case EpisodeDispatched():
+            _group_of(state, event.group_id, event)
+        case EpisodesCancelled():
+            _check_cancelled(state, event)
+        case EpisodeDropped():
+            _check_dropped(state, event)
+        case GroupScored():
+            _check_scored(state, event)
+        case BatchShipped():
+            _check_shipped(state, event)
+        case GroupOpened():
+            require(event.group_id not in state.groups, event.seq, event.kind, "opened twice")
+        case _:
+            pass
+
+
+def apply(state: SinkState, event: Event) -> SinkState:
+    """Apply an event `check` accepted, in place; events it does not care about pass through."""
+    match event:
+        case EpisodeCompleted() | EpisodeFailed():
+            _on_arrival(state, event)
+        case EpisodeDispatched():
+            state.groups[event.group_id].pending[event.episode_id] = event.policy_version
+            state.pending[event.episode_id] = event.group_id
+        case EpisodesCancelled():
+            _on_cancelled(state, event)
+        case EpisodeDropped():
+            _on_dropped(state, event)
+        case GroupScored():
+            _on_scored(state, event)
+        case BatchShipped():
+            _on_batch_shipped(state, event)
+        case GroupOpened():
+            _on_group_opened(state, event)
+        case VersionPending():
+            state.version = event.version
+        case RunFinished():
+            state.finished = True
+        case _:
+            pass
     return state
 
 
-def _group_of(state: SinkState, group_id: str, event: Any) -> SinkGroup:
+def evolve(state: SinkState, event: Event) -> SinkState:
+    """`check`, then `apply`: all of the event, or (raising) none of it."""
+    check(state, event)
+    return apply(state, event)
+
+
+def _group_of(state: SinkState, group_id: str, event: Event) -> SinkGroup:
     group = state.groups.get(group_id)
     if group is None:
         raise InconsistentLogError(event.seq, event.kind, f"{group_id} is not open at the sink")
     return group
 
 
-def _on_group_opened(state: SinkState, event: Any) -> None:
+def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
     state.groups[event.group_id] = SinkGroup(
         group_id=event.group_id,
         task_id=event.task_id,
@@ -140,74 +192,114 @@ def _on_group_opened(state: SinkState, event: Any) -> None:
     )
 
 
-def _on_dispatched(state: SinkState, event: Any) -> None:
-    _group_of(state, event.group_id, event).pending[event.episode_id] = event.policy_version
-    state.pending[event.episode_id] = event.group_id
-
-
-def _on_arrival(state: SinkState, event: Any) -> None:
+def _on_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> None:
     group_id = state.pending.pop(event.episode_id, None)
     if group_id is None:
         return  # late: the episode was cancelled before it arrived; never counted twice
     group = state.groups[group_id]
     version = group.pending.pop(event.episode_id)
-    completed = event.kind == "episode_completed"
-    if completed:
+    reward, tokens = None, 0
+    if isinstance(event, EpisodeCompleted):
+        reward, tokens = event.reward, event.prompt_tokens + event.completion_tokens
         state.completed += 1
-        state.completed_tokens += event.prompt_tokens + event.completion_tokens
-    group.arrived.append(
-        Arrival(
-            episode_id=event.episode_id,
-            member=int(event.episode_id.rpartition("/")[2]),
-            version=version,
-            reward=event.reward if completed else None,
-            tokens=event.prompt_tokens + event.completion_tokens if completed else 0,
-        )
-    )
+        state.completed_tokens += tokens
+    member = int(event.episode_id.rpartition("/")[2])
+    group.arrived.append(Arrival(event.episode_id, member, version, reward, tokens))
 
 
-def _on_cancelled(state: SinkState, event: Any) -> None:
+def _check_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
     group = _group_of(state, event.group_id, event)
+    require(
+        len(set(event.episode_ids)) == len(event.episode_ids),
+        event.seq,
+        event.kind,
+        "an episode is listed twice",
+    )
     for episode_id in event.episode_ids:
         require(
-            group.pending.pop(episode_id, None) is not None,
+            episode_id in group.pending,
             event.seq,
             event.kind,
             f"{episode_id} was not pending at the sink",
         )
-        del state.pending[episode_id]
     count = len(event.episode_ids) + event.unscheduled
-    group.cancelled += count
-    if event.reason == "stale":
-        group.stale_cancelled += count
     require(
-        len(group.arrived) + group.cancelled <= group.size,
+        len(group.arrived) + group.cancelled + count <= group.size,
         event.seq,
         event.kind,
         f"{group.group_id} would account for more than {group.size} members",
     )
 
 
-def _on_dropped(state: SinkState, event: Any) -> None:
+def _on_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
+    group = state.groups[event.group_id]
+    for episode_id in event.episode_ids:
+        del group.pending[episode_id]
+        del state.pending[episode_id]
+    count = len(event.episode_ids) + event.unscheduled
+    group.cancelled += count
+    if event.reason == "stale":
+        group.stale_cancelled += count
+
+
+def _arrival(group: SinkGroup, episode_id: str) -> Arrival | None:
+    for arrival in group.arrived:
+        if arrival.episode_id == episode_id:
+            return arrival
+    return None
+
+
+def _check_dropped(state: SinkState, event: EpisodeDropped) -> None:
+    if event.episode_id in state.queue:
+        return
+    group = _group_of(state, event.episode_id.rpartition("/")[0], event)
+    if _arrival(group, event.episode_id) is None:
+        raise InconsistentLogError(
+            event.seq, event.kind, f"{event.episode_id} is neither queued nor arrived"
+        )
+
+
+def _on_dropped(state: SinkState, event: EpisodeDropped) -> None:
     queued = state.queue.pop(event.episode_id, None)
     if queued is not None:
         state.queued_tokens -= queued.tokens
         return
-    group = _group_of(state, event.episode_id.rpartition("/")[0], event)
-    for arrival in group.arrived:
-        if arrival.episode_id == event.episode_id:
-            arrival.dropped = True
-            return
-    raise InconsistentLogError(
-        event.seq, event.kind, f"{event.episode_id} is neither queued nor arrived"
-    )
+    arrival = _arrival(state.groups[event.episode_id.rpartition("/")[0]], event.episode_id)
+    if arrival is not None:
+        arrival.dropped = True
 
 
-def _on_scored(state: SinkState, event: Any) -> None:
-    group = state.groups.pop(event.group_id, None)
+def _check_scored(state: SinkState, event: GroupScored) -> None:
+    group = state.groups.get(event.group_id)
     if group is None:
         raise InconsistentLogError(event.seq, event.kind, f"{event.group_id} is not open")
     require(group.complete(), event.seq, event.kind, f"{event.group_id} is not complete")
+    if not (group.train and event.admitted):
+        return
+    require(
+        len(event.advantages) == len(event.episode_ids),
+        event.seq,
+        event.kind,
+        f"{len(event.episode_ids)} members scored with {len(event.advantages)} advantages",
+    )
+    require(
+        len(set(event.episode_ids)) == len(event.episode_ids),
+        event.seq,
+        event.kind,
+        "a member is scored twice",
+    )
+    fresh = {a.episode_id for a in group.arrived if a.reward is not None and not a.dropped}
+    for episode_id in event.episode_ids:
+        require(
+            episode_id in fresh,
+            event.seq,
+            event.kind,
+            f"admits {episode_id}, which did not arrive fresh",
+        )
+
+
+def _on_scored(state: SinkState, event: GroupScored) -> None:
+    group = state.groups.pop(event.group_id)
     if not group.train:
         return
     if event.admitted:
@@ -221,54 +313,30 @@ def _on_scored(state: SinkState, event: Any) -> None:
     idle.unscored_groups += not event.episode_ids
 
 
-def _enqueue(state: SinkState, group: SinkGroup, event: Any) -> None:
-    arrivals = {a.episode_id: a for a in group.arrived if a.reward is not None and not a.dropped}
-    require(
-        len(event.advantages) == len(event.episode_ids),
-        event.seq,
-        event.kind,
-        f"{len(event.episode_ids)} members scored with {len(event.advantages)} advantages",
-    )
+def _enqueue(state: SinkState, group: SinkGroup, event: GroupScored) -> None:
+    arrivals = {a.episode_id: a for a in group.arrived}
     for episode_id, advantage in zip(event.episode_ids, event.advantages, strict=True):
-        arrival = arrivals.get(episode_id)
-        if arrival is None:
-            raise InconsistentLogError(
-                event.seq, event.kind, f"admits {episode_id}, which did not arrive fresh"
-            )
+        arrival = arrivals[episode_id]
         state.queue[episode_id] = Queued(arrival.version, advantage, arrival.tokens, group.live)
         state.queued_tokens += arrival.tokens
 
 
-def _on_version_pending(state: SinkState, event: Any) -> None:
-    state.version = event.version
-
-
-def _on_run_finished(state: SinkState, event: Any) -> None:
-    state.finished = True
-
-
-def _on_batch_shipped(state: SinkState, event: Any) -> None:
+def _check_shipped(state: SinkState, event: BatchShipped) -> None:
     require(event.step == state.step, event.seq, event.kind, f"expected step {state.step}")
+    require(
+        len(set(event.episode_ids)) == len(event.episode_ids),
+        event.seq,
+        event.kind,
+        "an episode is cut twice",
+    )
     for episode_id in event.episode_ids:
-        queued = state.queue.pop(episode_id, None)
-        if queued is None:
-            raise InconsistentLogError(event.seq, event.kind, f"{episode_id} is not queued")
-        state.queued_tokens -= queued.tokens
+        require(episode_id in state.queue, event.seq, event.kind, f"{episode_id} is not queued")
+
+
+def _on_batch_shipped(state: SinkState, event: BatchShipped) -> None:
+    for episode_id in event.episode_ids:
+        state.queued_tokens -= state.queue.pop(episode_id).tokens
     state.step = event.step + 1
-
-
-_EVOLVERS: dict[str, Callable[[SinkState, Any], None]] = {
-    "group_opened": _on_group_opened,
-    "episode_dispatched": _on_dispatched,
-    "episode_completed": _on_arrival,
-    "episode_failed": _on_arrival,
-    "episodes_cancelled": _on_cancelled,
-    "episode_dropped": _on_dropped,
-    "group_scored": _on_scored,
-    "version_pending": _on_version_pending,
-    "batch_shipped": _on_batch_shipped,
-    "run_finished": _on_run_finished,
-}
 
 
 # --- decide ------------------------------------------------------------------------------
@@ -276,16 +344,17 @@ _EVOLVERS: dict[str, Callable[[SinkState, Any], None]] = {
 
 def decide(state: SinkState, event: Event) -> list[Event]:
     """The sink's reaction to `event`, on the state that already includes it."""
-    kind = event.kind
-    if kind in ("episode_completed", "episode_failed"):
-        return _finalize_if_complete(state, event.episode_id.rpartition("/")[0], event.t)  # type: ignore[union-attr]
-    if kind == "episodes_cancelled":
-        return _finalize_if_complete(state, event.group_id, event.t)  # type: ignore[union-attr]
-    if kind == "batch_shipped":
-        return _sweep_and_cut(state, event.t)
-    if kind in ("group_scored", "version_pending"):
-        return _cut(state, state.queue, event.t)
-    return []
+    match event:
+        case EpisodeCompleted() | EpisodeFailed():
+            return _finalize_if_complete(state, event.episode_id.rpartition("/")[0], event.t)
+        case EpisodesCancelled():
+            return _finalize_if_complete(state, event.group_id, event.t)
+        case BatchShipped():
+            return _sweep_and_cut(state, event.t)
+        case GroupScored() | VersionPending():
+            return _cut(state, state.queue, event.t)
+        case _:
+            return []
 
 
 def _finalize_if_complete(state: SinkState, group_id: str, t: float) -> list[Event]:

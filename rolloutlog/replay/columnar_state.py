@@ -77,7 +77,6 @@ class FusedGroup:
     inflight: dict[str, tuple[int, int]] = attrs.Factory(dict)  # id -> (version, member)
     arrived: dict[str, tuple[int, int, float | None]] = attrs.Factory(dict)  # id -> (m, v, r)
     dropped: set[str] = attrs.Factory(set)
-    cancelled_ids: set[str] = attrs.Factory(set)
     cancelled: int = 0
     dispatcher_open: bool = True
 
@@ -207,7 +206,6 @@ class FusedState:
             if found is None or (stale and not group.stale(found[0], step, bound)):
                 raise NeedsPlainFold(seq, "cancels an episode not in flight, or not stale")
             del self.inflight[episode_id]
-        group.cancelled_ids.update(episode_ids)
         group.unscheduled -= unscheduled
         count = len(episode_ids) + unscheduled
         group.cancelled += count
@@ -256,13 +254,10 @@ class FusedState:
         self._close_if_done(group)
 
     def _late(self, seq: int, episode_id: str) -> None:
-        """Late only if it was dispatched and cancelled; anything else is not ours to judge."""
+        """An arrival of a dispatched episode no longer in flight (cancelled, or arrived
+        before): recorded and ignored. One never dispatched is not ours to judge."""
         if not self.registry.knows(episode_id):
             raise NeedsPlainFold(seq, "arrival of an episode never dispatched")
-        group_id = episode_id.rpartition("/")[0]
-        group = self.groups.get(group_id)
-        if group is not None and episode_id not in group.cancelled_ids:
-            raise NeedsPlainFold(seq, "an episode arrived twice")
         self.collector.late += 1
 
     def on_version_pending(self, version: int) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.core import dispatcher, sink
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.errors import InconsistentLogError
@@ -25,6 +24,7 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeFailed,
     Event,
+    GroupOpened,
     RunStarted,
 )
 from rolloutlog.replay.chain import DigestChain
@@ -37,8 +37,8 @@ class LogFold:
 
     def __init__(self, config: RunConfig, *, check_invariants: bool = True) -> None:
         self.config = config
-        self.dispatcher_state = dispatcher.initial_state(config)
-        self.sink_state = sink.initial_state(config)
+        self.dispatcher_state = DISPATCHER.initial_state(config)
+        self.sink_state = SINK.initial_state(config)
         self.checker = (
             InvariantChecker(config, raise_on_violation=False) if check_invariants else None
         )
@@ -55,7 +55,9 @@ class LogFold:
         if not isinstance(event, RunStarted):
             raise InconsistentLogError(event.seq, event.kind, "a log must start with run_started")
         try:
-            config = RunConfig.from_mapping(event.config, where="run_started.config")
+            config = RunConfig.from_mapping(
+                event.config, where="run_started.config", startable=False
+            )
         except ConfigError as error:
             raise InconsistentLogError(event.seq, event.kind, str(error)) from error
         return cls(config, **options)
@@ -66,18 +68,25 @@ class LogFold:
         return self
 
     def apply(self, event: Event) -> None:
-        """Apply one recorded event; raises `InconsistentLogError` naming its seq."""
+        """Apply one recorded event; raises `InconsistentLogError` naming its seq.
+
+        Everything that can refuse the event runs before anything is written, so a refused
+        event leaves the fold exactly as it was: the report of everything before it.
+        """
         if event.seq != self.next_seq:
             raise InconsistentLogError(
                 event.seq, event.kind, f"seq gap: expected seq {self.next_seq}"
             )
         if isinstance(event, EpisodeCompleted | EpisodeFailed):
             self._require_dispatched(event)
+        SINK.check(self.sink_state, event)
+        DISPATCHER.check(self.dispatcher_state, event)
         if self.checker is not None and event.kind in WORLD_KINDS and self._last_world:
             self.checker.settled(self._last_world, self)
         self.collector.observe(event, self.sink_state)
-        self._evolve(event)
-        if event.kind == "group_opened":
+        self.sink_state = SINK.apply(self.sink_state, event)
+        self.dispatcher_state = DISPATCHER.apply(self.dispatcher_state, event)
+        if isinstance(event, GroupOpened):
             self.registry.opened()
         elif isinstance(event, EpisodeDispatched):
             self.registry.dispatched(self.dispatcher_state.groups[event.group_id].number)
@@ -90,22 +99,6 @@ class LogFold:
         if event.kind in WORLD_KINDS:
             self._last_world = event
         self.next_seq += 1
-
-    def _evolve(self, event: Event) -> None:
-        """Evolve both deciders; whatever stops them is this event's inconsistency.
-
-        The deciders check what a driver could get wrong; a hand-edited log can break
-        them in other ways too (a `group_scored` naming a member that never arrived
-        makes the sink's lookup fail), and replay still owes a message naming the seq.
-        """
-        try:
-            self.sink_state = sink.evolve(self.sink_state, event)
-            self.dispatcher_state = dispatcher.evolve(self.dispatcher_state, event)
-        except InconsistentLogError:
-            raise
-        except (KeyError, ValueError, TypeError, AttributeError) as error:
-            problem = f"the deciders cannot apply it ({type(error).__name__}: {error})"
-            raise InconsistentLogError(event.seq, event.kind, problem) from error
 
     def _require_dispatched(self, event: EpisodeCompleted | EpisodeFailed) -> None:
         """An arrival must name an episode that was dispatched (late ones included)."""

@@ -21,7 +21,7 @@ from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.replay.chain import DigestChain
 from rolloutlog.replay.columnar import ColumnarFold
 from rolloutlog.replay.columnar_state import NeedsPlainFold
-from rolloutlog.replay.fold import LogFold, fold_events
+from rolloutlog.replay.fold import LogFold
 from rolloutlog.replay.source import LogSource
 from rolloutlog.replay.summary import SummaryCollector
 
@@ -92,7 +92,6 @@ def _plain(
     source: LogSource, keep_digests: bool, check_invariants: bool, handover: str | None
 ) -> Replay:
     fold: LogFold | None = None
-    options = {"check_invariants": check_invariants, "keep_digests": keep_digests}
     try:
         for event in source.events():
             if fold is None:
@@ -100,14 +99,11 @@ def _plain(
                 if keep_digests:
                     fold.keep_digests()
             fold.apply(event)
-    except InconsistentLogError as error:
-        # The bad event may be half applied; fold again up to it, so that the summary is
-        # exactly everything before it.
-        before = fold_events(source.events(), stop_before=error.seq, **options)
-        return _result(before.fold, error, "plain", handover, keep_digests)
-    except (EventError, LogError) as error:
-        # The log cannot be read past this point: report what was read, and skip the
-        # end-of-log checks, which are for a log that ended, not one cut short.
+    except BAD_LOG_ERRORS as error:
+        # A refused event changes nothing (`LogFold.apply` checks before it writes), and a
+        # log unreadable past this point was read up to it: either way the fold reports
+        # exactly everything before it, and skips the end-of-log checks, which are for a
+        # log that ended, not one cut short.
         return _result(fold, error, "plain", handover, keep_digests)
     if fold is not None:
         fold.finish()

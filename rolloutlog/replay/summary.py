@@ -3,8 +3,8 @@
 Counting conventions (the docs repeat them):
 - `episodes_cancelled` counts dispatched (in-flight) episodes per reason;
   `unscheduled_cancelled` counts members cancelled before they were ever dispatched.
-- `episodes_late` counts completions and failures that arrived after their episode was
-  cancelled; they are recorded and otherwise ignored.
+- `episodes_late` counts completions and failures of episodes no longer in flight
+  (cancelled, arrived before, or after `run_finished`); recorded and otherwise ignored.
 - `episodes_dropped_stale` counts arrived or queued episodes the sink dropped as stale.
 - `groups_partial` counts finalized train groups that scored fewer than G members.
 """
@@ -101,5 +101,6 @@ class SummaryCollector:
             else None,
             "trained_age_histogram": {str(age): ages[age] for age in sorted(ages)},
             "run_finished": self.finished_reason,
+            "restarts": self.kinds["run_resumed"],
             "invariant_violations": violations,
         }

@@ -1,5 +1,3 @@
-"""Studies over recorded runs: questions answered by re-running the deciders on a log's world.
-
-A layer above replay and the runtime: a study reads a log with replay, fits or builds a
-world for the simulator, and runs the deciders on it.
+"""Studies: many simulated runs at once (sweeps), and what-if runs on a recorded log's
+fitted world (`whatif`), built on the simulator and replay.
 """

@@ -9,7 +9,13 @@ from rolloutlog.events.types import EpisodeCompleted, Event, RunFinished, RunSta
 
 def small_log(**config: object) -> list[Event]:
     """A hand-fed run (G=2, 2 permits, batches of 2): three completions, then shutdown."""
-    run = RunConfig.from_mapping({"group_size": 2, "max_inflight": 2, "batch_size": 2, **config})
+    return small_run(
+        RunConfig.from_mapping({"group_size": 2, "max_inflight": 2, "batch_size": 2, **config})
+    )
+
+
+def small_run(run: RunConfig) -> list[Event]:
+    """`small_log`'s world events under any config, even one `simulate` would refuse."""
     loop = ReactionLoop(run)
     log = loop.feed(
         RunStarted(t=0.0, config=run.to_dict(), seed=0, schema_version=1, code_version="t")

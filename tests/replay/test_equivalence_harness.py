@@ -1,4 +1,4 @@
-"""The equivalence harness on deciders: the staleness policies agree where DESIGN.md says
+"""The equivalence harness on deciders: the staleness policies agree where docs/contract.md says
 they must, and a broken candidate is reported at the first seq where it goes wrong."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import attrs
 from hypothesis import given
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.loop import SINK, Decider
+from rolloutlog.core.loop import SINK
 from rolloutlog.events.types import Event
 from rolloutlog.testing.equivalence import (
     OBSERVATIONS,
@@ -37,9 +37,7 @@ def _never_admit(state: object, event: Event) -> list[Event]:
     ]
 
 
-STINGY = decided_by(
-    sink=Decider("stingy", SINK.initial_state, SINK.evolve, _never_admit, SINK.summary)
-)
+STINGY = decided_by(sink=attrs.evolve(SINK, name="stingy", decide=_never_admit))
 
 
 @given(world_logs())

@@ -18,7 +18,7 @@ def test_whatif_fits_and_reports_on_a_live_log(tmp_path, slow_server):
     runner = CliRunner()
     report = runner.invoke(
         main,
-        ["whatif", str(log), "--compare", "per-episode,per-group,all", "--json",
+        ["whatif", str(log), "--compare", "per-episode,per-group,all", "--json", "--check",
          "--save-world", str(world)],
     )  # fmt: skip
     assert report.exit_code == 0, report.output

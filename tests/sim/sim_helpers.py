@@ -13,10 +13,11 @@ from rolloutlog.runtime.sim.simulation import SimResult, simulate
 
 
 def run_collect(scenario: Scenario, *, check: bool = True) -> tuple[list[Event], SimResult]:
-    """Simulate with a raising invariant checker on every event; all events and the result."""
+    """Simulate with a raising invariant checker on every event; all events and the result
+    (with the loop's digest chain)."""
     events: list[Event] = []
     observers = (InvariantChecker(scenario.run),) if check else ()
-    result = simulate(scenario, observers=observers, on_events=events.extend)
+    result = simulate(scenario, observers=observers, on_events=events.extend, digest=True)
     return events, result
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from rolloutlog.cli.simulate import simulate_command
@@ -31,9 +32,11 @@ def invoke(*args: str) -> Any:
     return result
 
 
-def test_json_has_every_replay_key_and_the_simulator_keys(tmp_path: Path) -> None:
-    log = tmp_path / "smoke.arrow"
-    result = invoke("--scenario", "smoke", "--json", "--log", str(log))
+@pytest.mark.parametrize("scenario", ["smoke", "chaos"])
+def test_json_has_every_replay_key_and_the_simulator_keys(tmp_path: Path, scenario: str) -> None:
+    """The summary observed on the loop equals replay's fold of the written log, key by key."""
+    log = tmp_path / f"{scenario}.arrow"
+    result = invoke("--scenario", scenario, "--steps", "8", "--json", "--check", "--log", str(log))
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     folded = fold_events(read_log(log))
@@ -44,6 +47,15 @@ def test_json_has_every_replay_key_and_the_simulator_keys(tmp_path: Path) -> Non
     assert {key: report[key] for key in replay_summary} == json.loads(json.dumps(replay_summary))
     assert report["invariant_violations"] == []
     assert report["run_finished"] == "steps"
+
+
+def test_invariants_are_checked_only_on_request() -> None:
+    unchecked = json.loads(invoke("--scenario", "smoke", "--json").output)
+    checked = json.loads(invoke("--scenario", "smoke", "--json", "--check").output)
+    assert unchecked["invariant_violations"] is None
+    assert checked["invariant_violations"] == []
+    assert {**unchecked, "invariant_violations": []} == checked
+    assert "not checked" in invoke("--scenario", "smoke").output
 
 
 def test_the_log_it_writes_passes_verification(tmp_path: Path) -> None:
@@ -125,6 +137,7 @@ def test_compare_takes_any_list_of_presets() -> None:
         "--compare",
         "per-episode,per-episode+straggler+oldest-first,all",
         "--json",
+        "--check",
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)

@@ -16,7 +16,6 @@ import pytest
 from click.testing import CliRunner
 
 from rolloutlog.cli import main
-from rolloutlog.cli.simulate import run_policy
 from rolloutlog.cli.whatif import fit_recorded, run_whatif
 from rolloutlog.core.config import ConfigError
 from rolloutlog.runtime.sim.scenario import load_scenario, scenario_from_mapping
@@ -29,6 +28,7 @@ from rolloutlog.runtime.sim.trace_world import (
     TraceWorld,
 )
 from rolloutlog.runtime.sim.world_config import WorldConfig
+from rolloutlog.studies.run_report import run_policy
 
 FIGURES = ("finished_rollouts_discarded", "trained_episodes_per_hour", "mean_trained_age")
 

@@ -1,6 +1,6 @@
 """The live driver: real inference and a torch trainer, feeding the core's reaction loop.
 
-The driver is thin, as DESIGN.md asks. It turns what happens outside into world events,
+The driver is thin, as docs/contract.md asks. It turns what happens outside into world events,
 feeds each to `ReactionLoop.feed`, writes what the loop appended to the log, and carries
 out the decided events:
 
@@ -49,8 +49,12 @@ from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDispatched,
+    EpisodeDropped,
+    EpisodeFailed,
     EpisodesCancelled,
     Event,
+    GroupOpened,
+    GroupScored,
     LimitSet,
     RunFinished,
     RunStarted,
@@ -301,29 +305,33 @@ class LiveDriver:
             self._stop("error", f"committing the log: {type(error).__name__}: {error}")
 
     def _count_world(self, event: Event) -> None:
-        if event.kind == "episode_failed":
-            self.counts["failed"] += 1
-        elif event.kind == "version_live":
-            self.version_live = event.version  # type: ignore[union-attr]
+        match event:
+            case EpisodeFailed():
+                self.counts["failed"] += 1
+            case VersionLive():
+                self.version_live = event.version
+            case _:
+                pass
 
     # ---- carrying out decisions --------------------------------------------------------
     def _react(self, event: Event) -> None:
-        kind = event.kind
-        if kind == "group_opened":
-            self.book.group_opened(event)  # type: ignore[arg-type]
-        elif kind == "episode_dispatched":
-            request = self.book.request(event)  # type: ignore[arg-type]
-            self._spawn(self._generate(event, request))  # type: ignore[arg-type]
-        elif kind == "episodes_cancelled":
-            self._cancelled(event)  # type: ignore[arg-type]
-        elif kind == "episode_dropped":
-            self.book.dropped(event.episode_id)  # type: ignore[union-attr]
-            self.counts["dropped_stale"] += 1
-        elif kind == "group_scored":
-            self.book.scored(event)  # type: ignore[arg-type]
-            self.pool.forget_group(event.group_id)  # type: ignore[union-attr]
-        elif kind == "batch_shipped":
-            self._shipped(event)  # type: ignore[arg-type]
+        match event:
+            case GroupOpened():
+                self.book.group_opened(event)
+            case EpisodeDispatched():
+                self._spawn(self._generate(event, self.book.request(event)))
+            case EpisodesCancelled():
+                self._cancelled(event)
+            case EpisodeDropped():
+                self.book.dropped(event.episode_id)
+                self.counts["dropped_stale"] += 1
+            case GroupScored():
+                self.book.scored(event)
+                self.pool.forget_group(event.group_id)
+            case BatchShipped():
+                self._shipped(event)
+            case _:
+                pass
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)

@@ -19,6 +19,7 @@ import attrs
 from rolloutlog.core.config import (
     ConfigError,
     RunConfig,
+    apply_overrides,
     at_least,
     between,
     build_config,
@@ -32,7 +33,6 @@ TRAIN_RUN_DEFAULTS: Final[dict[str, Any]] = {
     "batch_size": 256,
     "max_inflight": 128,
     "max_off_policy_steps": 1,
-    "target_lag": 1,
 }
 
 
@@ -71,12 +71,12 @@ LIVE_KEYS: Final = frozenset(f.name for f in attrs.fields(LiveSettings))
 
 def build_settings(overrides: Mapping[str, Any], *, seed: int) -> tuple[RunConfig, LiveSettings]:
     """The run config (train defaults, then overrides, then `seed`) and the live settings."""
-    run: dict[str, Any] = dict(TRAIN_RUN_DEFAULTS)
+    run: dict[str, Any] = {}
     live: dict[str, Any] = {}
     for key, value in overrides.items():
         section, name = _qualify(key)
         (run if section == "run" else live)[name] = value
-    run["seed"] = seed
+    run = apply_overrides(TRAIN_RUN_DEFAULTS, {**run, "seed": seed})
     return (
         RunConfig.from_mapping(run, where="run"),
         build_config(LiveSettings, live, where="live"),

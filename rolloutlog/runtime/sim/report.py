@@ -37,6 +37,11 @@ def _wasted(run: Mapping[str, Any]) -> str:
     return f"{wasted / 3600.0:,.1f} h{share}"
 
 
+def _violations(run: Mapping[str, Any]) -> str:
+    violations = run.get("invariant_violations")
+    return "not checked" if violations is None else f"{len(violations):,}"
+
+
 def _cancelled(reason: str) -> Callable[[Mapping[str, Any]], str]:
     return lambda run: f"{run['episodes_cancelled'].get(reason, 0):,}"
 
@@ -60,9 +65,11 @@ ROWS: tuple[Row, ...] = (
     ("partial groups", _number("groups_partial")),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("max trained age", _number("max_trained_age")),
+    ("  of it in flight (mean)", _number("off_policy/in_flight/mean", 2)),
+    ("  of it in queue (mean)", _number("off_policy/in_queue/mean", 2)),
     ("trained length ratio", _number("trained_length_ratio", 3)),
     ("trained difficulty ratio", _number("trained_difficulty_ratio", 3)),
-    ("invariant violations", lambda run: str(len(run.get("invariant_violations", [])))),
+    ("invariant violations", _violations),
 )
 
 
@@ -88,5 +95,5 @@ def print_report(runs: Mapping[str, Mapping[str, Any]], title: str, console: Con
     console.print(report_table(runs, title))
     for name, run in runs.items():
         console.print(f"trained age histogram, {name}: {age_histogram_line(run)}")
-        for violation in run.get("invariant_violations", [])[:5]:
+        for violation in (run.get("invariant_violations") or [])[:5]:
             console.print(f"[red]invariant violation ({name}): {violation}[/red]")

@@ -4,8 +4,9 @@ A scenario file has top-level `description`, `steps` and `seed`, a `[run]` table
 `RunConfig` keys and a `[world]` table of `WorldConfig` keys. Built-in scenarios live next
 to this module in `scenarios/`; any other path is read as a file. Overrides
 (`--set key=value`) name `run.key`, `world.key`, or an unqualified key that exists in
-exactly one of the two tables. Everything is validated by the core's `build_config`, so
-every refusal names the key.
+exactly one of the two tables; setting `batch_size` or `token_batch_size` clears the
+other. Everything is validated by the core's `build_config`, so every refusal names the
+key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
+from rolloutlog.core.config import ConfigError, RunConfig, apply_overrides, parse_overrides
 from rolloutlog.core.presets import preset_overrides
 from rolloutlog.runtime.sim.trace_world import Trace
 from rolloutlog.runtime.sim.world_config import WORLD_KEYS, WorldConfig
@@ -40,13 +41,18 @@ class Scenario:
     world: WorldConfig
     trace: Trace | None = None  # a recorded world (`rolloutlog whatif --save-world`)
 
-    def with_policy(self, policy: str) -> Scenario:
-        """The same world, under a policy preset (`core.presets`) that sets every policy key."""
-        return self.with_run(**preset_overrides(policy))
+    def with_policy(self, policy: str, explicit: Mapping[str, Any] | None = None) -> Scenario:
+        """The same world, under a policy preset (`core.presets`) that sets every policy key.
+
+        `explicit` run keys (`--set`) win over the preset's: a preset never silently
+        discards what the user set. `policy_name` then names the policy actually run.
+        """
+        return self.with_run(**{**preset_overrides(policy), **(explicit or {})})
 
     def with_run(self, **keys: Any) -> Scenario:
         """The same world, with these run configuration keys changed."""
-        return attrs.evolve(self, run=RunConfig.from_mapping({**self.run.to_dict(), **keys}, "run"))
+        run = RunConfig.from_mapping(apply_overrides(self.run.to_dict(), keys), "run")
+        return attrs.evolve(self, run=run)
 
     def with_seed(self, seed: int) -> Scenario:
         """The same scenario drawn from another seed (world streams and task source alike)."""
@@ -93,9 +99,11 @@ def scenario_from_mapping(
     world = dict(_table(data, "world", source))
     if "seed" in run:
         raise ConfigError(f"{source}[run].seed: the run seed is the scenario seed; set `seed`")
+    run_overrides: dict[str, Any] = {}
     for key, value in resolve_overrides(overrides or {}).items():
         section, _, field = key.partition(".")
-        (run if section == "run" else world)[field] = value
+        (run_overrides if section == "run" else world)[field] = value
+    run = apply_overrides(run, run_overrides)
     seed = _integer(data.get("seed", 0), f"{source}.seed", low=0)
     steps = _integer(data.get("steps", DEFAULT_STEPS), f"{source}.steps", low=1)
     return Scenario(
@@ -117,6 +125,11 @@ def resolve_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in overrides.items():
         resolved[_qualify(key)] = value
     return resolved
+
+
+def run_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The run keys among qualified overrides, unqualified (`run.batch_size` -> `batch_size`)."""
+    return {k.partition(".")[2]: v for k, v in overrides.items() if k.startswith("run.")}
 
 
 def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:

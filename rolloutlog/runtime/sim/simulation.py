@@ -61,7 +61,7 @@ class SimResult:
     events: int
     world_events: int
     steps_shipped: int
-    digest: bytes
+    digest: bytes | None
     metrics: dict[str, Any]
     wasted_series: list[tuple[float, float]]
 
@@ -70,7 +70,10 @@ class Simulation:
     """One run of a scenario; `run()` drives it to the end and returns a `SimResult`.
 
     `on_events` receives every batch of appended events (one world event and what it set
-    off), for a log writer or a replay fold; `on_step` is told each shipped step (progress).
+    off), for a log writer; `observers` see each event as the loop appends it (a summary,
+    the invariant checker); `on_step` is told each shipped step (progress). The loop's
+    digest chain is kept only with `digest=True` (else `SimResult.digest` is None): a
+    written log is digested where it is read, by replay and verify.
     """
 
     def __init__(
@@ -80,10 +83,11 @@ class Simulation:
         observers: tuple[Observer, ...] = (),
         on_events: EventsHook | None = None,
         on_step: StepHook | None = None,
+        digest: bool = False,
     ) -> None:
         self.scenario = scenario
         self.on_events, self.on_step = on_events, on_step
-        self.loop = ReactionLoop(scenario.run, observers=observers)
+        self.loop = ReactionLoop(scenario.run, observers=observers, digest=digest)
         self.queue = EventQueue()
         world, trace = scenario.world, scenario.trace
         self.inference = Inference(
@@ -259,6 +263,9 @@ def simulate(
     observers: tuple[Observer, ...] = (),
     on_events: EventsHook | None = None,
     on_step: StepHook | None = None,
+    digest: bool = False,
 ) -> SimResult:
     """Run `scenario` to the end; see `Simulation`."""
-    return Simulation(scenario, observers=observers, on_events=on_events, on_step=on_step).run()
+    return Simulation(
+        scenario, observers=observers, on_events=on_events, on_step=on_step, digest=digest
+    ).run()

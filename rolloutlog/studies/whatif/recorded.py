@@ -1,6 +1,7 @@
 """The recorded run's own figures, with the definitions `simulate --json` uses.
 
-The log is folded by replay's `LogFold` (every key of `replay --json`) while the
+The log is folded by replay's `LogFold` (every key of `replay --json`, the age split
+of `StepMetrics`) while the
 simulator's `SimMetrics` is fed the same facts a simulation would feed it: each episode's
 generation seconds come from the fitted trace, so fates, wasted time and the selection-bias
 ratios (task length = the task's mean completion tokens, solve rate = its mean reward, as
@@ -24,6 +25,7 @@ from rolloutlog.events.types import (
     GroupScored,
 )
 from rolloutlog.replay.fold import LogFold
+from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.runtime.sim.metrics import SimMetrics
 from rolloutlog.runtime.sim.trace_world import RecordedEpisode, TraceTasks
 from rolloutlog.runtime.sim.world import EpisodePlan
@@ -41,11 +43,13 @@ def recorded_report(
     plans: dict[str, EpisodePlan] = {}
     racing: dict[str, str] = {}  # cancelled episodes that arrive late: their cancel reason
     metrics = SimMetrics()
+    ages = StepMetrics()
     fold: LogFold | None = None
     for event in events:
         if fold is None:
             fold = LogFold.from_run_started(event)
         fold.apply(event)
+        ages.observe(event)
         if isinstance(event, GroupOpened):
             groups[event.group_id] = (event.task_id, event.work == "train")
         elif isinstance(event, EpisodeDispatched):
@@ -73,7 +77,7 @@ def recorded_report(
     fold.finish()
     metrics.on_finished(fitted.virtual_seconds, [])
     figures = metrics.as_dict(fitted.virtual_seconds, fitted.trainer_busy_s)
-    return {**fold.summary(), **figures}, metrics
+    return {**fold.summary(), **ages.run_values(), **figures}, metrics
 
 
 def _plan(episode: RecordedEpisode, tasks: TraceTasks, task_id: str, train: bool) -> EpisodePlan:
