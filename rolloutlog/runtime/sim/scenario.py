@@ -1,7 +1,8 @@
 """Scenarios: a named world plus run configuration, as TOML files.
 
 A scenario file has top-level `description`, `steps` and `seed`, a `[run]` table of
-`RunConfig` keys and a `[world]` table of `WorldConfig` keys. Built-in scenarios live next
+`RunConfig` keys and a `[world]` table of `WorldConfig` keys; a world fitted to a log adds
+a `[trace]` table (`trace_world.Trace`). Built-in scenarios live next
 to this module in `scenarios/`; any other path is read as a file. Overrides
 (`--set key=value`) name `run.key`, `world.key`, or an unqualified key that exists in
 exactly one of the two tables; setting `batch_size` or `token_batch_size` clears the

@@ -166,19 +166,21 @@ def _episodes(collector: _Collector, pauses: _Pauses) -> list[RecordedEpisode]:
                 seconds=pauses.generation_s(flight.t, end),
             )
         else:
-            completed = isinstance(arrival, EpisodeCompleted)
             episode = RecordedEpisode(
                 episode_id=episode_id,
                 task_id=flight.task_id,
-                outcome="completed" if completed else "failed",
+                outcome="failed",
                 seconds=pauses.generation_s(flight.t, arrival.t),
                 late=flight.late,
-                reward=arrival.reward if isinstance(arrival, EpisodeCompleted) else 0.0,
-                prompt_tokens=arrival.prompt_tokens if isinstance(arrival, EpisodeCompleted) else 0,
-                completion_tokens=arrival.completion_tokens
-                if isinstance(arrival, EpisodeCompleted)
-                else 0,
             )
+            if isinstance(arrival, EpisodeCompleted):
+                episode = attrs.evolve(
+                    episode,
+                    outcome="completed",
+                    reward=arrival.reward,
+                    prompt_tokens=arrival.prompt_tokens,
+                    completion_tokens=arrival.completion_tokens,
+                )
         episodes.append(episode)
     return episodes
 
