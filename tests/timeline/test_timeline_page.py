@@ -121,3 +121,14 @@ def test_the_command_writes_the_page_and_refuses_an_unknown_group(
     assert result.output.strip().splitlines() == [
         f"rolloutlog: error: {worked_log}: no group 'g9' in the log"
     ]
+
+
+def test_the_command_takes_a_time_range(worked_log: Path, tmp_path: Path) -> None:
+    out = tmp_path / "part.html"
+    arguments = ["timeline", str(worked_log), "-o", str(out)]
+    result = CliRunner().invoke(main, [*arguments, "--from", "4.5", "--to", "6"])
+    assert result.exit_code == 0, result.output
+    # g1 and g2/0 ended by 2.5, g2/1 arrived at 4.0: four episodes overlap [4.5, 6]
+    assert "4 episodes" in result.output
+    result = CliRunner().invoke(main, [*arguments, "--from", "6", "--to", "1"])
+    assert result.exit_code == 2 and "--from 6.0 is not before --to 1.0" in result.output
