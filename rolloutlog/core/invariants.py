@@ -1,4 +1,4 @@
-"""The properties of DESIGN.md, checked on every event by shadow bookkeeping.
+"""The properties of docs/contract.md, checked on every event by shadow bookkeeping.
 
 The checker keeps its own, independent account of every group and episode (it does not
 trust the deciders' state) and reports each broken property with the seq where it broke:
@@ -29,7 +29,7 @@ class HoldsDispatcher(Protocol):
 
 
 class InvariantViolation(AssertionError):
-    """A property of DESIGN.md does not hold at the named seq."""
+    """A property of docs/contract.md does not hold at the named seq."""
 
 
 @attrs.define(slots=True)
@@ -78,6 +78,8 @@ class InvariantChecker:
         self.version = 0
         self.train_promised = 0  # trained + queued + arrived-unfinalized + in-flight (train)
         self.train_inflight = 0
+        self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
+        self.resumed_from: int | None = None  # the checkpoint of the latest restart
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -125,6 +127,8 @@ class InvariantChecker:
                         self._fail(world_event, f"stale {episode_id} of {group_id} still in flight")
         if world_event.kind == "run_finished":
             self.check_quiescent(world_event)
+        if world_event.kind == "run_resumed":
+            self._check_restart_resolved(world_event)
 
     def check_quiescent(self, event: Event) -> None:
         """Conservation at the end of a run: no group left open, nothing in flight."""
@@ -209,6 +213,14 @@ class InvariantChecker:
             return self._fail(event, f"cancellation for {event.group_id}, which is not open")
         if event.reason == "straggler":
             self._check_straggler(group, event)
+        if event.reason == "restart":
+            strays = [e for e in event.episode_ids if e not in self.restart_ids]
+            self._check(
+                not strays and not event.unscheduled,
+                event,
+                f"a restart cancels only what was outstanding: {strays[:3]}, "
+                f"{event.unscheduled} unscheduled",
+            )
         self.train_promised -= len(event.episode_ids) if group.train else 0
         for episode_id in event.episode_ids:
             episode = group.episodes.get(episode_id)
@@ -328,8 +340,60 @@ class InvariantChecker:
         self.step = event.step + 1
 
     def _version_pending(self, event: Any) -> None:
+        if self.resumed_from is not None:  # across a restart, each batch trains once
+            shipped = self.step - 1
+            self._check(
+                self.version < event.version <= shipped,
+                event,
+                f"v{event.version} after v{self.version} with {shipped} batches shipped: "
+                "a version is announced once, after its batch",
+            )
+            self._check(
+                event.version >= self.resumed_from,
+                event,
+                f"v{event.version} is inside checkpoint v{self.resumed_from} that the run "
+                "resumed from: its batch would train twice",
+            )
         self.publish_step = self.step
         self.version = event.version
+
+    def _resumed(self, event: Any) -> None:
+        """A restart names exactly what was outstanding, after the last announced version
+        and no further than the batches shipped (nothing trained twice, nothing lost)."""
+        self._check(not self.finished, event, "a restart after run_finished")
+        outstanding = {
+            episode_id
+            for group in self.groups.values()
+            for episode_id, episode in group.episodes.items()
+            if episode.state == "inflight"
+        }
+        named = set(event.episode_ids)
+        self._check(
+            named == outstanding,
+            event,
+            f"names {len(named)} outstanding episodes, {len(outstanding)} were in flight: "
+            f"{sorted(named ^ outstanding)[:3]}",
+        )
+        shipped = self.step - 1
+        self._check(
+            self.version <= event.version <= shipped,
+            event,
+            f"resumes from v{event.version}, but v{self.version} was announced and "
+            f"{shipped} batches shipped",
+        )
+        self.restart_ids = frozenset(named)
+        self.resumed_from = event.version
+
+    def _check_restart_resolved(self, event: Event) -> None:
+        """Once the restart settled, every episode outstanding at the crash is cancelled."""
+        left = [
+            episode_id
+            for episode_id in sorted(self.restart_ids)
+            if (group := self.groups.get(episode_id.rpartition("/")[0])) is not None
+            and group.episodes[episode_id].state == "inflight"
+        ]
+        self._check(not left, event, f"outstanding at the restart, still in flight: {left[:3]}")
+        self.restart_ids = frozenset()
 
     def _limit(self, event: Any) -> None:
         self.limit = event.max_inflight
@@ -350,4 +414,5 @@ _HANDLERS: dict[str, Callable[[InvariantChecker, Any], None]] = {
     "version_pending": InvariantChecker._version_pending,
     "limit_set": InvariantChecker._limit,
     "run_finished": InvariantChecker._finished,
+    "run_resumed": InvariantChecker._resumed,
 }

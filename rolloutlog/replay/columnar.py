@@ -144,6 +144,12 @@ def _run_started(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -
     return _OPENING(state, c, i, seq, t_text)
 
 
+def _run_resumed(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+    # A restart's checks (what was outstanding, which versions may follow) are the
+    # checker's alone: the plain fold words them.
+    raise NeedsPlainFold(seq, "a restart (run_resumed)")
+
+
 _OPENING: Final = _generic("run_started")
 _APPLIERS: Final[dict[str, Applier]] = {
     "run_started": _run_started,
@@ -160,6 +166,7 @@ _APPLIERS: Final[dict[str, Applier]] = {
     "group_scored": _scored,
     "batch_shipped": _shipped,
     "run_finished": _setting("run_finished", "reason", FusedState.on_run_finished),
+    "run_resumed": _run_resumed,
 }
 # World kinds whose reactions the checker examines once they have settled.
 _SETTLED_KINDS: Final = frozenset({"version_pending", "run_finished"})

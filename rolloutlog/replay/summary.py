@@ -101,5 +101,6 @@ class SummaryCollector:
             else None,
             "trained_age_histogram": {str(age): ages[age] for age in sorted(ages)},
             "run_finished": self.finished_reason,
+            "restarts": self.kinds["run_resumed"],
             "invariant_violations": violations,
         }
