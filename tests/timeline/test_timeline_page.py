@@ -6,6 +6,7 @@ import base64
 import itertools
 import json
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,14 @@ from click.testing import CliRunner
 
 from rolloutlog.cli.main import main
 from rolloutlog.replay.source import open_log
-from rolloutlog.replay.spans import Spans, read_spans
-from rolloutlog.replay.timeline_page import Window, WindowError, page_data, render_page
+from rolloutlog.replay.spans import MARKERS, Spans, read_spans
+from rolloutlog.replay.timeline_page import (
+    ASSETS,
+    Window,
+    WindowError,
+    page_data,
+    render_page,
+)
 
 TYPES = {
     "Float32": "<f4",
@@ -132,3 +139,8 @@ def test_the_command_takes_a_time_range(worked_log: Path, tmp_path: Path) -> Non
     assert "4 episodes" in result.output
     result = CliRunner().invoke(main, [*arguments, "--from", "6", "--to", "1"])
     assert result.exit_code == 2 and "--from 6.0 is not before --to 1.0" in result.output
+
+
+def test_the_script_styles_every_marker_kind() -> None:
+    script = (resources.files(ASSETS) / "timeline.js").read_text(encoding="utf-8")
+    assert [name for name in MARKERS if f"{name}: [" not in script] == []
