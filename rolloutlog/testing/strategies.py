@@ -13,8 +13,8 @@ import attrs
 from hypothesis import assume as hypothesis_assume
 from hypothesis import strategies as st
 
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.types import (
     CANCEL_REASONS,
@@ -74,7 +74,7 @@ def world_logs(
     """
     config = draw(configs if configs is not None else run_configs())
     steps = draw(st.integers(0, max_steps))
-    observers = (InvariantChecker(config),) if checked else ()
+    observers = (Account(config),) if checked else ()
     return scripted_log(
         config,
         lambda n: draw(st.integers(0, n - 1)),

@@ -7,9 +7,9 @@ import attrs
 import pytest
 
 from rolloutlog.core import dispatcher, sink
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.sink import zero_output_reason
 from rolloutlog.core.tasks import task_for_group
@@ -34,7 +34,7 @@ class Run:
 
     def __init__(self, **config: object) -> None:
         self.config = RunConfig.from_mapping(config)
-        self.loop = ReactionLoop(self.config, observers=(InvariantChecker(self.config),))
+        self.loop = ReactionLoop(self.config, observers=(Account(self.config),))
         self.log: list[Event] = []
         self.t = 0.0
         self.feed(

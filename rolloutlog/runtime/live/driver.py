@@ -40,9 +40,9 @@ from typing import Any, Final, Protocol
 import attrs
 
 import rolloutlog
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.dispatcher import SMOOTHING_WINDOW_S
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.schema import SCHEMA_VERSION
@@ -119,7 +119,7 @@ class LiveDriver:
             raise LiveRunError("frozen_fraction > 0: the live runtime has no frozen policy")
         self.config, self.pool, self.trainer, self.options = config, pool, trainer, options
         self.log, self.on_events, self.on_step = log, on_events, on_step
-        observers = (InvariantChecker(config),) if options.check_invariants else ()
+        observers = (Account(config),) if options.check_invariants else ()
         self.loop = ReactionLoop(config, observers=observers)
         self.book = EpisodeBook(
             run_seed=options.seed,
