@@ -81,6 +81,19 @@ def test_hypothesis_is_imported_only_by_the_testing_package():
             assert name.split(".")[0] != "hypothesis", f"{path.relative_to(ROOT)} imports {name}"
 
 
+def test_the_reference_model_imports_nothing_of_the_core():
+    """The reference model is an independent implementation: it may share only the event
+    classes (the vocabulary both speak) and its own modules, never core's code."""
+    allowed = ("rolloutlog.events.types", "rolloutlog.testing.reference")
+    files = _part_files("testing/reference")
+    assert files, "rolloutlog/testing/reference/ is missing"
+    for path in files:
+        for name in _imports(path):
+            if name.startswith("rolloutlog"):
+                ok = any(name == a or name.startswith(a + ".") for a in allowed)
+                assert ok, f"{path.relative_to(ROOT)} imports {name}"
+
+
 def test_core_is_pure():
     for path in _part_files("core"):
         for name in _imports(path):

@@ -11,8 +11,10 @@ import click
 
 from rolloutlog import __version__
 from rolloutlog.cli.log import export_command, import_command, info_command
+from rolloutlog.cli.metrics import metrics_command
 from rolloutlog.cli.replay import diff_command, replay_command, show_command, verify_command
 from rolloutlog.cli.simulate import simulate_command
+from rolloutlog.cli.sweep import sweep_command
 from rolloutlog.cli.timeline import timeline_command
 from rolloutlog.cli.train import train_command
 
@@ -35,8 +37,10 @@ for _command in (
     verify_command,
     show_command,
     diff_command,
+    metrics_command,
     timeline_command,
     simulate_command,
+    sweep_command,
     train_command,
 ):
     main.add_command(_command)

@@ -9,6 +9,7 @@ seq, after the report of everything before it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.state_view import state_at
+from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
 from rolloutlog.replay.verify import verify_log
 
@@ -56,14 +58,23 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     source = _open(log)
     replay = replay_log(source, columnar=not plain)
     warn_torn_tail(getattr(source, "torn_tail", None), log)
+    summary = {**replay.summary, **_run_metrics(source)}
     if as_json:
         error = None if replay.error is None else str(replay.error)
-        emit_json({**replay.summary, "digest": replay.digest.hex(), "error": error})
+        emit_json({**summary, "digest": replay.digest.hex(), "error": error})
     else:
-        _print_summary(replay.summary, replay.digest.hex())
+        _print_summary(summary, replay.digest.hex())
     if replay.error is not None:
         fail(str(replay.error))
     raise SystemExit(DIFFERS if replay.violations else OK)
+
+
+def _run_metrics(source: Any) -> dict[str, Any]:
+    """The run-level age split (`replay.step_metrics`) of what could be read of the log."""
+    metrics = StepMetrics()
+    with contextlib.suppress(EventError, LogError):  # replay reported where the log stops
+        metrics.read(source.batches())
+    return metrics.run_values()
 
 
 def _print_summary(summary: dict[str, Any], digest: str) -> None:

@@ -20,7 +20,13 @@ It checks, each at the seq where it broke:
   episodes in flight); capacity admission's horizon;
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
   only of at-risk groups, and whole.
-It also counts what `replay --json` reports (`summary()`).
+It also counts what `replay --json` reports (`summary()`). Counting conventions:
+- `episodes_cancelled` counts dispatched (in-flight) episodes per reason;
+  `unscheduled_cancelled` counts members cancelled before they were ever dispatched.
+- `episodes_late` counts completions and failures of episodes no longer in flight
+  (cancelled, arrived before, or after `run_finished`); recorded and otherwise ignored.
+- `episodes_dropped_stale` counts arrived or queued episodes the sink dropped as stale.
+- `groups_partial` counts finalized train groups that scored fewer than G members.
 
 Memory is bounded by open groups and queued episodes, plus one small count per group ever
 opened (members dispatched), which tells a late arrival from one never dispatched.
@@ -95,7 +101,6 @@ class Group:
     inflight: dict[str, tuple[int, int]] = attrs.Factory(dict)  # id -> (version, member)
     arrived: dict[str, tuple[int, int, float | None]] = attrs.Factory(dict)  # id -> (m, v, r)
     dropped: set[str] = attrs.Factory(set)
-    cancelled_ids: set[str] = attrs.Factory(set)
     cancelled: int = 0
     owes: bool = True  # still owes members in flight or unscheduled
 
@@ -337,7 +342,6 @@ class Account:
             if stale and not group.stale(found[0], self.step, self.bound):
                 self._fail(seq, kind, f"{episode_id} is not stale")
             del self.inflight[episode_id]
-        group.cancelled_ids.update(episode_ids)
         group.unscheduled -= unscheduled
         group.cancelled += len(episode_ids) + unscheduled
         if len(group.arrived) + group.cancelled > group.size:
@@ -385,12 +389,10 @@ class Account:
         return None
 
     def _late(self, seq: int, kind: str, episode_id: str) -> None:
-        """Late only if it was dispatched and cancelled before it arrived."""
+        """An arrival of a dispatched episode no longer in flight (cancelled, arrived before,
+        or after `run_finished`): recorded and ignored. One never dispatched is refused."""
         if not self.registry.knows(episode_id):
             return self._fail(seq, kind, f"{episode_id} was never dispatched")
-        group = self.groups.get(episode_id.rpartition("/")[0])
-        if group is not None and episode_id not in group.cancelled_ids:
-            return self._fail(seq, kind, f"{episode_id} arrived twice")
         self.late += 1
         return None
 

@@ -15,11 +15,29 @@ from pathlib import Path
 from typing import Any
 
 from rolloutlog.core.account import Account
+from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import NAMED, RULES, preset_overrides
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.types import Event
+from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
+
+
+class AgeObserver:
+    """The age split (`StepMetrics`), collected from the loop as it appends."""
+
+    def __init__(self) -> None:
+        self.ages = StepMetrics()
+
+    def before(self, event: Event, loop: ReactionLoop) -> None:
+        """Nothing before: the split reads the event alone."""
+
+    def observe(self, event: Event, loop: ReactionLoop) -> None:
+        self.ages.observe(event)
+
+    def settled(self, world_event: Event, loop: ReactionLoop) -> None:
+        """Nothing to settle: the split counts events as they come."""
 
 
 def run_policy(
@@ -30,9 +48,9 @@ def run_policy(
     check: bool = False,
 ) -> tuple[dict[str, Any], SimResult]:
     """Simulate `scenario`: its `--json` object (replay summary + sim metrics) and result."""
-    account = Account(scenario.run, raise_on_violation=False)
+    account, ages = Account(scenario.run, raise_on_violation=False), AgeObserver()
     with _log_writer(log_path, check_events=check) as write:
-        result = simulate(scenario, observers=(account,), on_events=write, on_step=on_step)
+        result = simulate(scenario, observers=(account, ages), on_events=write, on_step=on_step)
     report = {
         "scenario": scenario.name,
         "policy": policy_name(scenario),
@@ -40,6 +58,7 @@ def run_policy(
         "log": str(log_path) if log_path else None,
         **account.summary(),
         "invariant_violations": list(account.violations) if check else None,
+        **ages.ages.run_values(),
         **result.metrics,
     }
     return report, result

@@ -27,6 +27,7 @@ from rolloutlog.replay.chain import DigestChain
 from rolloutlog.replay.chain import first_difference as first_digest_difference
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
+from rolloutlog.testing.reference import reference_log
 
 
 @attrs.frozen
@@ -140,9 +141,19 @@ def folded_by(*, columnar: bool, batch_events: int = 61) -> Implementation:
     return run
 
 
+def _reference_model(log: Sequence[Event]) -> Trace:
+    """Re-decide the log's world events with the naive reference model (no digests)."""
+    try:
+        events = reference_log(attrs.evolve(event, seq=-1) for event in log)
+    except Exception as error:  # the reference failing is a difference like any other
+        return Trace((), DigestChain(), None, f"{type(error).__name__}: {error}", "reference")
+    return Trace(tuple(events), DigestChain(), None, None, "reference")
+
+
 PLAIN_FOLD: Final = folded_by(columnar=False)
 COLUMNAR_FOLD: Final = folded_by(columnar=True)
 TODAYS_DECIDERS: Final = decided_by()
+REFERENCE_MODEL: Final[Implementation] = _reference_model
 
 
 def first_difference(

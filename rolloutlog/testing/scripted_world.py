@@ -28,7 +28,20 @@ from rolloutlog.events.types import (
 
 Chooser = Callable[[int], int]
 
-ACTIONS = ("complete", "fail", "publish", "limit", "overload", "late")
+ACTIONS = (
+    "complete",
+    "complete_recent",
+    "fail",
+    "publish",
+    "go_live",
+    "limit",
+    "overload",
+    "late",
+    "duplicate",
+)
+# The newest in-flight episodes that `complete_recent` picks from: finishing young work
+# first leaves old members in flight (stragglers), so groups span versions and go stale.
+RECENT = 3
 # Rewards from a small set, so that equal-reward groups (zero advantages) are common.
 REWARDS = (0.0, 0.25, 0.5, 1.0)
 LATE_MEMORY = 64
@@ -44,23 +57,33 @@ class ScriptedWorld:
         *,
         weights: dict[str, int] | None = None,
         single_version_groups: bool = False,
+        prompt_trainer: bool | None = None,
     ) -> None:
         self.loop, self.choose = loop, choose
         # Publish only while no group is part-dispatched, so every member of a group is
         # dispatched at one version: the condition under which the two policies agree.
         self.single_version_groups = single_version_groups
         self.weights = weights or {
-            "complete": 12,
+            "complete": 4,
+            "complete_recent": 12,
             "fail": 1,
-            "publish": 3,
+            "publish": 6,
+            "go_live": 1,
             "limit": 1,
             "overload": 1,
             "late": 1,
+            "duplicate": 1,
         }
         self.t = 0.0
         self.log: list[Event] = []
         self.recently_cancelled: deque[str] = deque(maxlen=LATE_MEMORY)
+        self.recently_arrived: deque[str] = deque(maxlen=LATE_MEMORY)
         self.published = 0
+        self.live_owed: int | None = None  # a version gone pending, not yet live
+        # A prompt trainer publishes as soon as it has a batch: versions then move while
+        # groups are part-dispatched, the case per-episode staleness is for. Unless told,
+        # half the worlds have one.
+        self.prompt_trainer = choose(2) == 0 if prompt_trainer is None else prompt_trainer
         config = loop.config
         self._feed(
             RunStarted(
@@ -84,6 +107,8 @@ class ScriptedWorld:
         self.t += (1 + self.choose(20)) / 4
         action = self._pick_action()
         getattr(self, f"_{action}")()
+        if self.prompt_trainer and action != "publish":
+            self._publish()
 
     def _pick_action(self) -> str:
         total = sum(self.weights.get(a, 0) for a in ACTIONS)
@@ -97,26 +122,30 @@ class ScriptedWorld:
     def _inflight(self) -> list[str]:
         return list(self.loop.dispatcher_state.inflight)
 
-    def _complete(self) -> None:
-        inflight = self._inflight()
+    def _complete(self, candidates: list[str] | None = None) -> None:
+        inflight = self._inflight() if candidates is None else candidates
         if inflight:
             episode_id = inflight[self.choose(len(inflight))]
-            reward = REWARDS[self.choose(len(REWARDS))]
-            tokens = 1 + self.choose(64)
-            self._feed(
-                EpisodeCompleted(
-                    t=self.t,
-                    episode_id=episode_id,
-                    reward=reward,
-                    prompt_tokens=8,
-                    completion_tokens=tokens,
-                )
-            )
+            self.recently_arrived.append(episode_id)
+            self._feed(self._completion(episode_id))
+
+    def _completion(self, episode_id: str) -> EpisodeCompleted:
+        return EpisodeCompleted(
+            t=self.t,
+            episode_id=episode_id,
+            reward=REWARDS[self.choose(len(REWARDS))],
+            prompt_tokens=8,
+            completion_tokens=1 + self.choose(64),
+        )
+
+    def _complete_recent(self) -> None:
+        self._complete(self._inflight()[-RECENT:])
 
     def _fail(self) -> None:
         inflight = self._inflight()
         if inflight:
             episode_id = inflight[self.choose(len(inflight))]
+            self.recently_arrived.append(episode_id)
             self._feed(EpisodeFailed(t=self.t, episode_id=episode_id, error="scripted failure"))
 
     def _publish(self) -> None:
@@ -125,9 +154,20 @@ class ScriptedWorld:
         if self.single_version_groups and self.loop.dispatcher_state.owing:
             return
         if shipped > self.published:
-            self.published += 1 + self.choose(shipped - self.published)
+            self._go_live()
+            # Mostly one version at a time (groups then span consecutive versions), and
+            # now and then a jump of several.
+            jump = 1 if self.choose(3) else 1 + self.choose(shipped - self.published)
+            self.published += jump
             self._feed(VersionPending(t=self.t, version=self.published))
-            self._feed(VersionLive(t=self.t, version=self.published))
+            self.live_owed = self.published
+            if self.choose(2):
+                self._go_live()  # else the weights go live later: inference keeps running
+
+    def _go_live(self) -> None:
+        if self.live_owed is not None:
+            self._feed(VersionLive(t=self.t, version=self.live_owed))
+            self.live_owed = None
 
     def _limit(self) -> None:
         limit = 1 + self.choose(2 * self.loop.config.max_inflight)
@@ -139,22 +179,32 @@ class ScriptedWorld:
             self._feed(OverloadCut(t=self.t, n=1 + self.choose(inflight)))
 
     def _late(self) -> None:
+        """A cancelled episode arrives anyway (its abort lost the race): completed or failed."""
         if self.recently_cancelled:
             episode_id = self.recently_cancelled[self.choose(len(self.recently_cancelled))]
             self.recently_cancelled.remove(episode_id)
-            self._feed(
-                EpisodeCompleted(
-                    t=self.t,
-                    episode_id=episode_id,
-                    reward=1.0,
-                    prompt_tokens=8,
-                    completion_tokens=8,
-                )
-            )
+            self._arrive_again(episode_id)
+
+    def _duplicate(self) -> None:
+        """An episode that already arrived arrives a second time (a retried delivery)."""
+        if self.recently_arrived:
+            self._arrive_again(self.recently_arrived[self.choose(len(self.recently_arrived))])
+
+    def _arrive_again(self, episode_id: str) -> None:
+        if self.choose(3):
+            self._feed(self._completion(episode_id))
+        else:
+            self._feed(EpisodeFailed(t=self.t, episode_id=episode_id, error="scripted late"))
 
     def finish(self) -> list[Event]:
-        """End the run (everything owed is cancelled as `shutdown`) and return the log."""
+        """End the run (everything owed is cancelled as `shutdown`), let up to two stray
+        arrivals come after it, and return the log."""
+        self._go_live()
         self._feed(RunFinished(t=self.t, reason="scripted"))
+        strays = [*self.recently_cancelled, *self.recently_arrived]
+        for _ in range(self.choose(3) if strays else 0):
+            self.t += 0.25
+            self._arrive_again(strays[self.choose(len(strays))])
         return self.log
 
 
@@ -165,10 +215,13 @@ def scripted_log(
     *,
     loop: ReactionLoop | None = None,
     single_version_groups: bool = False,
+    prompt_trainer: bool | None = None,
 ) -> list[Event]:
     """A complete log of `steps` scripted world events under `config`."""
     loop = loop or ReactionLoop(config)
-    world = ScriptedWorld(loop, choose, single_version_groups=single_version_groups)
+    world = ScriptedWorld(
+        loop, choose, single_version_groups=single_version_groups, prompt_trainer=prompt_trainer
+    )
     for _ in range(steps):
         world.step()
     return world.finish()

@@ -7,6 +7,7 @@ the same way the project's own suites do (see `replay.equivalence`). Needs hypot
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import attrs
@@ -48,6 +49,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "admission": draw(st.sampled_from(["none", "capacity"])),
         "straggler_cut": draw(st.booleans()),
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
+        "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))
@@ -60,6 +62,34 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
 
 
 @st.composite
+def staggered_configs(draw: st.DrawFn) -> RunConfig:
+    """The per-episode case: G of 4-8 under fewer permits, small batches. Members of a group
+    start at several versions and steps move while they run, so groups hold stale and fresh
+    members at once."""
+    group_size = draw(st.integers(4, 8))
+    bound = draw(st.integers(1, 3))
+    return draw(
+        run_configs(
+            group_size=group_size,
+            max_inflight=draw(st.integers(group_size // 2, group_size)),
+            batch_size=draw(st.integers(1, 4)),
+            token_batch_size=None,
+            staleness="per-episode",
+            max_off_policy_steps=bound,
+            target_lag=draw(st.integers(1, min(2, bound))),  # 0 gates too soon for the case
+            # Each of these removes the case: capacity admission and straggler cuts take out
+            # the stragglers, frozen groups never go stale, the curriculum and eval groups
+            # slow the steps down.
+            admission="none",
+            straggler_cut=False,
+            frozen_fraction=0.0,
+            curriculum="all",
+            eval_interval=0,
+        )
+    )
+
+
+@st.composite
 def world_logs(
     draw: st.DrawFn,
     configs: st.SearchStrategy[RunConfig] | None = None,
@@ -69,18 +99,33 @@ def world_logs(
 ) -> list[Event]:
     """A complete, valid log: a config, then up to `max_steps` scripted world events.
 
-    With `checked`, every property of DESIGN.md is checked on every event while the log is
-    built, and the first violation raises `InvariantViolation`.
+    Without `configs`, half the worlds draw from `run_configs()` and half are staggered
+    (`staggered_configs()`, `max_steps` to twice that, a prompt trainer). The world's own
+    choices come from a seeded `random.Random`: Hypothesis's narrow integer draws lean to
+    their ends and finish the oldest episode first, which leaves no stragglers. Shrinking
+    still shortens the world (a shorter prefix of the same script) and simplifies the config.
+
+    With `checked`, every property of docs/deciders.md is checked on every event while the log is
+    built, and the first violation raises `InvariantViolation` (`core.account`).
     """
-    config = draw(configs if configs is not None else run_configs())
-    steps = draw(st.integers(0, max_steps))
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    staggered = configs is None and rng.random() < 0.5  # Hypothesis's own booleans lean
+    if staggered:
+        # Half the default worlds are staggered, longer and with a prompt trainer, so that
+        # most of them reach the per-episode case.
+        config = draw(staggered_configs())
+        steps = draw(st.integers(max_steps, 2 * max_steps))
+    else:
+        config = draw(configs if configs is not None else run_configs())
+        steps = draw(st.integers(0, max_steps))
     observers = (Account(config),) if checked else ()
     return scripted_log(
         config,
-        lambda n: draw(st.integers(0, n - 1)),
+        rng.randrange,
         steps,
         loop=ReactionLoop(config, observers=observers),
         single_version_groups=single_version_groups,
+        prompt_trainer=True if staggered else None,
     )
 
 

@@ -50,10 +50,14 @@ def test_scoring_uses_exactly_the_fresh_successful_arrivals(log):
     arrived_by_group: dict[str, list[str]] = defaultdict(list)
     cancelled: set[str] = set()
     dropped: set[str] = set()
+    arrived: set[str] = set()  # a second arrival of one episode is ignored, like a late one
     for event in log:
         if event.kind == "episodes_cancelled":
             cancelled.update(event.episode_ids)
-        elif event.kind == "episode_completed" and event.episode_id not in cancelled:
+        elif event.kind == "episode_failed":
+            arrived.add(event.episode_id)
+        elif event.kind == "episode_completed" and event.episode_id not in cancelled | arrived:
+            arrived.add(event.episode_id)
             rewards[event.episode_id] = event.reward
             arrived_by_group[event.episode_id.rpartition("/")[0]].append(event.episode_id)
         elif event.kind == "episode_dropped":

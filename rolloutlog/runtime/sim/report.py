@@ -65,6 +65,8 @@ ROWS: tuple[Row, ...] = (
     ("partial groups", _number("groups_partial")),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("max trained age", _number("max_trained_age")),
+    ("  of it in flight (mean)", _number("off_policy/in_flight/mean", 2)),
+    ("  of it in queue (mean)", _number("off_policy/in_queue/mean", 2)),
     ("trained length ratio", _number("trained_length_ratio", 3)),
     ("trained difficulty ratio", _number("trained_difficulty_ratio", 3)),
     ("invariant violations", _violations),

@@ -1,0 +1,67 @@
+"""`rolloutlog metrics`: a log's per-step table under prime-rl's metric names.
+
+One row per shipped batch: step, time, episodes trained, the rollout age of the trained
+episodes split into its in-flight and in-queue parts (`off_policy/*`), stale drops,
+`dispatcher/off_policy/*` and the mean reward (`replay.step_metrics` defines each).
+The log is read as recorded, nothing is checked; `rolloutlog replay` checks it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.output import warn_torn_tail
+from rolloutlog.events.log_reader import LogReader
+from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics
+
+PATH = click.Path(dir_okay=False, path_type=Path)
+
+
+@click.command("metrics")
+@click.argument("log", type=PATH)
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["csv", "parquet", "jsonl"]),
+    default="csv",
+    show_default=True,
+    help="csv and jsonl may go to stdout; parquet needs -o.",
+)
+@click.option("-o", "--output", type=PATH, help="Write to this file instead of stdout.")
+@reports_bad_input
+def metrics_command(log: Path, form: str, output: Path | None) -> None:
+    """Write LOG's per-step table: step, time, trained, off_policy/* (the age split into
+    in-flight and in-queue parts), dispatcher/off_policy/*, reward/mean."""
+    if form == "parquet" and output is None:
+        fail("--format parquet writes a binary file: name it with -o FILE")
+    reader = LogReader(log, warn=False)
+    rows = StepMetrics.from_batches(reader.batches()).rows
+    warn_torn_tail(reader.torn_tail, log)
+    if form == "jsonl":
+        text = "".join(json.dumps(row) + "\n" for row in rows)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            output.write_text(text, encoding="utf-8")
+        return
+    table = pa.Table.from_pylist(rows, schema=_schema())
+    if form == "parquet":
+        pq.write_table(table, output)
+    else:
+        pa_csv.write_csv(table, output if output is not None else sys.stdout.buffer)
+
+
+def _schema() -> pa.Schema:
+    """Integers for counts and steps, floats for the rest (null where a step had none)."""
+    counts = {"step", "trained", "off_policy/dropped"}
+    return pa.schema(
+        [(name, pa.int64() if name in counts else pa.float64()) for name in STEP_COLUMNS]
+    )

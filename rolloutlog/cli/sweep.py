@@ -1,0 +1,265 @@
+"""`rolloutlog sweep`: scenarios × presets × seeds × `--set` ranges, in parallel, one table.
+
+The grid (`studies.grid`) runs on Ray when it is installed (the `sweep` extra; local
+`ray.init()` by default, `--address` for a cluster), else in local processes
+(`studies.engines`). Every cell becomes one row of one Parquet table
+(`studies.results`); cells the table already holds are skipped, so an interrupted or
+extended sweep resumes. A summary prints the configurations per scenario, and with
+`--best` the best one under a constraint (`studies.best`); `--plot` draws the trade-off
+(`studies.sweep_plot`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.core.config import ConfigError
+from rolloutlog.core.presets import NAMED, parse_policy_list
+from rolloutlog.runtime.sim.scenario import scenario_names
+from rolloutlog.studies.best import (
+    BestSyntaxError,
+    Configuration,
+    best_per_scenario,
+    configurations,
+    parse_best,
+)
+from rolloutlog.studies.engines import Engine, EngineUnavailable, ray_installed, run_cells
+from rolloutlog.studies.grid import Cell, expand, parse_seeds, parse_set_ranges
+from rolloutlog.studies.results import read_rows, row_key, setting_columns, write_rows
+from rolloutlog.studies.sweep_plot import label, plot_sweep
+
+SAVE_EVERY_S = 10.0
+
+
+@click.command("sweep")
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    default=("default",),
+    show_default=True,
+    help=f"A built-in ({', '.join(scenario_names())}) or a TOML file; repeatable.",
+)
+@click.option(
+    "--compare",
+    default=None,
+    metavar="P1,P2,...",
+    help=f"Policy presets ({', '.join(NAMED)}, or BASE+RULE+...; default: the scenario's).",
+)
+@click.option(
+    "--seeds", default=None, metavar="0-4", help="Seeds: 0-4, 0,3,7 (default: the scenario's)."
+)
+@click.option(
+    "--set",
+    "ranges",
+    multiple=True,
+    metavar="KEY=V1,V2,...",
+    help="Values of run.KEY / world.KEY (or an unambiguous KEY) to sweep; repeatable.",
+)
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Batches to ship per cell.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Cells at once on this machine (default: its CPU count).",
+)
+@click.option("--address", default=None, metavar="ADDR", help="Run on this Ray cluster.")
+@click.option(
+    "--engine",
+    type=click.Choice(["auto", "ray", "processes"]),
+    default="auto",
+    show_default=True,
+    help="auto: Ray when installed (the sweep extra), else local processes.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The results table (Parquet); cells it already holds are skipped.",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Draw trained/h against discarded rollouts per scenario to this PNG.",
+)
+@click.option(
+    "--best",
+    default=None,
+    metavar="EXPR",
+    help="Name the best configuration per scenario, e.g. "
+    "'max trained_per_hour where discarded <= 0.25*per-episode'.",
+)
+@click.option("--check", is_flag=True, help="Check the invariants on every event of every cell.")
+def sweep_command(
+    scenarios: tuple[str, ...],
+    compare: str | None,
+    seeds: str | None,
+    ranges: tuple[str, ...],
+    steps: int | None,
+    workers: int | None,
+    address: str | None,
+    engine: str,
+    output: Path,
+    plot: Path | None,
+    best: str | None,
+    check: bool,
+) -> None:
+    """Run a grid of simulations in parallel and collect every report in one Parquet table."""
+    if workers is not None and address is not None:
+        raise click.UsageError("--workers and --address exclude each other")
+    chosen = _engine(engine, address)
+    try:
+        presets = parse_policy_list(compare) if compare else None
+        cells = expand(
+            scenarios,
+            presets,
+            parse_seeds(seeds) if seeds else None,
+            parse_set_ranges(ranges),
+            steps,
+            check=check,
+        )
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from error
+    try:
+        rows = read_rows(output)
+    except (OSError, ValueError) as error:
+        raise BadInput(f"-o {output}: {error}") from error
+    keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
+    finished = {row_key(row, keys) for row in rows}
+    pending = [cell for cell in cells if cell.key(keys) not in finished]
+    errors = Console(stderr=True)
+    errors.print(
+        f"sweep: {len(cells)} cells, {len(cells) - len(pending)} already in {output}, "
+        f"running {len(pending)} on {chosen}"
+    )
+    _run(pending, rows, output, chosen, workers or os.cpu_count() or 1, address, errors)
+    grid_rows = _grid_rows(rows, cells, keys)
+    found = configurations(grid_rows, keys)
+    title = f"sweep of {len(cells)} cells: {', '.join(dict.fromkeys(c.name for c in cells))}"
+    if plot is not None:
+        try:
+            plot_sweep(found, plot, title)
+        except (OSError, RuntimeError) as error:
+            raise BadInput(f"--plot {plot}: {error}") from error
+    console = Console()
+    console.print(_summary(found, title))
+    if best is not None:
+        _print_best(best, grid_rows, found, console)
+
+
+def _engine(engine: str, address: str | None) -> Engine:
+    if address is not None:
+        if engine == "processes":
+            raise click.UsageError("--address runs on a Ray cluster, not in local processes")
+        engine = "ray"
+    if engine == "auto":
+        return "ray" if ray_installed() else "processes"
+    return "ray" if engine == "ray" else "processes"
+
+
+def _run(
+    cells: Sequence[Cell],
+    rows: list[dict[str, Any]],
+    output: Path,
+    engine: Engine,
+    workers: int,
+    address: str | None,
+    errors: Console,
+) -> None:
+    """Run the cells, saving the table every few seconds and at the end (or on failure)."""
+    saved = time.monotonic()
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("cells"),
+        TimeElapsedColumn(),
+        console=errors,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task(engine, total=len(cells))
+
+        def on_row(row: dict[str, Any]) -> None:
+            nonlocal saved
+            rows.append(row)
+            progress.advance(task)
+            if time.monotonic() - saved > SAVE_EVERY_S:
+                write_rows(output, rows)
+                saved = time.monotonic()
+
+        try:
+            if cells:
+                run_cells(cells, on_row, engine=engine, workers=workers, address=address)
+        except EngineUnavailable as error:
+            raise BadInput(str(error)) from error
+        finally:
+            try:
+                write_rows(output, rows)
+            except OSError as error:
+                raise BadInput(f"-o {output}: {error}") from error
+
+
+def _grid_rows(
+    rows: Sequence[dict[str, Any]], cells: Sequence[Cell], keys: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The rows of this command's grid (the table may hold other cells from earlier runs)."""
+    wanted = {cell.key(keys) for cell in cells}
+    return [row for row in rows if row_key(row, keys) in wanted]
+
+
+def _summary(found: Sequence[Configuration], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in ("scenario", "configuration", "seeds", "trained / h", "discarded", "wasted"):
+        table.add_column(name, justify="left" if name in ("scenario", "configuration") else "right")
+    for config in found:
+        table.add_row(
+            config.scenario,
+            label(config),
+            str(config.seeds),
+            _figure(config, "trained_episodes_per_hour", "{:,.0f}"),
+            _figure(config, "finished_rollouts_discarded", "{:,.1f}"),
+            _figure(config, "rollout_seconds_wasted", "{:,.0f} s"),
+        )
+    return table
+
+
+def _figure(config: Configuration, key: str, fmt: str) -> str:
+    value = config.means.get(key)
+    return "–" if value is None else fmt.format(value)
+
+
+def _print_best(
+    text: str, rows: Sequence[dict[str, Any]], found: Sequence[Configuration], console: Console
+) -> None:
+    try:
+        objective = parse_best(text, list(found[0].means) if found else [])
+        choices = best_per_scenario(found, objective)
+    except BestSyntaxError as error:
+        raise BadInput(str(error)) from error
+    console.print(f"best: {objective.describe()}")
+    for choice in choices:
+        if choice.best is None:
+            console.print(
+                f"  {choice.scenario}: none of {choice.candidates} configurations qualifies"
+            )
+            continue
+        figures = ", ".join(
+            f"{key} {choice.best.means[key]:,.4g}"
+            for key in dict.fromkeys([objective.metric, *(c.metric for c in objective.conditions)])
+            if choice.best.means.get(key) is not None
+        )
+        seeds = choice.best.seeds
+        console.print(f"  {choice.scenario}: {label(choice.best)} ({figures}; {seeds} seeds)")

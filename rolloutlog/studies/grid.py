@@ -1,0 +1,150 @@
+"""The grid of a sweep: scenarios × presets × `--set` ranges × seeds, one `Cell` per run.
+
+A cell is everything one `simulate --json` run needs, resolved up front (the scenario's
+own seed, steps and policy filled in), so that it can be sent to another process or
+machine, and so that a results table can tell which cells it already holds.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from rolloutlog.core.config import ConfigError, parse_overrides
+from rolloutlog.runtime.sim.scenario import (
+    Scenario,
+    load_scenario,
+    resolve_overrides,
+    run_overrides,
+)
+from rolloutlog.studies.run_report import policy_name
+
+Settings = tuple[tuple[str, Any], ...]
+
+
+@attrs.frozen(kw_only=True)
+class Cell:
+    """One run of a sweep: a scenario (built-in name or file) under a preset, seed, settings."""
+
+    source: str
+    name: str
+    preset: str
+    seed: int
+    steps: int
+    settings: Settings = ()
+    check: bool = False
+
+    def scenario(self) -> Scenario:
+        """The scenario this cell runs, built as `simulate --policy` builds it: `--set`
+        values, seed and steps, then the preset, whose keys an explicit `--set` overrides."""
+        settings = dict(self.settings)
+        scenario = load_scenario(self.source, settings).with_seed(self.seed)
+        return scenario.with_steps(self.steps).with_policy(self.preset, run_overrides(settings))
+
+    def key(self, setting_keys: Sequence[str]) -> tuple[Any, ...]:
+        """The cell's identity in a results table whose setting columns are `setting_keys`."""
+        settings = dict(self.settings)
+        return (
+            self.name,
+            self.preset,
+            self.seed,
+            self.steps,
+            *(settings.get(k) for k in setting_keys),
+        )
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`0-4`, `0,3,7` or a mix (`0-2,9`): distinct seeds >= 0, in the order given."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        low, dash, high = part.partition("-")
+        try:
+            span = range(int(low), int(high) + 1) if dash else range(int(low), int(low) + 1)
+        except ValueError:
+            raise ConfigError(
+                f"--seeds {text!r}: {part!r} is not a seed or a range like 0-4"
+            ) from None
+        if not span or span.start < 0:
+            raise ConfigError(f"--seeds {text!r}: {part!r} is an empty or negative range")
+        seeds.extend(span)
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds {text!r}: names a seed twice")
+    return seeds
+
+
+def parse_set_ranges(items: Sequence[str]) -> dict[str, list[Any]]:
+    """`--set key=v1,v2,...` options to qualified keys (`run.key`, `world.key`) and values.
+
+    Each value is read like `simulate --set` reads one (TOML, bare words as strings). The
+    values of one key are numbers or all of one type, so that they make one column.
+    """
+    ranges: dict[str, list[Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip() or not raw.strip():
+            raise ConfigError(f"--set {item!r}: expected key=value[,value...]")
+        values = [parse_overrides([f"{key}={v}"])[key.strip()] for v in raw.split(",")]
+        (qualified,) = resolve_overrides({key.strip(): None})
+        if qualified in ranges:
+            raise ConfigError(f"--set {item!r}: {qualified} is set twice")
+        kinds = {_kind(value) for value in values}
+        if len(kinds) > 1:
+            raise ConfigError(f"--set {item!r}: mixes {' and '.join(sorted(kinds))} values")
+        ranges[qualified] = values
+    return ranges
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def expand(
+    scenarios: Sequence[str],
+    presets: Sequence[str] | None,
+    seeds: Sequence[int] | None,
+    ranges: dict[str, list[Any]],
+    steps: int | None,
+    *,
+    check: bool = False,
+) -> list[Cell]:
+    """Every cell of the grid, each checked by building its scenario (errors name the cell).
+
+    Without presets a scenario runs under its own policy; without seeds, its own seed;
+    without steps, its own steps.
+    """
+    cells: list[Cell] = []
+    combos = [
+        tuple(zip(ranges, values, strict=True)) for values in itertools.product(*ranges.values())
+    ]
+    for source in scenarios:
+        base = load_scenario(source)
+        for preset in presets or [policy_name(base)]:
+            for settings in combos:
+                for seed in seeds or [base.seed]:
+                    cell = Cell(
+                        source=source,
+                        name=base.name,
+                        preset=preset,
+                        seed=seed,
+                        steps=steps or base.steps,
+                        settings=settings,
+                        check=check,
+                    )
+                    _require_valid(cell)
+                    cells.append(cell)
+    return cells
+
+
+def _require_valid(cell: Cell) -> None:
+    try:
+        cell.scenario()
+    except ConfigError as error:
+        shown = " ".join(f"--set {k}={v}" for k, v in cell.settings)
+        raise ConfigError(f"scenario {cell.source} under {cell.preset} {shown}: {error}") from None

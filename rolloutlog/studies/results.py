@@ -1,0 +1,104 @@
+"""The results table of a sweep: one row per cell, kept in one Parquet file.
+
+A row holds the cell (`scenario`, `preset`, `seed`, `steps` and one column per `--set`
+key, named `run.KEY` or `world.KEY`) beside every key of the cell's `simulate --json`
+report under the same name (`policy` is the policy the report names). Report values that
+are objects or lists (`episodes_cancelled`, `trained_age_histogram`, ...) are stored as
+JSON text; `decode_row` turns them back. Rows are sorted by the cell, so that the same
+cells give the same table whichever engine ran them and in whatever order they finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rolloutlog.studies.grid import Cell
+from rolloutlog.studies.run_report import run_policy
+
+CELL_COLUMNS = ("scenario", "preset", "seed", "steps")
+DROPPED_KEYS = frozenset({"log"})  # a sweep writes no logs
+
+
+def run_cell(cell: Cell) -> dict[str, Any]:
+    """Run one cell (in whatever process an engine chose) and return its row."""
+    report, _ = run_policy(cell.scenario(), check=cell.check)
+    row: dict[str, Any] = {
+        "scenario": cell.name,
+        "preset": cell.preset,
+        "seed": cell.seed,
+        "steps": cell.steps,
+        **dict(cell.settings),
+    }
+    for key, value in report.items():
+        if key not in DROPPED_KEYS and key not in row:
+            row[key] = _encoded(value)
+    return row
+
+
+def _encoded(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, dict | list) else value
+
+
+def decode_row(row: Mapping[str, Any], json_columns: Iterable[str]) -> dict[str, Any]:
+    """A row with its JSON columns parsed back into the report's objects and lists."""
+    decoded = dict(row)
+    for key in json_columns:
+        if isinstance(decoded.get(key), str):
+            decoded[key] = json.loads(decoded[key])
+    return decoded
+
+
+def setting_columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The `--set` columns among the rows' columns, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update((key, None) for key in row if key.startswith(("run.", "world.")))
+    return list(seen)
+
+
+def row_key(row: Mapping[str, Any], setting_keys: Sequence[str]) -> tuple[Any, ...]:
+    """The identity of the cell a row holds; matches `Cell.key` for the same columns."""
+    return (*(row[c] for c in CELL_COLUMNS), *(row.get(k) for k in setting_keys))
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of an existing results file, or none when there is no file yet."""
+    if not path.exists():
+        return []
+    table = pq.read_table(path)
+    missing = [c for c in CELL_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{path}: not a sweep results table (no {missing[0]!r} column)")
+    return list(table.to_pylist())
+
+
+def to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """The rows as one table, sorted by cell; columns in order of first appearance."""
+    keys = setting_columns(rows)
+    ordered = sorted(rows, key=lambda row: _sortable(row_key(row, keys)))
+    names: dict[str, None] = {}
+    for row in ordered:
+        names.update(dict.fromkeys(row))
+    return pa.table({name: pa.array([row.get(name) for row in ordered]) for name in names})
+
+
+def _sortable(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    """Nulls last within a column; a column's values are of one kind (see `grid`)."""
+    return tuple((value is None, 0 if value is None else value) for value in key)
+
+
+def write_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write the table whole, under a temporary name renamed into place: never half a file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(to_table(rows), temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

@@ -1,0 +1,131 @@
+"""Which hard cases a log reaches: measured over generated logs, with a floor for each.
+
+A generator that never reaches a case proves nothing about it. `features(log)` names the
+cases one log contains; `coverage_table` prints how often each occurs over many logs, and
+`FLOORS` are the fractions the suite requires (tests/core/test_generator_coverage.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+from rolloutlog.events.types import Event
+
+# Each case: what it is, and the fraction of generated logs that must contain it.
+FLOORS: Final[dict[str, tuple[str, float]]] = {
+    "pending_mixed": ("a version goes pending while a group has stale and fresh in flight", 0.20),
+    "partial_after_stale": ("a partial group is scored after a stale cancellation", 0.10),
+    "duplicate_arrival": ("a second completion or failure of one episode", 0.05),
+    "arrival_after_finish": ("a completion or failure after run_finished", 0.05),
+    "late_failure": ("a failure of an episode already cancelled", 0.05),
+    "delayed_live": ("another world event between version_pending and its version_live", 0.05),
+    "admission_smoothing": ("admission smoothing is on", 0.05),
+}
+# Measured and printed, without a floor.
+REPORTED: Final[dict[str, str]] = {
+    "shipped_batch": "at least one batch shipped",
+    "several_batches": "three or more batches shipped",
+    "stale_cancel": "a stale cancellation",
+    "stale_drop": "an arrived or queued episode dropped as stale",
+}
+
+
+def features(log: Sequence[Event]) -> set[str]:
+    """The cases of `FLOORS` and `REPORTED` that `log` contains."""
+    found: set[str] = set()
+    config: dict[str, Any] = {}
+    step, batches = 1, 0
+    groups: dict[str, tuple[bool, dict[str, int]]] = {}  # live train?, in flight: id -> version
+    stale_cancelled: set[str] = set()
+    arrived: set[str] = set()
+    cancelled: set[str] = set()
+    finished = False
+    live_owed: int | None = None
+    for event in log:
+        e: Any = event
+        kind = event.kind
+        if live_owed is not None and kind != "version_live" and kind in _WORLD:
+            found.add("delayed_live")
+        if kind == "run_started":
+            config = e.config
+            if config.get("admission_smoothing"):
+                found.add("admission_smoothing")
+        elif kind == "group_opened":
+            groups[e.group_id] = (e.work == "train" and e.live, {})
+        elif kind == "episode_dispatched":
+            groups[e.group_id][1][e.episode_id] = e.policy_version
+        elif kind in ("episode_completed", "episode_failed"):
+            episode_id = e.episode_id
+            if episode_id in arrived:
+                found.add("duplicate_arrival")
+            if finished:
+                found.add("arrival_after_finish")
+            if kind == "episode_failed" and episode_id in cancelled:
+                found.add("late_failure")
+            group = groups.get(episode_id.rpartition("/")[0])
+            if group is not None and group[1].pop(episode_id, None) is not None:
+                arrived.add(episode_id)
+        elif kind == "episodes_cancelled":
+            cancelled.update(e.episode_ids)
+            for episode_id in e.episode_ids:
+                groups[e.group_id][1].pop(episode_id, None)
+            if e.reason == "stale":
+                stale_cancelled.add(e.group_id)
+                found.add("stale_cancel")
+        elif kind == "version_pending":
+            live_owed = e.version
+            if _mixed(groups, step, config.get("max_off_policy_steps", 0)):
+                found.add("pending_mixed")
+        elif kind == "version_live":
+            live_owed = None
+        elif kind == "group_scored":
+            if e.group_id in stale_cancelled and e.episode_ids:
+                found.add("partial_after_stale")
+        elif kind == "episode_dropped":
+            found.add("stale_drop")
+        elif kind == "batch_shipped":
+            step, batches = e.step + 1, batches + 1
+        elif kind == "run_finished":
+            finished = True
+    if batches >= 1:
+        found.add("shipped_batch")
+    if batches >= 3:
+        found.add("several_batches")
+    return found
+
+
+_WORLD: Final = frozenset(
+    {"episode_completed", "episode_failed", "limit_set", "overload_cut", "run_finished"}
+)
+
+
+def _mixed(groups: dict[str, tuple[bool, dict[str, int]]], step: int, bound: int) -> bool:
+    """Some live train group has in-flight members both past the bound and within it."""
+    for live_train, inflight in groups.values():
+        ages = [(step - 1) - version for version in inflight.values()]
+        if live_train and any(a > bound for a in ages) and any(a <= bound for a in ages):
+            return True
+    return False
+
+
+def fractions(logs: Iterable[Sequence[Event]]) -> tuple[int, dict[str, float]]:
+    """How many logs, and the fraction of them that contain each case."""
+    counts = dict.fromkeys([*FLOORS, *REPORTED], 0)
+    total = 0
+    for log in logs:
+        total += 1
+        for name in features(log):
+            counts[name] += 1
+    return total, {name: count / max(1, total) for name, count in counts.items()}
+
+
+def coverage_table(total: int, measured: dict[str, float]) -> str:
+    """A plain-text table: each case, its fraction, and its floor where it has one."""
+    lines = [f"{'case':<22} {'logs':>7} {'floor':>6}  what", "-" * 78]
+    for name, fraction in measured.items():
+        floor = f"{FLOORS[name][1]:.0%}" if name in FLOORS else ""
+        what = FLOORS[name][0] if name in FLOORS else REPORTED[name]
+        lines.append(f"{name:<22} {fraction:>7.1%} {floor:>6}  {what}")
+    lines.append(f"over {total} generated logs")
+    return "\n".join(lines)

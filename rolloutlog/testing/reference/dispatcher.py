@@ -1,0 +1,209 @@
+"""The dispatcher, restated naively: every answer is computed by scanning the record.
+
+On `run_finished` it cancels all that is owed (`shutdown`) and decides nothing after. On
+`version_pending` it cancels stale in-flight work (and straggler cuts); on `overload_cut`
+whole groups, youngest first; on `batch_shipped` straggler cuts. Any event that draws no
+cancellation fills free permits: the oldest open group that owes members first, then new
+groups (an owed eval group before train). Permits freed by its own cancellations are
+refilled when it sees those cancellations.
+"""
+
+from __future__ import annotations
+
+from rolloutlog.events.types import EpisodeDispatched, EpisodesCancelled, Event, GroupOpened
+from rolloutlog.testing.reference.record import Episode, Group, Record
+from rolloutlog.testing.reference.rules import age, past_bound, task
+
+UNLIMITED = 10**18
+WINDOW_S = 5.0
+
+
+def decide(record: Record, event: Event) -> list[Event]:
+    if event.kind == "run_finished":
+        return [
+            _cancel(g, g.in_flight(), g.unscheduled(), "shutdown", event.t)
+            for g in record.open_groups()
+        ]
+    if record.finished:
+        return []
+    cancellations: list[Event] = []
+    if event.kind == "version_pending":
+        cancellations = _before_update(record, event.t)
+    elif event.kind == "overload_cut":
+        cancellations = _overload(record, event.n, event.t)  # type: ignore[union-attr]
+    elif event.kind == "batch_shipped":
+        cancellations = [
+            c for g in record.open_groups() if (c := _straggler(record, g, [], event.t))
+        ]
+    return cancellations or _fill(record, event.t)
+
+
+def _cancel(
+    group: Group, episodes: list[Episode], unscheduled: int, reason: str, t: float
+) -> EpisodesCancelled:
+    return EpisodesCancelled(
+        t=t,
+        group_id=group.group_id,
+        episode_ids=tuple(e.episode_id for e in episodes),
+        unscheduled=unscheduled,
+        reason=reason,  # type: ignore[arg-type]
+    )
+
+
+def _before_update(record: Record, t: float) -> list[Event]:
+    settings, step = record.config, record.step
+    out: list[Event] = []
+    for group in record.open_groups():
+        stale = [
+            e
+            for e in group.in_flight()
+            if past_bound(settings, group.train, group.live, e.version, step)
+        ]
+        if stale and settings.staleness == "per-group":
+            out.append(_cancel(group, group.in_flight(), group.unscheduled(), "stale", t))
+            continue
+        if stale:
+            out.append(_cancel(group, stale, 0, "stale", t))
+        cut = _straggler(record, group, stale, t)
+        if cut is not None:
+            out.append(cut)
+    return out
+
+
+def _straggler(
+    record: Record, group: Group, spared: list[Episode], t: float
+) -> EpisodesCancelled | None:
+    """An arrived completed member at exactly the bound would be lost after the next batch:
+    cancel what the group still owes so it finalizes now."""
+    settings = record.config
+    if not settings.straggler_cut or not group.train or not group.live:
+        return None
+    at_risk = any(
+        e.status == "completed" and age(e.version, record.step) == settings.max_off_policy_steps
+        for e in group.members
+    )
+    if not at_risk:
+        return None
+    rest = [e for e in group.in_flight() if e not in spared]
+    if not rest and group.unscheduled() == 0:
+        return None
+    return _cancel(group, rest, group.unscheduled(), "straggler", t)
+
+
+def _overload(record: Record, n: int, t: float) -> list[Event]:
+    """Whole groups, youngest (last opened) first, until at least `n` owed are cancelled."""
+    out: list[Event] = []
+    cancelled = 0
+    for group in reversed(record.open_groups()):
+        if cancelled >= n:
+            break
+        out.append(_cancel(group, group.in_flight(), group.unscheduled(), "overload", t))
+        cancelled += len(group.in_flight()) + group.unscheduled()
+    return out
+
+
+def _window_growth(record: Record) -> int:
+    """Dispatches minus natural arrivals since the current 5-second window began."""
+    window = record.history[-1].t // WINDOW_S
+    growth = 0
+    for event in reversed(record.history):
+        if event.t // WINDOW_S != window:
+            break
+        if event.kind == "episode_dispatched":
+            growth += 1
+        elif event.seq in record.natural_arrivals:
+            growth -= 1
+    return growth
+
+
+def _free(record: Record) -> int:
+    settings = record.config
+    free = record.limit - len(record.in_flight())
+    if settings.admission_smoothing:
+        burst = max(settings.group_size, settings.max_inflight // 10)
+        free = min(free, burst - _window_growth(record))
+    return free
+
+
+def _train_room(record: Record) -> int:
+    """Train episodes that may go out now: none past the gate, else capacity's room."""
+    settings = record.config
+    if (record.step - 1) - record.version > settings.target_lag:
+        return 0
+    if settings.admission != "capacity":
+        return UNLIMITED
+    train = [e for e in record.episodes.values() if record.group_of(e).train]
+    if settings.batch_size is not None:
+        per_batch = settings.batch_size
+    else:
+        completed = [e for e in train if e.status == "completed"]
+        if not completed:
+            return UNLIMITED
+        tokens = sum(e.tokens for e in completed)
+        per_batch = max(1, -(-(settings.token_batch_size or 0) * len(completed) // tokens))
+    in_flight = sum(e.status == "in flight" for e in train)
+    unscored = sum(
+        e.status in ("completed", "failed") and not record.group_of(e).scored for e in train
+    )
+    queued = len(record.queue())
+    batches_left = settings.max_off_policy_steps + record.version + 1 - record.batches
+    room = batches_left * per_batch - (queued + unscored + in_flight)
+    return room if in_flight else max(room, 1)
+
+
+def _evals_owed(record: Record) -> int:
+    interval = record.config.eval_interval
+    due = sum(1 for s in range(1, record.step) if interval and s % interval == 0)
+    opened = sum(1 for g in record.groups.values() if g.work == "eval")
+    return max(0, due - opened)
+
+
+def _fill(record: Record, t: float) -> list[Event]:
+    settings = record.config
+    free = _free(record)
+    if free <= 0:
+        return []
+    train = _train_room(record)
+    out: list[Event] = []
+    for group in record.open_groups():
+        count = min(free, group.unscheduled(), train if group.train else free)
+        if count <= 0:
+            continue
+        version = group.start_version if settings.staleness == "per-group" else record.version
+        out += _dispatch(group.group_id, len(group.members), count, version, t)
+        free -= count
+        train -= count if group.train else 0
+    number, evals = len(record.groups), _evals_owed(record)
+    while free > 0 and (evals > 0 or train > 0):
+        work = "eval" if evals > 0 else "train"
+        evals -= work == "eval"
+        number += 1
+        task_id, env, live = task(settings, number, work)
+        group_id = f"g{number}"
+        out.append(
+            GroupOpened(
+                t=t,
+                group_id=group_id,
+                work=work,  # type: ignore[arg-type]
+                env=env,
+                task_id=task_id,
+                group_size=settings.group_size,
+                policy_version=record.version,
+                step=record.step,
+                live=live,
+            )
+        )
+        count = min(free, settings.group_size, train if work == "train" else free)
+        out += _dispatch(group_id, 0, count, record.version, t)
+        free -= count
+        train -= count if work == "train" else 0
+    return out
+
+
+def _dispatch(group_id: str, first: int, count: int, version: int, t: float) -> list[Event]:
+    return [
+        EpisodeDispatched(
+            t=t, episode_id=f"{group_id}/{m}", group_id=group_id, member=m, policy_version=version
+        )
+        for m in range(first, first + count)
+    ]

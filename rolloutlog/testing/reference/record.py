@@ -1,0 +1,192 @@
+"""Everything the reference has seen: each episode and group ever, nothing forgotten.
+
+Applying an event only writes down what it says. Every quantity a decision needs (what is
+in flight, what a group still owes, the queue, the step) is a scan of this record, so no
+counter can drift from the facts it summarises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rolloutlog.events.types import Event
+from rolloutlog.testing.reference.settings import Settings
+
+IN_FLIGHT = "in flight"
+
+
+@dataclass
+class Episode:
+    """One dispatched member: its own dispatch version and what became of it."""
+
+    episode_id: str
+    group_id: str
+    member: int
+    version: int
+    status: str = IN_FLIGHT  # or "completed", "failed", "cancelled"
+    reward: float | None = None
+    tokens: int = 0
+    dropped: bool = False
+    advantage: float | None = None  # set when admitted to the queue
+    shipped: bool = False
+
+
+@dataclass
+class Cancellation:
+    reason: str
+    episode_ids: tuple[str, ...]
+    unscheduled: int
+
+
+@dataclass
+class Group:
+    """One group: what opened it, its members in dispatch order, its cancellations."""
+
+    group_id: str
+    number: int
+    work: str
+    env: str
+    task_id: str
+    live: bool
+    size: int
+    start_version: int
+    members: list[Episode] = field(default_factory=list)
+    cancellations: list[Cancellation] = field(default_factory=list)
+    scored: bool = False
+
+    @property
+    def train(self) -> bool:
+        return self.work == "train"
+
+    def arrived(self) -> list[Episode]:
+        return [e for e in self.members if e.status in ("completed", "failed")]
+
+    def in_flight(self) -> list[Episode]:
+        return [e for e in self.members if e.status == IN_FLIGHT]
+
+    def unscheduled(self) -> int:
+        """Members never dispatched and not cancelled either."""
+        cancelled = sum(c.unscheduled for c in self.cancellations)
+        return self.size - len(self.members) - cancelled
+
+    def accounted(self) -> int:
+        """arrived + Σ cancellation counts: the group finalizes when this reaches G."""
+        counts = sum(len(c.episode_ids) + c.unscheduled for c in self.cancellations)
+        return len(self.arrived()) + counts
+
+
+@dataclass
+class Record:
+    """The whole history, and the facts it established."""
+
+    history: list[Event] = field(default_factory=list)
+    settings: Settings | None = None
+    groups: dict[str, Group] = field(default_factory=dict)  # in opening order
+    episodes: dict[str, Episode] = field(default_factory=dict)
+    admitted: list[str] = field(default_factory=list)  # in the order they joined the queue
+    batches: int = 0
+    version: int = 0
+    limit: int = 0
+    finished: bool = False
+    natural_arrivals: set[int] = field(default_factory=set)  # seqs of non-late arrivals
+
+    def apply(self, event: Event) -> None:
+        self.history.append(event)
+        getattr(self, "_" + event.kind, _nothing)(event)
+
+    @property
+    def config(self) -> Settings:
+        if self.settings is None:
+            raise ValueError("the log opens without run_started")
+        return self.settings
+
+    @property
+    def step(self) -> int:
+        return self.batches + 1
+
+    def open_groups(self) -> list[Group]:
+        """Groups that still owe members: in flight or never dispatched."""
+        return [g for g in self.groups.values() if g.accounted() < g.size]
+
+    def in_flight(self) -> list[Episode]:
+        return [e for e in self.episodes.values() if e.status == IN_FLIGHT]
+
+    def queue(self) -> list[Episode]:
+        queued = (self.episodes[e] for e in self.admitted)
+        return [e for e in queued if not e.shipped and not e.dropped]
+
+    def group_of(self, episode: Episode) -> Group:
+        return self.groups[episode.group_id]
+
+    # what each event says
+
+    def _run_started(self, event: Any) -> None:
+        self.settings = Settings.from_config(event.config)
+        self.limit = self.settings.max_inflight
+
+    def _group_opened(self, event: Any) -> None:
+        self.groups[event.group_id] = Group(
+            group_id=event.group_id,
+            number=len(self.groups) + 1,
+            work=event.work,
+            env=event.env,
+            task_id=event.task_id,
+            live=event.live,
+            size=event.group_size,
+            start_version=event.policy_version,
+        )
+
+    def _episode_dispatched(self, event: Any) -> None:
+        episode = Episode(event.episode_id, event.group_id, event.member, event.policy_version)
+        self.episodes[event.episode_id] = episode
+        self.groups[event.group_id].members.append(episode)
+
+    def _arrival(self, event: Any, status: str, reward: float | None, tokens: int) -> None:
+        episode = self.episodes.get(event.episode_id)
+        if episode is None or episode.status != IN_FLIGHT:
+            return  # late, a duplicate, or never dispatched: recorded in history, nothing more
+        episode.status, episode.reward, episode.tokens = status, reward, tokens
+        self.natural_arrivals.add(event.seq)
+
+    def _episode_completed(self, event: Any) -> None:
+        tokens = event.prompt_tokens + event.completion_tokens
+        self._arrival(event, "completed", event.reward, tokens)
+
+    def _episode_failed(self, event: Any) -> None:
+        self._arrival(event, "failed", None, 0)
+
+    def _episodes_cancelled(self, event: Any) -> None:
+        for episode_id in event.episode_ids:
+            self.episodes[episode_id].status = "cancelled"
+        self.groups[event.group_id].cancellations.append(
+            Cancellation(event.reason, tuple(event.episode_ids), event.unscheduled)
+        )
+
+    def _episode_dropped(self, event: Any) -> None:
+        self.episodes[event.episode_id].dropped = True
+
+    def _group_scored(self, event: Any) -> None:
+        self.groups[event.group_id].scored = True
+        if event.admitted:
+            for episode_id, advantage in zip(event.episode_ids, event.advantages, strict=True):
+                self.episodes[episode_id].advantage = advantage
+                self.admitted.append(episode_id)
+
+    def _batch_shipped(self, event: Any) -> None:
+        self.batches += 1
+        for episode_id in event.episode_ids:
+            self.episodes[episode_id].shipped = True
+
+    def _version_pending(self, event: Any) -> None:
+        self.version = event.version
+
+    def _limit_set(self, event: Any) -> None:
+        self.limit = event.max_inflight
+
+    def _run_finished(self, event: Any) -> None:
+        self.finished = True
+
+
+def _nothing(event: Event) -> None:
+    """version_live and overload_cut change no fact; they stay in the history."""

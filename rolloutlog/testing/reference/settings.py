@@ -1,0 +1,49 @@
+"""The run configuration as the reference reads it: straight from `run_started.config`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Keys that change no decision of the deciders (only the drivers read them).
+_NOT_DECISIONS = frozenset({"zero_output_batches"})
+
+
+class UnknownSettingError(ValueError):
+    """The config has a key the reference does not model: a rule it would silently miss."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every config key that changes a decision, as plain values."""
+
+    max_inflight: int
+    max_off_policy_steps: int
+    group_size: int
+    batch_size: int | None
+    token_batch_size: int | None
+    target_lag: int
+    staleness: str
+    filter_zero_advantages: bool
+    seed: int
+    tasks: int
+    eval_interval: int
+    frozen_fraction: float
+    admission_smoothing: bool
+    curriculum: str
+    admission: str
+    straggler_cut: bool
+    batch_order: str
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Settings:
+        """Refuse a config with a key the reference does not know, naming the key."""
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(config) - known - _NOT_DECISIONS)
+        if unknown:
+            raise UnknownSettingError(
+                f"run_started.config: the reference model does not know {unknown[0]!r}; "
+                "teach it the rule (rolloutlog/testing/reference/)"
+            )
+        return cls(**{name: config[name] for name in known})

@@ -1,0 +1,152 @@
+"""`rolloutlog sweep`: on Ray (local) and in processes the same table, each row what
+`simulate --json` reports for that cell alone; finished cells are skipped; errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from rolloutlog.cli.simulate import simulate_command
+from rolloutlog.cli.sweep import sweep_command
+from rolloutlog.studies.results import decode_row
+
+GRID = [
+    "--scenario",
+    "smoke",
+    "--compare",
+    "per-episode,all",
+    "--seeds",
+    "0",
+    "--set",
+    "world.failure_rate=0,0.2",
+    "--steps",
+    "3",
+]
+JSON_COLUMNS = (
+    "episodes_cancelled",
+    "trained_age_histogram",
+    "invariant_violations",
+    "rollout_seconds_by_fate",
+    "episodes_by_fate",
+)
+
+
+def sweep(*args: str) -> Any:
+    return CliRunner().invoke(sweep_command, list(args), catch_exceptions=False)
+
+
+def alone(row: dict[str, Any]) -> dict[str, Any]:
+    """What `simulate --json` reports for the cell of `row`, run on its own."""
+    args = ["--scenario", row["scenario"], "--policy", row["preset"], "--json"]
+    args += ["--seed", str(row["seed"]), "--steps", str(row["steps"]), "--check"]
+    args += ["--set", f"world.failure_rate={row['world.failure_rate']}"]
+    result = CliRunner().invoke(simulate_command, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    del report["log"]
+    return report
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_ray_and_processes_give_one_table_equal_to_simulate_alone(tmp_path: Path) -> None:
+    on_ray, in_processes = tmp_path / "ray.parquet", tmp_path / "processes.parquet"
+    result = sweep(*GRID, "--check", "--engine", "ray", "-o", str(on_ray))
+    assert result.exit_code == 0, result.stderr
+    assert "running 4 on ray" in result.stderr
+    result = sweep(
+        *GRID, "--check", "--workers", "2", "--engine", "processes", "-o", str(in_processes)
+    )
+    assert result.exit_code == 0, result.stderr
+    table = pq.read_table(on_ray)
+    assert table.equals(pq.read_table(in_processes))
+    assert table.num_rows == 4
+    for row in table.to_pylist():
+        cell_only = ("preset", "steps", "world.failure_rate")
+        figures = {k: v for k, v in decode_row(row, JSON_COLUMNS).items() if k not in cell_only}
+        report = alone(row)
+        assert figures == report
+        assert report["invariant_violations"] == []
+
+
+def test_a_second_run_skips_finished_cells_and_adds_the_new(tmp_path: Path) -> None:
+    output = tmp_path / "results.parquet"
+    first = sweep(*GRID, "--engine", "processes", "--workers", "1", "-o", str(output))
+    assert first.exit_code == 0, first.stderr
+    before = pq.read_table(output)
+    again = sweep(*GRID, "--engine", "processes", "-o", str(output))
+    assert "4 already in" in again.stderr and "running 0" in again.stderr
+    assert pq.read_table(output).equals(before)
+    wider = sweep(*GRID[:-1], "3", "--seeds", "0-1", "--engine", "processes", "-o", str(output))
+    assert wider.exit_code == 0, wider.stderr
+    assert "4 already in" in wider.stderr and "running 4" in wider.stderr
+    after = pq.read_table(output).to_pylist()
+    assert len(after) == 8
+    assert [r for r in after if r["seed"] == 0] == before.to_pylist()
+
+
+def test_best_and_plot(tmp_path: Path) -> None:
+    output, plot = tmp_path / "results.parquet", tmp_path / "sweep.png"
+    result = sweep(
+        *GRID,
+        "--engine",
+        "processes",
+        "-o",
+        str(output),
+        "--plot",
+        str(plot),
+        "--best",
+        "max trained_per_hour where discarded <= per-episode",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert plot.stat().st_size > 10_000
+    assert "best: max trained_episodes_per_hour where finished_rollouts_discarded" in result.stdout
+    assert "smoke:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seeds", "4-1"], "--seeds '4-1'"),
+        (["--set", "group_size=4,many"], "mixes"),
+        (["--compare", "per-episode+turbo"], "unknown rule 'turbo'"),
+        (["--address", "127.0.0.1:1", "--engine", "processes"], "runs on a Ray cluster"),
+        (["--address", "127.0.0.1:1", "--workers", "2"], "exclude each other"),
+        (["--best", "max speed"], "unknown metric 'speed'"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    result = sweep(
+        "--scenario",
+        "smoke",
+        "--steps",
+        "1",
+        "--engine",
+        "processes",
+        *args,
+        "-o",
+        str(tmp_path / "r.parquet"),
+    )
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_output_that_is_not_a_results_table_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.parquet"
+    pq.write_table(pq.read_table(_write_any(tmp_path)), other)
+    result = sweep("--scenario", "smoke", "--steps", "1", "-o", str(other))
+    assert result.exit_code == 2
+    assert "not a sweep results table" in result.stderr
+
+
+def _write_any(tmp_path: Path) -> Path:
+    import pyarrow as pa
+
+    path = tmp_path / "any.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), path)
+    return path

@@ -1,0 +1,136 @@
+"""The sweep's parts without running it: the grid, the `--best` syntax, the Pareto front."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rolloutlog.core.config import ConfigError
+from rolloutlog.studies.best import BestSyntaxError, best_per_scenario, configurations, parse_best
+from rolloutlog.studies.grid import expand, parse_seeds, parse_set_ranges
+from rolloutlog.studies.results import row_key, setting_columns, to_table
+from rolloutlog.studies.run_report import policy_name
+from rolloutlog.studies.sweep_plot import pareto_front
+
+COLUMNS = ["trained_episodes_per_hour", "finished_rollouts_discarded", "mean_trained_age"]
+
+
+def test_seeds_take_ranges_and_lists() -> None:
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("7") == [7]
+    assert parse_seeds("0-1,9") == [0, 1, 9]
+    for bad in ("a", "3-1", "0,0", "-2", "1-"):
+        with pytest.raises(ConfigError, match="--seeds"):
+            parse_seeds(bad)
+
+
+def test_set_ranges_are_qualified_typed_and_refused_by_name() -> None:
+    ranges = parse_set_ranges(["max_off_policy_steps=1,2", "world.failure_rate=0,0.1"])
+    assert ranges == {"run.max_off_policy_steps": [1, 2], "world.failure_rate": [0, 0.1]}
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_set_ranges(["no_such_key=1,2"])
+    with pytest.raises(ConfigError, match="mixes"):
+        parse_set_ranges(["group_size=4,many"])
+    with pytest.raises(ConfigError, match="set twice"):
+        parse_set_ranges(["group_size=4", "run.group_size=8"])
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_set_ranges(["group_size="])
+
+
+def test_the_grid_is_the_product_and_every_cell_is_checked() -> None:
+    ranges = parse_set_ranges(["max_off_policy_steps=1,2"])
+    cells = expand(["smoke", "tight"], ["per-episode", "all"], [0, 1, 2], ranges, 4)
+    assert len(cells) == 2 * 2 * 2 * 3
+    assert len({cell.key(["run.max_off_policy_steps"]) for cell in cells}) == len(cells)
+    own = expand(["smoke"], None, None, {}, None)
+    assert len(own) == 1 and own[0].steps > 0 and own[0].preset
+    with pytest.raises(
+        ConfigError, match=re.escape("smoke under per-episode --set run.target_lag=9")
+    ):
+        expand(["smoke"], ["per-episode"], [0], parse_set_ranges(["target_lag=9"]), 2)
+
+
+def _row(scenario: str, preset: str, seed: int, trained: float, discarded: float) -> dict:
+    return {
+        "scenario": scenario,
+        "preset": preset,
+        "seed": seed,
+        "steps": 10,
+        "trained_episodes_per_hour": trained,
+        "finished_rollouts_discarded": discarded,
+        "mean_trained_age": 1.0,
+    }
+
+
+ROWS = [
+    _row("a", "per-episode", 0, 100.0, 40.0),
+    _row("a", "per-episode", 1, 120.0, 60.0),  # mean 110 trained/h, 50 discarded
+    _row("a", "per-group", 0, 130.0, 80.0),
+    _row("a", "per-group", 1, 130.0, 80.0),
+    _row("a", "all", 0, 105.0, 10.0),
+    _row("a", "all", 1, 105.0, 12.0),  # 11 discarded: <= 0.25 * 50
+    _row("b", "per-episode", 0, 50.0, 4.0),
+    _row("b", "all", 0, 40.0, 2.0),  # 2 > 0.25 * 4
+]
+
+
+def test_best_finds_the_fastest_configuration_within_the_constraint() -> None:
+    found = configurations(ROWS, [])
+    objective = parse_best("max trained_per_hour where discarded <= 0.25*per-episode", COLUMNS)
+    assert objective.describe() == (
+        "max trained_episodes_per_hour where finished_rollouts_discarded <= 0.25*per-episode"
+    )
+    choices = {c.scenario: c for c in best_per_scenario(found, objective)}
+    best_a = choices["a"].best
+    assert best_a is not None and best_a.preset == "all" and best_a.seeds == 2
+    assert best_a.means["finished_rollouts_discarded"] == 11.0
+    assert choices["b"].best is None and choices["b"].candidates == 2
+    unconstrained = best_per_scenario(found, parse_best("max trained_per_hour", COLUMNS))
+    assert [c.best.preset for c in unconstrained if c.best] == ["per-group", "per-episode"]
+    fewest = parse_best("min discarded where trained_per_hour >= 100 and mean_age <= 1", COLUMNS)
+    assert [c.best.preset for c in best_per_scenario(found, fewest) if c.best] == ["all"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("maximise trained_per_hour", "must start with"),
+        ("max speed", "unknown metric 'speed'"),
+        ("max trained_per_hour where discarded == 3", "is not 'METRIC"),
+        ("max trained_per_hour where discarded <= 0.25*turbo", "bound '0.25\\*turbo'"),
+        ("max trained_per_hour where discarded <= x*per-episode", "bound 'x\\*per-episode'"),
+    ],
+)
+def test_bad_best_texts_are_refused_naming_the_part(text: str, problem: str) -> None:
+    with pytest.raises(BestSyntaxError, match=problem):
+        parse_best(text, COLUMNS)
+
+
+def test_a_preset_bound_needs_that_preset_in_the_sweep() -> None:
+    found = configurations([r for r in ROWS if r["preset"] != "per-episode"], [])
+    objective = parse_best("max trained_per_hour where discarded <= per-episode", COLUMNS)
+    with pytest.raises(BestSyntaxError, match=r"needs preset 'per-episode'.*add it to --compare"):
+        best_per_scenario(found, objective)
+
+
+def test_pareto_front_keeps_the_undominated_points_by_discards() -> None:
+    points = [(50.0, 110.0), (80.0, 130.0), (11.0, 105.0), (60.0, 100.0), (11.0, 90.0)]
+    assert pareto_front(points) == [2, 0, 1]
+
+
+def test_the_table_sorts_by_cell_whatever_the_order_rows_came_in() -> None:
+    rows = [dict(r, **{"run.group_size": 4 if r["seed"] else None}) for r in ROWS]
+    keys = setting_columns(rows)
+    assert keys == ["run.group_size"]
+    forward, backward = to_table(rows), to_table(rows[::-1])
+    assert forward.equals(backward)
+    assert [row_key(r, keys) for r in forward.to_pylist()] == sorted(
+        (row_key(r, keys) for r in rows), key=lambda k: (k[:4], k[4] is None, k[4] or 0)
+    )
+
+
+def test_an_explicit_set_wins_over_the_preset_as_in_simulate() -> None:
+    (cell,) = expand(["smoke"], ["per-episode"], [0], parse_set_ranges(["straggler_cut=true"]), 2)
+    assert cell.scenario().run.straggler_cut is True
+    assert policy_name(cell.scenario()) == "per-episode+straggler"
