@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.console import Console
 
 from rolloutlog.cli.bad_input import fail, reports_bad_input
 from rolloutlog.cli.output import warn_torn_tail
-from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
-from rolloutlog.replay.spans import read_spans
-from rolloutlog.replay.timeline_page import Window, WindowError, page_data, render_page
+from rolloutlog.replay.timeline_page import Window, WindowError, timeline_page
 
 LOG_PATH = click.Path(dir_okay=False, path_type=Path)
 
@@ -31,16 +30,13 @@ def timeline_command(
     The page works offline (everything is inlined): open it from disk in any browser.
     """
     source = open_log(log)
-    spans = read_spans(source)
-    replay = replay_log(source)
-    summary = {**replay.summary, "error": None if replay.error is None else str(replay.error)}
+    window, title = Window(t_from, t_to, group), f"rolloutlog · {log.name}"
     try:
-        data = page_data(
-            spans, summary, Window(t_from, t_to, group), title=f"rolloutlog · {log.name}"
-        )
+        with Console(stderr=True).status(f"reading and replaying {log} …"):
+            html, data = timeline_page(source, window, title)
     except WindowError as error:
         fail(f"{log}: {error}")
-    output.write_text(render_page(data), encoding="utf-8")
+    output.write_text(html, encoding="utf-8")
     warn_torn_tail(source.torn_tail, log)
     size = output.stat().st_size
     click.echo(

@@ -16,6 +16,9 @@ It checks, each at the seq where it broke:
 - conservation: each dispatched episode arrives or is cancelled once; a group finalizes
   with arrived + cancelled = G; nothing is open at `run_finished`, and nothing is opened,
   dispatched or shipped after it;
+- restarts: a `run_resumed` names exactly what was in flight, resumes from a checkpoint
+  between the last announced version and the batches shipped, and only those episodes are
+  cancelled (reason `restart`); after it each version is announced once, after its batch;
 - permits: never above the limit at admission (and, under a loop, as many permits held as
   episodes in flight); capacity admission's horizon;
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
@@ -56,6 +59,7 @@ from rolloutlog.events.types import (
     GroupScored,
     LimitSet,
     RunFinished,
+    RunResumed,
     VersionPending,
 )
 
@@ -136,6 +140,8 @@ class Account:
         self.finished = False
         self.train_promised = 0  # trained + queued + arrived-unfinalized + in flight (train)
         self.train_inflight = 0
+        self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
+        self.resumed_from: int | None = None  # the checkpoint of the latest restart
         self.summary_head, self.summary_middle = "", ""
         self._summary_texts()
         # The run summary.
@@ -209,7 +215,9 @@ class Account:
             case BatchShipped():
                 self.on_shipped(seq, event.step, event.episode_ids, event.trained_ids)
             case VersionPending():
-                self.on_version_pending(event.version)
+                self.on_version_pending(seq, event.version)
+            case RunResumed():
+                self.on_resumed(seq, event.episode_ids, event.version)
             case LimitSet():
                 self.on_limit_set(event.max_inflight)
             case RunFinished():
@@ -254,6 +262,11 @@ class Account:
                 for episode_id, (version, _) in group.inflight.items():
                     if group.stale(version, step, bound):
                         self._fail(seq, world_kind, f"stale {episode_id} of {group_id} in flight")
+        elif world_kind == "run_resumed":
+            left = [e for e in sorted(self.restart_ids) if e in self.inflight]
+            if left:
+                self._fail(seq, world_kind, f"outstanding at the restart, in flight: {left[:3]}")
+            self.restart_ids = frozenset()
         elif world_kind == "run_finished":
             if self.groups:
                 self._fail(seq, world_kind, f"groups left open: {sorted(self.groups)[:5]}")
@@ -331,6 +344,11 @@ class Account:
             return self._fail(seq, kind, f"cancels {unscheduled} unscheduled of {group_id}")
         if reason == "straggler":
             self._check_straggler(seq, group, episode_ids, unscheduled)
+        elif reason == "restart":
+            strays = [e for e in episode_ids if e not in self.restart_ids]
+            if strays or unscheduled:
+                problem = f"a restart cancels only what was outstanding: {strays[:3]}"
+                self._fail(seq, kind, f"{problem}, {unscheduled} unscheduled")
         if self.capacity and group.train:
             self.train_promised -= len(episode_ids)
             self.train_inflight -= len(episode_ids)
@@ -396,7 +414,15 @@ class Account:
         self.late += 1
         return None
 
-    def on_version_pending(self, version: int) -> None:
+    def on_version_pending(self, seq: int, version: int) -> None:
+        if self.resumed_from is not None:  # across a restart, each batch trains once
+            kind, shipped = "version_pending", self.step - 1
+            if not self.version < version <= shipped:
+                problem = f"v{version} after v{self.version} with {shipped} batches shipped"
+                self._fail(seq, kind, f"{problem}: a version is announced once, after its batch")
+            if version < self.resumed_from:
+                problem = f"v{version} is inside checkpoint v{self.resumed_from} resumed from"
+                self._fail(seq, kind, f"{problem}: its batch would train twice")
         self.version = version
         self.publish_step = self.step
         self._summary_texts()
@@ -404,6 +430,24 @@ class Account:
     def on_limit_set(self, max_inflight: int) -> None:
         self.limit = max_inflight
         self._summary_texts()
+
+    def on_resumed(self, seq: int, episode_ids: Sequence[str], version: int) -> None:
+        """A restart names exactly what was outstanding, after the last announced version
+        and no further than the batches shipped (nothing trained twice, nothing lost)."""
+        kind = "run_resumed"
+        if self.finished:
+            self._fail(seq, kind, "a restart after run_finished")
+        named = set(episode_ids)
+        if named != self.inflight.keys():
+            different = sorted(named ^ self.inflight.keys())[:3]
+            problem = f"names {len(named)} outstanding episodes, {len(self.inflight)} in flight"
+            self._fail(seq, kind, f"{problem}: {different}")
+        shipped = self.step - 1
+        if not self.version <= version <= shipped:
+            problem = f"resumes from v{version}, but v{self.version} was announced"
+            self._fail(seq, kind, f"{problem} and {shipped} batches shipped")
+        self.restart_ids = frozenset(named)
+        self.resumed_from = version
 
     def on_run_finished(self, reason: str) -> None:
         self.finished = True
@@ -537,5 +581,6 @@ class Account:
             "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
             "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
             "run_finished": self.finished_reason,
+            "restarts": self.kinds["run_resumed"],
             "invariant_violations": list(self.violations) if checked else [],
         }

@@ -160,7 +160,19 @@ def _run_started(state: Account, c: Columns, i: int, seq: int, t_text: str) -> s
     return _OPENING(state, c, i, seq, t_text)
 
 
+def _run_resumed(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+    state.on_resumed(seq, c["episode_ids"][i], c["version"][i])
+    return _RESUMED(state, c, i, seq, t_text)
+
+
+def _version_pending(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+    state.on_version_pending(seq, c["version"][i])
+    return _PENDING(state, c, i, seq, t_text)
+
+
 _OPENING: Final = _generic("run_started")
+_RESUMED: Final = _generic("run_resumed")
+_PENDING: Final = _generic("version_pending")
 _APPLIERS: Final[dict[str, Applier]] = {
     "run_started": _run_started,
     "group_opened": _group_opened,
@@ -168,7 +180,7 @@ _APPLIERS: Final[dict[str, Applier]] = {
     "episode_completed": _completed,
     "episode_failed": _failed,
     "episodes_cancelled": _cancelled,
-    "version_pending": _setting("version_pending", "version", Account.on_version_pending),
+    "version_pending": _version_pending,
     "version_live": _generic("version_live"),
     "limit_set": _setting("limit_set", "max_inflight", Account.on_limit_set),
     "overload_cut": _generic("overload_cut"),
@@ -176,9 +188,10 @@ _APPLIERS: Final[dict[str, Applier]] = {
     "group_scored": _scored,
     "batch_shipped": _shipped,
     "run_finished": _setting("run_finished", "reason", Account.on_run_finished),
+    "run_resumed": _run_resumed,
 }
 # World kinds whose reactions the checker examines once they have settled.
-_SETTLED_KINDS: Final = frozenset({"version_pending", "run_finished"})
+_SETTLED_KINDS: Final = frozenset({"version_pending", "run_finished", "run_resumed"})
 if set(_APPLIERS) != set(PAYLOAD_FIELDS):
     raise ImportError("columnar fold: every event kind needs a row applier")
 

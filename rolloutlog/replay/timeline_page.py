@@ -22,6 +22,8 @@ import attrs
 import numpy as np
 
 from rolloutlog.events.types import CANCEL_REASONS
+from rolloutlog.replay.log_replay import replay_log
+from rolloutlog.replay.source import LogSource
 from rolloutlog.replay.spans import (
     DISCARDED,
     MARKERS,
@@ -29,6 +31,7 @@ from rolloutlog.replay.spans import (
     TRAINER_SPANS,
     Spans,
     pack_lanes,
+    read_spans,
 )
 
 ASSETS: Final = "rolloutlog.replay.assets"
@@ -48,6 +51,15 @@ class Window:
 
 class WindowError(ValueError):
     """The window selects nothing the log has (an unknown group, an empty time range)."""
+
+
+def timeline_page(source: LogSource, window: Window, title: str) -> tuple[str, dict[str, Any]]:
+    """The page of the log `source` and the data in it; the summary is `replay`'s."""
+    spans = read_spans(source)
+    replay = replay_log(source)
+    summary = {**replay.summary, "error": None if replay.error is None else str(replay.error)}
+    data = page_data(spans, summary, window, title)
+    return render_page(data), data
 
 
 def page_data(spans: Spans, summary: dict[str, Any], window: Window, title: str) -> dict[str, Any]:

@@ -55,6 +55,7 @@ class HeadlessChromium:
 
     def __enter__(self) -> HeadlessChromium:
         self.profile.mkdir(parents=True, exist_ok=True)
+        (self.profile / "DevToolsActivePort").unlink(missing_ok=True)  # a previous run's port
         self._process = subprocess.Popen(
             [
                 self.executable,

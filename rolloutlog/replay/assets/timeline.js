@@ -21,15 +21,15 @@
     dropped: ["#d62728", "diamond", "◆"], failed: ["#000000", "square", "■"],
     late: ["#ff7f0e", "circle", "●"],
   };
-  const TRAINER_COLOR = { busy: "#2ca02c", weight_update: "#9467bd", idle: "#f4cccc" };
+  const TRAINER_COLOR = { busy: "#2ca02c", weight_update: "#9467bd", idle: "#d9d9d9" };
   const LANE = 16, GAP = 4; // trainer and batch lanes, CSS pixels
   function versionColor(v, alpha) { // golden-angle hues: neighbouring versions differ
-    return "hsla(" + ((v * 137.508) % 360).toFixed(1) + ",70%,45%," + alpha + ")";
+    return "hsla(" + ((v * 137.508) % 360) + ",70%,45%," + alpha + ")";
   }
 
   const stats = { episodes: D.episodes, rows: D.rows, draws: 0, bars_visible: 0, bars_drawn: 0,
     markers_visible: {}, markers_drawn: {}, version_lines: 0, ships: 0, trainer_spans: 0,
-    x_min: 0, x_max: 0, first_draw_ms: null, last_draw_ms: null };
+    x_min: 0, x_max: 0, first_draw_ms: null, last_draw_ms: null, draw_ms: null, parts_ms: {} };
 
   function lowerBound(arr, lo, hi, value) { // first index in [lo, hi) with arr[i] >= value
     while (lo < hi) { const mid = (lo + hi) >>> 1; if (arr[mid] < value) lo = mid + 1; else hi = mid; }
@@ -46,15 +46,22 @@
   }
 
   function draw(u) {
+    const began = performance.now();
     const L = layout(u), ctx = u.ctx;
     ctx.save();
     ctx.textAlign = "left";
     ctx.beginPath(); ctx.rect(L.b.left, L.b.top, L.b.width, L.b.height); ctx.clip();
-    drawTrainer(ctx, L); drawShips(ctx, L); drawEpisodes(ctx, L); drawMarkers(ctx, L);
-    drawVersions(ctx, L);
+    const parts = { trainer: drawTrainer, ships: drawShips, episodes: drawEpisodes,
+      markers: drawMarkers, versions: drawVersions };
+    for (const name in parts) {
+      const t = performance.now();
+      parts[name](ctx, L);
+      stats.parts_ms[name] = performance.now() - t;
+    }
     ctx.restore();
     stats.draws++; stats.x_min = L.xmin; stats.x_max = L.xmax;
     stats.last_draw_ms = performance.now();
+    stats.draw_ms = stats.last_draw_ms - began;
     if (stats.first_draw_ms === null) stats.first_draw_ms = stats.last_draw_ms;
     document.getElementById("range").textContent =
       "showing " + L.xmin.toFixed(2) + " s … " + L.xmax.toFixed(2) + " s";
@@ -93,18 +100,43 @@
     ctx.fillText(text, L.b.left + 2 * L.r, y + 2 * L.r);
   }
 
+  // Episodes and markers are painted into one pixel buffer (a Uint32Array over ImageData),
+  // composited onto uPlot's canvas with one drawImage: hundreds of thousands of bars cost a
+  // few typed-array fills each instead of a canvas call each.
+  let raster = null;
+  function rasterFor(L) {
+    const w = Math.max(1, Math.ceil(L.b.width));
+    const h = Math.max(1, Math.ceil(L.b.top + L.b.height - L.rowsTop));
+    if (!raster || raster.w !== w || raster.h !== h) {
+      const canvas = document.createElement("canvas");
+      canvas.width = w; canvas.height = h;
+      const context = canvas.getContext("2d"), image = context.createImageData(w, h);
+      raster = { w, h, canvas, context, image, pixels: new Uint32Array(image.data.buffer) };
+    }
+    raster.pixels.fill(0);
+    return raster;
+  }
+  function rgba(hex, alpha) { // "#rrggbb" -> a little-endian RGBA pixel
+    const n = parseInt(hex.slice(1), 16);
+    return ((Math.round(alpha * 255) << 24) | ((n & 255) << 16) | (n & 0xff00) | (n >> 16)) >>> 0;
+  }
+  function versionHex(v) { // the hue of versionColor(v), as #rrggbb
+    const h = (v * 137.508) % 360, s = 0.7, l = 0.45, a = s * Math.min(l, 1 - l);
+    const f = (n) => { const k = (n + h / 30) % 12; return l - a * Math.max(-1, Math.min(k - 3, 9 - k, 1)); };
+    return "#" + [f(0), f(8), f(4)].map((x) => Math.round(x * 255).toString(16).padStart(2, "0")).join("");
+  }
+
   // Level of detail: within one colour, a bar that falls inside the pixels already painted
-  // on its row is skipped, so a frame paints at most about one rectangle per pixel per row.
+  // on its row is skipped, so at most about one bar per pixel, row and colour is painted.
   function drawEpisodes(ctx, L) {
-    const start = C.start, end = C.end, row = C.row;
-    const last = new Float64Array(D.rows);
-    const barH = Math.max(L.rowH - (L.rowH > 3 ? 1 : 0), 1);
+    const R = rasterFor(L), start = C.start, end = C.end, row = C.row, pixels = R.pixels;
+    const last = new Float64Array(D.rows), left = L.b.left;
+    const gap = L.rowH > 3 ? 1 : 0;
     let visible = 0, drawn = 0, vmin = Infinity, vmax = -Infinity;
     for (const [offset, count, version, discarded] of D.slices) {
-      const stop = offset + count;
+      const stop = offset + count, color = rgba(versionHex(version), discarded ? 0.3 : 0.95);
       let i = lowerBound(start, offset, stop, L.xmin - D.max_duration);
       last.fill(-Infinity);
-      ctx.fillStyle = versionColor(version, discarded ? 0.3 : 0.95);
       for (; i < stop; i++) {
         const s = start[i];
         if (s > L.xmax) break;
@@ -112,38 +144,59 @@
         visible++;
         if (version < vmin) vmin = version;
         if (version > vmax) vmax = version;
-        let x0 = Math.floor(clampX(L, L.px(s)));
-        const x1 = Math.max(x0 + 1, Math.ceil(clampX(L, L.px(end[i]))));
+        let x0 = Math.max(0, Math.floor(L.px(s) - left));
+        const x1 = Math.min(R.w, Math.max(x0 + 1, Math.ceil(L.px(end[i]) - left)));
         const r = row[i];
         if (x1 <= last[r]) continue;
         if (x0 < last[r]) x0 = last[r];
-        ctx.fillRect(x0, L.rowsTop + r * L.rowH, x1 - x0, barH);
         last[r] = x1; drawn++;
+        const y1 = Math.min(R.h, Math.max(Math.floor(r * L.rowH) + 1, Math.floor((r + 1) * L.rowH) - gap));
+        for (let y = Math.floor(r * L.rowH); y < y1; y++) pixels.fill(color, y * R.w + x0, y * R.w + x1);
       }
     }
     stats.bars_visible = visible; stats.bars_drawn = drawn;
     legendVersions(vmin, vmax);
   }
 
-  // Markers sit on their episode's row; one per kind per pixel and row is drawn.
+  // Markers sit on their episode's row; one per kind per pixel and row is drawn, each a
+  // copy of a small pre-drawn sprite, then the buffer goes onto the canvas.
+  let sprites = null;
+  function spritesOf(size) {
+    if (sprites && sprites.size === size) return sprites;
+    const side = size + 2, half = Math.floor(side / 2);
+    sprites = { size, masks: D.markers.map((name) => {
+      const canvas = document.createElement("canvas");
+      canvas.width = canvas.height = side;
+      const c = canvas.getContext("2d"), p = new Path2D();
+      shape(p, MARKER_STYLE[name][1], side / 2, side / 2, size / 2);
+      c.fillStyle = "#000"; c.fill(p);
+      const alpha = c.getImageData(0, 0, side, side).data, dx = [], dy = [];
+      for (let j = 0; j < side * side; j++) if (alpha[4 * j + 3] >= 128) { dx.push(j % side - half); dy.push(Math.floor(j / side) - half); }
+      return { dx, dy, color: rgba(MARKER_STYLE[name][0], 1) };
+    }) };
+    return sprites;
+  }
   function drawMarkers(ctx, L) {
-    const t = C.marker_t, kind = C.marker_kind, episode = C.marker_episode;
-    const width = Math.ceil(L.b.width) + 8;
-    const seen = new Uint8Array(width * Math.max(D.rows, 1));
-    const paths = D.markers.map(() => new Path2D());
-    const size = Math.max(3 * L.r, Math.min(L.rowH * 0.9, 7 * L.r)) / 2;
+    const R = raster, t = C.marker_t, kind = C.marker_kind, episode = C.marker_episode;
+    const seen = new Uint8Array(R.w * Math.max(D.rows, 1)), pixels = R.pixels;
+    const sprite = spritesOf(Math.round(Math.max(3 * L.r, Math.min(L.rowH * 0.9, 7 * L.r))));
     const visible = {}, drawn = {};
     for (const name of D.markers) { visible[name] = 0; drawn[name] = 0; }
     for (let i = lowerBound(t, 0, t.length, L.xmin); i < t.length && t[i] <= L.xmax; i++) {
-      const k = kind[i], r = C.row[episode[i]], x = L.px(t[i]);
+      const k = kind[i], r = C.row[episode[i]], x = Math.floor(L.px(t[i]) - L.b.left);
       visible[D.markers[k]]++;
-      const cell = r * width + Math.max(0, Math.floor(x - L.b.left));
+      const cell = r * R.w + Math.min(R.w - 1, Math.max(0, x));
       if (seen[cell] & (1 << k)) continue;
       seen[cell] |= 1 << k; drawn[D.markers[k]]++;
-      shape(paths[k], MARKER_STYLE[D.markers[k]][1], x, L.rowsTop + (r + 0.5) * L.rowH, size);
+      const y = Math.floor((r + 0.5) * L.rowH), { dx, dy, color } = sprite.masks[k];
+      for (let j = 0; j < dx.length; j++) {
+        const px = x + dx[j], py = y + dy[j];
+        if (px >= 0 && px < R.w && py >= 0 && py < R.h) pixels[py * R.w + px] = color;
+      }
     }
-    paths.forEach((path, k) => { ctx.fillStyle = MARKER_STYLE[D.markers[k]][0]; ctx.fill(path); });
     stats.markers_visible = visible; stats.markers_drawn = drawn;
+    R.context.putImageData(R.image, 0, 0);
+    ctx.drawImage(R.canvas, Math.floor(L.b.left), Math.floor(L.rowsTop));
   }
 
   function shape(p, kind, x, y, s) {
@@ -158,11 +211,15 @@
     ctx.lineWidth = Math.max(L.r, 1); ctx.font = 10 * L.r + "px sans-serif"; ctx.textBaseline = "top";
     for (const [lines, dash] of [[D.pending, [4 * L.r, 3 * L.r]], [D.live, []]]) {
       ctx.setLineDash(dash);
+      let lastX = null;
       for (const [t, v] of lines) {
         if (t < L.xmin || t > L.xmax) continue;
         const x = Math.round(L.px(t)) + 0.5;
+        n++;
+        if (lastX !== null && x - lastX < 4 * L.r) continue; // lines closer than 4 px: one
+        lastX = x;
         ctx.strokeStyle = versionColor(v, 0.9);
-        ctx.beginPath(); ctx.moveTo(x, L.b.top); ctx.lineTo(x, L.b.top + L.b.height); ctx.stroke(); n++;
+        ctx.beginPath(); ctx.moveTo(x, L.b.top); ctx.lineTo(x, L.b.top + L.b.height); ctx.stroke();
         if (dash.length === 0 && x - lastLabel > 28 * L.r) {
           ctx.fillStyle = versionColor(v, 1); ctx.fillText("v" + v, x + 2 * L.r, L.rowsTop - GAP * L.r - 10 * L.r);
           lastLabel = x;
@@ -269,8 +326,8 @@
     shownVersions = key;
     versionsBox.textContent = "";
     if (vmin > vmax) return;
-    const stride = Math.max(1, Math.ceil((vmax - vmin + 1) / 12));
-    for (let v = vmin; v <= vmax; v += stride) versionsBox.append(item(swatch(versionColor(v, 0.95)) + "v" + v));
+    for (let v = vmin; v <= Math.min(vmax, vmin + 9); v++) versionsBox.append(item(swatch(versionColor(v, 0.95)) + "v" + v));
+    if (vmax > vmin + 9) versionsBox.append(item("… to v" + vmax + " (zoom in to see them here)"));
   }
   const table = document.createElement("table");
   function addRow(key, value) {

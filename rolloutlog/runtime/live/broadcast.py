@@ -4,7 +4,10 @@ Layout: `<root>/v<k>/config.json`, `<root>/v<k>/model.safetensors`, and `<root>/
 written last. A reader (the runtime, before it asks inference to reload) trusts a version
 only once READY exists, so a crash mid-write never reaches inference. READY holds the
 version and the SHA-256 of the weights file, which `require_ready` re-checks: what
-inference loads is what the trainer wrote. Only the newest `keep` versions stay on disk.
+inference loads is what the trainer wrote, and that the checkpoint is complete and readable
+by a server running as another user (files 0644, directories 0755): a vLLM engine asked to
+load weights it cannot read fails, and may die. Only the newest `keep` versions stay on
+disk.
 """
 
 from __future__ import annotations
@@ -16,9 +19,17 @@ import shutil
 from pathlib import Path
 from typing import Any, Final
 
-from rolloutlog.runtime.live.model import WEIGHTS_FILE, LlamaForCausalLM, save_checkpoint
+from rolloutlog.runtime.live.model import (
+    CHECKPOINT_FILE_MODE,
+    WEIGHTS_FILE,
+    CheckpointError,
+    LlamaForCausalLM,
+    check_checkpoint,
+    save_checkpoint,
+)
 
 READY_FILE: Final = "READY"
+DIRECTORY_MODE: Final = 0o755
 
 
 class BroadcastError(RuntimeError):
@@ -62,22 +73,29 @@ class WeightBroadcast:
         if directory.exists():
             shutil.rmtree(directory)
         save_checkpoint(model, directory)
+        directory.chmod(DIRECTORY_MODE)
         for name in sorted(p.name for p in directory.iterdir()):
             _fsync(directory / name)
         marker = {"version": version, "sha256": _sha256(directory / WEIGHTS_FILE)}
         (directory / READY_FILE).write_text(json.dumps(marker) + "\n")
+        (directory / READY_FILE).chmod(CHECKPOINT_FILE_MODE)
         _fsync(directory / READY_FILE)
         self._prune(version)
         return directory
 
     def require_ready(self, version: int) -> Path:
-        """The version's directory, after checking its READY marker against the weights."""
+        """The version's directory, after checking its READY marker against the weights and
+        that a server could load it (see `model.check_checkpoint`)."""
         directory = self.path(version)
         marker = self._marker(directory)
         if marker.get("version") != version:
             raise BroadcastError(f"{directory}: READY names version {marker.get('version')}")
         if _sha256(directory / WEIGHTS_FILE) != marker.get("sha256"):
             raise BroadcastError(f"{directory}: {WEIGHTS_FILE} does not match its READY digest")
+        try:
+            check_checkpoint(directory)
+        except CheckpointError as error:
+            raise BroadcastError(str(error)) from error
         return directory
 
     def _marker(self, directory: Path) -> dict[str, Any]:

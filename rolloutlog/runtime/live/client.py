@@ -6,7 +6,8 @@ Retries are bounded and depend on what a retry could repeat:
 - `generate` is retried only when the request cannot have started: a refused connection,
   or HTTP 503 (vLLM's "paused, retry after resume"). A read timeout or a dropped connection
   mid-request raises `InferenceUnavailable` at once: the caller records a failed episode
-  instead of running it twice.
+  instead of running it twice. (The transport resends, once, a request that the server
+  never read: one written to a kept-alive connection the server was closing.)
 Every error names the endpoint, the route and the cause.
 
 Aborts use the engine's external id: vLLM prefixes the caller's `request_id` with
@@ -32,7 +33,7 @@ from rolloutlog.runtime.live.protocol import (
     PauseMode,
     WeightVersionSpan,
 )
-from rolloutlog.runtime.live.transport import StreamTransport
+from rolloutlog.runtime.live.transport import DEFAULT_KEEPALIVE_EXPIRY_S, StreamTransport
 
 ENGINE_ID_PREFIX: Final = "generate-tokens-"
 _FINISH_REASONS: Final = ("stop", "length", "abort", "repetition")
@@ -41,7 +42,8 @@ _FINISH_REASONS: Final = ("stop", "length", "abort", "repetition")
 @attrs.frozen(kw_only=True)
 class ClientLimits:
     """Timeouts and retry bounds. A keep-mode pause holds generate calls across a weight
-    reload, so `generate_timeout_s` must cover the longest expected reload."""
+    reload, so `generate_timeout_s` must cover the longest expected reload.
+    `keepalive_expiry_s` must stay below the servers' keep-alive (vLLM's: 5 s)."""
 
     connect_timeout_s: float = 2.0
     generate_timeout_s: float = 300.0
@@ -51,10 +53,13 @@ class ClientLimits:
     backoff_s: float = 0.2
     paused_attempts: int = 50
     max_connections: int = 1024
+    keepalive_expiry_s: float = DEFAULT_KEEPALIVE_EXPIRY_S
 
     def __attrs_post_init__(self) -> None:
         if min(self.attempts, self.paused_attempts, self.max_connections) < 1:
             raise ValueError("attempts, paused_attempts and max_connections must be >= 1")
+        if self.keepalive_expiry_s < 0:
+            raise ValueError(f"keepalive_expiry_s must be >= 0, got {self.keepalive_expiry_s}")
 
 
 class VLLMClient:
@@ -186,7 +191,9 @@ class VLLMClient:
 def _default_http(limits: ClientLimits) -> httpx.AsyncClient:
     """httpx over `StreamTransport`: httpcore's pool costs more CPU per request than the
     model's decoding at the concurrency of a training run (see `transport`)."""
-    transport = StreamTransport(max_connections=limits.max_connections)
+    transport = StreamTransport(
+        max_connections=limits.max_connections, keepalive_expiry_s=limits.keepalive_expiry_s
+    )
     return httpx.AsyncClient(transport=transport, trust_env=False)
 
 

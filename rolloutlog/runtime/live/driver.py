@@ -1,6 +1,6 @@
 """The live driver: real inference and a torch trainer, feeding the core's reaction loop.
 
-The driver is thin, as DESIGN.md asks. It turns what happens outside into world events,
+The driver is thin, as docs/contract.md asks. It turns what happens outside into world events,
 feeds each to `ReactionLoop.feed`, writes what the loop appended to the log, and carries
 out the decided events:
 

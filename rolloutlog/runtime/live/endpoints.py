@@ -6,8 +6,9 @@
 - Weight updates fan out: pause (keep) everywhere, reload everywhere, relabel everywhere,
   resume everywhere; `publish_weights` returns, and the version is live, only when every
   endpoint still in rotation has it.
-- Loss: an endpoint that stops answering (a transport failure confirmed by a failed
-  health probe) is taken out of rotation with a warning. Its in-flight requests fail at
+- Loss: an endpoint that stops answering, or whose engine died (a transport failure or
+  a 5xx answer, confirmed by a failed health probe: a vLLM engine that died answers 500,
+  then its server exits), is taken out of rotation with a warning. Its in-flight requests fail at
   once with `EndpointLost`, so the caller records each as a failed episode: none is lost
   from the accounting, and none waits on a dead socket. An endpoint whose weight reload
   fails is taken out the same way: it would serve the wrong version.
@@ -29,6 +30,7 @@ from rolloutlog.runtime.live.protocol import (
     Generation,
     InferenceBackend,
     InferenceError,
+    InferenceRejected,
     InferenceUnavailable,
 )
 
@@ -128,6 +130,10 @@ class EndpointPool:
             raise
         except InferenceUnavailable as error:
             await self._probe(endpoint, str(error))
+            raise
+        except InferenceRejected as error:
+            if error.status >= 500:
+                await self._probe(endpoint, str(error))
             raise
         finally:
             endpoint.inflight.pop(request.request_id, None)

@@ -31,6 +31,9 @@ from rolloutlog.runtime.live.digits import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+# Readable by group and others: an inference server often runs as another user on a
+# shared filesystem (safetensors writes its file 0600, whatever the umask says).
+CHECKPOINT_FILE_MODE = 0o644
 
 
 class CheckpointError(ValueError):
@@ -229,11 +232,37 @@ def build_model(config: ModelConfig | None = None, seed: int = 0) -> LlamaForCau
 
 
 def save_checkpoint(model: LlamaForCausalLM, directory: Path) -> None:
-    """Write `config.json` and `model.safetensors` (Hugging Face names) into `directory`."""
+    """Write `config.json` and `model.safetensors` (Hugging Face names) into `directory`,
+    both mode 0644."""
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
     save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
     (directory / CONFIG_FILE).write_text(json.dumps(model.config.to_hf(), indent=2) + "\n")
+    for name in (WEIGHTS_FILE, CONFIG_FILE):
+        (directory / name).chmod(CHECKPOINT_FILE_MODE)
+
+
+def check_checkpoint(directory: Path) -> None:
+    """Raise `CheckpointError` unless a server could load `directory`: both files present and
+    readable by group and others, a Llama config, every tensor with the shape it needs."""
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        path = directory / name
+        if not path.is_file():
+            raise CheckpointError(f"{path}: no such file")
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o044 != 0o044:
+            raise CheckpointError(
+                f"{path}: mode {mode:04o} is not readable by group and others; "
+                "a server running as another user could not load it"
+            )
+    try:
+        load_checkpoint(directory)
+    except CheckpointError:
+        raise
+    except Exception as error:  # a torn JSON or safetensors file: say which, never crash
+        raise CheckpointError(
+            f"{directory}: unreadable ({type(error).__name__}: {error})"
+        ) from error
 
 
 def load_config(directory: Path) -> ModelConfig:

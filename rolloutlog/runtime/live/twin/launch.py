@@ -21,13 +21,18 @@ from typing import Final
 
 from rolloutlog.runtime.live.model import load_checkpoint
 from rolloutlog.runtime.live.twin.engine import Engine
-from rolloutlog.runtime.live.twin.server import InferenceServer
+from rolloutlog.runtime.live.twin.server import DEFAULT_KEEPALIVE_S, InferenceServer
 
 _READY_PREFIX: Final = "listening on "
 
 
 def serve_in_thread(
-    weights_dir: Path, *, seed: int = 0, max_batch: int = 256, min_step_s: float = 0.0
+    weights_dir: Path,
+    *,
+    seed: int = 0,
+    max_batch: int = 256,
+    min_step_s: float = 0.0,
+    keepalive_s: float = DEFAULT_KEEPALIVE_S,
 ) -> InferenceServer:
     """A started in-process server on a free loopback port; call `stop()` when done."""
     engine = Engine(
@@ -37,7 +42,7 @@ def serve_in_thread(
         seed=seed,
         min_step_s=min_step_s,
     )
-    return InferenceServer(engine).start()
+    return InferenceServer(engine, keepalive_s=keepalive_s).start()
 
 
 class ServerProcess:

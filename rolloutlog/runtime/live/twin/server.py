@@ -7,6 +7,10 @@ per connection (HTTP/1.1 keep-alive) matches the client's connection pool, adds 
 dependency, and keeps the engine — not an event loop — in charge of scheduling. The cost
 (a thread per in-flight request) is bounded by the client's pool and the engine's queue.
 
+Like vLLM's HTTP server it closes a keep-alive connection that stayed idle for
+`keepalive_s` (default 5 s, vLLM's `VLLM_HTTP_TIMEOUT_KEEP_ALIVE`), so a client that
+reuses connections past that meets here the race it meets in production.
+
 It binds 127.0.0.1 unless told otherwise: the routes are vLLM's unauthenticated dev routes.
 Run it with `python -m rolloutlog.runtime.live.twin.server --weights DIR [--port P]`; it prints
 `listening on <url>` once it accepts connections.
@@ -46,6 +50,7 @@ from rolloutlog.runtime.live.twin.validation import (
 )
 
 DEFAULT_MODEL_NAME: Final = "rolloutlog-digits"
+DEFAULT_KEEPALIVE_S: Final = 5.0  # vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE
 LOOPBACK_HOSTS: Final = ("127.0.0.1", "::1", "localhost")
 _DISCONNECT_POLL_S: Final = 0.2
 _CLIENT_GONE: Final = 499  # nginx's "client closed request"; never sent
@@ -66,6 +71,13 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the client's pool reuses connections
     disable_nagle_algorithm = True  # headers and body leave at once, not 40 ms apart
     server: _HttpServer
+
+    def setup(self) -> None:
+        # A socket timeout ends the wait for the next request line: an idle keep-alive
+        # connection is closed after `keepalive_s`, as uvicorn does under vLLM. While a
+        # request runs the handler never blocks reading the socket, so it is not affected.
+        super().setup()
+        self.connection.settimeout(self.server.keepalive_s)
 
     def log_message(self, format: str, *args: Any) -> None:
         _log.debug("%s " + format, self.address_string(), *args)
@@ -131,6 +143,7 @@ class _HttpServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # a burst of new connections must not overflow the backlog
     app: InferenceApp
+    keepalive_s: float = DEFAULT_KEEPALIVE_S
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up mid-answer is routine (timeouts, aborts); log, not print."""
@@ -301,12 +314,16 @@ class InferenceServer:
         host: str = "127.0.0.1",
         port: int = 0,
         model_name: str = DEFAULT_MODEL_NAME,
+        keepalive_s: float = DEFAULT_KEEPALIVE_S,
     ) -> None:
         if host not in LOOPBACK_HOSTS:
             _log.warning("serving on %s: these routes are unauthenticated", host)
+        if keepalive_s <= 0:
+            raise ValueError(f"keepalive_s must be > 0, got {keepalive_s}")
         self.engine = engine
         self._http = _HttpServer((host, port), _Handler)
         self._http.app = InferenceApp(engine, model_name)
+        self._http.keepalive_s = keepalive_s
         self._thread = threading.Thread(
             target=self._http.serve_forever, args=(0.05,), name="http", daemon=True
         )
@@ -346,6 +363,12 @@ def main(argv: list[str] | None = None) -> None:
         help="each decode step takes at least this long (imitates a larger model)",
     )
     parser.add_argument(
+        "--timeout-keep-alive",
+        type=float,
+        default=DEFAULT_KEEPALIVE_S,
+        help="close a keep-alive connection idle this long, in seconds (vLLM: 5)",
+    )
+    parser.add_argument(
         "--exit-with-parent",
         action="store_true",
         help="exit when stdin closes (a parent that dies never leaves this server behind)",
@@ -360,7 +383,13 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
         min_step_s=args.min_step_s,
     )
-    server = InferenceServer(engine, host=args.host, port=args.port, model_name=args.model_name)
+    server = InferenceServer(
+        engine,
+        host=args.host,
+        port=args.port,
+        model_name=args.model_name,
+        keepalive_s=args.timeout_keep_alive,
+    )
     server.start()
     print(f"listening on {server.url}", flush=True)
     try:

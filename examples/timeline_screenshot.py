@@ -1,0 +1,37 @@
+"""The README's picture: the timeline of examples/simulated.arrow, shot by headless Chromium.
+
+.venv/bin/python examples/timeline_screenshot.py      # writes docs/img/timeline.png
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from rolloutlog.replay.source import open_log
+from rolloutlog.replay.timeline_page import Window, timeline_page
+from rolloutlog.testing.browser import HeadlessChromium, find_chromium
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    chromium = find_chromium()
+    if chromium is None:
+        sys.exit("no Chromium on PATH (apt-get install chromium)")
+    html, _ = timeline_page(
+        open_log(ROOT / "examples/simulated.arrow"), Window(), "simulated.arrow"
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        page = Path(scratch) / "timeline.html"
+        page.write_text(html, encoding="utf-8")
+        with HeadlessChromium(chromium, Path(scratch) / "profile", width=1400, height=700) as b:
+            b.open(page.as_uri())
+            b.wait_for("window.__timeline && window.__timeline.stats().draws > 0")
+            b.screenshot(ROOT / "docs/img/timeline.png")
+    print("wrote docs/img/timeline.png")
+
+
+if __name__ == "__main__":
+    main()
