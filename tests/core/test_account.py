@@ -8,6 +8,7 @@ import random
 
 import attrs
 import pytest
+from core_events import dispatched, opened
 
 from rolloutlog.core import cancellations, sink, staleness
 from rolloutlog.core.account import Account, InvariantViolation
@@ -17,7 +18,6 @@ from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
-    EpisodeDispatched,
     Event,
     GroupOpened,
     GroupScored,
@@ -83,24 +83,7 @@ def _account(config: RunConfig, events: list[Event]) -> Account:
 
 
 def _opened(group_id: str, version: int = 0, step: int = 1) -> GroupOpened:
-    return GroupOpened(
-        t=0.0,
-        group_id=group_id,
-        work="train",
-        env="e",
-        task_id="t",
-        group_size=1,
-        policy_version=version,
-        step=step,
-        live=True,
-    )
-
-
-def _dispatched(episode_id: str, version: int) -> EpisodeDispatched:
-    group_id, _, member = episode_id.partition("/")
-    return EpisodeDispatched(
-        t=0.0, episode_id=episode_id, group_id=group_id, member=int(member), policy_version=version
-    )
+    return opened(group_id, version, step, size=1)
 
 
 def _done(episode_id: str) -> list[Event]:
@@ -136,34 +119,34 @@ def _ship(step: int, episode_id: str) -> BatchShipped:
 
 
 def test_stamping_flags_a_dispatch_stamped_with_another_version() -> None:
-    events = [START, VersionPending(t=0.0, version=1), _opened("g1", 1), _dispatched("g1/0", 0)]
+    events = [START, VersionPending(t=0.0, version=1), _opened("g1", 1), dispatched("g1/0", 0)]
     (problem,) = _account(CONFIG_1, events).violations
     assert problem.startswith("seq 3 (episode_dispatched): stamped v0")
 
 
 def test_per_group_stamping_is_the_groups_start_version() -> None:
     config = RunConfig.from_mapping({**CONFIG_1.to_dict(), "staleness": "per-group"})
-    events = [START, _opened("g1", 0), VersionPending(t=0.0, version=1), _dispatched("g1/0", 0)]
+    events = [START, _opened("g1", 0), VersionPending(t=0.0, version=1), dispatched("g1/0", 0)]
     assert _account(config, events).violations == []
-    events[-1] = _dispatched("g1/0", 1)
+    events[-1] = dispatched("g1/0", 1)
     (problem,) = _account(config, events).violations
     assert problem.startswith("seq 3 (episode_dispatched): stamped v1")
 
 
 def test_the_ship_hold_flags_a_batch_the_trainer_cannot_take_yet() -> None:
     """target_lag 0: batch 2 trains on v1, so it may ship only once v1 is published."""
-    first = [START, _opened("g1"), _dispatched("g1/0", 0), *_done("g1/0"), _ship(1, "g1/0")]
-    second = [_opened("g2", 0, step=2), _dispatched("g2/0", 0), *_done("g2/0")]
+    first = [START, _opened("g1"), dispatched("g1/0", 0), *_done("g1/0"), _ship(1, "g1/0")]
+    second = [_opened("g2", 0, step=2), dispatched("g2/0", 0), *_done("g2/0")]
     held = _account(CONFIG_1, [*first, *second, _ship(2, "g2/0")])
     assert any("before the ship hold" in v for v in held.violations), held.violations
     published = [*first, VersionPending(t=0.0, version=1)]
-    second = [_opened("g2", 1, step=2), _dispatched("g2/0", 1), *_done("g2/0")]
+    second = [_opened("g2", 1, step=2), dispatched("g2/0", 1), *_done("g2/0")]
     assert _account(CONFIG_1, [*published, *second, _ship(2, "g2/0")]).violations == []
 
 
 def test_the_gate_flags_a_train_dispatch_while_the_trainer_lags() -> None:
     """Step 2 at v0 with target_lag 0: (2 - 1) - 0 = 1 > 0, train dispatch must pause."""
-    first = [START, _opened("g1"), _dispatched("g1/0", 0), *_done("g1/0"), _ship(1, "g1/0")]
-    account = _account(CONFIG_1, [*first, _opened("g2", 0, step=2), _dispatched("g2/0", 0)])
+    first = [START, _opened("g1"), dispatched("g1/0", 0), *_done("g1/0"), _ship(1, "g1/0")]
+    account = _account(CONFIG_1, [*first, _opened("g2", 0, step=2), dispatched("g2/0", 0)])
     (problem,) = account.violations
     assert problem.startswith("seq 7 (episode_dispatched): train dispatch while the trainer lags")
