@@ -20,7 +20,7 @@ import math
 
 from rolloutlog.core import cancellations
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
-from rolloutlog.core.errors import InconsistentLogError, require
+from rolloutlog.core.errors import InconsistentLogError, require, require_held
 from rolloutlog.core.ledger import capacity_left, evolve_ledger
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import (
@@ -225,19 +225,7 @@ def _on_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed)
 
 def _check_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
     group = _group_of(state, event)
-    require(
-        len(set(event.episode_ids)) == len(event.episode_ids),
-        event.seq,
-        event.kind,
-        "an episode is listed twice",
-    )
-    for episode_id in event.episode_ids:
-        require(
-            episode_id in group.inflight,
-            event.seq,
-            event.kind,
-            f"{episode_id} is not in flight",
-        )
+    require_held(event.episode_ids, group.inflight, event.seq, event.kind, "in flight")
     require(
         event.unscheduled <= group.unscheduled,
         event.seq,
