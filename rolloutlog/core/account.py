@@ -143,6 +143,7 @@ class Account:
         self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
         self.fingerprint_head, self.fingerprint_middle = "", ""
+        self.gated = False  # (step − 1) − version > target_lag: train dispatch must pause
         self._fingerprint_texts()
         # The run summary.
         self.events = 0
@@ -180,6 +181,7 @@ class Account:
         so that the columnar fold writes the text without building a tuple per row."""
         self.fingerprint_head = f"({self.step}, {self.version}, {self.limit}, "
         self.fingerprint_middle = f", {self.step}, {self.version}, "
+        self.gated = self.step - 1 - self.version > self.target_lag  # kept with the step
 
     # --- events as objects ---------------------------------------------------------------
 
@@ -309,7 +311,7 @@ class Account:
         stamp = self.version if self.per_episode else group.start_version
         if version != stamp:
             self._fail(seq, kind, f"stamped v{version}, dispatched when v{stamp} applies")
-        if group.train:
+        if group.train and (self.gated or self.capacity):
             self._admit_train(seq, kind)
         group.dispatched += 1
         group.unscheduled -= 1
