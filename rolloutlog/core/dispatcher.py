@@ -29,6 +29,7 @@ from rolloutlog.events.types import (
     EpisodesCancelled,
     Event,
     GroupOpened,
+    GroupScored,
     LimitSet,
     OverloadCut,
     RunFinished,
@@ -68,6 +69,14 @@ def check(state: DispatcherState, event: Event) -> None:
             _check_cancelled(state, event)
         case GroupOpened():
             _check_group_opened(state, event)
+        case GroupScored():
+            # The sink finalizes a group exactly when the dispatcher stops owing it members.
+            require(
+                event.group_id not in state.groups,
+                event.seq,
+                event.kind,
+                f"{event.group_id} scored while the dispatcher still owes members",
+            )
         case RunResumed():
             _check_resumed(state, event)
         case _:

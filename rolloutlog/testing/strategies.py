@@ -96,6 +96,7 @@ def world_logs(
     max_steps: int = 150,
     single_version_groups: bool = False,
     checked: bool = True,
+    restarts: bool = False,
 ) -> list[Event]:
     """A complete, valid log: a config, then up to `max_steps` scripted world events.
 
@@ -104,6 +105,9 @@ def world_logs(
     choices come from a seeded `random.Random`: Hypothesis's narrow integer draws lean to
     their ends and finish the oldest episode first, which leaves no stragglers. Shrinking
     still shortens the world (a shorter prefix of the same script) and simplifies the config.
+
+    With `restarts`, the driver dies once at a random point and a new one resumes the run
+    (`run_resumed`); the columnar fold hands such logs to the plain one, so it is opt-in.
 
     With `checked`, every property of docs/deciders.md is checked on every event while the log is
     built, and the first violation raises `InvariantViolation`.
@@ -126,6 +130,7 @@ def world_logs(
         loop=ReactionLoop(config, observers=observers),
         single_version_groups=single_version_groups,
         prompt_trainer=True if staggered else None,
+        restarts=restarts,
     )
 
 

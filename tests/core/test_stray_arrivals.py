@@ -8,17 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.invariants import InvariantChecker
-from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.core.loop import DISPATCHER, ReactionLoop
 from rolloutlog.events.types import (
     SINK_KINDS,
     WORLD_KINDS,
     EpisodeCompleted,
     EpisodeFailed,
     Event,
+    GroupScored,
     RunFinished,
     RunStarted,
 )
@@ -101,3 +104,21 @@ def test_stray_arrivals_never_reach_the_sink_and_replay_counts_each_once(
     assert summary is not None
     assert summary["episodes_late"] == len(strays)
     assert summary["invariant_violations"] == []
+
+
+def test_a_group_scored_while_the_dispatcher_owes_members_is_refused_by_name() -> None:
+    """Regression: a log whose cancellation was lost scores a group the dispatcher still
+    holds; a late arrival then crashed capacity admission's ledger with a KeyError. The
+    dispatcher now refuses the `group_scored` itself, naming its seq."""
+    config = RunConfig(group_size=2, max_inflight=2, batch_size=2, admission="capacity")
+    loop = ReactionLoop(config)
+    start = RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="t")
+    log = loop.feed(start) + loop.feed(_done(1.0, "g1/0"))  # g1/1 stays in flight
+    state = DISPATCHER.initial_state(config)
+    for event in log:
+        state = DISPATCHER.evolve(state, event)
+    scored = GroupScored(
+        t=2.0, seq=99, group_id="g1", episode_ids=("g1/0",), advantages=(0.0,), admitted=True
+    )
+    with pytest.raises(InconsistentLogError, match=r"seq 99 .*g1 scored while"):
+        DISPATCHER.evolve(state, scored)
