@@ -13,14 +13,12 @@ same scenario and seed give the same events, byte for byte.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 import rolloutlog
-from rolloutlog.core.dispatcher import SMOOTHING_WINDOW_S
 from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
@@ -37,8 +35,9 @@ from rolloutlog.runtime.sim.inference import Inference
 from rolloutlog.runtime.sim.metrics import SimMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.streams import RandomStreams
+from rolloutlog.runtime.sim.trace_world import TraceController, TraceTimes, TraceWorld
 from rolloutlog.runtime.sim.trainer import Trainer
-from rolloutlog.runtime.sim.world import WorldModel
+from rolloutlog.runtime.sim.world import EpisodeWorld, WorldModel
 
 WORLD_EVENTS_PER_STEP_MAX = 200_000
 
@@ -88,16 +87,26 @@ class Simulation:
         self.on_events, self.on_step = on_events, on_step
         self.loop = ReactionLoop(scenario.run, observers=observers, digest=digest)
         self.queue = EventQueue()
-        streams = RandomStreams(scenario.seed)
-        world = scenario.world
-        self.world = WorldModel(world, scenario.run.tasks, streams)
+        world, trace = scenario.world, scenario.trace
         self.inference = Inference(
             self.queue,
             pause_on_update=world.pause_inference_on_update,
             prompt_tokens=world.prompt_tokens,
         )
-        self.trainer = Trainer(world, streams["trainer"], self.queue)
-        self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
+        self.world: EpisodeWorld
+        if trace is None:
+            streams = RandomStreams(scenario.seed)
+            self.world = WorldModel(world, scenario.run.tasks, streams)
+            self.trainer = Trainer(world, streams["trainer"], self.queue)
+            self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
+        else:  # a recorded world (`rolloutlog whatif`): its own seed, the run keeps the log's
+            streams = RandomStreams(trace.seed)
+            self.world = TraceWorld(trace, world, streams)
+            times = TraceTimes(trace, world, streams["trainer"])
+            self.trainer = Trainer(world, streams["trainer"], self.queue, times)
+            self.controller = TraceController(
+                trace, world, scenario.run, streams["controller"], self.queue
+            )
         self.metrics = SimMetrics()
         self.now = 0.0
         self.world_events = 0
@@ -160,18 +169,15 @@ class Simulation:
         )
 
     def _heartbeat(self) -> LimitSet | None:
-        """Nothing is scheduled: with admission smoothing, let the next window open.
-
-        The dispatcher only sees time in events. When cancellations (which refund no
-        admission) have spent a smoothing window's budget and nothing is left in flight, no
-        event would ever arrive to open the next window. The controller then restates the
-        current limit at the window boundary, once; a second stall in a row is real.
-        """
-        if not (self.scenario.run.admission_smoothing and self._heartbeat_due):
+        """Nothing is scheduled: feed the tick the core asks for (admission smoothing), once;
+        a second stall in a row is real. The timer is here; the rule is the core's
+        (`ReactionLoop.next_tick`)."""
+        due = self.loop.next_tick(self.now) if self._heartbeat_due else None
+        if due is None:
             return None
         self._heartbeat_due = False
-        self.now = (math.floor(self.now / SMOOTHING_WINDOW_S) + 1) * SMOOTHING_WINDOW_S
-        return LimitSet(t=self.now, max_inflight=self.controller.limit)
+        self.now = due
+        return self.loop.tick(due)
 
     def _happen(self, entry: Entry) -> Event | None:
         """The world event of a happening that came due (None: the trainer skipped a publish)."""
