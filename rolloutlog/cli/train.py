@@ -31,8 +31,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rolloutlog.cli.bad_input import BadInput
 from rolloutlog.cli.output import emit_json, key_values
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.events.errors import LogError, TornTailWarning
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
@@ -117,7 +117,7 @@ def run_training(
                 seed=seed,
                 temperature=settings.temperature,
                 torn_tail=log.recovered_tail,
-                observers=(InvariantChecker(config),) if settings.check_invariants else (),
+                observers=(Account(config),) if settings.check_invariants else (),
             )
 
         result = asyncio.run(

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from rolloutlog.cli import main
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import (
@@ -46,7 +46,7 @@ def shutdown_fills_a_batch() -> list[Event]:
     run = RunConfig.from_mapping(
         {"group_size": 2, "max_inflight": 4, "batch_size": 3, "filter_zero_advantages": False}
     )
-    loop = ReactionLoop(run, observers=(InvariantChecker(run),))
+    loop = ReactionLoop(run, observers=(Account(run),))
     log = loop.feed(
         RunStarted(t=0.0, config=run.to_dict(), seed=0, schema_version=1, code_version="t")
     )

@@ -7,9 +7,9 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.types import (
     WORLD_KINDS,
@@ -32,7 +32,7 @@ CONFIG = RunConfig(group_size=2, max_inflight=4, batch_size=2, max_off_policy_st
 
 
 def _loop() -> tuple[ReactionLoop, list[Event]]:
-    loop = ReactionLoop(CONFIG, observers=(InvariantChecker(CONFIG),))
+    loop = ReactionLoop(CONFIG, observers=(Account(CONFIG),))
     log = loop.feed(
         RunStarted(t=0.0, config=CONFIG.to_dict(), seed=0, schema_version=1, code_version="t")
     )
@@ -94,7 +94,7 @@ def test_a_restart_after_run_finished_is_refused() -> None:
 
 def _checked(log: list[Event]) -> list[str]:
     """The checker's verdict, each world event settled once its reaction is in."""
-    checker = InvariantChecker(CONFIG, raise_on_violation=False)
+    checker = Account(CONFIG, raise_on_violation=False)
     world: Event | None = None
     for event in log:
         if event.kind in WORLD_KINDS and world is not None:

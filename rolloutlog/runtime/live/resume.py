@@ -26,9 +26,9 @@ from typing import cast
 
 import attrs
 
+from rolloutlog.core.account import InvariantViolation
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import InconsistentLogError
-from rolloutlog.core.invariants import InvariantViolation
 from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_reader import LogReader, TornTail
