@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import NoReturn
 
@@ -29,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The contract validators live beside the CPU-server tests; these tests check vLLM's
 # traffic against the same schemas.
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
-from vllm_contract import Recorder, run  # noqa: E402
+from vllm_contract import Recorder, recorder_fixture, run  # noqa: E402
 
 VENV = Path(os.environ.get("ROLLOUTLOG_VLLM_VENV") or REPO / ".venv-vllm")
 REQUIRED = os.environ.get("ROLLOUTLOG_REQUIRE_VLLM") == "1"
@@ -79,24 +80,31 @@ def vllm(vllm_checkpoint: Path) -> Iterator[list[VLLMProcess]]:
         yield servers
 
 
-@pytest.fixture
-def recorder() -> Iterator[Recorder]:
-    """Every exchange made through `vllm_client` is checked against the contract's schemas."""
-    recording = Recorder()
-    yield recording
-    assert recording.check_all() > 0, "the contract recorder saw no traffic"
+recorder = recorder_fixture  # every exchange of a test's clients is checked at its end
 
 
 @pytest.fixture
-def vllm_client(vllm: list[VLLMProcess], recorder: Recorder) -> Iterator[VLLMClient]:
-    """A contract-checked client of the first server, left resumed for the next test."""
-    http = recorder.client(transport=StreamTransport(), trust_env=False)
-    client = VLLMClient(vllm[0].url, limits=ClientLimits(backoff_s=0.05), http=http)
-    yield client
-    run(_resume_and_close(client))
+def vllm_client(
+    vllm: list[VLLMProcess], recorder: Recorder
+) -> Iterator[Callable[[], AbstractAsyncContextManager[VLLMClient]]]:
+    """`async with vllm_client() as client:` a contract-checked client of the first server,
+    made on the test's event loop; the server is resumed after the test."""
+
+    @contextlib.asynccontextmanager
+    async def connect() -> AsyncIterator[VLLMClient]:
+        http = recorder.client(transport=StreamTransport(), trust_env=False)
+        client = VLLMClient(vllm[0].url, limits=ClientLimits(backoff_s=0.05), http=http)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+    yield connect
+    run(_resume(vllm[0].url))
 
 
-async def _resume_and_close(client: VLLMClient) -> None:
+async def _resume(url: str) -> None:
+    client = VLLMClient(url)
     try:
         await client.resume()
     finally:

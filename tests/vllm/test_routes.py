@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 import torch
-from vllm_contract import run
+from vllm_contract import run, validate
 
 from rolloutlog.runtime.live.client import VLLMClient
 from rolloutlog.runtime.live.digits import EOS_ID, task_from_id
@@ -31,6 +33,7 @@ from rolloutlog.runtime.live.protocol import (
     SamplingParams,
 )
 
+T = TypeVar("T")
 PROMPT = tuple(task_from_id("vllm").prompt_ids)
 LONG = 100  # output tokens of a request that must be caught running (context: 128)
 RUNNING = 8  # requests caught mid-generation by a pause or an abort
@@ -62,6 +65,16 @@ def torch_logprobs(weights: Path, generation: Generation) -> list[float]:
     return picked.squeeze(-1).tolist()
 
 
+def with_client(connect: Any, scenario: Callable[[VLLMClient], Awaitable[T]]) -> T:
+    """Run `scenario` on a fresh event loop with a client made on that loop."""
+
+    async def main() -> T:
+        async with connect() as client:
+            return await scenario(client)
+
+    return run(main())
+
+
 async def requests_running(client: VLLMClient, prefix: str) -> list[asyncio.Task[Generation]]:
     """`RUNNING` long requests, returned once the server reports them all running."""
     tasks = [
@@ -81,21 +94,21 @@ async def requests_running(client: VLLMClient, prefix: str) -> list[asyncio.Task
 def test_generate_health_pause_resume_and_labels_answer_as_the_contract_says(
     vllm_client, vllm_checkpoint, recorder
 ):
-    async def scenario():
-        assert await vllm_client.health()
-        await vllm_client.reload_weights(str(vllm_checkpoint))
-        await vllm_client.update_weight_version("v0")
-        assert await vllm_client.weight_version() == "v0"
-        assert await vllm_client.is_paused() is False
-        generation = await vllm_client.generate(request("routes-1", 6))
-        await vllm_client.pause("keep")
-        assert await vllm_client.is_paused() is True
-        await vllm_client.resume()
-        assert await vllm_client.is_paused() is False
-        await vllm_client.abort(["never-sent"])  # unknown ids are ignored
+    async def scenario(client: VLLMClient):
+        assert await client.health()
+        await client.reload_weights(str(vllm_checkpoint))
+        await client.update_weight_version("v0")
+        assert await client.weight_version() == "v0"
+        assert await client.is_paused() is False
+        generation = await client.generate(request("routes-1", 6))
+        await client.pause("keep")
+        assert await client.is_paused() is True
+        await client.resume()
+        assert await client.is_paused() is False
+        await client.abort(["never-sent"])  # unknown ids are ignored
         return generation
 
-    generation = run(scenario())
+    generation = with_client(vllm_client, scenario)
     assert generation.engine_request_id == "generate-tokens-routes-1"
     assert generation.finish_reason == "length" and len(generation.token_ids) == 6
     assert [(s.version, s.start, s.end) for s in generation.weight_versions] == [("v0", 0, 6)]
@@ -111,18 +124,19 @@ def test_generate_health_pause_resume_and_labels_answer_as_the_contract_says(
 def test_reload_and_relabel_change_the_weights_and_the_label(
     vllm_client, vllm_checkpoint, other_weights
 ):
-    async def generate_on(weights: Path, label: str) -> Generation:
-        await vllm_client.pause("keep")
-        await vllm_client.reload_weights(str(weights))
-        await vllm_client.update_weight_version(label)
-        await vllm_client.resume()
-        assert await vllm_client.weight_version() == label
-        return await vllm_client.generate(request(f"relabel-{label}", 8))
+    async def generate_on(client: VLLMClient, weights: Path, label: str) -> Generation:
+        await client.pause("keep")
+        await client.reload_weights(str(weights))
+        await client.update_weight_version(label)
+        await client.resume()
+        assert await client.weight_version() == label
+        return await client.generate(request(f"relabel-{label}", 8))
 
-    async def scenario():
-        return await generate_on(other_weights, "vb"), await generate_on(vllm_checkpoint, "va")
+    async def scenario(client: VLLMClient):
+        on_b = await generate_on(client, other_weights, "vb")
+        return on_b, await generate_on(client, vllm_checkpoint, "va")
 
-    on_b, on_a = run(scenario())
+    on_b, on_a = with_client(vllm_client, scenario)
     assert [s.version for s in on_b.weight_versions] == ["vb"]
     assert [s.version for s in on_a.weight_versions] == ["va"]
     assert on_b.logprobs == pytest.approx(torch_logprobs(other_weights, on_b), abs=1e-4)
@@ -136,20 +150,20 @@ def test_a_keep_mode_pause_holds_requests_across_a_reload(
     """Requests sent while paused wait, then run wholly on the new weights and label; those
     caught mid-generation straddle the reload: their tokens come from both versions."""
 
-    async def scenario():
-        await vllm_client.reload_weights(str(vllm_checkpoint))
-        await vllm_client.update_weight_version("old")
-        running = await requests_running(vllm_client, "straddle-")
-        await vllm_client.pause("keep")
-        queued = asyncio.create_task(vllm_client.generate(request("queued", 8)))
+    async def scenario(client: VLLMClient):
+        await client.reload_weights(str(vllm_checkpoint))
+        await client.update_weight_version("old")
+        running = await requests_running(client, "straddle-")
+        await client.pause("keep")
+        queued = asyncio.create_task(client.generate(request("queued", 8)))
         await asyncio.sleep(0.5)
         held = not queued.done()
-        await vllm_client.reload_weights(str(other_weights))
-        await vllm_client.update_weight_version("new")
-        await vllm_client.resume()
+        await client.reload_weights(str(other_weights))
+        await client.update_weight_version("new")
+        await client.resume()
         return held, await queued, await asyncio.gather(*running)
 
-    held, queued, running = run(scenario())
+    held, queued, running = with_client(vllm_client, scenario)
     assert held, "a generate sent during a keep-mode pause must wait for /resume"
     assert [(s.version, s.start, s.end) for s in queued.weight_versions] == [("new", 0, 8)]
     assert queued.logprobs == pytest.approx(torch_logprobs(other_weights, queued), abs=1e-4)
@@ -160,12 +174,12 @@ def test_a_keep_mode_pause_holds_requests_across_a_reload(
 
 
 def test_aborting_requests_in_flight_ends_them_with_their_partial_tokens(vllm_client):
-    async def scenario():
-        running = await requests_running(vllm_client, "abort-")
-        await vllm_client.abort([f"abort-{index}" for index in range(RUNNING)])
+    async def scenario(client: VLLMClient):
+        running = await requests_running(client, "abort-")
+        await client.abort([f"abort-{index}" for index in range(RUNNING)])
         return await asyncio.gather(*running)
 
-    generations = run(scenario())
+    generations = with_client(vllm_client, scenario)
     assert [g.finish_reason for g in generations] == ["abort"] * RUNNING
     assert all(len(g.token_ids) < LONG for g in generations)
     for generation in generations:  # the spans still cover exactly the tokens produced
@@ -176,27 +190,27 @@ def test_a_generate_sent_during_an_abort_mode_pause_is_answered_after_resume(vll
     """0.33 answers 503 (the client retries until resume); 0.32 queues it. Either way the
     caller gets its generation once the server resumes."""
 
-    async def scenario():
-        await vllm_client.pause("abort")
-        waiting = asyncio.create_task(vllm_client.generate(request("after-abort-pause", 4)))
+    async def scenario(client: VLLMClient):
+        await client.pause("abort")
+        waiting = asyncio.create_task(client.generate(request("after-abort-pause", 4)))
         await asyncio.sleep(0.5)
         held = not waiting.done()
-        await vllm_client.resume()
+        await client.resume()
         return held, await waiting
 
-    held, generation = run(scenario())
+    held, generation = with_client(vllm_client, scenario)
     assert held and generation.finish_reason == "length" and len(generation.token_ids) == 4
 
 
 def test_stop_reason_at_eos_is_the_token_id_or_null(vllm_client):
     """0.32 reports the EOS token id as `stop_reason`; the 0.33 contract says null."""
 
-    async def scenario():
+    async def scenario(client: VLLMClient):
         return await asyncio.gather(
-            *(vllm_client.generate(request(f"eos-{i}", LONG, ignore_eos=False)) for i in range(8))
+            *(client.generate(request(f"eos-{i}", LONG, ignore_eos=False)) for i in range(8))
         )
 
-    stopped = [g for g in run(scenario()) if g.finish_reason == "stop"]
+    stopped = [g for g in with_client(vllm_client, scenario) if g.finish_reason == "stop"]
     assert stopped, "an untrained policy emits EOS well within 100 tokens"
     assert all(g.token_ids[-1] == EOS_ID and g.stop_reason in (EOS_ID, None) for g in stopped)
 
@@ -211,21 +225,29 @@ def test_stop_reason_at_eos_is_the_token_id_or_null(vllm_client):
         ("/collective_rpc", {"kwargs": {}}, None),
     ],
 )
-def test_bad_input_is_answered_400(vllm, recorder, path, body, param):
+def test_bad_input_is_answered_400(vllm, path, body, param):
+    """Sent around the recorder (these requests break the request schemas on purpose); the
+    answers must still match the contract's error schema."""
+
     async def scenario() -> httpx.Response:
-        async with recorder.client(trust_env=False) as http:
+        async with httpx.AsyncClient(trust_env=False) as http:
             return await http.post(f"{vllm[0].url}{path}", json=body)
 
     response = run(scenario())
     assert response.status_code == 400, response.text
+    validate("error_response", response.json())
     error = response.json()["error"]
-    assert param is None or error["param"] == param, error
+    assert error["code"] == 400 and (param is None or error["param"] == param), error
 
 
-def test_a_bad_pause_mode_is_a_400_the_client_reports(vllm_client):
-    async def scenario():
-        with pytest.raises(InferenceRejected, match="400") as caught:
-            await vllm_client.pause("sideways")  # type: ignore[arg-type]
+def test_a_bad_pause_mode_is_a_400_the_client_reports(vllm):
+    async def scenario() -> InferenceRejected:
+        client = VLLMClient(vllm[0].url)
+        try:
+            with pytest.raises(InferenceRejected, match="400") as caught:
+                await client.pause("sideways")  # type: ignore[arg-type]
+        finally:
+            await client.aclose()
         return caught.value
 
     rejected = run(scenario())

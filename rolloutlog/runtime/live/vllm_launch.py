@@ -42,6 +42,9 @@ SERVE_FLAGS: Final = (
 SERVE_ENV: Final = {
     "VLLM_SERVER_DEV_MODE": "1",
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache on the CPU build; the model is tiny
+    # The CPU build pins its threads to cores it picks, the same core for every server on
+    # a machine; the operating system spreads several servers (and other jobs) better.
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
 }
 _PR_SET_PDEATHSIG: Final = 1
 _HEALTH_POLL_S: Final = 0.5
