@@ -3,6 +3,7 @@ headless Chromium takes to show it.
 
     .venv/bin/python benchmarks/timeline.py                      # simulates the log once, cached
     .venv/bin/python benchmarks/timeline.py --log run.arrow      # any log
+    .venv/bin/python benchmarks/timeline.py --screenshot docs/img/timeline-1m.png
 
 The log is `rolloutlog simulate --steps 4890` (the default scenario, seed 0): 1.00M events.
 Reports: the seconds to build the page (read the spans, replay for the summary, encode;
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--log", type=Path, help=f"the log to draw (default: {DEFAULT_LOG})")
     parser.add_argument("--rounds", type=int, default=3, help="page loads to time")
     parser.add_argument("--html", type=Path, help="keep the page here")
+    parser.add_argument("--screenshot", type=Path, help="save a 0.5%% window of the run as PNG")
     args = parser.parse_args()
     chromium = find_chromium()
     if chromium is None:
@@ -76,6 +78,9 @@ def main() -> None:
                 full = data["range"][1]
                 whole.append(redraw(browser, 0.0, full))
                 window.append(redraw(browser, full * 0.5, full * 0.51))
+                if args.screenshot is not None:
+                    browser.evaluate(f"window.__timeline.setRange({full * 0.5}, {full * 0.505})")
+                    browser.screenshot(args.screenshot)
         print(
             f"time to first draw: median {statistics.median(first):.0f} ms "
             f"(best {min(first):.0f} ms, {args.rounds} loads)"

@@ -2,8 +2,8 @@
 
 Two train groups of four episodes at version 0, all completed and scored, one batch of
 eight shipped (group g2 has only zero advantages, so its members are pruned from training),
-then version 1 published and the run finished. The events follow DESIGN.md's ordering
-rules closely enough to read; once the simulator exists it regenerates this example.
+then version 1 published and the run finished. The events follow the ordering rules of
+docs/contract.md closely enough to read; once the simulator exists it regenerates this example.
 
     .venv/bin/python examples/make_small_log.py
 """

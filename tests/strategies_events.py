@@ -31,6 +31,7 @@ from rolloutlog.events.types import (
     LimitSet,
     OverloadCut,
     RunFinished,
+    RunResumed,
     RunStarted,
     VersionLive,
     VersionPending,
@@ -152,6 +153,9 @@ def event_of_kind(kind: str) -> st.SearchStrategy[Event]:
         "group_scored": scored_groups(),
         "batch_shipped": shipped_batches(),
         "run_finished": st.builds(RunFinished, **common, reason=ids),
+        "run_resumed": st.builds(
+            RunResumed, **common, reason=ids, episode_ids=unique_ids, version=counts
+        ),
     }
     return strategies[kind]
 

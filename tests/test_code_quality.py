@@ -1,4 +1,4 @@
-"""The repository's own rules: import layers (DESIGN.md § Layout), a pure core, lint, types."""
+"""The repository's own rules: layers (docs/contract.md § Layout), a pure core, lint, types."""
 
 from __future__ import annotations
 

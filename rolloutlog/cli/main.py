@@ -17,6 +17,7 @@ from rolloutlog.cli.simulate import simulate_command
 from rolloutlog.cli.sweep import sweep_command
 from rolloutlog.cli.timeline import timeline_command
 from rolloutlog.cli.train import train_command
+from rolloutlog.cli.whatif import whatif_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,6 +42,7 @@ for _command in (
     timeline_command,
     simulate_command,
     sweep_command,
+    whatif_command,
     train_command,
 ):
     main.add_command(_command)

@@ -13,9 +13,11 @@ torch is imported only when a run starts, so the rest of the CLI stays light.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import time
+import warnings
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,20 +25,27 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rolloutlog.cli.bad_input import BadInput
 from rolloutlog.cli.output import emit_json, key_values
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
-from rolloutlog.events.errors import LogError
+from rolloutlog.events.errors import LogError, TornTailWarning
+from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
+from rolloutlog.events.types import RunStarted
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
 from rolloutlog.runtime.live.settings import LiveSettings, build_settings
 
 if TYPE_CHECKING:  # the driver needs torch: imported when a run starts, not with the CLI
+    from rolloutlog.runtime.live.broadcast import WeightBroadcast
     from rolloutlog.runtime.live.reports import StepStats
+    from rolloutlog.runtime.live.resume import ResumePoint
+    from rolloutlog.runtime.live.rollout_store import StoredRun
 
 DEFAULT_STEPS = 300
 T = TypeVar("T")
@@ -58,14 +67,47 @@ def run_training(
     urls: tuple[str, ...] = (),
     weights_dir: Path | None = None,
     on_step: Callable[[StepStats], None] | None = None,
+    resume: StoredRun | None = None,
 ) -> dict[str, Any]:
-    """Train, write the log, replay it: the `--json` report (with `error` on a fault)."""
+    """Train, write the log, replay it: the `--json` report (with `error` on a fault).
+
+    With `resume` (the crashed run's rollout store), the log is continued instead.
+    """
+    from rolloutlog.runtime.live.driver import new_request_prefix
+    from rolloutlog.runtime.live.resume import prepare
+    from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
     from rolloutlog.runtime.live.session import train_live
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # Commits happen where the driver says (settled points), never mid-reaction; lz4 keeps
-    # a commit of a few hundred events cheap.
-    with LogWriter(log_path, batch_events=BATCH_EVENTS_MAX, compression="lz4") as log:
+    # a commit of a few hundred events cheap. Appending cuts a torn tail first.
+    with (
+        _open_log(log_path, append=resume is not None) as log,
+        contextlib.closing(RolloutStore(store_path(log_path), append=resume is not None)) as store,
+    ):
+        if resume is None:
+            store.note(
+                seed=seed,
+                steps=steps,
+                settings=attrs.asdict(settings),
+                weights_dir=None if weights_dir is None else str(weights_dir.resolve()),
+                urls=list(urls),
+            )
+
+        def fold(broadcast: WeightBroadcast) -> ResumePoint:
+            if resume is None:
+                raise RuntimeError("fold called for a new run")
+            return prepare(
+                log_path,
+                stored=resume,
+                broadcast=broadcast,
+                request_prefix=new_request_prefix(),
+                seed=seed,
+                temperature=settings.temperature,
+                torn_tail=log.recovered_tail,
+                observers=(Account(config),) if settings.check_invariants else (),
+            )
+
         result = asyncio.run(
             _until_terminated(
                 train_live(
@@ -77,6 +119,8 @@ def run_training(
                     weights_dir=weights_dir,
                     log=log,
                     on_step=on_step,
+                    store=store,
+                    resume=None if resume is None else fold,
                 )
             )
         )
@@ -97,6 +141,18 @@ def run_training(
         "seed": seed,
         "settings": attrs.asdict(settings),
     }
+
+
+def _open_log(path: Path, *, append: bool) -> LogWriter:
+    """The run's log; appending cuts a torn tail, which the restart event records."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TornTailWarning)
+        return LogWriter(
+            path,
+            mode="append" if append else "create",
+            batch_events=BATCH_EVENTS_MAX,
+            compression="lz4",
+        )
 
 
 async def _until_terminated(run: Coroutine[Any, Any, T]) -> T:
@@ -201,6 +257,14 @@ def describe_step(stats: StepStats) -> str:
     default=None,
     help="Only write the v0 checkpoint (for `vllm serve DIR`) and exit.",
 )
+@click.option(
+    "--resume",
+    "resume_log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Continue the run whose process died, appending to its log; seed, settings and "
+    "weights dir come from the run (LOG.rollouts). --steps, --url, --weights-dir override.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def train_command(
     steps: int,
@@ -211,12 +275,16 @@ def train_command(
     urls: tuple[str, ...],
     weights_dir: Path | None,
     initial_dir: Path | None,
+    resume_log: Path | None,
     as_json: bool,
 ) -> None:
     """Train a small Llama to sort digits with GRPO, inference and training concurrent.
 
     Writes a log that `rolloutlog verify` re-derives; see docs/runtime.md.
     """
+    if resume_log is not None:
+        resume_command(resume_log, steps, urls, weights_dir, as_json)
+        return
     try:
         config, settings = build_settings(parse_overrides(overrides), seed=seed)
     except ConfigError as error:
@@ -245,6 +313,64 @@ def train_command(
             )
     except (OSError, LogError) as error:
         raise BadInput(f"--log {log_path}: {error}") from error
+    finish(report, as_json)
+
+
+def resume_command(
+    log_path: Path,
+    steps: int,
+    urls: tuple[str, ...],
+    weights_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """`train --resume LOG`: the run as it was started, continued (docs/runtime.md)."""
+    from rolloutlog.runtime.live.resume import ResumeError
+    from rolloutlog.runtime.live.rollout_store import StoreError, read_store, store_path
+
+    context = click.get_current_context()
+    for name in ("overrides", "log_path", "initial_dir", "seed"):
+        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            option = name.replace("overrides", "set").replace("_path", "").replace("_dir", "")
+            raise click.UsageError(f"--{option}: not with --resume (the run's own is used)")
+    try:
+        stored = read_store(store_path(log_path))
+        meta = stored.meta
+        settings = LiveSettings(**meta["settings"])
+        first = next(iter(LogReader(log_path, warn=False)), None)
+        if not isinstance(first, RunStarted):
+            raise BadInput(f"--resume {log_path}: the log holds no event; start the run anew")
+        config = RunConfig.from_mapping(first.config, where="run_started.config")
+    except (OSError, LogError, StoreError, ConfigError, KeyError, TypeError) as error:
+        raise BadInput(f"--resume {log_path}: {error}") from error
+    weights = weights_dir or (
+        None if meta.get("weights_dir") is None else Path(meta["weights_dir"])
+    )
+    if weights is None:
+        raise BadInput(
+            f"--resume {log_path}: the run kept its weights in a temporary directory "
+            "(it had no --weights-dir), so there is no checkpoint to restart from"
+        )
+    explicit = context.get_parameter_source("steps") is ParameterSource.COMMANDLINE
+    try:
+        with _progress(steps, quiet=as_json) as on_step:
+            report = run_training(
+                config,
+                settings,
+                steps=steps if explicit else int(meta["steps"]),
+                seed=int(meta["seed"]),
+                log_path=log_path,
+                urls=urls or tuple(meta.get("urls", ())),
+                weights_dir=weights,
+                on_step=on_step,
+                resume=stored,
+            )
+    except (OSError, LogError, ResumeError) as error:
+        raise BadInput(f"--resume {log_path}: {error}") from error
+    finish(report, as_json)
+
+
+def finish(report: dict[str, Any], as_json: bool) -> None:
+    """Print the report; exit 1 on a fault or a log that breaks a property."""
     if as_json:
         emit_json(report)
     else:

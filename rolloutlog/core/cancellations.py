@@ -1,4 +1,4 @@
-"""The dispatcher's cancellation rules: stale, straggler, overload, shutdown.
+"""The dispatcher's cancellation rules: stale, straggler, overload, shutdown, restart.
 
 Each rule reads the dispatcher state and answers `episodes_cancelled` events, one per
 group and rule; none changes state (the dispatcher's `evolve` applies them when appended).
@@ -59,6 +59,16 @@ def overload(state: DispatcherState, n: int, t: float) -> list[Event]:
 def shutdown(state: DispatcherState, t: float) -> list[Event]:
     """The run ends: cancel everything still owed, so every group finalizes."""
     return _whole_groups(state.groups.values(), "shutdown", t)
+
+
+def restart(state: DispatcherState, t: float) -> list[Event]:
+    """A new driver resumed the run: whatever was in flight died with the old one. Cancel
+    exactly those members; unscheduled ones stay owed and are dispatched as usual."""
+    return [
+        _members(group, tuple(group.inflight), 0, "restart", t)
+        for group in state.groups.values()
+        if group.inflight
+    ]
 
 
 def at_risk(state: DispatcherState, group: OpenGroup) -> bool:

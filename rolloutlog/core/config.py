@@ -223,7 +223,9 @@ def describe_fields(cls: type[Any]) -> list[tuple[str, Any, str]]:
 
     A default computed from other fields is given as None; its doc says how.
     """
+    fields = attrs.fields(cls)
+    computed = {f.name for f in fields if isinstance(f.default, attrs.Factory)}  # type: ignore[arg-type]
     return [
-        (f.name, None if isinstance(f.default, attrs.Factory) else f.default, f.metadata["doc"])  # type: ignore[arg-type]
-        for f in attrs.fields(cls)
+        (f.name, None if f.name in computed else f.default, f.metadata.get("doc", ""))
+        for f in fields
     ]

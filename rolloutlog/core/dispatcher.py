@@ -7,7 +7,8 @@ object that `apply` updates in place and returns; `decide(state, event)` only re
 
 `decide` is state-driven: on any event it fills free permits (oldest open group first,
 then new groups), unless a cancellation rule answers first (`core.cancellations`): stale
-episodes before a weight update, whole groups on an overload cut or at shutdown, and, with
+episodes before a weight update, whole groups on an overload cut or at shutdown, every
+in-flight episode when a new driver resumes the run (`run_resumed`), and, with
 `straggler_cut`, the stragglers of at-risk groups before a weight update and when a batch
 ships. Permits freed by cancellations are refilled when the dispatcher reacts to its own
 `episodes_cancelled`, so no decision is ever computed on a state it has not seen.
@@ -28,9 +29,11 @@ from rolloutlog.events.types import (
     EpisodesCancelled,
     Event,
     GroupOpened,
+    GroupScored,
     LimitSet,
     OverloadCut,
     RunFinished,
+    RunResumed,
     VersionPending,
     Work,
 )
@@ -66,6 +69,16 @@ def check(state: DispatcherState, event: Event) -> None:
             _check_cancelled(state, event)
         case GroupOpened():
             _check_group_opened(state, event)
+        case GroupScored():
+            # The sink finalizes a group exactly when the dispatcher stops owing it members.
+            require(
+                event.group_id not in state.groups,
+                event.seq,
+                event.kind,
+                f"{event.group_id} scored while the dispatcher still owes members",
+            )
+        case RunResumed():
+            _check_resumed(state, event)
         case _:
             pass
 
@@ -228,6 +241,21 @@ def _close_if_done(state: DispatcherState, group: OpenGroup) -> None:
         del state.groups[group.group_id]
 
 
+def _check_resumed(state: DispatcherState, event: RunResumed) -> None:
+    """A new driver took over: it must name exactly what was in flight, so that the
+    restart cancellation that follows accounts for every outstanding episode."""
+    require(not state.finished, event.seq, event.kind, "the run already finished")
+    missing = sorted(set(state.inflight) - set(event.episode_ids))
+    unknown = sorted(set(event.episode_ids) - set(state.inflight))
+    require(
+        not missing and not unknown,
+        event.seq,
+        event.kind,
+        f"outstanding episodes differ: in flight but not named {missing[:3]}, "
+        f"named but not in flight {unknown[:3]}",
+    )
+
+
 def _on_batch_shipped(state: DispatcherState, event: BatchShipped) -> None:
     state.step = event.step + 1
     interval = state.config.eval_interval
@@ -245,6 +273,8 @@ def decide(state: DispatcherState, event: Event) -> list[Event]:
             return cancellations.shutdown(state, event.t)
         case _ if state.finished:
             return []
+        case RunResumed():
+            cancelled = cancellations.restart(state, event.t)
         case VersionPending():
             cancelled = cancellations.before_weight_update(state, event.t)
         case OverloadCut():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 class EventError(ValueError):
-    """An event broke the contract of DESIGN.md § Events (a type, a range, a relation)."""
+    """An event broke the contract of docs/contract.md § Events (a type, a range, a relation)."""
 
     def __init__(self, kind: str, seq: int | None, field: str, problem: str) -> None:
         where = "unsequenced" if seq is None or seq < 0 else f"seq {seq}"

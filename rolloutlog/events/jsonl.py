@@ -1,8 +1,8 @@
 """The JSON Lines form of a log: one event per line, for people, diffs and other tools.
 
-Each line is one object with `kind`, `seq`, `t` and the field names of DESIGN.md; tuples
+Each line is one object with `kind`, `seq`, `t` and the field names of docs/contract.md; tuples
 are JSON arrays. Floats are written with Python's shortest round-trip repr, so they come
-back bit for bit, and a log survives export → import unchanged (DESIGN.md property 6).
+back bit for bit, and a log survives export → import unchanged (docs/contract.md, property 6).
 
 Import checks every line before anything is built on it (JSON syntax, a known kind, no
 unknown or missing field, then `validate_event`) and names the line and field of the first

@@ -39,7 +39,6 @@ from rolloutlog.events.errors import (
     TornTailWarning,
 )
 from rolloutlog.events.schema import (
-    KIND_DICTIONARY,
     KIND_NAMES,
     WORK_DICTIONARY,
     BatchStamp,
@@ -47,6 +46,7 @@ from rolloutlog.events.schema import (
     check_schema,
     columns_to_events,
     iter_batch_columns,
+    known_kinds,
 )
 from rolloutlog.events.types import Event
 from rolloutlog.events.validate import validate_event
@@ -109,6 +109,7 @@ class LogReader:
         self.strict = strict
         self.warn = warn
         self.schema_version: int | None = None
+        self.kinds_known: int | None = None  # kinds in the log's dictionary (older: fewer)
         self.torn_tail: TornTail | None = None
         self.closed: bool | None = None
         self.valid_bytes: int | None = None
@@ -206,9 +207,12 @@ class LogReader:
             raise corrupt(f"unreadable ({error})") from error
         if checksum != stamp.checksum:
             raise corrupt(f"checksum mismatch (stored {stamp.checksum:08x}, read {checksum:08x})")
-        for name, dictionary in (("kind", KIND_DICTIONARY), ("work", WORK_DICTIONARY)):
-            if not batch.column(name).dictionary.equals(dictionary):
-                raise corrupt(f"the {name} dictionary is damaged")
+        kinds = known_kinds(batch.column("kind").dictionary)
+        if kinds is None or kinds != (self.kinds_known or kinds):
+            raise corrupt("the kind dictionary is damaged")
+        self.kinds_known = kinds
+        if not batch.column("work").dictionary.equals(WORK_DICTIONARY):
+            raise corrupt("the work dictionary is damaged")
         if batch.num_rows == 0 or batch.num_rows != stamp.last_seq - stamp.first_seq + 1:
             raise corrupt(f"holds {batch.num_rows} rows")
         _check_seqs(batch, stamp, last_seq + 1)

@@ -40,6 +40,7 @@ import pyarrow.ipc as ipc
 from rolloutlog.events.errors import EventError, LogError, LogSeqError, TornTailWarning
 from rolloutlog.events.log_reader import LogReader, TornTail
 from rolloutlog.events.schema import (
+    KIND_NAMES,
     LOG_SCHEMA,
     SCHEMA_VERSION,
     BatchStamp,
@@ -169,7 +170,13 @@ class LogWriter:
             os.fsync(self._fd)
             _sync_directory(self.path)
             return None, 0
-        info = LogReader(self.path, warn=False).info()
+        reader = LogReader(self.path, warn=False)
+        info = reader.info()
+        if reader.kinds_known not in (None, len(KIND_NAMES)):  # new kinds have no code there
+            raise LogError(
+                f"{self.path}: written by an older rolloutlog that knew {reader.kinds_known} "
+                f"event kinds; appending may write kinds its dictionary lacks"
+            )
         if info.torn_tail is not None:
             warnings.warn(
                 TornTailWarning(f"{self.path}: appending after {info.torn_tail.describe()}"),

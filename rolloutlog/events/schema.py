@@ -36,6 +36,10 @@ LAST_SEQ_KEY: Final = b"rolloutlog.last_seq"
 # Fixed dictionaries: the writer emits each once per stream, indices stay stable across
 # batches and versions (new kinds are appended), and the reader can check them for damage.
 KIND_NAMES: Final = tuple(EVENT_TYPES)
+# A log written before a kind existed carries a shorter kind dictionary: a prefix of this
+# one (kinds are only ever appended), so its codes keep their meaning. run_resumed is the
+# first kind added after schema version 1 shipped with 14.
+FIRST_KIND_COUNT: Final = 14
 KIND_DICTIONARY: Final = pa.array(KIND_NAMES, pa.string())
 WORK_DICTIONARY: Final = pa.array(WORK_KINDS, pa.string())
 _KIND_CODES: Final = {kind: code for code, kind in enumerate(KIND_NAMES)}
@@ -227,6 +231,14 @@ def check_schema(schema: pa.Schema) -> int:
     if version < 1 or not schema.equals(LOG_SCHEMA, check_metadata=False):
         raise LogSchemaError(f"schema_version {version}: {_schema_difference(schema)}")
     return version
+
+
+def known_kinds(dictionary: pa.Array) -> int | None:
+    """How many kinds a log's kind dictionary names, or None if it is not a prefix of ours."""
+    count = len(dictionary)
+    if FIRST_KIND_COUNT <= count <= len(KIND_NAMES) and dictionary.equals(KIND_DICTIONARY[:count]):
+        return count
+    return None
 
 
 def _schema_difference(schema: pa.Schema) -> str:

@@ -1,4 +1,4 @@
-"""The event vocabulary of DESIGN.md: one frozen, slotted attrs class per kind.
+"""The event vocabulary of docs/contract.md: one frozen, slotted attrs class per kind.
 
 Events are facts, named in the past tense, and never edited. Every event carries `t`
 (seconds: virtual in simulation, since run start when live) and `seq` (0-based, gap-free).
@@ -18,11 +18,11 @@ import attrs
 UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
-CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown"]
+CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown", "restart"]
 DropReason: TypeAlias = Literal["stale"]
 
 WORK_KINDS: Final = ("train", "eval")
-CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown")
+CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart")
 DROP_REASONS: Final = ("stale",)
 
 
@@ -194,6 +194,22 @@ class RunFinished:
     reason: str
 
 
+@attrs.frozen(kw_only=True)
+class RunResumed:
+    """A driver took over a run whose previous driver died without `run_finished`.
+
+    `episode_ids` were in flight at the crash (the dispatcher cancels them, reason
+    `restart`); `version` is the checkpoint the trainer restarts from; `reason` says why.
+    """
+
+    kind: ClassVar[str] = "run_resumed"
+    t: float
+    seq: int = UNSEQUENCED
+    reason: str
+    episode_ids: tuple[str, ...]
+    version: int
+
+
 Event: TypeAlias = (
     RunStarted
     | GroupOpened
@@ -209,6 +225,7 @@ Event: TypeAlias = (
     | GroupScored
     | BatchShipped
     | RunFinished
+    | RunResumed
 )
 
 EVENT_TYPES: Final[dict[str, type[Event]]] = {
@@ -228,10 +245,11 @@ EVENT_TYPES: Final[dict[str, type[Event]]] = {
         GroupScored,
         BatchShipped,
         RunFinished,
+        RunResumed,  # kinds are appended: a kind's position is its code in the log
     )
 }
 
-# Who writes what (DESIGN.md § Events): world events come from outside the deciders (the
+# Who writes what (docs/contract.md § Events): world events come from outside the deciders (the
 # driver, inference, the trainer, the concurrency controller); decided events are the
 # dispatcher's and the sink's, and replay must re-derive them exactly.
 WORLD_KINDS: Final = frozenset(
@@ -244,6 +262,7 @@ WORLD_KINDS: Final = frozenset(
         "limit_set",
         "overload_cut",
         "run_finished",
+        "run_resumed",
     }
 )
 DISPATCHER_KINDS: Final = frozenset({"group_opened", "episode_dispatched", "episodes_cancelled"})

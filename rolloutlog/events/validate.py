@@ -1,4 +1,4 @@
-"""Explicit checks of every event against DESIGN.md § Events.
+"""Explicit checks of every event against docs/contract.md § Events.
 
 An event is checked on both sides of the log (a pair assertion, STYLE.md): before it is
 written and again after it is read back, so that a bug in a writer, a reader or a hand-made

@@ -2,15 +2,19 @@
 
 Back of the envelope (docs/replay.md): `pyarrow.Table.to_pylist()` spends ~13 µs per event
 of this 32-column schema building one dict per row. The plain fold spends ~6 µs building
-an event object and ~18 µs folding it (three accounts, a digest). Here each batch is
-decoded once per column (~1 µs per event), checked per column against the event rules,
-and each row is applied to one fused account (`columnar_state`) and hashed into the same
-digest chain, with no object per event.
+an event object and ~18 µs folding it (two deciders, the account, a digest). Here each
+batch is decoded once per column (~1 µs per event), checked per column against the event
+rules, and each row's values are fed to the shadow account (`core.account`, the same one
+the plain fold feeds) and hashed into the same digest chain, with no object per event. The
+deciders are not run: on a consistent log the account's state summary equals theirs.
 
 It must agree with `fold.LogFold` exactly: the same digests (the canonical bytes of a row
 are the canonical bytes of its event, `core.digest.canonical_values`), the same summary,
-the same verdict. Any row it does not vouch for raises `NeedsPlainFold`; `replay.run`
-then folds the log on the plain path. `replay.equivalence` proves both identical.
+the same verdict. It words no problem itself: at the first row the account flags (any
+broken property, or anything the deciders would refuse) it raises `NeedsPlainFold`, and
+`replay_log` folds the log on the plain path, which words the error or the violations.
+Refusing more than the plain fold would is allowed (only slower); refusing less is a bug,
+which the equivalence suite (`testing.equivalence`) hunts for.
 """
 
 from __future__ import annotations
@@ -22,43 +26,55 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
+from rolloutlog.core.account import Account, InvariantViolation
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.digest import DIGEST_SIZE, GENESIS, canonical_values
 from rolloutlog.events.schema import PAYLOAD_FIELDS, batch_columns
 from rolloutlog.events.types import WORLD_KINDS
 from rolloutlog.replay.chain import DigestChain
-from rolloutlog.replay.columnar_state import FusedState, NeedsPlainFold
 from rolloutlog.replay.columnar_validate import batch_is_valid
 
 Columns = dict[str, list[Any]]
+
+
+class NeedsPlainFold(Exception):  # a signal to `replay_log`, not a failure
+    """The columnar fold met a row it does not vouch for; fold the log on the plain path."""
+
+    def __init__(self, seq: int, why: str) -> None:
+        super().__init__(f"seq {seq}: {why}")
+        self.seq = seq
+        self.why = why
+
+
 # A row applier applies row `i` to the state and returns the row's canonical text: exactly
 # `repr((kind, seq, t, *values))`, the text `core.digest.canonical_values` encodes. Hot
 # kinds write it with an f-string (`!r` is `repr`; `str` of an int or bool is its repr),
 # which is faster than building the tuple; `t_text` is `repr(t)`, shared by all the rows
 # a world event sets off.
-Applier = Callable[[FusedState, Columns, int, int, str], str]
+Applier = Callable[[Account, Columns, int, int, str], str]
 
 
 def _generic(kind: str) -> Applier:
     """Rows that only set a value or nothing: their text comes from `canonical_values`."""
     names = PAYLOAD_FIELDS[kind]
 
-    def apply(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+    def apply(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
         return canonical_values(kind, seq, c["t"][i], [c[name][i] for name in names]).decode()
 
     return apply
 
 
-def _group_opened(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _group_opened(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     group_id, work, size, live = c["group_id"][i], c["work"][i], c["group_size"][i], c["live"][i]
-    state.on_group_opened(seq, group_id, work, size, live)
+    version, step = c["policy_version"][i], c["step"][i]
+    state.on_group_opened(seq, group_id, work, size, live, version, step)
     return (
         f"('group_opened', {seq}, {t_text}, {group_id!r}, {work!r}, {c['env'][i]!r}, "
-        f"{c['task_id'][i]!r}, {size}, {c['policy_version'][i]}, {c['step'][i]}, {live})"
+        f"{c['task_id'][i]!r}, {size}, {version}, {step}, {live})"
     )
 
 
-def _dispatched(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _dispatched(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id, group_id = c["episode_id"][i], c["group_id"][i]
     member, version = c["member"][i], c["policy_version"][i]
     state.on_dispatched(seq, episode_id, group_id, member, version)
@@ -68,24 +84,24 @@ def _dispatched(state: FusedState, c: Columns, i: int, seq: int, t_text: str) ->
     )
 
 
-def _completed(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _completed(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id, reward = c["episode_id"][i], c["reward"][i]
     if reward is None:
         raise NeedsPlainFold(seq, "a completion without a reward")
-    state.on_arrival(seq, episode_id, reward)
+    state.on_arrival(seq, "episode_completed", episode_id, reward)
     return (
         f"('episode_completed', {seq}, {t_text}, {episode_id!r}, {reward!r}, "
         f"{c['prompt_tokens'][i]}, {c['completion_tokens'][i]})"
     )
 
 
-def _failed(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _failed(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id = c["episode_id"][i]
-    state.on_arrival(seq, episode_id, None)
+    state.on_arrival(seq, "episode_failed", episode_id, None)
     return f"('episode_failed', {seq}, {t_text}, {episode_id!r}, {c['error'][i]!r})"
 
 
-def _cancelled(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _cancelled(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     group_id, ids, unscheduled, reason = (
         c["group_id"][i],
         c["episode_ids"][i],
@@ -99,13 +115,13 @@ def _cancelled(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> 
     )
 
 
-def _dropped(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _dropped(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id, reason, age = c["episode_id"][i], c["reason"][i], c["age"][i]
     state.on_dropped(seq, episode_id, reason, age)
     return f"('episode_dropped', {seq}, {t_text}, {episode_id!r}, {reason!r}, {age})"
 
 
-def _scored(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _scored(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     group_id, ids, advantages, admitted = (
         c["group_id"][i],
         c["episode_ids"][i],
@@ -119,7 +135,7 @@ def _scored(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str
     )
 
 
-def _shipped(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _shipped(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     step, ids, trained = c["step"][i], c["episode_ids"][i], c["trained_ids"][i]
     state.on_shipped(seq, step, ids, trained)
     return (
@@ -128,23 +144,35 @@ def _shipped(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> st
     )
 
 
-def _setting(kind: str, field: str, setter: Callable[[FusedState, Any], None]) -> Applier:
+def _setting(kind: str, field: str, setter: Callable[[Account, Any], None]) -> Applier:
     text = _generic(kind)
 
-    def apply(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+    def apply(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
         setter(state, c[field][i])
         return text(state, c, i, seq, t_text)
 
     return apply
 
 
-def _run_started(state: FusedState, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _run_started(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     if seq != 0:  # validate_event refuses it; the plain path reports the EventError
         raise NeedsPlainFold(seq, "run_started after seq 0")
     return _OPENING(state, c, i, seq, t_text)
 
 
+def _run_resumed(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+    state.on_resumed(seq, c["episode_ids"][i], c["version"][i])
+    return _RESUMED(state, c, i, seq, t_text)
+
+
+def _version_pending(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+    state.on_version_pending(seq, c["version"][i])
+    return _PENDING(state, c, i, seq, t_text)
+
+
 _OPENING: Final = _generic("run_started")
+_RESUMED: Final = _generic("run_resumed")
+_PENDING: Final = _generic("version_pending")
 _APPLIERS: Final[dict[str, Applier]] = {
     "run_started": _run_started,
     "group_opened": _group_opened,
@@ -152,17 +180,18 @@ _APPLIERS: Final[dict[str, Applier]] = {
     "episode_completed": _completed,
     "episode_failed": _failed,
     "episodes_cancelled": _cancelled,
-    "version_pending": _setting("version_pending", "version", FusedState.on_version_pending),
+    "version_pending": _version_pending,
     "version_live": _generic("version_live"),
-    "limit_set": _setting("limit_set", "max_inflight", FusedState.on_limit_set),
+    "limit_set": _setting("limit_set", "max_inflight", Account.on_limit_set),
     "overload_cut": _generic("overload_cut"),
     "episode_dropped": _dropped,
     "group_scored": _scored,
     "batch_shipped": _shipped,
-    "run_finished": _setting("run_finished", "reason", FusedState.on_run_finished),
+    "run_finished": _setting("run_finished", "reason", Account.on_run_finished),
+    "run_resumed": _run_resumed,
 }
 # World kinds whose reactions the checker examines once they have settled.
-_SETTLED_KINDS: Final = frozenset({"version_pending", "run_finished"})
+_SETTLED_KINDS: Final = frozenset({"version_pending", "run_finished", "run_resumed"})
 if set(_APPLIERS) != set(PAYLOAD_FIELDS):
     raise ImportError("columnar fold: every event kind needs a row applier")
 
@@ -172,7 +201,7 @@ class ColumnarFold:
 
     def __init__(self, config: RunConfig, *, keep_digests: bool = False) -> None:
         self.config = config
-        self.state = FusedState(config)
+        self.state = Account(config)  # raises at the first problem: the plain fold words it
         self.digest = GENESIS
         self.digests: DigestChain | None = DigestChain() if keep_digests else None
         self.next_seq = 0
@@ -198,10 +227,11 @@ class ColumnarFold:
         if not batch_is_valid(batch):
             raise NeedsPlainFold(first, "a value breaks the event rules")
         columns = batch_columns(batch)
-        self._fold_rows(columns, first)
-        collector = self.state.collector
-        collector.events += len(seqs)
-        collector.kinds.update(columns["kind"])
+        try:
+            self._fold_rows(columns, first)
+        except InvariantViolation as problem:
+            raise NeedsPlainFold(first, str(problem)) from problem
+        self.state.count_kinds(columns["kind"], len(seqs))
         self.next_seq = first + len(seqs)
 
     def _fold_rows(self, columns: Columns, first: int) -> None:
@@ -221,7 +251,7 @@ class ColumnarFold:
             row = appliers[kind](state, columns, i, seq, t_text)
             inflight = len(state.inflight)
             summary = (
-                f"{state.summary_head}{inflight}, {state.dispatcher_groups}"
+                f"{state.summary_head}{inflight}, {state.owing_groups}"
                 f"{state.summary_middle}{len(state.queue)}, {len(state.groups)}, {inflight})"
             )
             digest = new_hash(digest + (row + summary).encode(), digest_size=DIGEST_SIZE).digest()
@@ -232,9 +262,12 @@ class ColumnarFold:
     def finish(self) -> None:
         """The log ended: settle the last world event's checks."""
         if self._last_world is not None:
-            self.state.settle(self.next_seq, self._last_world)
+            try:
+                self.state.settle(self.next_seq, self._last_world)
+            except InvariantViolation as problem:
+                raise NeedsPlainFold(self.next_seq, str(problem)) from problem
             self._last_world = None
 
     def summary(self) -> dict[str, Any]:
         """The `replay --json` object; a fold that finished here found no violation."""
-        return self.state.collector.summary([])
+        return self.state.summary()

@@ -1,9 +1,10 @@
-"""Fold a recorded log: evolve both deciders, extend the digest chain, check, summarise.
+"""Fold a recorded log: evolve both deciders, extend the digest chain, feed the account.
 
 Folding applies every recorded event (world and decided) without deciding anything; it is
 what `replay` and `show` do. An event the deciders cannot apply (a completion for an
 episode never dispatched, a batch for the wrong step, a seq gap) stops the fold with an
-`InconsistentLogError` naming its seq, and everything before it stays reported.
+`InconsistentLogError` naming its seq, and everything before it stays reported. The
+properties and the run summary are the shadow account's (`core.account`), fed each event.
 """
 
 from __future__ import annotations
@@ -13,23 +14,19 @@ from typing import Any
 
 import attrs
 
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.errors import InconsistentLogError
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import DISPATCHER, SINK
 from rolloutlog.events.types import (
     WORLD_KINDS,
     EpisodeCompleted,
-    EpisodeDispatched,
     EpisodeFailed,
     Event,
-    GroupOpened,
     RunStarted,
 )
 from rolloutlog.replay.chain import DigestChain
-from rolloutlog.replay.registry import DispatchRegistry
-from rolloutlog.replay.summary import SummaryCollector
 
 
 class LogFold:
@@ -39,15 +36,13 @@ class LogFold:
         self.config = config
         self.dispatcher_state = DISPATCHER.initial_state(config)
         self.sink_state = SINK.initial_state(config)
-        self.checker = (
-            InvariantChecker(config, raise_on_violation=False) if check_invariants else None
-        )
-        self.collector = SummaryCollector(config.group_size)
+        self.check_invariants = check_invariants
+        self.account = Account(config, raise_on_violation=False)
+        self.registry = self.account.registry  # tells a late arrival from a bogus one
         self.digest = GENESIS
         self.digests: DigestChain | None = None
         self.next_seq = 0
         self._last_world: Event | None = None
-        self.registry = DispatchRegistry()  # tells a late arrival from a bogus one
 
     @classmethod
     def from_run_started(cls, event: Event, **options: Any) -> LogFold:
@@ -81,21 +76,15 @@ class LogFold:
             self._require_dispatched(event)
         SINK.check(self.sink_state, event)
         DISPATCHER.check(self.dispatcher_state, event)
-        if self.checker is not None and event.kind in WORLD_KINDS and self._last_world:
-            self.checker.settled(self._last_world, self)
-        self.collector.observe(event, self.sink_state)
+        if event.kind in WORLD_KINDS and self._last_world:
+            self.account.settled(self._last_world)
         self.sink_state = SINK.apply(self.sink_state, event)
         self.dispatcher_state = DISPATCHER.apply(self.dispatcher_state, event)
-        if isinstance(event, GroupOpened):
-            self.registry.opened()
-        elif isinstance(event, EpisodeDispatched):
-            self.registry.dispatched(self.dispatcher_state.groups[event.group_id].number)
         summary = DISPATCHER.summary(self.dispatcher_state) + SINK.summary(self.sink_state)
         self.digest = chain(self.digest, canonical(event), summary)
         if self.digests is not None:
             self.digests.append(self.digest)
-        if self.checker is not None:
-            self.checker.observe(event, self)
+        self.account.observe(event, self)
         if event.kind in WORLD_KINDS:
             self._last_world = event
         self.next_seq += 1
@@ -109,14 +98,13 @@ class LogFold:
 
     def finish(self) -> None:
         """The log ended: settle the last world event's checks."""
-        if self.checker is not None and self._last_world is not None:
-            self.checker.settled(self._last_world, self)
+        if self._last_world is not None:
+            self.account.settled(self._last_world)
             self._last_world = None
 
     def summary(self) -> dict[str, Any]:
         """The `replay --json` object for what has been applied so far."""
-        violations = self.checker.violations if self.checker is not None else []
-        return self.collector.summary(list(violations))
+        return self.account.summary(checked=self.check_invariants)
 
 
 @attrs.frozen

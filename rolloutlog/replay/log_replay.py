@@ -15,15 +15,15 @@ from typing import Any, Literal
 import attrs
 import pyarrow as pa
 
+from rolloutlog.core.account import Account
+from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import GENESIS
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.replay.chain import DigestChain
-from rolloutlog.replay.columnar import ColumnarFold
-from rolloutlog.replay.columnar_state import NeedsPlainFold
+from rolloutlog.replay.columnar import ColumnarFold, NeedsPlainFold
 from rolloutlog.replay.fold import LogFold
 from rolloutlog.replay.source import LogSource
-from rolloutlog.replay.summary import SummaryCollector
 
 # What stops a replay before the end of a log: the log's content contradicts itself
 # (InconsistentLogError), an event breaks its rules (EventError), or the file cannot be
@@ -118,7 +118,7 @@ def _result(
     keep_digests: bool,
 ) -> Replay:
     if fold is None:  # nothing was applied: not even a run_started
-        summary = SummaryCollector(0).summary([])
+        summary = Account(RunConfig()).summary()
         digests = DigestChain() if keep_digests else None
         return Replay(summary, GENESIS, digests, 0, error, path, handover)
     return Replay(fold.summary(), fold.digest, fold.digests, fold.next_seq, error, path, handover)

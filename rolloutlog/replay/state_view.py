@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from itertools import islice
 from typing import Any
 
+from rolloutlog.core.registry import group_number
 from rolloutlog.core.sink import Arrival
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import Event
 from rolloutlog.replay.fold import LogFold
-from rolloutlog.replay.registry import group_number
 
 QUEUE_SHOWN = 10  # queued episodes listed by id; the rest are counted
 

@@ -19,6 +19,7 @@ episode (not the step means); see docs/replay.md.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
@@ -47,6 +48,23 @@ STEP_COLUMNS: Final = (
 )
 
 
+# The columns the handlers read: a third of the log schema, so decoding stays cheap.
+_READ: Final = (
+    "kind",
+    "t",
+    "work",
+    "group_id",
+    "episode_id",
+    "policy_version",
+    "reward",
+    "episode_ids",
+    "admitted",
+    "version",
+    "step",
+    "trained_ids",
+)
+
+
 def age_split(age: int, dispatch_version: int, live_version: int) -> tuple[int, int]:
     """(in_flight, in_queue) of an episode of rollout age `age`."""
     in_flight = min(age, max(0, live_version - dispatch_version))
@@ -55,16 +73,20 @@ def age_split(age: int, dispatch_version: int, live_version: int) -> tuple[int, 
 
 @attrs.define(slots=True)
 class Stat:
-    """Count, sum and max of integer samples; mean and max are None when empty."""
+    """Count, sum and max of samples; mean and max are None when empty."""
 
     count: int = 0
     total: float = 0.0
     largest: float | None = None
 
-    def add(self, value: float) -> None:
-        self.count += 1
-        self.total += value
-        self.largest = value if self.largest is None else max(self.largest, value)
+    def add(self, values: list[int] | list[float], times: int = 1) -> None:
+        """Add each of `values` (`times` times over)."""
+        if not values:
+            return
+        self.count += len(values) * times
+        self.total += sum(values) * times
+        top = max(values)
+        self.largest = top if self.largest is None else max(self.largest, top)
 
     def mean(self) -> float | None:
         return None if self.count == 0 else self.total / self.count
@@ -92,12 +114,7 @@ class _Window:
         return out
 
 
-Get = Callable[[str], Any]
-
-
-def _cell(columns: dict[str, list[Any]], i: int) -> Get:
-    """Row `i` of a batch's columns, read by field name like an event's attributes."""
-    return lambda name: columns[name][i]
+Columns = dict[str, list[Any]]
 
 
 class StepMetrics:
@@ -108,12 +125,14 @@ class StepMetrics:
         self.live_version = 0
         self.train_groups: set[str] = set()  # open train groups
         self.inflight: dict[str, int] = {}  # train episode -> dispatch version
+        self.inflight_versions: Counter[int] = Counter()  # the same, counted by version
         self.arrived: dict[str, tuple[int, int, float | None]] = {}  # id -> (v, w, reward)
         self.members: dict[str, list[str]] = {}  # group -> its arrived train episodes
         self.rows: list[dict[str, Any]] = []
         self.window = _Window()
         self.run = _Window()
-        self._handlers: dict[str, Callable[[Get, float], None]] = {
+        # Each handler reads row `i` of a batch's columns (an event is a batch of one row).
+        self._handlers: dict[str, Callable[[Columns, int], None]] = {
             "group_opened": self._group_opened,
             "episode_dispatched": self._dispatched,
             "episode_completed": self._completed,
@@ -135,18 +154,19 @@ class StepMetrics:
 
     def read(self, batches: Iterable[pa.RecordBatch]) -> None:
         """Read record batches; what was read stays counted if reading them fails."""
+        handlers = self._handlers
         for batch in batches:
-            columns = batch_columns(batch)
-            for i, (kind, t) in enumerate(zip(columns["kind"], columns["t"], strict=True)):
-                handler = self._handlers.get(kind)
+            columns = batch_columns(batch.select(_READ))
+            for i, kind in enumerate(columns["kind"]):
+                handler = handlers.get(kind)
                 if handler is not None:
-                    handler(_cell(columns, i), t)
+                    handler(columns, i)
 
     def observe(self, event: Event) -> None:
         """Read one event."""
         handler = self._handlers.get(event.kind)
         if handler is not None:
-            handler(lambda name: getattr(event, name), event.t)
+            handler({f.name: [getattr(event, f.name)] for f in attrs.fields(type(event))}, 0)
 
     def run_values(self) -> dict[str, Any]:
         """The run-level values, under their metric names."""
@@ -154,72 +174,90 @@ class StepMetrics:
 
     # --- per kind ------------------------------------------------------------------------
 
-    def _group_opened(self, get: Get, t: float) -> None:
-        if get("work") == "train":
-            self.train_groups.add(get("group_id"))
+    def _group_opened(self, c: Columns, i: int) -> None:
+        if c["work"][i] == "train":
+            self.train_groups.add(c["group_id"][i])
 
-    def _dispatched(self, get: Get, t: float) -> None:
-        if get("group_id") in self.train_groups:
-            self.inflight[get("episode_id")] = get("policy_version")
+    def _dispatched(self, c: Columns, i: int) -> None:
+        if c["group_id"][i] in self.train_groups:
+            version = c["policy_version"][i]
+            self.inflight[c["episode_id"][i]] = version
+            self.inflight_versions[version] += 1
 
-    def _completed(self, get: Get, t: float) -> None:
-        self._arrive(get("episode_id"), get("reward"))
+    def _completed(self, c: Columns, i: int) -> None:
+        self._arrive(c["episode_id"][i], c["reward"][i])
 
-    def _failed(self, get: Get, t: float) -> None:
-        self._arrive(get("episode_id"), None)
+    def _failed(self, c: Columns, i: int) -> None:
+        self._arrive(c["episode_id"][i], None)
 
     def _arrive(self, episode_id: str, reward: float | None) -> None:
-        version = self.inflight.pop(episode_id, None)
+        version = self._land(episode_id)
         if version is not None:  # a train episode, not late
             self.arrived[episode_id] = (version, self.live_version, reward)
             self.members.setdefault(episode_id.rpartition("/")[0], []).append(episode_id)
 
-    def _cancelled(self, get: Get, t: float) -> None:
-        for episode_id in get("episode_ids"):
-            self.inflight.pop(episode_id, None)
+    def _land(self, episode_id: str) -> int | None:
+        """Take `episode_id` out of flight; its dispatch version, None if it was not in it."""
+        version = self.inflight.pop(episode_id, None)
+        if version is not None:
+            self.inflight_versions[version] -= 1
+            if not self.inflight_versions[version]:
+                del self.inflight_versions[version]
+        return version
 
-    def _version_pending(self, get: Get, t: float) -> None:
-        for version in self.inflight.values():
-            age = rollout_age(version, self.step)
-            self.window.dispatcher.add(age)
-            self.run.dispatcher.add(age)
+    def _cancelled(self, c: Columns, i: int) -> None:
+        for episode_id in c["episode_ids"][i]:
+            self._land(episode_id)
 
-    def _version_live(self, get: Get, t: float) -> None:
-        self.live_version = get("version")
+    def _version_pending(self, c: Columns, i: int) -> None:
+        for version, count in self.inflight_versions.items():
+            age = [rollout_age(version, self.step)]
+            self.window.dispatcher.add(age, count)
+            self.run.dispatcher.add(age, count)
 
-    def _dropped(self, get: Get, t: float) -> None:
-        self.arrived.pop(get("episode_id"), None)
+    def _version_live(self, c: Columns, i: int) -> None:
+        self.live_version = c["version"][i]
+
+    def _dropped(self, c: Columns, i: int) -> None:
+        self.arrived.pop(c["episode_id"][i], None)
         self.window.dropped += 1
         self.run.dropped += 1
 
-    def _scored(self, get: Get, t: float) -> None:
+    def _scored(self, c: Columns, i: int) -> None:
         """Members that will never train (failed, unscored, not admitted) are forgotten."""
-        group_id, kept = get("group_id"), set(get("episode_ids")) if get("admitted") else set()
+        group_id = c["group_id"][i]
+        kept = set(c["episode_ids"][i]) if c["admitted"][i] else set()
         self.train_groups.discard(group_id)
         for episode_id in self.members.pop(group_id, ()):
             if episode_id not in kept:
                 self.arrived.pop(episode_id, None)
 
-    def _shipped(self, get: Get, t: float) -> None:
-        step, window = get("step"), self.window
-        trained = set(get("trained_ids"))
-        for episode_id in get("episode_ids"):
+    def _shipped(self, c: Columns, i: int) -> None:
+        step, window = c["step"][i], self.window
+        trained = set(c["trained_ids"][i])
+        ages: list[int] = []
+        in_flight: list[int] = []
+        rewards: list[float] = []
+        for episode_id in c["episode_ids"][i]:
             found = self.arrived.pop(episode_id, None)
             if found is None or episode_id not in trained:
                 continue
             version, live, reward = found
             age = rollout_age(version, step)
-            in_flight, in_queue = age_split(age, version, live)
-            for part in (window, self.run):
-                part.age.add(age)
-                part.in_flight.add(in_flight)
-                part.in_queue.add(in_queue)
-                if reward is not None:
-                    part.reward.add(reward)
+            ages.append(age)
+            in_flight.append(age_split(age, version, live)[0])
+            if reward is not None:
+                rewards.append(reward)
+        in_queue = [age - part for age, part in zip(ages, in_flight, strict=True)]
+        for part in (window, self.run):
+            part.age.add(ages)
+            part.in_flight.add(in_flight)
+            part.in_queue.add(in_queue)
+            part.reward.add(rewards)
         self.rows.append(
             {
                 "step": step,
-                "time": t,
+                "time": c["t"][i],
                 "trained": len(trained),
                 **window.values(),
                 "reward/mean": window.reward.mean(),

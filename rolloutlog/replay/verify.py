@@ -23,6 +23,7 @@ from rolloutlog.core.config import ConfigError
 from rolloutlog.core.digest import event_payload
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
+from rolloutlog.core.registry import DispatchRegistry, group_number
 from rolloutlog.events.types import (
     WORLD_KINDS,
     EpisodeCompleted,
@@ -33,7 +34,6 @@ from rolloutlog.events.types import (
 )
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.log_replay import BAD_LOG_ERRORS, BadLog
-from rolloutlog.replay.registry import DispatchRegistry, group_number
 from rolloutlog.replay.source import LogSource
 from rolloutlog.replay.state_view import relevant_state
 

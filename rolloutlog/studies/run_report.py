@@ -1,10 +1,10 @@
 """One simulated run and its `simulate --json` report: replay's summary plus the sim metrics.
 
-The summary is collected by observing the reaction loop as it appends, not by folding its
-output a second time: the loop already holds the states a fold would rebuild. The
-invariant checker observes the loop too, on request (`check=True`); so does `validate_event`
-on the written events. Without it the report's `invariant_violations` is None (not checked),
-and the log is still checked in full wherever it is read (`verify`, `replay`).
+The summary is the shadow account's (`core.account`), which observes the reaction loop as
+it appends instead of folding its output a second time; it checks every property as it
+counts. The report lists what it found with `check=True` (which also runs `validate_event`
+on the written events); without it the report's `invariant_violations` is None (not
+reported), and the log is still checked in full wherever it is read (`verify`, `replay`).
 """
 
 from __future__ import annotations
@@ -14,34 +14,30 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rolloutlog.core.invariants import InvariantChecker
-from rolloutlog.core.loop import Observer, ReactionLoop
+from rolloutlog.core.account import Account
+from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import NAMED, RULES, preset_overrides
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.types import Event
 from rolloutlog.replay.step_metrics import StepMetrics
-from rolloutlog.replay.summary import SummaryCollector
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
 
 
-class SummaryObserver:
-    """Replay's run summary and the age split (`StepMetrics`), collected from the loop as it
-    appends (see `SummaryCollector`)."""
+class AgeObserver:
+    """The age split (`StepMetrics`), collected from the loop as it appends."""
 
-    def __init__(self, group_size: int) -> None:
-        self.collector = SummaryCollector(group_size)
+    def __init__(self) -> None:
         self.ages = StepMetrics()
 
     def before(self, event: Event, loop: ReactionLoop) -> None:
-        self.collector.observe(event, loop.sink_state)
-        self.ages.observe(event)
+        """Nothing before: the split reads the event alone."""
 
     def observe(self, event: Event, loop: ReactionLoop) -> None:
-        """Counted in `before`, which sees the sink state the event arrived at."""
+        self.ages.observe(event)
 
     def settled(self, world_event: Event, loop: ReactionLoop) -> None:
-        """Nothing to settle: the summary counts events as they come."""
+        """Nothing to settle: the split counts events as they come."""
 
 
 def run_policy(
@@ -52,19 +48,17 @@ def run_policy(
     check: bool = False,
 ) -> tuple[dict[str, Any], SimResult]:
     """Simulate `scenario`: its `--json` object (replay summary + sim metrics) and result."""
-    summary = SummaryObserver(scenario.run.group_size)
-    checker = InvariantChecker(scenario.run, raise_on_violation=False) if check else None
-    observers: tuple[Observer, ...] = (summary,) if checker is None else (summary, checker)
+    account, ages = Account(scenario.run, raise_on_violation=False), AgeObserver()
     with _log_writer(log_path, check_events=check) as write:
-        result = simulate(scenario, observers=observers, on_events=write, on_step=on_step)
+        result = simulate(scenario, observers=(account, ages), on_events=write, on_step=on_step)
     report = {
         "scenario": scenario.name,
         "policy": policy_name(scenario),
         "seed": scenario.seed,
         "log": str(log_path) if log_path else None,
-        **summary.collector.summary([]),
-        "invariant_violations": None if checker is None else list(checker.violations),
-        **summary.ages.run_values(),
+        **account.summary(),
+        "invariant_violations": list(account.violations) if check else None,
+        **ages.ages.run_values(),
         **result.metrics,
     }
     return report, result

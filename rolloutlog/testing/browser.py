@@ -62,6 +62,7 @@ class HeadlessChromium:
                 "--headless",
                 "--no-sandbox",  # CI runs as root, where Chromium's sandbox refuses to start
                 "--disable-gpu",
+                "--disable-dev-shm-usage",  # containers often have a small /dev/shm
                 "--no-first-run",
                 "--no-default-browser-check",
                 "--remote-debugging-address=127.0.0.1",

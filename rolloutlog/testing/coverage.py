@@ -28,6 +28,7 @@ REPORTED: Final[dict[str, str]] = {
     "several_batches": "three or more batches shipped",
     "stale_cancel": "a stale cancellation",
     "stale_drop": "an arrived or queued episode dropped as stale",
+    "restart": "a driver resumed the run (run_resumed; opt-in: `world_logs(restarts=True)`)",
 }
 
 
@@ -88,6 +89,8 @@ def features(log: Sequence[Event]) -> set[str]:
             step, batches = e.step + 1, batches + 1
         elif kind == "run_finished":
             finished = True
+        elif kind == "run_resumed":
+            found.add("restart")
     if batches >= 1:
         found.add("shipped_batch")
     if batches >= 3:
@@ -96,7 +99,14 @@ def features(log: Sequence[Event]) -> set[str]:
 
 
 _WORLD: Final = frozenset(
-    {"episode_completed", "episode_failed", "limit_set", "overload_cut", "run_finished"}
+    {
+        "episode_completed",
+        "episode_failed",
+        "limit_set",
+        "overload_cut",
+        "run_finished",
+        "run_resumed",
+    }
 )
 
 

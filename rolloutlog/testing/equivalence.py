@@ -43,7 +43,7 @@ class Trace:
 
 Implementation = Callable[[Sequence[Event]], Trace]
 
-# What can be compared. The observations are what DESIGN.md's equivalence property names:
+# What can be compared. The observations are what the equivalence property (docs/contract.md) names:
 # batches (every `batch_shipped`), curriculum calls (every `group_scored` of a train group
 # with scored members: what the curriculum saw and answered) and drops (every
 # `episode_dropped` and cancellation, and their counts). `events` and `digests` compare

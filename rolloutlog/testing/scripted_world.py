@@ -21,6 +21,7 @@ from rolloutlog.events.types import (
     LimitSet,
     OverloadCut,
     RunFinished,
+    RunResumed,
     RunStarted,
     VersionLive,
     VersionPending,
@@ -38,6 +39,7 @@ ACTIONS = (
     "overload",
     "late",
     "duplicate",
+    "resume",
 )
 # The newest in-flight episodes that `complete_recent` picks from: finishing young work
 # first leaves old members in flight (stragglers), so groups span versions and go stale.
@@ -58,6 +60,7 @@ class ScriptedWorld:
         weights: dict[str, int] | None = None,
         single_version_groups: bool = False,
         prompt_trainer: bool | None = None,
+        restarts: bool = False,
     ) -> None:
         self.loop, self.choose = loop, choose
         # Publish only while no group is part-dispatched, so every member of a group is
@@ -73,6 +76,7 @@ class ScriptedWorld:
             "overload": 1,
             "late": 1,
             "duplicate": 1,
+            "resume": 1,
         }
         self.t = 0.0
         self.log: list[Event] = []
@@ -80,6 +84,7 @@ class ScriptedWorld:
         self.recently_arrived: deque[str] = deque(maxlen=LATE_MEMORY)
         self.published = 0
         self.live_owed: int | None = None  # a version gone pending, not yet live
+        self.resumed = not restarts  # with `restarts`, the driver dies once, at random
         # A prompt trainer publishes as soon as it has a batch: versions then move while
         # groups are part-dispatched, the case per-episode staleness is for. Unless told,
         # half the worlds have one.
@@ -196,6 +201,21 @@ class ScriptedWorld:
         else:
             self._feed(EpisodeFailed(t=self.t, episode_id=episode_id, error="scripted late"))
 
+    def _resume(self) -> None:
+        """The driver dies and a new one takes over (once, in a world with `restarts`): what
+        was in flight is named (and cancelled as `restart`); the trainer resumes from the
+        announced version."""
+        if not self.resumed:
+            self.resumed = True
+            self._feed(
+                RunResumed(
+                    t=self.t,
+                    reason="scripted crash",
+                    episode_ids=tuple(self._inflight()),
+                    version=self.published,
+                )
+            )
+
     def finish(self) -> list[Event]:
         """End the run (everything owed is cancelled as `shutdown`), let up to two stray
         arrivals come after it, and return the log."""
@@ -216,11 +236,16 @@ def scripted_log(
     loop: ReactionLoop | None = None,
     single_version_groups: bool = False,
     prompt_trainer: bool | None = None,
+    restarts: bool = False,
 ) -> list[Event]:
     """A complete log of `steps` scripted world events under `config`."""
     loop = loop or ReactionLoop(config)
     world = ScriptedWorld(
-        loop, choose, single_version_groups=single_version_groups, prompt_trainer=prompt_trainer
+        loop,
+        choose,
+        single_version_groups=single_version_groups,
+        prompt_trainer=prompt_trainer,
+        restarts=restarts,
     )
     for _ in range(steps):
         world.step()

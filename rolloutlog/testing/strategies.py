@@ -14,8 +14,8 @@ import attrs
 from hypothesis import assume as hypothesis_assume
 from hypothesis import strategies as st
 
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.types import (
     CANCEL_REASONS,
@@ -96,6 +96,7 @@ def world_logs(
     max_steps: int = 150,
     single_version_groups: bool = False,
     checked: bool = True,
+    restarts: bool = False,
 ) -> list[Event]:
     """A complete, valid log: a config, then up to `max_steps` scripted world events.
 
@@ -105,8 +106,11 @@ def world_logs(
     their ends and finish the oldest episode first, which leaves no stragglers. Shrinking
     still shortens the world (a shorter prefix of the same script) and simplifies the config.
 
+    With `restarts`, the driver dies once at a random point and a new one resumes the run
+    (`run_resumed`); the columnar fold hands such logs to the plain one, so it is opt-in.
+
     With `checked`, every property of docs/deciders.md is checked on every event while the log is
-    built, and the first violation raises `InvariantViolation`.
+    built, and the first violation raises `InvariantViolation` (`core.account`).
     """
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     staggered = configs is None and rng.random() < 0.5  # Hypothesis's own booleans lean
@@ -118,7 +122,7 @@ def world_logs(
     else:
         config = draw(configs if configs is not None else run_configs())
         steps = draw(st.integers(0, max_steps))
-    observers = (InvariantChecker(config),) if checked else ()
+    observers = (Account(config),) if checked else ()
     return scripted_log(
         config,
         rng.randrange,
@@ -126,6 +130,7 @@ def world_logs(
         loop=ReactionLoop(config, observers=observers),
         single_version_groups=single_version_groups,
         prompt_trainer=True if staggered else None,
+        restarts=restarts,
     )
 
 

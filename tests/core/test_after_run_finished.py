@@ -7,12 +7,17 @@ opens, dispatches or ships after `run_finished`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 import pytest
+from click.testing import CliRunner
 
+from rolloutlog.cli import main
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -41,7 +46,7 @@ def shutdown_fills_a_batch() -> list[Event]:
     run = RunConfig.from_mapping(
         {"group_size": 2, "max_inflight": 4, "batch_size": 3, "filter_zero_advantages": False}
     )
-    loop = ReactionLoop(run, observers=(InvariantChecker(run),))
+    loop = ReactionLoop(run, observers=(Account(run),))
     log = loop.feed(
         RunStarted(t=0.0, config=run.to_dict(), seed=0, schema_version=1, code_version="t")
     )
@@ -105,3 +110,15 @@ def test_replay_flags_a_dispatch_after_run_finished(columnar) -> None:
     replay = replay_log(MemoryLog(_with(log, opened, dispatched)), columnar=columnar)
     violations = replay.summary["invariant_violations"]
     assert any("dispatch after run_finished" in v for v in violations), violations
+
+
+def test_simulate_ships_exactly_the_steps_asked_for(tmp_path: Path) -> None:
+    """The default scenario used to ship batch 21 after `run_finished(steps)` at step 20."""
+    log = tmp_path / "run.arrow"
+    result = CliRunner().invoke(main, ["simulate", "--steps", "20", "--log", str(log)])
+    assert result.exit_code == 0, result.output
+    events = read_log(log)
+    end = next(i for i, e in enumerate(events) if e.kind == "run_finished")
+    shipped = [e.step for e in events if isinstance(e, BatchShipped)]
+    assert shipped == list(range(1, 21))
+    assert not [e for e in events[end:] if e.kind in ("group_opened", "batch_shipped")]

@@ -2,8 +2,8 @@
 
 Both re-decide the same random worlds; every event of the two logs must be identical, and
 the first difference is reported with its seq. The worlds are `world_logs()` (the scripted
-world with every rule of `run_configs`) and `equivalence_logs()` (large G under a binding
-limit, single-version groups): ci runs 300 of them, nightly 5,000.
+world with every rule of `run_configs`, and a restart) and `equivalence_logs()` (large G
+under a binding limit, single-version groups): ci runs 300 of them, nightly 5,000.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ ASPECTS = ("events", "error")
 SIMULATED = Path(__file__).resolve().parents[2] / "examples" / "simulated.arrow"
 
 
-@given(st.one_of(world_logs(checked=False), equivalence_logs()))
+@given(st.one_of(world_logs(checked=False, restarts=True), equivalence_logs()))
 def test_the_reference_model_decides_every_event_as_the_core_does(log: list[Event]) -> None:
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 

@@ -5,22 +5,21 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from core_events import dispatched, opened
 
 from rolloutlog.core import dispatcher, sink
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.sink import zero_output_reason
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
-    EpisodeDispatched,
     EpisodeFailed,
     EpisodesCancelled,
     Event,
-    GroupOpened,
     LimitSet,
     OverloadCut,
     RunFinished,
@@ -34,7 +33,7 @@ class Run:
 
     def __init__(self, **config: object) -> None:
         self.config = RunConfig.from_mapping(config)
-        self.loop = ReactionLoop(self.config, observers=(InvariantChecker(self.config),))
+        self.loop = ReactionLoop(self.config, observers=(Account(self.config),))
         self.log: list[Event] = []
         self.t = 0.0
         self.feed(
@@ -113,27 +112,6 @@ class Deciders:
         return out
 
 
-def _opened(group_id: str, version: int, step: int) -> GroupOpened:
-    return GroupOpened(
-        t=0.0,
-        group_id=group_id,
-        work="train",
-        env="main",
-        task_id="t0",
-        group_size=2,
-        policy_version=version,
-        step=step,
-        live=True,
-    )
-
-
-def _dispatched(episode_id: str, version: int) -> EpisodeDispatched:
-    group_id, _, member = episode_id.partition("/")
-    return EpisodeDispatched(
-        t=0.0, episode_id=episode_id, group_id=group_id, member=int(member), policy_version=version
-    )
-
-
 def _shipped(step: int) -> BatchShipped:
     return BatchShipped(t=0.0, step=step, episode_ids=(), trained_ids=(), tokens=0)
 
@@ -148,10 +126,8 @@ def test_race_two_groups_each_with_a_stale_and_a_fresh_member():
     run.apply(
         RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="t")
     )
-    run.apply(
-        _opened("g1", 0, 1), _dispatched("g1/0", 0), _opened("g2", 0, 1), _dispatched("g2/0", 0)
-    )
-    run.apply(VersionPending(t=0.0, version=1), _dispatched("g1/1", 1), _dispatched("g2/1", 1))
+    run.apply(opened("g1", 0, 1), dispatched("g1/0", 0), opened("g2", 0, 1), dispatched("g2/0", 0))
+    run.apply(VersionPending(t=0.0, version=1), dispatched("g1/1", 1), dispatched("g2/1", 1))
     run.apply(_shipped(1), _shipped(2), LimitSet(t=0.0, max_inflight=2))  # no refills
     decided = run.react(VersionPending(t=1.0, version=2))
     cancels = [e for e in decided if e.kind == "episodes_cancelled"]

@@ -22,7 +22,7 @@ def _versions(log: list[Event]) -> dict[str, int]:
 
 @given(world_logs())
 def test_properties_hold_on_every_event(log):
-    """The InvariantChecker inside `world_logs` raises on the first broken property."""
+    """The account inside `world_logs` raises on the first broken property."""
     assert log[0].kind == "run_started"
     assert sum(e.kind == "run_finished" for e in log) == 1
     assert [e.seq for e in log] == list(range(len(log)))

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.invariants import InvariantChecker
-from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.core.errors import InconsistentLogError
+from rolloutlog.core.loop import DISPATCHER, ReactionLoop
 from rolloutlog.events.types import (
     SINK_KINDS,
     WORLD_KINDS,
     EpisodeCompleted,
     EpisodeFailed,
     Event,
+    GroupScored,
     RunFinished,
     RunStarted,
 )
@@ -26,9 +29,9 @@ from rolloutlog.testing.equivalence import PLAIN_FOLD
 from rolloutlog.testing.strategies import world_logs
 
 
-def _loop() -> tuple[ReactionLoop, InvariantChecker]:
+def _loop() -> tuple[ReactionLoop, Account]:
     config = RunConfig(group_size=2, max_inflight=2, batch_size=2)
-    checker = InvariantChecker(config)
+    checker = Account(config)
     loop = ReactionLoop(config, observers=(checker,))
     loop.feed(
         RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="t")
@@ -48,7 +51,7 @@ def test_a_second_arrival_of_one_episode_is_recorded_and_ignored() -> None:
     assert [e.kind for e in first] == ["episode_completed", "group_opened", "episode_dispatched"]
     for again in (_done(2.0, "g1/0"), EpisodeFailed(t=3.0, episode_id="g1/0", error="retry")):
         assert [e.kind for e in loop.feed(again)] == [again.kind]
-    assert checker.late_events == 2
+    assert checker.late == 2
     assert len(loop.dispatcher_state.inflight) == 2  # g1/1 and g2/0: no permit freed twice
     assert loop.sink_state.groups["g1"].arrived[0].reward == 1.0  # the first arrival stands
 
@@ -59,7 +62,7 @@ def test_arrivals_after_run_finished_are_recorded_and_ignored() -> None:
     assert [e.kind for e in finished] == ["run_finished", "episodes_cancelled", "group_scored"]
     for stray in (_done(2.0, "g1/0"), EpisodeFailed(t=3.0, episode_id="g1/1", error="x")):
         assert [e.kind for e in loop.feed(stray)] == [stray.kind]
-    assert checker.late_events == 2
+    assert checker.late == 2
     assert not loop.dispatcher_state.inflight and not loop.sink_state.groups
 
 
@@ -101,3 +104,21 @@ def test_stray_arrivals_never_reach_the_sink_and_replay_counts_each_once(
     assert summary is not None
     assert summary["episodes_late"] == len(strays)
     assert summary["invariant_violations"] == []
+
+
+def test_a_group_scored_while_the_dispatcher_owes_members_is_refused_by_name() -> None:
+    """Regression: a log whose cancellation was lost scores a group the dispatcher still
+    holds; a late arrival then crashed capacity admission's ledger with a KeyError. The
+    dispatcher now refuses the `group_scored` itself, naming its seq."""
+    config = RunConfig(group_size=2, max_inflight=2, batch_size=2, admission="capacity")
+    loop = ReactionLoop(config)
+    start = RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="t")
+    log = loop.feed(start) + loop.feed(_done(1.0, "g1/0"))  # g1/1 stays in flight
+    state = DISPATCHER.initial_state(config)
+    for event in log:
+        state = DISPATCHER.evolve(state, event)
+    scored = GroupScored(
+        t=2.0, seq=99, group_id="g1", episode_ids=("g1/0",), advantages=(0.0,), admitted=True
+    )
+    with pytest.raises(InconsistentLogError, match=r"seq 99 .*g1 scored while"):
+        DISPATCHER.evolve(state, scored)

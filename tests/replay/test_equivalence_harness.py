@@ -1,4 +1,4 @@
-"""The equivalence harness on deciders: the staleness policies agree where DESIGN.md says
+"""The equivalence harness on deciders: the staleness policies agree where docs/contract.md says
 they must, and a broken candidate is reported at the first seq where it goes wrong."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ action): completions and failures of in-flight episodes, trainer version updates
 jump several versions, concurrency-limit changes, overload cuts and late completions of
 cancelled episodes. The configuration is drawn so that limits bind: with G up to 12 and a
 handful of permits, groups start staggered across versions. The core's raising
-`InvariantChecker` observes every appended event (bound, conservation, permits, late
+`Account` observes every appended event (bound, conservation, permits, late
 events, scoring) and every settled world event; the teardown finishes the run (quiescence)
 and checks the log replays and re-decides to the same digests (determinism).
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.types import (
     EpisodeCompleted,
@@ -44,7 +44,7 @@ class LoopMachine(RuleBasedStateMachine):
     @initialize(config=st.one_of(binding_configs, run_configs()))
     def start(self, config: RunConfig) -> None:
         self.config = config
-        self.loop = ReactionLoop(config, observers=(InvariantChecker(config),))
+        self.loop = ReactionLoop(config, observers=(Account(config),))
         self.log: list[Event] = []
         self.cancelled: list[str] = []
         self.published = 0

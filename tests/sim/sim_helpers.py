@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rolloutlog.core.invariants import InvariantChecker
+from rolloutlog.core.account import Account
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.types import Event
@@ -16,7 +16,7 @@ def run_collect(scenario: Scenario, *, check: bool = True) -> tuple[list[Event],
     """Simulate with a raising invariant checker on every event; all events and the result
     (with the loop's digest chain)."""
     events: list[Event] = []
-    observers = (InvariantChecker(scenario.run),) if check else ()
+    observers = (Account(scenario.run),) if check else ()
     result = simulate(scenario, observers=observers, on_events=events.extend, digest=True)
     return events, result
 

@@ -1,7 +1,7 @@
 """The swarm fuzz suite: every drawn world keeps the seven properties on every event.
 
 Each example draws its own scenario (see `sim_strategies.world_scenarios`) and seed, runs
-it with the core's raising `InvariantChecker` as an observer of every appended event, then
+it with the core's raising `Account` as an observer of every appended event, then
 writes the log, reads it back and verifies it (`replay.verify`): today's deciders must
 append exactly what was recorded, and folding the log must find no violation.
 """

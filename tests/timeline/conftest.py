@@ -53,7 +53,8 @@ def worked_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def chaos_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Six steps of the chaos scenario: every cancellation kind but straggler, late arrivals."""
+    """Six steps of the chaos scenario: overload and shutdown cancellations, drops, failures,
+    late arrivals."""
     path = tmp_path_factory.mktemp("chaos") / "chaos.arrow"
     arguments = ["simulate", "--scenario", "chaos", "--steps", "6", "--log", str(path)]
     result = CliRunner().invoke(main, arguments)

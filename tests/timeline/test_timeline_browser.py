@@ -111,6 +111,15 @@ def test_wheel_keys_and_drag_zoom_and_pan(browser: HeadlessChromium, shown: Span
     assert dragged["x_max"] - dragged["x_min"] == pytest.approx(
         (full["x_max"] - full["x_min"]) / 4, rel=0.05
     )
+    # shift+drag pans: the range moves right by the distance dragged left, its width stays
+    shift = 8  # the DevTools protocol's modifier bit for Shift
+    browser.mouse("mousePressed", left + w * 0.6, top + h / 2, button="left", modifiers=shift)
+    browser.mouse("mouseMoved", left + w * 0.4, top + h / 2, button="left", modifiers=shift)
+    browser.mouse("mouseReleased", left + w * 0.4, top + h / 2, button="left", modifiers=shift)
+    moved = stats(browser)
+    span = dragged["x_max"] - dragged["x_min"]
+    assert moved["x_max"] - moved["x_min"] == pytest.approx(span)
+    assert moved["x_min"] - dragged["x_min"] == pytest.approx(0.2 * span, rel=0.05)
     assert browser.console_errors() == []
 
 

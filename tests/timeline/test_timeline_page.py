@@ -6,6 +6,7 @@ import base64
 import itertools
 import json
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,14 @@ from click.testing import CliRunner
 
 from rolloutlog.cli.main import main
 from rolloutlog.replay.source import open_log
-from rolloutlog.replay.spans import Spans, read_spans
-from rolloutlog.replay.timeline_page import Window, WindowError, page_data, render_page
+from rolloutlog.replay.spans import MARKERS, Spans, read_spans
+from rolloutlog.replay.timeline_page import (
+    ASSETS,
+    Window,
+    WindowError,
+    page_data,
+    render_page,
+)
 
 TYPES = {
     "Float32": "<f4",
@@ -121,3 +128,19 @@ def test_the_command_writes_the_page_and_refuses_an_unknown_group(
     assert result.output.strip().splitlines() == [
         f"rolloutlog: error: {worked_log}: no group 'g9' in the log"
     ]
+
+
+def test_the_command_takes_a_time_range(worked_log: Path, tmp_path: Path) -> None:
+    out = tmp_path / "part.html"
+    arguments = ["timeline", str(worked_log), "-o", str(out)]
+    result = CliRunner().invoke(main, [*arguments, "--from", "4.5", "--to", "6"])
+    assert result.exit_code == 0, result.output
+    # g1 and g2/0 ended by 2.5, g2/1 arrived at 4.0: four episodes overlap [4.5, 6]
+    assert "4 episodes" in result.output
+    result = CliRunner().invoke(main, [*arguments, "--from", "6", "--to", "1"])
+    assert result.exit_code == 2 and "--from 6.0 is not before --to 1.0" in result.output
+
+
+def test_the_script_styles_every_marker_kind() -> None:
+    script = (resources.files(ASSETS) / "timeline.js").read_text(encoding="utf-8")
+    assert [name for name in MARKERS if f"{name}: [" not in script] == []

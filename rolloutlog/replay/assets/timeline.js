@@ -18,6 +18,7 @@
   const MARKER_STYLE = {
     cancelled_stale: ["#e377c2", "triangle", "▲"], cancelled_overload: ["#8c564b", "triangle", "▲"],
     cancelled_straggler: ["#17becf", "triangle", "▲"], cancelled_shutdown: ["#7f7f7f", "triangle", "▲"],
+    cancelled_restart: ["#bcbd22", "triangle", "▲"],
     dropped: ["#d62728", "diamond", "◆"], failed: ["#000000", "square", "■"],
     late: ["#ff7f0e", "circle", "●"],
   };
@@ -178,7 +179,7 @@
   }
   function drawMarkers(ctx, L) {
     const R = raster, t = C.marker_t, kind = C.marker_kind, episode = C.marker_episode;
-    const seen = new Uint8Array(R.w * Math.max(D.rows, 1)), pixels = R.pixels;
+    const seen = new Uint16Array(R.w * Math.max(D.rows, 1)), pixels = R.pixels; // a bit per kind
     const sprite = spritesOf(Math.round(Math.max(3 * L.r, Math.min(L.rowH * 0.9, 7 * L.r))));
     const visible = {}, drawn = {};
     for (const name of D.markers) { visible[name] = 0; drawn[name] = 0; }

@@ -1,6 +1,6 @@
 """The live driver: real inference and a torch trainer, feeding the core's reaction loop.
 
-The driver is thin, as DESIGN.md asks. It turns what happens outside into world events,
+The driver is thin, as docs/contract.md asks. It turns what happens outside into world events,
 feeds each to `ReactionLoop.feed`, writes what the loop appended to the log, and carries
 out the decided events:
 
@@ -40,9 +40,9 @@ from typing import Any, Final, Protocol
 import attrs
 
 import rolloutlog
+from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.dispatcher import SMOOTHING_WINDOW_S
-from rolloutlog.core.invariants import InvariantChecker
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.schema import SCHEMA_VERSION
@@ -61,11 +61,14 @@ from rolloutlog.events.types import (
     VersionLive,
     VersionPending,
 )
+from rolloutlog.runtime.live.crash_points import CrashPoints, tear_commit
 from rolloutlog.runtime.live.endpoints import EndpointPool, NoEndpointsLeft
-from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch
+from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch, request_id
 from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceError
 from rolloutlog.runtime.live.publish import LiveRunError, WeightPublisher, WeightUpdateFailed
 from rolloutlog.runtime.live.reports import LiveResult, StepStats, endpoint_report
+from rolloutlog.runtime.live.resume import ResumePoint
+from rolloutlog.runtime.live.rollout_store import RolloutStore
 from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
 
 COMMIT_EVENTS: Final = 4096  # commit each step, and at least this often; always settled
@@ -74,6 +77,11 @@ SHUTDOWN_GRACE_S: Final = 0.1
 # exactly there; a fault first gives answers already on their way a moment to arrive.
 FINISH_AT_ONCE: Final = frozenset({"steps", "zero_output"})
 _log = logging.getLogger(__name__)
+
+
+def new_request_prefix() -> str:
+    """`rl<8 hex>-`: several runs (and a resumed run's processes) may share a server."""
+    return f"rl{secrets.token_hex(4)}-"
 
 
 class LogSink(Protocol):
@@ -114,18 +122,25 @@ class LiveDriver:
         log: LogSink | None = None,
         on_events: Callable[[list[Event]], None] | None = None,
         on_step: Callable[[StepStats], None] | None = None,
+        store: RolloutStore | None = None,
+        resume: ResumePoint | None = None,
     ) -> None:
         if config.frozen_fraction > 0:
             raise LiveRunError("frozen_fraction > 0: the live runtime has no frozen policy")
         self.config, self.pool, self.trainer, self.options = config, pool, trainer, options
         self.log, self.on_events, self.on_step = log, on_events, on_step
-        observers = (InvariantChecker(config),) if options.check_invariants else ()
-        self.loop = ReactionLoop(config, observers=observers)
-        self.book = EpisodeBook(
-            run_seed=options.seed,
-            temperature=options.temperature,
-            request_prefix=f"rl{secrets.token_hex(4)}-",
-        )
+        self.store, self.resume = store, resume
+        self.crash = CrashPoints.from_environment()
+        if resume is not None:  # deciders and book as the log left them
+            self.loop, self.book = resume.loop, resume.book
+        else:
+            observers = (Account(config),) if options.check_invariants else ()
+            self.loop = ReactionLoop(config, observers=observers)
+            self.book = EpisodeBook(
+                run_seed=options.seed,
+                temperature=options.temperature,
+                request_prefix=new_request_prefix(),
+            )
         self.counts: Counter[str] = Counter()
         self.reward_curve: list[float | None] = []
         self.version_live = 0
@@ -137,7 +152,7 @@ class LiveDriver:
         self._closed = False  # no more events: run_finished is recorded, or the loop broke
         self._finishing = False
         self._start = time.monotonic()
-        self._committed_seq = 0
+        self._committed_seq = self.loop.next_seq
         self._commit_due = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="trainer")
         self.publisher = WeightPublisher(
@@ -150,15 +165,20 @@ class LiveDriver:
     # ---- the run -----------------------------------------------------------------------
     async def run(self) -> LiveResult:
         """Make v0 live, start the run, wait for its end, and shut down cleanly."""
-        self._start = time.monotonic()
+        self._start = time.monotonic() - (self.resume.t_end if self.resume else 0.0)
+        if self.store is not None:
+            self.store.note(request_prefix=self.book.request_prefix)
         trainer_task = asyncio.create_task(self._train_worker())
         heartbeat = asyncio.create_task(self._smoothing_heartbeat())
         try:
-            initial = await asyncio.get_running_loop().run_in_executor(
-                self._executor, self.trainer.publish_initial
-            )
-            await self.publisher.publish(initial, 0, live=0)
-            self._feed(self._run_started())
+            if self.resume is not None:
+                await self._take_over(self.resume)
+            else:
+                initial = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self.trainer.publish_initial
+                )
+                await self.publisher.publish(initial, 0, live=0)
+                self._feed(self._run_started())
             await self._done.wait()
         except asyncio.CancelledError:  # Ctrl-C under asyncio.run: shut down cleanly
             current = asyncio.current_task()
@@ -170,6 +190,22 @@ class LiveDriver:
         heartbeat.cancel()
         await self._shutdown(trainer_task)
         return self._result()
+
+    async def _take_over(self, point: ResumePoint) -> None:
+        """Resume (see `resume`): inference serves the announced version, the restart is
+        recorded (what was in flight gets cancelled and aborted), then the trainer works
+        through what it owes before anything new."""
+        path = self.trainer.broadcast.path(point.announced)
+        await self.publisher.publish(path, point.announced, live=point.live)
+        self._feed(point.resumed(self._now()))
+        if point.live < point.announced:
+            self._feed(VersionLive(t=self._now(), version=point.announced))
+        self.version_live = point.announced
+        for batch in point.training_owed():
+            self._batches.put_nowait(batch)
+        if point.shipped >= self.options.steps:
+            self._stop("steps")
+            self._finish()
 
     async def _smoothing_heartbeat(self) -> None:
         """With admission smoothing, restate the limit at each window boundary while nothing
@@ -294,15 +330,22 @@ class LiveDriver:
 
     def _commit(self) -> None:
         """Make everything appended so far durable; called only between two world events."""
-        self._commit_due = False
+        shipped, self._commit_due = self._commit_due, False
         if self.log is None or self._committed_seq == self.loop.next_seq:
             return
         try:
+            if self.store is not None:  # every durable completion has its rollout on disk
+                self.store.sync()
+            if self.crash.reached("commit"):
+                tear_commit(self.log)
             self.log.commit()
             self._committed_seq = self.loop.next_seq
         except Exception as error:
             self._closed = True
             self._stop("error", f"committing the log: {type(error).__name__}: {error}")
+            return
+        if shipped:
+            self.crash.crash_at("shipped")
 
     def _count_world(self, event: Event) -> None:
         match event:
@@ -319,6 +362,7 @@ class LiveDriver:
             case GroupOpened():
                 self.book.group_opened(event)
             case EpisodeDispatched():
+                self.crash.crash_at("dispatch")
                 self._spawn(self._generate(event, self.book.request(event)))
             case EpisodesCancelled():
                 self._cancelled(event)
@@ -360,12 +404,19 @@ class LiveDriver:
             return
         self.counts["late"] += self.book.is_cancelled(event.episode_id) and not generation.aborted
         world = self.book.arrived(event, generation, self._now())
+        kept = self.book.kept(event.episode_id)
+        if self.store is not None and kept is not None:
+            self.store.keep(event.episode_id, kept)
         if world is not None:
             self._feed(world)
 
     def _cancelled(self, event: EpisodesCancelled) -> None:
         self.counts[f"cancelled_{event.reason}"] += len(event.episode_ids)
         if not event.episode_ids:
+            return
+        if event.reason == "restart" and self.resume is not None:  # sent by the dead driver
+            prefix = self.resume.previous_prefix
+            self._spawn(self._abort([request_id(prefix, e) for e in event.episode_ids]))
             return
         self.book.cancelled(event.group_id, event.episode_ids)
         self._spawn(self._abort(self.book.request_ids(event.episode_ids)))
@@ -413,6 +464,8 @@ class LiveDriver:
                 report = await loop.run_in_executor(self._executor, self._train, batch)
                 if not self._done.is_set():  # once stopping, versions are trained, not made live
                     self._feed(VersionPending(t=self._now(), version=report.version))
+                    self._commit()  # an announced version is durable before it goes live
+                    self.crash.crash_at("pending")
                     await self.publisher.publish(
                         report.weights_path, report.version, live=self.version_live
                     )
@@ -424,6 +477,8 @@ class LiveDriver:
 
     def _train(self, batch: ShippedBatch) -> StepReport:
         """On the trainer thread: one step, published as version `step` (v_s after batch s)."""
+        if batch.restored:  # a resumed run's checkpoint: trained before the crash
+            return self.trainer.restored()
         if not batch.samples:  # every episode pruned: the version must still follow the step
             return self.trainer.publish_unchanged(batch.step)
         report = self.trainer.train_step(batch.samples, version=batch.step)

@@ -59,6 +59,7 @@ class ShippedBatch:
     samples: tuple[TrainSample, ...]
     versions: tuple[int, ...]  # the dispatch version of each sample
     mean_reward: float | None  # over every episode cut into the batch, pruned ones included
+    restored: bool = False  # a resumed run's checkpoint: trained before the crash, announced
 
 
 @attrs.frozen(kw_only=True)
@@ -189,6 +190,25 @@ class EpisodeBook:
             prompt_tokens=generation.prompt_tokens,
             completion_tokens=generation.completion_tokens,
         )
+
+    def kept(self, episode_id: str) -> Rollout | None:
+        """The rollout kept for an episode whose fate is not final yet, if any."""
+        return self._rollouts.get(episode_id)
+
+    def restore(self, event: EpisodeCompleted, rollout: Rollout | None) -> None:
+        """Resuming: a recorded completion, with its rollout from the store.
+
+        A late completion (it raced its cancellation) was never kept, so it needs none.
+        """
+        if self._cancelled.pop(event.episode_id, None) is not None:
+            return
+        if rollout is None:
+            raise BookError(f"{event.episode_id} completed, but its rollout was never stored")
+        self._keep(event.episode_id, rollout)
+
+    def forget_cancelled(self) -> None:
+        """Resuming: answers to the dead driver's cancelled requests will never come."""
+        self._cancelled.clear()
 
     def failed(self, episode_id: str, error: str, t: float) -> EpisodeFailed:
         """The world event for a generate call that raised (timeout, lost endpoint, ...)."""

@@ -28,6 +28,8 @@ from rolloutlog.runtime.live.model import (
     save_checkpoint,
 )
 from rolloutlog.runtime.live.reports import LiveResult, StepStats
+from rolloutlog.runtime.live.resume import ResumePoint
+from rolloutlog.runtime.live.rollout_store import RolloutStore
 from rolloutlog.runtime.live.settings import LiveSettings
 from rolloutlog.runtime.live.trainer import GRPOTrainer, TrainerConfig
 from rolloutlog.runtime.live.twin.launch import server_processes, server_threads
@@ -100,11 +102,15 @@ async def train_live(
     on_events: Callable[[list[Event]], None] | None = None,
     on_step: Callable[[StepStats], None] | None = None,
     client_limits: ClientLimits | None = None,
+    store: RolloutStore | None = None,
+    resume: Callable[[WeightBroadcast], ResumePoint] | None = None,
 ) -> LiveResult:
     """Train for `steps` shipped batches (or until a fault); see the module docstring.
 
     `weights_dir` holds the broadcast (`v<k>/`): external servers must be able to read it.
-    Without one, a temporary directory is used and removed afterwards.
+    Without one, a temporary directory is used and removed afterwards. `store` keeps the
+    rollouts a resume needs; `resume` folds a crashed run's log against the broadcast
+    (`resume.prepare`), and the trainer restarts from the checkpoint it names.
     """
     limits = client_limits or ClientLimits(generate_timeout_s=settings.generate_timeout_s)
     options = DriverOptions(
@@ -121,7 +127,11 @@ async def train_live(
     )
     with _weights_root(weights_dir) as root, _torch_threads(settings.trainer_threads):
         model = initial_model(settings, seed)
-        trainer = GRPOTrainer(model, WeightBroadcast(root, keep=BROADCAST_KEEP), trainer_config)
+        broadcast = WeightBroadcast(root, keep=BROADCAST_KEEP)
+        trainer = GRPOTrainer(model, broadcast, trainer_config)
+        point = None if resume is None else resume(broadcast)
+        if point is not None:
+            trainer.restore(point.checkpoint)
         with contextlib.ExitStack() as stack:
             if not urls:
                 save_checkpoint(model, root / "initial")
@@ -135,6 +145,8 @@ async def train_live(
                 log=log,
                 on_events=on_events,
                 on_step=on_step,
+                store=store,
+                resume=point,
             )
             try:
                 return await driver.run()

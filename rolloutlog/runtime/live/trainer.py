@@ -28,7 +28,7 @@ from torch.nn import functional
 
 from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.digits import PAD_ID
-from rolloutlog.runtime.live.model import LlamaForCausalLM
+from rolloutlog.runtime.live.model import LlamaForCausalLM, load_weights_into
 
 
 @attrs.frozen(kw_only=True)
@@ -216,18 +216,21 @@ class GRPOTrainer:
         started = time.perf_counter()
         self.version = version
         path = self.broadcast.publish(self.model, version)
-        return StepReport(
-            version=version,
-            weights_path=path,
-            loss=0.0,
-            policy_loss=0.0,
-            entropy=0.0,
-            clip_fraction=0.0,
-            ratio_mean=1.0,
-            episodes=0,
-            tokens=0,
-            duration_s=time.perf_counter() - started,
-        )
+        return _no_step(version, path, time.perf_counter() - started)
+
+    def restore(self, version: int) -> None:
+        """Resuming: continue from the published checkpoint of `version` (READY checked).
+
+        The optimizer starts afresh: its moments are not checkpointed, and AdamW rebuilds
+        them within a few steps.
+        """
+        load_weights_into(self.model, self.broadcast.require_ready(version))
+        self.version = version
+
+    def restored(self) -> StepReport:
+        """The checkpoint a resumed run restarted from, reported as a step that trained
+        nothing: its batch trained before the crash, and it is announced, not trained again."""
+        return _no_step(self.version, self.broadcast.require_ready(self.version), 0.0)
 
     def _next_version(self, version: int | None) -> int:
         if version is None:
@@ -235,3 +238,18 @@ class GRPOTrainer:
         if version <= self.version:
             raise ValueError(f"version {version} does not follow the published v{self.version}")
         return version
+
+
+def _no_step(version: int, path: Path, duration_s: float) -> StepReport:
+    return StepReport(
+        version=version,
+        weights_path=path,
+        loss=0.0,
+        policy_loss=0.0,
+        entropy=0.0,
+        clip_fraction=0.0,
+        ratio_mean=1.0,
+        episodes=0,
+        tokens=0,
+        duration_s=duration_s,
+    )

@@ -89,7 +89,7 @@ class Inference:
             t=now,
             episode_id=episode_id,
             reward=plan.reward,
-            prompt_tokens=self.prompt_tokens,
+            prompt_tokens=self.prompt_tokens if plan.prompt_tokens is None else plan.prompt_tokens,
             completion_tokens=plan.completion_tokens,
         )
         return flight, event

@@ -1,7 +1,8 @@
 """Scenarios: a named world plus run configuration, as TOML files.
 
 A scenario file has top-level `description`, `steps` and `seed`, a `[run]` table of
-`RunConfig` keys and a `[world]` table of `WorldConfig` keys. Built-in scenarios live next
+`RunConfig` keys and a `[world]` table of `WorldConfig` keys; a world fitted to a log adds
+a `[trace]` table (`trace_world.Trace`). Built-in scenarios live next
 to this module in `scenarios/`; any other path is read as a file. Overrides
 (`--set key=value`) name `run.key`, `world.key`, or an unqualified key that exists in
 exactly one of the two tables; setting `batch_size` or `token_batch_size` clears the
@@ -21,10 +22,11 @@ import attrs
 
 from rolloutlog.core.config import ConfigError, RunConfig, apply_overrides, parse_overrides
 from rolloutlog.core.presets import preset_overrides
+from rolloutlog.runtime.sim.trace_world import Trace
 from rolloutlog.runtime.sim.world_config import WORLD_KEYS, WorldConfig
 
 RUN_KEYS = frozenset(f.name for f in attrs.fields(RunConfig))
-TOP_LEVEL_KEYS = frozenset({"description", "steps", "seed", "run", "world"})
+TOP_LEVEL_KEYS = frozenset({"description", "steps", "seed", "run", "world", "trace"})
 DEFAULT_STEPS = 100
 
 
@@ -38,6 +40,7 @@ class Scenario:
     seed: int
     run: RunConfig
     world: WorldConfig
+    trace: Trace | None = None  # a recorded world (`rolloutlog whatif --save-world`)
 
     def with_policy(self, policy: str, explicit: Mapping[str, Any] | None = None) -> Scenario:
         """The same world, under a policy preset (`core.presets`) that sets every policy key.
@@ -111,6 +114,9 @@ def scenario_from_mapping(
         seed=seed,
         run=RunConfig.from_mapping({**run, "seed": seed}, where=f"{source}[run]"),
         world=WorldConfig.from_mapping(world, where=f"{source}[world]"),
+        trace=Trace.from_mapping(_table(data, "trace", source), f"{source}[trace]")
+        if "trace" in data
+        else None,
     )
 
 

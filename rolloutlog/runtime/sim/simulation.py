@@ -37,8 +37,9 @@ from rolloutlog.runtime.sim.inference import Inference
 from rolloutlog.runtime.sim.metrics import SimMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.streams import RandomStreams
+from rolloutlog.runtime.sim.trace_world import TraceController, TraceTimes, TraceWorld
 from rolloutlog.runtime.sim.trainer import Trainer
-from rolloutlog.runtime.sim.world import WorldModel
+from rolloutlog.runtime.sim.world import EpisodeWorld, WorldModel
 
 WORLD_EVENTS_PER_STEP_MAX = 200_000
 
@@ -88,16 +89,26 @@ class Simulation:
         self.on_events, self.on_step = on_events, on_step
         self.loop = ReactionLoop(scenario.run, observers=observers, digest=digest)
         self.queue = EventQueue()
-        streams = RandomStreams(scenario.seed)
-        world = scenario.world
-        self.world = WorldModel(world, scenario.run.tasks, streams)
+        world, trace = scenario.world, scenario.trace
         self.inference = Inference(
             self.queue,
             pause_on_update=world.pause_inference_on_update,
             prompt_tokens=world.prompt_tokens,
         )
-        self.trainer = Trainer(world, streams["trainer"], self.queue)
-        self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
+        self.world: EpisodeWorld
+        if trace is None:
+            streams = RandomStreams(scenario.seed)
+            self.world = WorldModel(world, scenario.run.tasks, streams)
+            self.trainer = Trainer(world, streams["trainer"], self.queue)
+            self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
+        else:  # a recorded world (`rolloutlog whatif`): its own seed, the run keeps the log's
+            streams = RandomStreams(trace.seed)
+            self.world = TraceWorld(trace, world, streams)
+            times = TraceTimes(trace, world, streams["trainer"])
+            self.trainer = Trainer(world, streams["trainer"], self.queue, times)
+            self.controller = TraceController(
+                trace, world, scenario.run, streams["controller"], self.queue
+            )
         self.metrics = SimMetrics()
         self.now = 0.0
         self.world_events = 0

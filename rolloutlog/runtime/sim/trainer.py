@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import Literal
 
 import attrs
@@ -24,6 +25,8 @@ from rolloutlog.runtime.sim.clock import EventQueue
 from rolloutlog.runtime.sim.world_config import WorldConfig
 
 Phase = Literal["idle", "training", "updating"]
+# (step, trained episodes) -> (train seconds, weight-update seconds, skip uniform)
+BatchTimes = Callable[[int, int], tuple[float, float, float]]
 
 
 @attrs.frozen
@@ -45,28 +48,35 @@ class _Batch:
 class Trainer:
     """Batches waiting to train, the one in progress, and how long the trainer was busy."""
 
-    def __init__(self, world: WorldConfig, rng: np.random.Generator, queue: EventQueue) -> None:
+    def __init__(
+        self,
+        world: WorldConfig,
+        rng: np.random.Generator,
+        queue: EventQueue,
+        times: BatchTimes | None = None,
+    ) -> None:
+        """`times` replaces the drawn batch times (a recorded trace's, for example)."""
         self.world, self.rng, self.queue = world, rng, queue
+        self.times = times or self.drawn_times
         self.backlog: deque[_Batch] = deque()
         self.current: _Batch | None = None
         self.phase: Phase = "idle"
         self.busy_s = 0.0
         self._busy_since = 0.0
 
-    def shipped(self, now: float, step: int, trained: int) -> None:
-        """Batch `step` reached the trainer with `trained` episodes to learn from."""
+    def drawn_times(self, step: int, trained: int) -> tuple[float, float, float]:
+        """Batch times from the world's knobs: train and update seconds, skip uniform."""
         normal_train, normal_update = self.rng.standard_normal(2).tolist()
         skip = float(self.rng.random())
         spread = self.world.trainer_jitter
         base_s = self.world.train_step_s + self.world.train_s_per_episode * trained
-        self.backlog.append(
-            _Batch(
-                step=step,
-                train_s=base_s * math.exp(spread * normal_train),
-                update_s=self.world.weight_update_s * math.exp(spread * normal_update),
-                skip=skip,
-            )
-        )
+        train_s = base_s * math.exp(spread * normal_train)
+        return train_s, self.world.weight_update_s * math.exp(spread * normal_update), skip
+
+    def shipped(self, now: float, step: int, trained: int) -> None:
+        """Batch `step` reached the trainer with `trained` episodes to learn from."""
+        train_s, update_s, skip = self.times(step, trained)
+        self.backlog.append(_Batch(step=step, train_s=train_s, update_s=update_s, skip=skip))
         if self.phase == "idle":
             self._busy_since = now
             self._start(now)

@@ -13,6 +13,8 @@ on common random numbers, and only what the deciders do differs.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import attrs
 import numpy as np
 
@@ -73,6 +75,23 @@ class EpisodePlan:
     reward: float
     completion_tokens: int
     late_if_cancelled: bool
+    prompt_tokens: int | None = None  # None: the world's `prompt_tokens`
+
+
+class EpisodeWorld(Protocol):
+    """What the driver asks of a world: a seeded model (`WorldModel`) or a recorded trace."""
+
+    def open_group(self, group_id: str, task_id: str, size: int, train: bool) -> None:
+        """Draw the block of per-member numbers of a new group."""
+
+    def plan(self, group_id: str, member: int, inflight: int, max_inflight: int) -> EpisodePlan:
+        """The outcome of member `member`, dispatched with `inflight` episodes in flight."""
+
+    def unscheduled_cancelled(self, group_id: str, count: int) -> None:
+        """Members cancelled before dispatch will never be planned."""
+
+    def open_groups(self) -> int:
+        """How many groups' draws are held."""
 
 
 class WorldModel:

@@ -1,6 +1,7 @@
 """The dispatcher, restated naively: every answer is computed by scanning the record.
 
 On `run_finished` it cancels all that is owed (`shutdown`) and decides nothing after. On
+`run_resumed` it cancels what was in flight (`restart`), nothing unscheduled. On
 `version_pending` it cancels stale in-flight work (and straggler cuts); on `overload_cut`
 whole groups, youngest first; on `batch_shipped` straggler cuts. Any event that draws no
 cancellation fills free permits: the oldest open group that owes members first, then new
@@ -27,7 +28,13 @@ def decide(record: Record, event: Event) -> list[Event]:
     if record.finished:
         return []
     cancellations: list[Event] = []
-    if event.kind == "version_pending":
+    if event.kind == "run_resumed":  # what was in flight died with the old driver
+        cancellations = [
+            _cancel(g, g.in_flight(), 0, "restart", event.t)
+            for g in record.open_groups()
+            if g.in_flight()
+        ]
+    elif event.kind == "version_pending":
         cancellations = _before_update(record, event.t)
     elif event.kind == "overload_cut":
         cancellations = _overload(record, event.n, event.t)  # type: ignore[union-attr]

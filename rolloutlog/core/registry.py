@@ -4,7 +4,7 @@ The deciders recognise a late arrival by its absence from the in-flight set and 
 history of ids (their memory is bounded by what is open). A log that reports a completion
 for an episode that was never dispatched would therefore pass as "late"; replay and
 verify refuse it as inconsistent, and this registry is how they tell the two apart.
-Episode ids are `g<n>/<member>` (DESIGN.md § Events), so a count per group number is
+Episode ids are `g<n>/<member>` (docs/contract.md § Events), so a count per group number is
 enough: member m of group n was dispatched iff m < count[n].
 """
 

@@ -1,0 +1,148 @@
+"""`rolloutlog whatif`: what a recorded run would have cost under other staleness policies.
+
+The world is fitted to the log (`studies.whatif`), then each policy runs on it with
+`simulate`'s own `run_policy`, and the report puts the recorded run's figures (measured
+the same way) beside them: the `simulate --compare` table with a `recorded` column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.output import emit_json, warn_torn_tail
+from rolloutlog.cli.simulate import _advance, _parse_policies, _progress
+from rolloutlog.core.config import ConfigError
+from rolloutlog.events.errors import LogError
+from rolloutlog.replay.source import open_log
+from rolloutlog.runtime.sim.plot import plot_runs
+from rolloutlog.runtime.sim.report import print_report
+from rolloutlog.runtime.sim.scenario import Scenario, parse_set_options
+from rolloutlog.runtime.sim.scenario_toml import scenario_toml
+from rolloutlog.studies.run_report import policy_name, run_policy
+from rolloutlog.studies.whatif import FittedRun, fit_log, recorded_report, with_overrides
+from rolloutlog.studies.whatif.fit import FitError
+
+Runs = dict[str, dict[str, Any]]
+Series = dict[str, list[tuple[float, float]]]
+
+
+def fit_recorded(
+    log: Path, seed: int
+) -> tuple[FittedRun, dict[str, Any], list[tuple[float, float]]]:
+    """Fit LOG's world; the recorded run's `simulate --json` object and its waste series."""
+    try:
+        source = open_log(log)
+        fitted = fit_log(source.events(), seed=seed, name=log.stem)
+        report, metrics = recorded_report(source.events(), fitted)
+    except (OSError, LogError) as error:
+        raise BadInput(f"{log}: {error}") from error
+    except (FitError, ConfigError) as error:
+        raise BadInput(f"{log}: cannot fit a world: {error}") from error
+    warn_torn_tail(source.torn_tail, log)
+    header = {
+        "scenario": fitted.scenario.name,
+        "policy": policy_name(fitted.scenario),
+        "seed": fitted.scenario.seed,
+        "log": str(log),
+    }
+    return fitted, {**header, **report}, list(metrics.wasted_series.points)
+
+
+def run_whatif(
+    base: Scenario, policies: list[str], console: Console | None = None, *, check: bool = False
+) -> tuple[Runs, Series]:
+    """Run each policy on the fitted world `base`: `simulate --json` objects and waste series.
+
+    `check`: run the invariant checker on every event (as `simulate --check`)."""
+    runs: Runs = {}
+    series: Series = {}
+    with _progress(console or Console(stderr=True, quiet=True)) as progress:
+        for name in policies:
+            task = progress.add_task(name, total=base.steps)
+            report, result = run_policy(
+                base.with_policy(name), on_step=_advance(progress, task), check=check
+            )
+            runs[name], series[name] = report, result.wasted_series
+    return runs, series
+
+
+@click.command("whatif")
+@click.argument("log", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--compare",
+    default=None,
+    metavar="P1,P2",
+    help="Policy presets to run on the fitted world (default: the recorded policy).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override run.KEY / world.KEY of the fitted world; repeatable.",
+)
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Batches to ship.")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the draws for work the recorded run never finished.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print {recorded, policies} as JSON.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Draw trained ages and cumulative waste to this PNG.",
+)
+@click.option("--check", is_flag=True, help="Check the invariants on every simulated event.")
+@click.option(
+    "--save-world",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the fitted world as a scenario file (simulate --scenario FILE).",
+)
+def whatif_command(
+    log: Path,
+    compare: str | None,
+    overrides: tuple[str, ...],
+    steps: int | None,
+    seed: int,
+    as_json: bool,
+    plot: Path | None,
+    check: bool,
+    save_world: Path | None,
+) -> None:
+    """Fit a world to LOG and report what other staleness policies would have cost on it."""
+    fitted, recorded, recorded_series = fit_recorded(log, seed)
+    try:
+        base = with_overrides(fitted.scenario, parse_set_options(overrides))
+        if steps is not None:
+            base = base.with_steps(steps)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from error
+    policies = _parse_policies(compare, "--compare") if compare else [recorded["policy"]]
+    if save_world is not None:
+        try:
+            save_world.write_text(scenario_toml(base), encoding="utf-8")
+        except OSError as error:
+            raise BadInput(f"--save-world {save_world}: {error}") from error
+    runs, series = run_whatif(base, policies, Console(stderr=True), check=check)
+    title = f"whatif {log.name}: fitted world, seed {seed}, {base.steps} steps"
+    if plot is not None:
+        try:
+            plot_runs(
+                {"recorded": recorded, **runs}, {"recorded": recorded_series, **series}, plot, title
+            )
+        except (OSError, RuntimeError) as error:
+            raise BadInput(f"--plot {plot}: {error}") from error
+    if as_json:
+        emit_json({"recorded": recorded, "policies": runs})
+    else:
+        print_report({"recorded": recorded, **runs}, title, Console())

@@ -1,0 +1,586 @@
+"""The shadow account of a run: every property checked on every event, and the run summary.
+
+One account, kept apart from the deciders and trusting none of their state or arithmetic:
+its own rollout age, staleness and GRPO advantages (from the core it imports only the config
+and the dispatch registry), fed plain values. The reaction loop feeds it as an observer (tests, the
+simulator, the live runtime), `replay`'s plain fold feeds it from event objects, and the
+columnar fold straight from log columns, so each rule is written here once.
+
+It checks, each at the seq where it broke:
+- bound: nothing ships past `max_off_policy_steps`; drops and stale cancellations are of
+  episodes that are stale, with their true age;
+- stamping: each episode carries the version live at its own dispatch (per-group: its
+  group's start version, the version its group opened at);
+- ship hold: batch `s` ships only once the trainer is at `policy_version ≥ s − 1 − target_lag`;
+- dispatch gate: no train dispatch while `(step − 1) − policy_version > target_lag`;
+- conservation: each dispatched episode arrives or is cancelled once; a group finalizes
+  with arrived + cancelled = G; nothing is open at `run_finished`, and nothing is opened,
+  dispatched or shipped after it;
+- restarts: a `run_resumed` names exactly what was in flight, resumes from a checkpoint
+  between the last announced version and the batches shipped, and only those episodes are
+  cancelled (reason `restart`); after it each version is announced once, after its batch;
+- permits: never above the limit at admission (and, under a loop, as many permits held as
+  episodes in flight); capacity admission's horizon;
+- scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
+  only of at-risk groups, and whole.
+It also counts what `replay --json` reports (`summary()`). Counting conventions:
+- `episodes_cancelled` counts dispatched (in-flight) episodes per reason;
+  `unscheduled_cancelled` counts members cancelled before they were ever dispatched.
+- `episodes_late` counts completions and failures of episodes no longer in flight
+  (cancelled, arrived before, or after `run_finished`); recorded and otherwise ignored.
+- `episodes_dropped_stale` counts arrived or queued episodes the sink dropped as stale.
+- `groups_partial` counts finalized train groups that scored fewer than G members.
+
+Memory is bounded by open groups and queued episodes, plus one small count per group ever
+opened (members dispatched), which tells a late arrival from one never dispatched.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Protocol
+
+import attrs
+
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.registry import DispatchRegistry
+from rolloutlog.events.types import (
+    CANCEL_REASONS,
+    DROP_REASONS,
+    BatchShipped,
+    EpisodeCompleted,
+    EpisodeDispatched,
+    EpisodeDropped,
+    EpisodeFailed,
+    EpisodesCancelled,
+    Event,
+    GroupOpened,
+    GroupScored,
+    LimitSet,
+    RunFinished,
+    RunResumed,
+    VersionPending,
+)
+
+# How far recorded advantages may sit from GRPO over the scored rewards.
+ADVANTAGE_TOLERANCE: Final = 1e-9
+
+
+class InvariantViolation(AssertionError):
+    """A property does not hold at the named seq."""
+
+
+class HoldsDispatcher(Protocol):
+    """Anything that folds the dispatcher: the reaction loop, or replay's log fold."""
+
+    @property
+    def dispatcher_state(self) -> Any: ...
+
+
+def age(version: int, step: int) -> int:
+    """Versions between the one batch `step` trains on and the version `version`."""
+    return step - 1 - version
+
+
+def advantages(rewards: Sequence[float]) -> list[float]:
+    """GRPO: each reward minus the group's mean (a lone member gets 0)."""
+    if not rewards:
+        return []
+    mean = sum(rewards) / len(rewards)
+    return [reward - mean for reward in rewards]
+
+
+@attrs.define(slots=True)
+class Group:
+    """One group from `group_opened` until its `group_scored`."""
+
+    number: int
+    size: int
+    train: bool
+    live: bool
+    start_version: int
+    dispatched: int = 0
+    unscheduled: int = 0
+    inflight: dict[str, tuple[int, int]] = attrs.Factory(dict)  # id -> (version, member)
+    arrived: dict[str, tuple[int, int, float | None]] = attrs.Factory(dict)  # id -> (m, v, r)
+    dropped: set[str] = attrs.Factory(set)
+    cancelled: int = 0
+    owes: bool = True  # still owes members in flight or unscheduled
+
+    def stale(self, version: int, step: int, bound: int) -> bool:
+        """Past the bound at `step`: only train members of a live generation source age."""
+        return self.train and self.live and step - 1 - version > bound
+
+
+class Account:
+    """The account; `on_*` apply one event's values, `feed` one event object.
+
+    With `raise_on_violation`, the first broken property raises `InvariantViolation`;
+    otherwise each is collected in `violations` as "seq N (kind): what broke" and the
+    event's remaining checks are skipped.
+    """
+
+    def __init__(self, config: RunConfig, *, raise_on_violation: bool = True) -> None:
+        self.raise_on_violation = raise_on_violation
+        self.violations: list[str] = []
+        self.bound: int = config.max_off_policy_steps
+        self.target_lag: int = config.target_lag
+        self.group_size: int = config.group_size
+        self.batch_size: int | None = config.batch_size
+        self.per_episode = config.staleness == "per-episode"
+        self.capacity = config.admission == "capacity" and config.batch_size is not None
+        self.step, self.version, self.limit = 1, 0, config.max_inflight
+        self.publish_step = 1  # the step when the last version update arrived
+        self.groups: dict[str, Group] = {}  # open until group_scored
+        self.owing_groups = 0  # groups that still owe a member (the dispatcher's open groups)
+        self.inflight: dict[str, Group] = {}
+        self.queue: dict[str, tuple[int, bool]] = {}  # id -> (version, live), oldest first
+        self.registry = DispatchRegistry()  # tells a late arrival from a bogus one
+        self.finished = False
+        self.train_promised = 0  # trained + queued + arrived-unfinalized + in flight (train)
+        self.train_inflight = 0
+        self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
+        self.resumed_from: int | None = None  # the checkpoint of the latest restart
+        self.summary_head, self.summary_middle = "", ""
+        self._summary_texts()
+        # The run summary.
+        self.events = 0
+        self.kinds: Counter[str] = Counter()
+        self.cancelled_by: Counter[str] = Counter({reason: 0 for reason in CANCEL_REASONS})
+        self.unscheduled_cancelled = 0
+        self.dropped_stale = 0
+        self.late = 0
+        self.scored = 0
+        self.partial = 0
+        self.admitted_groups = 0
+        self.trained = 0
+        self.pruned = 0
+        self.trained_ages: Counter[int] = Counter()
+        self.finished_reason: str | None = None
+
+    # --- reporting -----------------------------------------------------------------------
+
+    def _fail(self, seq: int, kind: str, problem: str) -> None:
+        message = f"seq {seq} ({kind}): {problem}"
+        if self.raise_on_violation:
+            raise InvariantViolation(message)
+        self.violations.append(message)
+
+    # --- the digest's state summary --------------------------------------------------------
+
+    def decider_summary(self) -> tuple[int, ...]:
+        """`ReactionLoop.summary()` of the deciders that made this log, from this account."""
+        inflight, step, version = len(self.inflight), self.step, self.version
+        dispatcher = (step, version, self.limit, inflight, self.owing_groups)
+        return (*dispatcher, step, version, len(self.queue), len(self.groups), inflight)
+
+    def _summary_texts(self) -> None:
+        """The parts of `repr(decider_summary())` that change only with step, version, limit,
+        so that the columnar fold writes the text without building a tuple per row."""
+        self.summary_head = f"({self.step}, {self.version}, {self.limit}, "
+        self.summary_middle = f", {self.step}, {self.version}, "
+
+    # --- events as objects ---------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        """Count and check one event object (the plain fold, the loop)."""
+        self.events += 1
+        self.kinds[event.kind] += 1
+        seq = event.seq
+        match event:
+            case EpisodeCompleted():
+                self.on_arrival(seq, event.kind, event.episode_id, event.reward)
+            case EpisodeFailed():
+                self.on_arrival(seq, event.kind, event.episode_id, None)
+            case EpisodeDispatched():
+                self.on_dispatched(
+                    seq, event.episode_id, event.group_id, event.member, event.policy_version
+                )
+            case EpisodesCancelled():
+                self.on_cancelled(
+                    seq, event.group_id, event.episode_ids, event.unscheduled, event.reason
+                )
+            case GroupOpened():
+                self.on_group_opened(
+                    seq, event.group_id, event.work, event.group_size, event.live,
+                    event.policy_version, event.step,
+                )  # fmt: skip
+            case EpisodeDropped():
+                self.on_dropped(seq, event.episode_id, event.reason, event.age)
+            case GroupScored():
+                self.on_scored(
+                    seq, event.group_id, event.episode_ids, event.advantages, event.admitted
+                )
+            case BatchShipped():
+                self.on_shipped(seq, event.step, event.episode_ids, event.trained_ids)
+            case VersionPending():
+                self.on_version_pending(seq, event.version)
+            case RunResumed():
+                self.on_resumed(seq, event.episode_ids, event.version)
+            case LimitSet():
+                self.on_limit_set(event.max_inflight)
+            case RunFinished():
+                self.on_run_finished(event.reason)
+            case _:
+                pass
+
+    def count_kinds(self, kinds: Iterable[str], events: int) -> None:
+        """Count a whole batch of rows at once (the columnar fold's `feed` counting)."""
+        self.events += events
+        self.kinds.update(kinds)
+
+    # --- the reaction loop's observer protocol ---------------------------------------------
+
+    def before(self, event: Event, loop: HoldsDispatcher) -> None:
+        """Nothing: the account judges every event by its own state."""
+
+    def observe(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
+        """Check one appended event; with a loop, also compare permits with its dispatcher."""
+        self.feed(event)
+        if loop is not None:
+            held = len(loop.dispatcher_state.inflight)
+            if held != len(self.inflight):
+                problem = f"dispatcher holds {held} permits, {len(self.inflight)} in flight"
+                self._fail(event.seq, event.kind, problem)
+
+    def settled(self, world_event: Event, loop: HoldsDispatcher | None = None) -> None:
+        """After a world event's reactions (see `settle`)."""
+        self.settle(world_event.seq, world_event.kind)
+
+    def settle(self, seq: int, world_kind: str) -> None:
+        """After a world event settled: no train episode stale when a version update arrived
+        is still in flight (per-episode; per-group dispatches a group's late members at its
+        start version, stale or not), and at `run_finished` nothing is open.
+
+        Staleness is judged at the step the update arrived at: batches shipped later in the
+        same reaction can age episodes further, and those the sink drops when they arrive.
+        """
+        if world_kind == "version_pending" and self.per_episode:
+            step, bound = self.publish_step, self.bound
+            for group_id, group in self.groups.items():
+                for episode_id, (version, _) in group.inflight.items():
+                    if group.stale(version, step, bound):
+                        self._fail(seq, world_kind, f"stale {episode_id} of {group_id} in flight")
+        elif world_kind == "run_resumed":
+            left = [e for e in sorted(self.restart_ids) if e in self.inflight]
+            if left:
+                self._fail(seq, world_kind, f"outstanding at the restart, in flight: {left[:3]}")
+            self.restart_ids = frozenset()
+        elif world_kind == "run_finished":
+            if self.groups:
+                self._fail(seq, world_kind, f"groups left open: {sorted(self.groups)[:5]}")
+            if self.inflight:
+                self._fail(seq, world_kind, f"{len(self.inflight)} episodes in flight at the end")
+
+    # --- dispatcher events ---------------------------------------------------------------
+
+    def on_group_opened(
+        self, seq: int, group_id: str, work: str, size: int, live: bool, version: int, step: int
+    ) -> None:
+        kind = "group_opened"
+        number = len(self.registry.members)
+        self.registry.opened()
+        if self.finished:
+            self._fail(seq, kind, "group opened after run_finished")
+        if group_id != f"g{number}" or group_id in self.groups:
+            return self._fail(seq, kind, f"expected g{number}, got {group_id}")
+        if version != self.version or step != self.step:
+            self._fail(seq, kind, f"opened at v{version} step {step}, not v{self.version}")
+        self.groups[group_id] = Group(
+            number, size, work == "train", live, version, unscheduled=size
+        )
+        self.owing_groups += 1
+        return None
+
+    def on_dispatched(
+        self, seq: int, episode_id: str, group_id: str, member: int, version: int
+    ) -> None:
+        kind = "episode_dispatched"
+        group = self.groups.get(group_id)
+        if group is None or not group.owes or group.unscheduled <= 0:
+            return self._fail(seq, kind, f"dispatch into {group_id}, which owes no member")
+        if member != group.dispatched or episode_id != f"{group_id}/{member}":
+            return self._fail(seq, kind, f"{episode_id} is not member {group.dispatched}")
+        if self.finished:
+            self._fail(seq, kind, "dispatch after run_finished")
+        if len(self.inflight) >= self.limit:
+            self._fail(seq, kind, f"admitted above the limit {self.limit}")
+        stamp = self.version if self.per_episode else group.start_version
+        if version != stamp:
+            self._fail(seq, kind, f"stamped v{version}, dispatched when v{stamp} applies")
+        if group.train:
+            self._admit_train(seq, kind)
+        group.dispatched += 1
+        group.unscheduled -= 1
+        group.inflight[episode_id] = (version, member)
+        self.inflight[episode_id] = group
+        self.registry.dispatched(group.number)
+        return None
+
+    def _admit_train(self, seq: int, kind: str) -> None:
+        """The dispatch gate, and capacity admission's horizon (no train dispatch once the
+        promised work fills it, unless none is in flight: the liveness exception)."""
+        lag = self.step - 1 - self.version
+        if lag > self.target_lag:
+            self._fail(seq, kind, f"train dispatch while the trainer lags {lag} > target_lag")
+        if self.capacity:
+            horizon = (self.bound + self.version + 1) * (self.batch_size or 0)
+            if self.train_promised >= horizon and self.train_inflight:
+                self._fail(seq, kind, f"capacity: {self.train_promised} promised of {horizon}")
+            self.train_promised += 1
+            self.train_inflight += 1
+
+    def on_cancelled(
+        self, seq: int, group_id: str, episode_ids: Sequence[str], unscheduled: int, reason: str
+    ) -> None:
+        kind = "episodes_cancelled"
+        self.cancelled_by[reason] += len(episode_ids)
+        self.unscheduled_cancelled += unscheduled
+        group = self.groups.get(group_id)
+        if group is None or not group.owes:
+            return self._fail(seq, kind, f"cancellation for {group_id}, which owes nothing")
+        if not 0 <= unscheduled <= group.unscheduled:
+            return self._fail(seq, kind, f"cancels {unscheduled} unscheduled of {group_id}")
+        if reason == "straggler":
+            self._check_straggler(seq, group, episode_ids, unscheduled)
+        elif reason == "restart":
+            strays = [e for e in episode_ids if e not in self.restart_ids]
+            if strays or unscheduled:
+                problem = f"a restart cancels only what was outstanding: {strays[:3]}"
+                self._fail(seq, kind, f"{problem}, {unscheduled} unscheduled")
+        if self.capacity and group.train:
+            self.train_promised -= len(episode_ids)
+            self.train_inflight -= len(episode_ids)
+        stale = reason == "stale"
+        for episode_id in episode_ids:
+            found = group.inflight.pop(episode_id, None)
+            if found is None:
+                return self._fail(seq, kind, f"{episode_id} cancelled but not in flight")
+            if stale and not group.stale(found[0], self.step, self.bound):
+                self._fail(seq, kind, f"{episode_id} is not stale")
+            del self.inflight[episode_id]
+        group.unscheduled -= unscheduled
+        group.cancelled += len(episode_ids) + unscheduled
+        if len(group.arrived) + group.cancelled > group.size:
+            self._fail(seq, kind, f"{group_id} accounts for more than G={group.size}")
+        self._close_if_done(group)
+        return None
+
+    def _check_straggler(
+        self, seq: int, group: Group, episode_ids: Sequence[str], unscheduled: int
+    ) -> None:
+        """A straggler cut needs a fresh arrival at risk (exactly at the bound now, past it
+        after the next batch) and cancels all the group owes."""
+        at_risk = (
+            group.train
+            and group.live
+            and any(
+                reward is not None
+                and episode_id not in group.dropped
+                and self.step - 1 - version == self.bound
+                for episode_id, (_, version, reward) in group.arrived.items()
+            )
+        )
+        if not at_risk:
+            self._fail(seq, "episodes_cancelled", "straggler cut without an arrival at risk")
+        if not (set(group.inflight) <= set(episode_ids) and unscheduled == group.unscheduled):
+            self._fail(seq, "episodes_cancelled", "straggler cut leaves members owed")
+
+    def _close_if_done(self, group: Group) -> None:
+        if group.owes and not group.inflight and not group.unscheduled:
+            group.owes = False
+            self.owing_groups -= 1
+
+    # --- world events --------------------------------------------------------------------
+
+    def on_arrival(self, seq: int, kind: str, episode_id: str, reward: float | None) -> None:
+        """A completion (`reward` set) or a failure (`reward` None)."""
+        group = self.inflight.pop(episode_id, None)
+        if group is None:
+            return self._late(seq, kind, episode_id)
+        version, member = group.inflight.pop(episode_id)
+        if self.capacity and group.train:
+            self.train_inflight -= 1
+        group.arrived[episode_id] = (member, version, reward)
+        self._close_if_done(group)
+        return None
+
+    def _late(self, seq: int, kind: str, episode_id: str) -> None:
+        """An arrival of a dispatched episode no longer in flight (cancelled, arrived before,
+        or after `run_finished`): recorded and ignored. One never dispatched is refused."""
+        if not self.registry.knows(episode_id):
+            return self._fail(seq, kind, f"{episode_id} was never dispatched")
+        self.late += 1
+        return None
+
+    def on_version_pending(self, seq: int, version: int) -> None:
+        if self.resumed_from is not None:  # across a restart, each batch trains once
+            kind, shipped = "version_pending", self.step - 1
+            if not self.version < version <= shipped:
+                problem = f"v{version} after v{self.version} with {shipped} batches shipped"
+                self._fail(seq, kind, f"{problem}: a version is announced once, after its batch")
+            if version < self.resumed_from:
+                problem = f"v{version} is inside checkpoint v{self.resumed_from} resumed from"
+                self._fail(seq, kind, f"{problem}: its batch would train twice")
+        self.version = version
+        self.publish_step = self.step
+        self._summary_texts()
+
+    def on_limit_set(self, max_inflight: int) -> None:
+        self.limit = max_inflight
+        self._summary_texts()
+
+    def on_resumed(self, seq: int, episode_ids: Sequence[str], version: int) -> None:
+        """A restart names exactly what was outstanding, after the last announced version
+        and no further than the batches shipped (nothing trained twice, nothing lost)."""
+        kind = "run_resumed"
+        if self.finished:
+            self._fail(seq, kind, "a restart after run_finished")
+        named = set(episode_ids)
+        if named != self.inflight.keys():
+            different = sorted(named ^ self.inflight.keys())[:3]
+            problem = f"names {len(named)} outstanding episodes, {len(self.inflight)} in flight"
+            self._fail(seq, kind, f"{problem}: {different}")
+        shipped = self.step - 1
+        if not self.version <= version <= shipped:
+            problem = f"resumes from v{version}, but v{self.version} was announced"
+            self._fail(seq, kind, f"{problem} and {shipped} batches shipped")
+        self.restart_ids = frozenset(named)
+        self.resumed_from = version
+
+    def on_run_finished(self, reason: str) -> None:
+        self.finished = True
+        self.finished_reason = reason
+
+    # --- sink events ---------------------------------------------------------------------
+
+    def on_dropped(self, seq: int, episode_id: str, reason: str, recorded_age: int) -> None:
+        kind = "episode_dropped"
+        self.dropped_stale += 1
+        self.train_promised -= 1
+        queued = self.queue.pop(episode_id, None)
+        if queued is not None:
+            version, live = queued
+        else:
+            group = self.groups.get(episode_id.rpartition("/")[0])
+            arrival = group.arrived.get(episode_id) if group is not None else None
+            if group is None or arrival is None or episode_id in group.dropped:
+                return self._fail(seq, kind, f"{episode_id} dropped but neither queued nor arrived")
+            group.dropped.add(episode_id)
+            version, live = arrival[1], group.train and group.live
+        actual = age(version, self.step)
+        if reason not in DROP_REASONS or recorded_age != actual:
+            self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
+        if not (live and actual > self.bound):
+            self._fail(seq, kind, f"{episode_id} is not stale")
+        return None
+
+    def on_scored(
+        self,
+        seq: int,
+        group_id: str,
+        episode_ids: Sequence[str],
+        scored_advantages: Sequence[float],
+        admitted: bool,
+    ) -> None:
+        kind = "group_scored"
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return self._fail(seq, kind, f"{group_id} finalized twice or never opened")
+        if group.owes or len(group.arrived) + group.cancelled != group.size:
+            arrived = len(group.arrived)
+            problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
+            return self._fail(seq, kind, f"{problem} != G={group.size}")
+        fresh = sorted(
+            (member, episode_id, reward)
+            for episode_id, (member, _, reward) in group.arrived.items()
+            if reward is not None and episode_id not in group.dropped
+        )
+        fresh_ids = [episode_id for _, episode_id, _ in fresh]
+        if list(episode_ids) != fresh_ids:
+            return self._fail(seq, kind, f"scored {list(episode_ids)}, fresh are {fresh_ids}")
+        if not group.train:
+            if scored_advantages or admitted:
+                self._fail(seq, kind, "eval group trained")
+            return None
+        self.scored += len(episode_ids)
+        self.partial += len(episode_ids) < group.size
+        self.admitted_groups += admitted
+        if admitted and not episode_ids:
+            self._fail(seq, kind, "admits a group with no scored member")
+        expected = advantages([reward for _, _, reward in fresh if reward is not None])
+        if len(scored_advantages) != len(expected) or not all(
+            abs(a - b) <= ADVANTAGE_TOLERANCE
+            for a, b in zip(scored_advantages, expected, strict=True)
+        ):  # a NaN fails this comparison too
+            self._fail(seq, kind, f"advantages {list(scored_advantages)} != GRPO {expected}")
+        if self.capacity:
+            kept = sum(episode_id not in group.dropped for episode_id in group.arrived)
+            self.train_promised -= kept - (len(episode_ids) if admitted else 0)
+        if admitted:
+            for episode_id in episode_ids:
+                self.queue[episode_id] = (group.arrived[episode_id][1], group.live)
+        return None
+
+    def on_shipped(
+        self, seq: int, step: int, episode_ids: Sequence[str], trained_ids: Sequence[str]
+    ) -> None:
+        kind = "batch_shipped"
+        self.trained += len(trained_ids)
+        self.pruned += len(episode_ids) - len(trained_ids)
+        if step != self.step:
+            return self._fail(seq, kind, f"batch for step {step} at step {self.step}")
+        if self.finished:
+            self._fail(seq, kind, "batch shipped after run_finished")
+        if self.version < step - 1 - self.target_lag:
+            self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
+        cut: dict[str, int] = {}
+        for episode_id in episode_ids:
+            queued = self.queue.pop(episode_id, None)
+            if queued is None:
+                self._fail(seq, kind, f"{episode_id} shipped but not queued (or twice)")
+                continue
+            version, live = queued
+            if live and age(version, step) > self.bound:
+                self._fail(seq, kind, f"{episode_id} shipped at age {age(version, step)}")
+            cut[episode_id] = version
+        if len(set(trained_ids)) != len(trained_ids) or not cut.keys() >= set(trained_ids):
+            self._fail(seq, kind, "trains an episode it did not cut, or one twice")
+        for episode_id in trained_ids:
+            if episode_id in cut:
+                self.trained_ages[age(cut[episode_id], step)] += 1
+        self.step = step + 1
+        self._summary_texts()
+        return None
+
+    # --- the run summary -----------------------------------------------------------------
+
+    def summary(self, *, checked: bool = True) -> dict[str, Any]:
+        """The `replay --json` object; without `checked`, no violations are listed."""
+        ages = self.trained_ages
+        trained = sum(ages.values())
+        return {
+            "events": self.events,
+            "steps_shipped": self.kinds["batch_shipped"],
+            "groups_opened": self.kinds["group_opened"],
+            "groups_finalized": self.kinds["group_scored"],
+            "groups_partial": self.partial,
+            "groups_admitted": self.admitted_groups,
+            "episodes_dispatched": self.kinds["episode_dispatched"],
+            "episodes_completed": self.kinds["episode_completed"],
+            "episodes_failed": self.kinds["episode_failed"],
+            "episodes_late": self.late,
+            "episodes_cancelled": dict(self.cancelled_by),
+            "unscheduled_cancelled": self.unscheduled_cancelled,
+            "episodes_dropped_stale": self.dropped_stale,
+            "episodes_scored": self.scored,
+            "episodes_trained": self.trained,
+            "episodes_pruned_zero_adv": self.pruned,
+            "max_trained_age": max(ages) if ages else None,
+            "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
+            "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
+            "run_finished": self.finished_reason,
+            "restarts": self.kinds["run_resumed"],
+            "invariant_violations": list(self.violations) if checked else [],
+        }

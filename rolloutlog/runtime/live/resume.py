@@ -1,0 +1,219 @@
+"""Resuming a live run whose driver died: the state is a fold of the log.
+
+`prepare` reads the log (its torn tail already cut by the appending writer), feeds every
+world event to fresh deciders and checks that each recorded decision is re-decided
+exactly (a log that does not verify is never continued), and folds the driver's
+`EpisodeBook` alongside, with the rollouts from the rollout store. It finds the newest
+complete checkpoint in the broadcast directory and works out what was outstanding:
+
+- episodes in flight at the crash: `run_resumed` names them and the dispatcher cancels
+  them (reason `restart`); the driver aborts them on the servers;
+- the checkpoint `v_K` (K between the last announced version and the last shipped batch):
+  the trainer restarts from it; if it was never announced, it is announced first;
+- batches `K+1 ..` that shipped but never produced a version: trained again, in order,
+  from the stored rollouts (the checkpoint contains none of them, so none trains twice).
+
+The sink's queue and open groups come back from the fold as they were: nothing admitted
+is lost. docs/runtime.md § Crashes and resume says why each choice.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from pathlib import Path
+from typing import cast
+
+import attrs
+
+from rolloutlog.core.account import InvariantViolation
+from rolloutlog.core.config import ConfigError
+from rolloutlog.core.errors import InconsistentLogError
+from rolloutlog.core.loop import Observer, ReactionLoop
+from rolloutlog.events.errors import LogError
+from rolloutlog.events.log_reader import LogReader, TornTail
+from rolloutlog.events.types import WORLD_KINDS, EpisodeCompleted, Event, RunResumed, RunStarted
+from rolloutlog.runtime.live.broadcast import BroadcastError, WeightBroadcast
+from rolloutlog.runtime.live.episodes import BookError, EpisodeBook, ShippedBatch
+from rolloutlog.runtime.live.rollout_store import StoredRun
+
+
+class ResumeError(RuntimeError):
+    """The run cannot be continued; the message says why and where."""
+
+
+@attrs.frozen(kw_only=True)
+class ResumePoint:
+    """Where a resumed run picks up: folded deciders and book, versions, owed training."""
+
+    loop: ReactionLoop
+    book: EpisodeBook
+    t_end: float  # `t` of the last durable event: the resumed clock continues from it
+    announced: int  # the last version_pending (inference serves it on resume)
+    live: int  # the last version_live
+    shipped: int  # the last batch shipped
+    checkpoint: int  # the newest complete checkpoint: the trainer restarts from it
+    retrain: tuple[ShippedBatch, ...]  # batches after the checkpoint, in step order
+    outstanding: tuple[str, ...]  # in flight at the crash
+    previous_prefix: str  # the dead driver's request prefix (its requests are aborted)
+    reason: str
+
+    def resumed(self, t: float) -> RunResumed:
+        """The world event that records the restart."""
+        return RunResumed(
+            t=t, reason=self.reason, episode_ids=self.outstanding, version=self.checkpoint
+        )
+
+    def training_owed(self) -> list[ShippedBatch]:
+        """What the trainer worker does first: announce the checkpoint if the log never
+        did, then train the batches it does not contain."""
+        jobs = list(self.retrain)
+        if self.checkpoint > self.announced:
+            jobs.insert(
+                0,
+                ShippedBatch(
+                    step=self.checkpoint,
+                    samples=(),
+                    versions=(),
+                    mean_reward=None,
+                    restored=True,
+                ),
+            )
+        return jobs
+
+
+def newest_checkpoint(broadcast: WeightBroadcast) -> int:
+    """The newest version in the broadcast directory whose READY marker checks out."""
+    versions = sorted(
+        (int(d.name[1:]) for d in broadcast.root.glob("v*") if d.name[1:].isdigit()),
+        reverse=True,
+    )
+    problems = []
+    for version in versions:
+        try:
+            broadcast.require_ready(version)
+            return version
+        except BroadcastError as error:  # a checkpoint torn by the crash: take the one before
+            problems.append(str(error))
+    raise ResumeError(
+        f"{broadcast.root}: no complete checkpoint to restart from"
+        + (f" ({problems[0]})" if problems else "")
+    )
+
+
+def prepare(
+    log_path: Path,
+    *,
+    stored: StoredRun,
+    broadcast: WeightBroadcast,
+    request_prefix: str,
+    seed: int,
+    temperature: float,
+    torn_tail: TornTail | None = None,
+    observers: tuple[Observer, ...] = (),
+) -> ResumePoint:
+    """Fold the log and the store into the point a resumed run continues from."""
+    checkpoint = newest_checkpoint(broadcast)
+    book = EpisodeBook(run_seed=seed, temperature=temperature, request_prefix=request_prefix)
+    fold = _Fold(book, checkpoint)
+    try:
+        loop = fold.run(LogReader(log_path, warn=False), stored, observers)
+    except (LogError, ConfigError, BookError, InconsistentLogError, InvariantViolation) as error:
+        raise ResumeError(f"{log_path}: {error}") from error
+    announced = loop.dispatcher_state.version
+    if not announced <= checkpoint <= fold.shipped:
+        raise ResumeError(
+            f"{broadcast.root}: the newest complete checkpoint is v{checkpoint}, but the log "
+            f"announced v{announced} and shipped {fold.shipped} batches: "
+            "not this run's weights directory?"
+        )
+    if announced != checkpoint and not _ready(broadcast, announced):
+        raise ResumeError(f"{broadcast.root}: v{announced}, which inference served, is gone")
+    book.forget_cancelled()
+    cut = "" if torn_tail is None else f"; {torn_tail.describe()} was cut"
+    return ResumePoint(
+        loop=loop,
+        book=book,
+        t_end=fold.t_end,
+        announced=announced,
+        live=fold.live,
+        shipped=fold.shipped,
+        checkpoint=checkpoint,
+        retrain=tuple(fold.retrain),
+        outstanding=tuple(loop.dispatcher_state.inflight),
+        previous_prefix=str(stored.meta.get("request_prefix", request_prefix)),
+        reason=f"the driver died at seq {loop.next_seq - 1} without run_finished{cut}",
+    )
+
+
+def _ready(broadcast: WeightBroadcast, version: int) -> bool:
+    try:
+        broadcast.require_ready(version)
+    except BroadcastError:
+        return False
+    return True
+
+
+class _Fold:
+    """Re-decide the log event by event, and keep the book as the dead driver kept it."""
+
+    def __init__(self, book: EpisodeBook, checkpoint: int) -> None:
+        self.book, self.checkpoint = book, checkpoint
+        self.retrain: list[ShippedBatch] = []
+        self.shipped = self.live = 0
+        self.t_end = 0.0
+
+    def run(
+        self, reader: LogReader, stored: StoredRun, observers: tuple[Observer, ...]
+    ) -> ReactionLoop:
+        events = iter(reader)
+        first = next(events, None)
+        if not isinstance(first, RunStarted):
+            raise ResumeError(f"{reader.path}: the log holds no run_started")
+        loop = ReactionLoop.from_run_started(first, observers=observers)
+        owed: deque[Event] = deque()
+        for event in itertools.chain((first,), events):
+            if event.kind in WORLD_KINDS:
+                if owed:
+                    raise ResumeError(f"seq {event.seq}: the log lacks {owed[0].kind} before it")
+                if event.kind == "run_finished":
+                    raise ResumeError(
+                        f"the run finished at seq {event.seq} ({event.reason}); "  # type: ignore[union-attr]
+                        "there is nothing to resume"
+                    )
+                appended = loop.feed(event)
+                owed.extend(appended[1:])
+            elif not owed or owed.popleft() != event:
+                raise ResumeError(
+                    f"seq {event.seq}: the recorded {event.kind} is not what the deciders "
+                    "decide (check it with rolloutlog verify)"
+                )
+            self._book(event, stored)
+            self.t_end = event.t
+        if owed:
+            raise ResumeError(f"the log ends inside a reaction: it lacks {owed[0].kind}")
+        return loop
+
+    def _book(self, event: Event, stored: StoredRun) -> None:
+        """What the driver did to its book on this event (see `LiveDriver._react`)."""
+        kind, book = event.kind, self.book
+        if kind == "group_opened":
+            book.group_opened(event)  # type: ignore[arg-type]
+        elif kind == "episodes_cancelled" and event.reason != "restart":  # type: ignore[union-attr]
+            book.cancelled(event.group_id, event.episode_ids)  # type: ignore[union-attr]
+        elif kind == "episode_completed":
+            completed = cast(EpisodeCompleted, event)
+            book.restore(completed, stored.rollout(completed.episode_id))
+        elif kind == "episode_failed":
+            book.failed(event.episode_id, event.error, event.t)  # type: ignore[union-attr]
+        elif kind == "episode_dropped":
+            book.dropped(event.episode_id)  # type: ignore[union-attr]
+        elif kind == "group_scored":
+            book.scored(event)  # type: ignore[arg-type]
+        elif kind == "batch_shipped":
+            batch = book.shipped(event)  # type: ignore[arg-type]
+            self.shipped = batch.step
+            if batch.step > self.checkpoint:
+                self.retrain.append(batch)
+        elif kind == "version_live":
+            self.live = event.version  # type: ignore[union-attr]

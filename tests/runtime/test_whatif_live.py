@@ -1,0 +1,37 @@
+"""`rolloutlog whatif` on a log the live driver wrote: a real trainer, a real server, a report."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from live_helpers import run_driver
+
+from rolloutlog.cli import main
+
+
+def test_whatif_fits_and_reports_on_a_live_log(tmp_path, slow_server):
+    overrides = {"max_off_policy_steps": 0, "target_lag": 0}  # stale cancels: censored work
+    result, log = run_driver(tmp_path, [slow_server.url], steps=6, overrides=overrides)
+    assert result.finished_reason == "steps", result.error
+    world = tmp_path / "world.toml"
+    runner = CliRunner()
+    report = runner.invoke(
+        main,
+        ["whatif", str(log), "--compare", "per-episode,per-group,all", "--json", "--check",
+         "--save-world", str(world)],
+    )  # fmt: skip
+    assert report.exit_code == 0, report.output
+    answer = json.loads(report.stdout)
+    recorded = answer["recorded"]
+    assert recorded["steps_shipped"] == 6 and recorded["invariant_violations"] == []
+    assert recorded["trained_episodes_per_hour"] > 0 and recorded["rollout_seconds_total"] > 0
+    for name, run in answer["policies"].items():
+        assert run["steps_shipped"] >= 6 and run["invariant_violations"] == [], name
+        assert run["run_finished"] == "steps", name
+    # the recorded policy re-run on its own fitted world tells the recorded story
+    rerun = answer["policies"]["per-episode"]
+    rate = "trained_episodes_per_hour"
+    assert abs(rerun[rate] - recorded[rate]) <= 0.05 * recorded[rate], (rerun[rate], recorded)
+    table = runner.invoke(main, ["simulate", "--scenario", str(world)])
+    assert table.exit_code == 0 and "per-episode" in table.output, table.output

@@ -1,0 +1,259 @@
+"""`rolloutlog whatif`: the fitted world, its censored draws, and the validation figures.
+
+The validation tests are the issue's checks at test size (short runs): the recorded policy
+re-run on its own fitted world reproduces the recorded figures within 5%, and a what-if
+under another policy lands within 10% of simulating that policy on the true world.
+`benchmarks/whatif.py` runs the same checks longer and prints the errors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+
+import pytest
+from click.testing import CliRunner
+
+from rolloutlog.cli import main
+from rolloutlog.cli.whatif import fit_recorded, run_whatif
+from rolloutlog.core.config import ConfigError
+from rolloutlog.runtime.sim.scenario import load_scenario, scenario_from_mapping
+from rolloutlog.runtime.sim.scenario_toml import scenario_toml
+from rolloutlog.runtime.sim.streams import RandomStreams
+from rolloutlog.runtime.sim.trace_world import (
+    CENSORED_INFLATION,
+    RecordedEpisode,
+    Trace,
+    TraceWorld,
+)
+from rolloutlog.runtime.sim.world_config import WorldConfig
+from rolloutlog.studies.run_report import run_policy
+
+FIGURES = ("finished_rollouts_discarded", "trained_episodes_per_hour", "mean_trained_age")
+
+
+def relative_errors(got: dict, want: dict) -> dict[str, float]:
+    return {k: abs(got[k] - want[k]) / abs(want[k]) for k in FIGURES}
+
+
+def recorded_log(tmp_path, scenario: str, policy: str, steps: int):
+    """Simulate `policy` on a built-in scenario, writing its log; (log path, report)."""
+    path = tmp_path / f"{scenario}.{policy}.arrow"
+    truth = load_scenario(scenario).with_steps(steps).with_policy(policy)
+    report, _ = run_policy(truth, log_path=path)
+    return path, report
+
+
+# --- the fitted world ------------------------------------------------------------------
+
+
+def episode(episode_id, seconds, outcome="completed", task="t1", **fields):
+    return RecordedEpisode(
+        episode_id=episode_id, task_id=task, outcome=outcome, seconds=seconds, **fields
+    )
+
+
+def trace_world(episodes, late_rate=0.0, seed=0):
+    world = WorldConfig(late_arrival_rate=late_rate)
+    return TraceWorld(Trace(seed=seed, episodes=tuple(episodes)), world, RandomStreams(seed))
+
+
+def test_a_finished_episode_gets_its_recorded_outcome():
+    world = trace_world([episode("g1/0", 7.0, reward=1.0, completion_tokens=70, prompt_tokens=9)])
+    world.open_group("g1", "t1", 1, train=True)
+    plan = world.plan("g1", 0, inflight=0, max_inflight=4)
+    assert (plan.work_s, plan.reward, plan.completion_tokens, plan.prompt_tokens) == (
+        7.0,
+        1.0,
+        70,
+        9,
+    )
+    assert world.open_groups() == 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_cancelled_episode_runs_longer_than_its_cut_drawn_from_its_task(seed):
+    finished = [episode(f"g9/{i}", float(i)) for i in range(1, 11)]  # task t1: 1..10 s
+    other = [episode("g8/0", 50.0, task="t2")]
+    world = trace_world([*finished, *other, episode("g1/0", 6.5, "censored")], seed=seed)
+    world.open_group("g1", "t1", 1, train=True)
+    plan = world.plan("g1", 0, 0, 4)
+    assert plan.work_s in (7.0, 8.0, 9.0, 10.0)  # the task's outcomes longer than 6.5 s
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_censored_pick_only_raises_the_bound(seed):
+    """Redistribute-to-the-right: past a censored episode, only longer outcomes remain."""
+    recorded = [
+        *(episode(f"g9/{i}", s) for i, s in enumerate((1.0, 2.0, 30.0))),
+        episode("g9/3", 20.0, "censored"),  # ran at least 20 s: its mass goes past 20 s
+        episode("g1/0", 10.0, "censored"),
+    ]
+    world = trace_world(recorded, seed=seed)
+    world.open_group("g1", "t1", 1, train=True)
+    assert world.plan("g1", 0, 0, 4).work_s == 30.0
+
+
+def test_past_the_task_the_draw_takes_the_run_tail_at_the_task_scale():
+    recorded = [
+        episode("g9/0", 2.0),
+        episode("g9/1", 4.0),  # t1: median 4 s (with the cut below), nothing past 6 s
+        *(episode(f"g8/{i}", s, task="t2", completion_tokens=1000) for i, s in
+          enumerate((10.0, 20.0, 40.0))),  # t2: median 20 s; 40 s is twice its median
+        episode("g1/0", 6.0, "censored"),  # 1.5 x t1's median: only t2's 2 x remains
+    ]  # fmt: skip
+    world = trace_world(recorded)
+    world.open_group("g1", "t1", 1, train=True)
+    plan = world.plan("g1", 0, 0, 4)
+    assert plan.work_s == 2.0 * 4.0 and plan.completion_tokens == 1000 * 4 // 20
+
+
+def test_past_everything_recorded_a_cancelled_episode_gets_an_inflated_cut():
+    recorded = [episode("g9/0", 3.0), episode("g8/0", 5.0, task="t2")]
+    world = trace_world([*recorded, episode("g1/0", 80.0, "censored")])
+    world.open_group("g1", "t1", 1, train=True)
+    assert world.plan("g1", 0, 0, 4).work_s == 80.0 * CENSORED_INFLATION
+
+
+def test_never_dispatched_members_draw_the_run_shape_at_their_task_scale():
+    recorded = [
+        *(episode(f"g9/{i}", s) for i, s in enumerate((1.0, 2.0, 3.0))),  # t1: median 2 s
+        *(episode(f"g8/{i}", s, task="t2") for i, s in enumerate((10.0, 20.0, 60.0))),
+    ]  # shape (in medians): 0.5, 1, 1.5 (t1) and 0.5, 1, 3 (t2)
+    world = trace_world(recorded)
+    world.open_group("g1", "t1", 16, train=True)
+    world.open_group("g2", "t7", 16, train=True)  # t7 never finished an episode
+    t1 = {world.plan("g1", m, 0, 4).work_s for m in range(16)}
+    assert t1 <= {1.0, 2.0, 3.0, 6.0} and 6.0 in t1  # t2's long tail, at t1's scale
+    stand_in = {world.plan("g2", m, 0, 4).work_s for m in range(16)}
+    assert stand_in <= {1.0, 2.0, 3.0, 6.0} or stand_in <= {10.0, 20.0, 30.0, 60.0}
+
+
+def test_a_fitted_world_saves_as_a_scenario_and_loads_back(tmp_path):
+    log, _ = recorded_log(tmp_path, "chaos", "per-episode", steps=8)
+    fitted, _, _ = fit_recorded(log, seed=5)
+    text = scenario_toml(fitted.scenario)
+    loaded = scenario_from_mapping(tomllib.loads(text), name=fitted.scenario.name)
+    assert loaded == fitted.scenario
+    trace = fitted.trace
+    assert trace.seed == 5 and trace.controls and trace.batches
+    assert {e.outcome for e in trace.episodes} == {"completed", "failed", "censored"}
+
+
+def test_a_bad_trace_table_is_refused_by_name():
+    base = {"run": {}, "world": {}}
+    bad = {
+        "trace": {"episodes": {"episode_id": ["g1/0"], "task_id": ["t1"], "seconds": [1.0]}},
+    }
+    with pytest.raises(ConfigError, match=r"trace\]\.episodes: missing column 'outcome'"):
+        scenario_from_mapping({**base, **bad})
+    bad["trace"]["episodes"]["outcome"] = ["finished"]
+    with pytest.raises(ConfigError, match=r"episodes\.outcome\[0\]: must be one of"):
+        scenario_from_mapping({**base, **bad})
+    bad["trace"]["episodes"]["outcome"] = ["completed"]
+    bad["trace"]["episodes"]["seconds"] = ["long"]
+    with pytest.raises(ConfigError, match=r"episodes\.seconds\[0\]: must be float"):
+        scenario_from_mapping({**base, **bad})
+
+
+# --- validation ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scenario", "policy"),
+    [("default", "per-episode"), ("default", "per-group"), ("chaos", "all")],
+)
+def test_the_recorded_policy_rerun_reproduces_the_recorded_figures(tmp_path, scenario, policy):
+    log, _ = recorded_log(tmp_path, scenario, policy, steps=25)
+    fitted, recorded, _ = fit_recorded(log, seed=0)
+    runs, _ = run_whatif(fitted.scenario, [policy])
+    errors = relative_errors(runs[policy], recorded)
+    assert max(errors.values()) <= 0.05, errors
+
+
+def late_arrival_margin(recorded: dict, fitted_rate: float, what_if: dict) -> float:
+    """Three standard deviations of the late completions a what-if run predicts.
+
+    Whether an abort loses its race is seen only on the recorded run's in-flight
+    cancellations, so the fitted rate is a binomial estimate from that many (Agresti-Coull,
+    honest for few); the true run's late arrivals are a binomial draw of their own. The
+    what-if count is its cancellations times the rate: a prediction with both variances.
+    """
+    seen = sum(recorded["episodes_cancelled"].values())
+    cancelled = sum(what_if["episodes_cancelled"].values())
+    rate = (fitted_rate * seen + 2.0) / (seen + 4.0)
+    estimate_var = cancelled**2 * rate * (1.0 - rate) / (seen + 4.0)
+    draw_var = cancelled * rate * (1.0 - rate)
+    return 3.0 * math.sqrt(estimate_var + draw_var)
+
+
+@pytest.mark.parametrize("scenario", ["default", "tight"])
+@pytest.mark.parametrize(
+    ("recorded_policy", "what_if"),
+    [
+        ("per-episode", "per-group"),
+        ("per-group", "per-episode"),
+        ("per-episode", "all"),
+        ("all", "per-episode"),
+    ],
+)
+def test_whatif_lands_near_simulating_the_other_policy_on_the_true_world(
+    tmp_path, scenario, recorded_policy, what_if
+):
+    """Within 10%; finished rollouts discarded within 10% plus the late arrivals' noise.
+
+    Under `all` nearly every discarded rollout is a completion that arrived after its
+    straggler cut, and a per-episode log shows few aborts racing completions: that count is
+    only as good as the fitted late-arrival rate (docs/whatif.md has the measured errors).
+    """
+    steps = 60
+    log, _ = recorded_log(tmp_path, scenario, recorded_policy, steps)
+    fitted, recorded, _ = fit_recorded(log, seed=0)
+    runs, _ = run_whatif(fitted.scenario.with_steps(steps), [what_if])
+    truth, _ = run_policy(load_scenario(scenario).with_steps(steps).with_policy(what_if))
+    got = runs[what_if]
+    errors = relative_errors(got, truth)
+    assert errors["trained_episodes_per_hour"] <= 0.10, errors
+    assert errors["mean_trained_age"] <= 0.10, errors
+    key = "finished_rollouts_discarded"
+    margin = late_arrival_margin(recorded, fitted.scenario.world.late_arrival_rate, got)
+    assert abs(got[key] - truth[key]) <= 0.10 * truth[key] + margin, (got[key], truth[key], margin)
+
+
+# --- the command -----------------------------------------------------------------------
+
+
+def test_whatif_json_has_the_keys_of_simulate_json(tmp_path):
+    log, _ = recorded_log(tmp_path, "smoke", "per-episode", steps=5)
+    world = tmp_path / "world.toml"
+    plot = tmp_path / "whatif.png"
+    result = CliRunner().invoke(
+        main,
+        [
+            "whatif", str(log), "--compare", "per-episode,per-group", "--json",
+            "--save-world", str(world), "--plot", str(plot), "--set", "max_off_policy_steps=2",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    simulated = CliRunner().invoke(main, ["simulate", "--scenario", "smoke", "--json"])
+    keys = set(json.loads(simulated.stdout))
+    assert set(report["recorded"]) == keys
+    assert set(report["policies"]) == {"per-episode", "per-group"}
+    assert all(set(run) == keys for run in report["policies"].values())
+    assert report["recorded"]["policy"] == "per-episode"
+    assert plot.stat().st_size > 0
+    again = CliRunner().invoke(main, ["simulate", "--scenario", str(world), "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["max_trained_age"] <= 2  # the --set reached the file
+
+
+def test_whatif_refuses_a_missing_log_and_a_bad_override(tmp_path):
+    missing = CliRunner().invoke(main, ["whatif", str(tmp_path / "nope.arrow")])
+    assert missing.exit_code == 2 and "nope.arrow" in missing.output
+    log, _ = recorded_log(tmp_path, "smoke", "per-episode", steps=3)
+    bad = CliRunner().invoke(main, ["whatif", str(log), "--set", "world.nonsense=1"])
+    assert bad.exit_code == 2 and "nonsense" in bad.output
+    policy = CliRunner().invoke(main, ["whatif", str(log), "--compare", "per-nothing"])
+    assert policy.exit_code == 2 and "per-nothing" in policy.output
