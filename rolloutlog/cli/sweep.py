@@ -35,7 +35,13 @@ from rolloutlog.studies.best import (
 )
 from rolloutlog.studies.engines import Engine, EngineUnavailable, ray_installed, run_cells
 from rolloutlog.studies.grid import Cell, expand, parse_seeds, parse_set_ranges
-from rolloutlog.studies.results import read_rows, row_key, setting_columns, write_rows
+from rolloutlog.studies.results import (
+    read_rows,
+    row_key,
+    setting_columns,
+    sorted_rows,
+    write_rows,
+)
 from rolloutlog.studies.sweep_plot import label, plot_sweep
 
 SAVE_EVERY_S = 10.0
@@ -132,6 +138,8 @@ def sweep_command(
         )
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
+    if not output.parent.is_dir():
+        raise BadInput(f"-o {output}: no directory {output.parent}")
     try:
         rows = read_rows(output)
     except (OSError, ValueError) as error:
@@ -179,7 +187,9 @@ def _run(
     errors: Console,
 ) -> None:
     """Run the cells, saving the table every few seconds and at the end (or on failure)."""
-    saved = time.monotonic()
+    if not cells:
+        return
+    known, saved = len(rows), time.monotonic()
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -201,15 +211,15 @@ def _run(
                 saved = time.monotonic()
 
         try:
-            if cells:
-                run_cells(cells, on_row, engine=engine, workers=workers, address=address)
+            run_cells(cells, on_row, engine=engine, workers=workers, address=address)
         except EngineUnavailable as error:
             raise BadInput(str(error)) from error
         finally:
-            try:
-                write_rows(output, rows)
-            except OSError as error:
-                raise BadInput(f"-o {output}: {error}") from error
+            if len(rows) > known:
+                try:
+                    write_rows(output, rows)
+                except OSError as error:
+                    raise BadInput(f"-o {output}: {error}") from error
 
 
 def _grid_rows(
@@ -217,7 +227,7 @@ def _grid_rows(
 ) -> list[dict[str, Any]]:
     """The rows of this command's grid (the table may hold other cells from earlier runs)."""
     wanted = {cell.key(keys) for cell in cells}
-    return [row for row in rows if row_key(row, keys) in wanted]
+    return [row for row in sorted_rows(rows) if row_key(row, keys) in wanted]
 
 
 def _summary(found: Sequence[Configuration], title: str) -> Table:

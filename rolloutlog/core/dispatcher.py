@@ -16,9 +16,11 @@ ships. Permits freed by cancellations are refilled when the dispatcher reacts to
 
 from __future__ import annotations
 
+import math
+
 from rolloutlog.core import cancellations
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
-from rolloutlog.core.errors import InconsistentLogError, require
+from rolloutlog.core.errors import InconsistentLogError, require, require_held
 from rolloutlog.core.ledger import capacity_left, evolve_ledger
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import (
@@ -46,6 +48,8 @@ __all__ = [
     "decide",
     "evolve",
     "initial_state",
+    "next_tick",
+    "tick",
 ]
 
 SMOOTHING_WINDOW_S = 5.0
@@ -115,6 +119,24 @@ def evolve(state: DispatcherState, event: Event) -> DispatcherState:
     """`check`, then `apply`: all of the event, or (raising) none of it."""
     check(state, event)
     return apply(state, event)
+
+
+def next_tick(state: DispatcherState, now: float) -> float | None:
+    """When a driver should restate the limit (`tick`), or None when no tick is owed.
+
+    Admission smoothing sees time only through events. When cancellations (which refund no
+    admission) have spent a window's budget and nothing is left in flight, no event would
+    ever come to open the next window: the run would stall. The tick is due at the start
+    of the next window, and only then.
+    """
+    if not state.config.admission_smoothing or state.finished or state.inflight:
+        return None
+    return (math.floor(now / SMOOTHING_WINDOW_S) + 1) * SMOOTHING_WINDOW_S
+
+
+def tick(state: DispatcherState, t: float) -> LimitSet:
+    """The world event of a tick: the current limit, restated at `t`."""
+    return LimitSet(t=t, max_inflight=state.limit)
 
 
 def _advance_window(state: DispatcherState, t: float) -> None:
@@ -203,19 +225,7 @@ def _on_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed)
 
 def _check_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
     group = _group_of(state, event)
-    require(
-        len(set(event.episode_ids)) == len(event.episode_ids),
-        event.seq,
-        event.kind,
-        "an episode is listed twice",
-    )
-    for episode_id in event.episode_ids:
-        require(
-            episode_id in group.inflight,
-            event.seq,
-            event.kind,
-            f"{episode_id} is not in flight",
-        )
+    require_held(event.episode_ids, group.inflight, event.seq, event.kind, "in flight")
     require(
         event.unscheduled <= group.unscheduled,
         event.seq,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Container, Sequence
+
 
 class InconsistentLogError(ValueError):
     """An event contradicts what the log said before it (an unknown group, a wrong step)."""
@@ -25,3 +27,12 @@ def require(condition: bool, seq: int, kind: str, problem: str) -> None:
     """Raise `InconsistentLogError` unless `condition`; a check that survives `python -O`."""
     if not condition:
         raise InconsistentLogError(seq, kind, problem)
+
+
+def require_held(
+    episode_ids: Sequence[str], held: Container[str], seq: int, kind: str, where: str
+) -> None:
+    """Each id listed once and each in `held` (else the event names one `where` lacks)."""
+    require(len(set(episode_ids)) == len(episode_ids), seq, kind, "an episode is listed twice")
+    for episode_id in episode_ids:
+        require(episode_id in held, seq, kind, f"{episode_id} is not {where}")

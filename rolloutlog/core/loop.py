@@ -24,7 +24,7 @@ from rolloutlog.core import sink as sink_module
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.errors import LoopBoundError
-from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, RunStarted
+from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, LimitSet, RunStarted
 
 S = TypeVar("S")
 
@@ -44,6 +44,7 @@ class Decider(Generic[S]):
     apply: Callable[[S, Event], S]
     decide: Callable[[S, Event], list[Event]]
     summary: Callable[[S], tuple[int, ...]]
+    stop_reason: Callable[[S], str | None] = lambda state: None
 
     def evolve(self, state: S, event: Event) -> S:
         """All of `event`, or (raising `InconsistentLogError`) none of it."""
@@ -74,6 +75,7 @@ SINK: Decider[sink_module.SinkState] = Decider(
     sink_module.apply,
     sink_module.decide,
     _sink_summary,
+    sink_module.zero_output_reason,
 )
 
 
@@ -197,7 +199,15 @@ class ReactionLoop:
         return self.dispatcher.summary(self.dispatcher_state) + self.sink.summary(self.sink_state)
 
     def zero_output_reason(self) -> str | None:
-        """Why the run should stop for lack of admitted work, or None (see `core.sink`)."""
-        if self.sink is not SINK:
-            return None
-        return sink_module.zero_output_reason(self.sink_state)
+        """Why the run should stop for lack of admitted work, or None (see `core.sink`);
+        a driver that sees a reason stops the run with `run_finished(reason="zero_output")`."""
+        return self.sink.stop_reason(self.sink_state)
+
+    def next_tick(self, now: float) -> float | None:
+        """When the driver's timer should `tick` (admission smoothing), or None."""
+        return dispatcher_module.next_tick(self.dispatcher_state, now)
+
+    def tick(self, t: float) -> LimitSet:
+        """The world event a driver feeds when its timer fires at `next_tick`: the limit,
+        restated (see `core.dispatcher.next_tick`)."""
+        return dispatcher_module.tick(self.dispatcher_state, t)

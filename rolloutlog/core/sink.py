@@ -18,7 +18,7 @@ import attrs
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.curriculum import Curriculum, ScoredGroup, curriculum_named
-from rolloutlog.core.errors import InconsistentLogError, require
+from rolloutlog.core.errors import InconsistentLogError, require, require_held
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
 from rolloutlog.core.staleness import is_stale, rollout_age
 from rolloutlog.events.types import (
@@ -209,19 +209,7 @@ def _on_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> No
 
 def _check_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
     group = _group_of(state, event.group_id, event)
-    require(
-        len(set(event.episode_ids)) == len(event.episode_ids),
-        event.seq,
-        event.kind,
-        "an episode is listed twice",
-    )
-    for episode_id in event.episode_ids:
-        require(
-            episode_id in group.pending,
-            event.seq,
-            event.kind,
-            f"{episode_id} was not pending at the sink",
-        )
+    require_held(event.episode_ids, group.pending, event.seq, event.kind, "pending at the sink")
     count = len(event.episode_ids) + event.unscheduled
     require(
         len(group.arrived) + group.cancelled + count <= group.size,
@@ -282,20 +270,8 @@ def _check_scored(state: SinkState, event: GroupScored) -> None:
         event.kind,
         f"{len(event.episode_ids)} members scored with {len(event.advantages)} advantages",
     )
-    require(
-        len(set(event.episode_ids)) == len(event.episode_ids),
-        event.seq,
-        event.kind,
-        "a member is scored twice",
-    )
     fresh = {a.episode_id for a in group.arrived if a.reward is not None and not a.dropped}
-    for episode_id in event.episode_ids:
-        require(
-            episode_id in fresh,
-            event.seq,
-            event.kind,
-            f"admits {episode_id}, which did not arrive fresh",
-        )
+    require_held(event.episode_ids, fresh, event.seq, event.kind, "a fresh arrival to admit")
 
 
 def _on_scored(state: SinkState, event: GroupScored) -> None:
@@ -323,14 +299,7 @@ def _enqueue(state: SinkState, group: SinkGroup, event: GroupScored) -> None:
 
 def _check_shipped(state: SinkState, event: BatchShipped) -> None:
     require(event.step == state.step, event.seq, event.kind, f"expected step {state.step}")
-    require(
-        len(set(event.episode_ids)) == len(event.episode_ids),
-        event.seq,
-        event.kind,
-        "an episode is cut twice",
-    )
-    for episode_id in event.episode_ids:
-        require(episode_id in state.queue, event.seq, event.kind, f"{episode_id} is not queued")
+    require_held(event.episode_ids, state.queue, event.seq, event.kind, "queued")
 
 
 def _on_batch_shipped(state: SinkState, event: BatchShipped) -> None:

@@ -12,6 +12,8 @@ already initialized in this process (a test session, a notebook) is used as it i
 from __future__ import annotations
 
 import multiprocessing
+import re
+import socket
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Final, Literal
@@ -21,6 +23,7 @@ from rolloutlog.studies.results import run_cell
 
 Engine = Literal["ray", "processes"]
 Row = dict[str, Any]
+CONNECT_TIMEOUT_S: Final = 5.0
 RAY_LOCAL_OPTIONS: Final[dict[str, Any]] = {
     "include_dashboard": False,
     "log_to_driver": False,
@@ -70,6 +73,19 @@ def _in_processes(cells: Sequence[Cell], on_row: Callable[[Row], None], *, worke
             raise
 
 
+def _require_reachable(address: str) -> None:
+    """Refuse a `host:port` nobody listens on now: Ray itself would retry it for minutes."""
+    match = re.fullmatch(r"(?:ray://)?\[?([^\]/]+?)\]?:(\d+)", address)
+    if match is None:
+        return  # "auto" and other forms Ray resolves itself
+    try:
+        socket.create_connection((match[1], int(match[2])), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        raise EngineUnavailable(
+            f"--address {address}: no Ray cluster answers there ({error})"
+        ) from None
+
+
 def _on_ray(
     cells: Sequence[Cell], on_row: Callable[[Row], None], *, workers: int, address: str | None
 ) -> None:
@@ -80,6 +96,8 @@ def _on_ray(
             "Ray is not installed: pip install 'rolloutlog[sweep]', or run in local "
             "processes with --engine processes"
         ) from error
+    if address is not None:
+        _require_reachable(address)
     started = not ray.is_initialized()
     if started:
         if address is None:

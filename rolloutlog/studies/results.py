@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,6 +23,7 @@ from rolloutlog.studies.grid import Cell
 from rolloutlog.studies.run_report import run_policy
 
 CELL_COLUMNS = ("scenario", "preset", "seed", "steps")
+R = TypeVar("R", bound=Mapping[str, Any])
 DROPPED_KEYS = frozenset({"log"})  # a sweep writes no logs
 
 
@@ -79,10 +80,15 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return list(table.to_pylist())
 
 
+def sorted_rows(rows: Sequence[R]) -> list[R]:
+    """The rows in cell order: scenario, preset, seed, steps, then the settings."""
+    keys = setting_columns(rows)
+    return sorted(rows, key=lambda row: _sortable(row_key(row, keys)))
+
+
 def to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """The rows as one table, sorted by cell; columns in order of first appearance."""
-    keys = setting_columns(rows)
-    ordered = sorted(rows, key=lambda row: _sortable(row_key(row, keys)))
+    ordered = sorted_rows(rows)
     names: dict[str, None] = {}
     for row in ordered:
         names.update(dict.fromkeys(row))

@@ -15,53 +15,56 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
 from rolloutlog.events.types import EpisodesCancelled, Event, RunStarted
-from rolloutlog.replay.fold import LogFold
+from rolloutlog.replay.fold import fold_events
 from rolloutlog.testing.strategies import Tampered, tampered_logs, world_logs
 
 
-def _fold_until_refused(decider: Decider[Any], log: list[Event]) -> int | None:
-    """Evolve `decider` over `log`; at the first refused event, check nothing was written."""
-    state = decider.initial_state(RunConfig.from_mapping(log[0].config))  # type: ignore[attr-defined]
-    for event in log:
-        before = copy.deepcopy(state)
+def _fold(decider: Decider[Any], events: list[Event]) -> tuple[Any, int | None]:
+    """Evolve `decider` over `events`: its state, and the seq of the event it refused."""
+    state = decider.initial_state(RunConfig.from_mapping(events[0].config))  # type: ignore[attr-defined]
+    for event in events:
         try:
             state = decider.evolve(state, event)
         except InconsistentLogError:
-            assert state == before, f"{decider.name} half applied seq {event.seq}"
-            return event.seq
-    return None
+            return state, event.seq
+    return state, None
 
 
 @given(tampered_logs(decided_only=False))
 def test_a_refused_event_leaves_each_decider_as_it_was(tampered: Tampered) -> None:
+    """Whatever a decider refuses, its state is exactly the state of the events before."""
     for decider in (SINK, DISPATCHER):
-        _fold_until_refused(decider, tampered.log)
+        state, refused = _fold(decider, tampered.log)
+        if refused is not None:
+            assert state == _fold(decider, tampered.log[:refused])[0], decider.name
 
 
 @given(tampered_logs(decided_only=False))
 def test_a_refused_event_leaves_the_replay_fold_as_it_was(tampered: Tampered) -> None:
-    fold = LogFold.from_run_started(tampered.log[0])
-    for event in tampered.log:
-        before = copy.deepcopy((fold.sink_state, fold.dispatcher_state, fold.digest))
-        summary = fold.summary()
-        try:
-            fold.apply(event)
-        except InconsistentLogError:
-            assert (fold.sink_state, fold.dispatcher_state, fold.digest) == before
-            assert fold.summary() == summary and fold.next_seq == event.seq
-            return
+    """Replay's fold checks both deciders (and the log) before anything is written."""
+    result = fold_events(tampered.log)
+    if result.error is None or result.fold is None:
+        return
+    before = fold_events(tampered.log, stop_before=result.error.seq).fold
+    assert before is not None
+    fold = result.fold
+    assert (fold.sink_state, fold.dispatcher_state) == (before.sink_state, before.dispatcher_state)
+    assert (fold.digest, fold.next_seq) == (before.digest, before.next_seq)
+    assert fold.summary() == before.summary()
 
 
 @given(world_logs(max_steps=60))
 def test_decide_never_writes(log: list[Event]) -> None:
+    """Two folds of the same log, one asking both deciders to decide after every event:
+    their states never differ."""
     config = RunConfig.from_mapping(log[0].config)  # type: ignore[attr-defined]
-    states = [SINK.initial_state(config), DISPATCHER.initial_state(config)]
-    for event in log:
-        for index, decider in enumerate((SINK, DISPATCHER)):
-            states[index] = decider.evolve(states[index], event)
-            before = copy.deepcopy(states[index])
-            decider.decide(states[index], event)
-            assert states[index] == before, f"{decider.name} wrote in decide at seq {event.seq}"
+    for decider in (SINK, DISPATCHER):
+        asked, untouched = decider.initial_state(config), decider.initial_state(config)
+        for event in log:
+            asked = decider.evolve(asked, event)
+            untouched = decider.evolve(untouched, event)
+            decider.decide(asked, event)
+            assert asked == untouched, f"{decider.name} wrote in decide at seq {event.seq}"
 
 
 def test_a_cancellation_naming_one_unknown_member_cancels_none() -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from test_scenarios import Run
 
-from rolloutlog.core.config import ConfigError
+from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import parse_policy_list, preset_overrides
+from rolloutlog.events.types import OverloadCut, RunStarted
 
 
 def test_capacity_admission_stops_train_dispatch_at_the_horizon():
@@ -152,3 +154,21 @@ def test_bad_presets_are_refused_by_name():
     with pytest.raises(ConfigError, match="twice"):
         parse_policy_list("all,all")
     assert parse_policy_list("per-episode, per-group") == ["per-episode", "per-group"]
+
+
+def test_the_smoothing_tick_is_owed_only_with_nothing_in_flight_and_falls_on_a_window() -> None:
+    """The time rule is the core's: drivers keep only a timer (`ReactionLoop.next_tick`)."""
+    smoothing = RunConfig(group_size=2, max_inflight=2, admission_smoothing=True)
+    loop = ReactionLoop(smoothing)
+    loop.feed(
+        RunStarted(t=0.0, config=smoothing.to_dict(), seed=0, schema_version=1, code_version="t")
+    )
+    assert loop.dispatcher_state.inflight and loop.next_tick(1.0) is None
+    loop.feed(OverloadCut(t=2.0, n=2))  # cancels all, refunds no admission: the window is spent
+    assert not loop.dispatcher_state.inflight
+    assert loop.next_tick(2.0) == 5.0 and loop.next_tick(5.0) == 10.0
+    tick = loop.tick(5.0)
+    assert (tick.t, tick.max_inflight) == (5.0, loop.dispatcher_state.limit)
+    assert any(e.kind == "episode_dispatched" for e in loop.feed(tick))  # the new window opens
+    plain = RunConfig(group_size=2, max_inflight=2)
+    assert ReactionLoop(plain).next_tick(2.0) is None

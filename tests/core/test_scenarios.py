@@ -369,6 +369,6 @@ def test_a_scored_member_that_never_arrived_is_refused_with_its_seq():
         scored, episode_ids=("g1/0", "g1/5"), advantages=(0.0, 0.0), admitted=True
     )
     with pytest.raises(
-        InconsistentLogError, match=rf"seq {scored.seq} .*g1/5, which did not arrive"
+        InconsistentLogError, match=rf"seq {scored.seq} .*g1/5 is not a fresh arrival"
     ):
         sink.evolve(state, tampered)

@@ -150,3 +150,16 @@ def _write_any(tmp_path: Path) -> Path:
     path = tmp_path / "any.parquet"
     pq.write_table(pa.table({"x": [1, 2]}), path)
     return path
+
+
+def test_an_address_where_no_cluster_answers_is_refused_at_once(tmp_path: Path) -> None:
+    output = tmp_path / "r.parquet"
+    result = sweep(
+        "--scenario", "smoke", "--steps", "1", "--address", "127.0.0.1:1", "-o", str(output)
+    )
+    assert result.exit_code == 2
+    assert "--address 127.0.0.1:1: no Ray cluster answers there" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not output.exists()  # nothing ran, nothing written
+    result = sweep("--scenario", "smoke", "-o", str(tmp_path / "missing" / "r.parquet"))
+    assert result.exit_code == 2 and "no directory" in result.stderr

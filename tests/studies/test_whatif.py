@@ -12,6 +12,7 @@ import json
 import math
 import tomllib
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
@@ -257,3 +258,15 @@ def test_whatif_refuses_a_missing_log_and_a_bad_override(tmp_path):
     assert bad.exit_code == 2 and "nonsense" in bad.output
     policy = CliRunner().invoke(main, ["whatif", str(log), "--compare", "per-nothing"])
     assert policy.exit_code == 2 and "per-nothing" in policy.output
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_the_fit_reads_from_the_log_whether_inference_paused_for_updates(tmp_path, paused):
+    path = tmp_path / "run.arrow"
+    truth = load_scenario("default").with_steps(12)
+    world = attrs.evolve(truth.world, pause_inference_on_update=paused)
+    run_policy(attrs.evolve(truth, world=world), log_path=path)
+    fitted, replayed, _ = fit_recorded(path, seed=0)
+    assert fitted.scenario.world.pause_inference_on_update is paused
+    runs, _ = run_whatif(fitted.scenario, ["per-episode"])
+    assert relative_errors(runs["per-episode"], replayed) == dict.fromkeys(FIGURES, 0.0)

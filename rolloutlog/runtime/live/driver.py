@@ -42,7 +42,6 @@ import attrs
 import rolloutlog
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.dispatcher import SMOOTHING_WINDOW_S
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.schema import SCHEMA_VERSION
@@ -55,7 +54,6 @@ from rolloutlog.events.types import (
     Event,
     GroupOpened,
     GroupScored,
-    LimitSet,
     RunFinished,
     RunStarted,
     VersionLive,
@@ -73,6 +71,7 @@ from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
 
 COMMIT_EVENTS: Final = 4096  # commit each step, and at least this often; always settled
 SHUTDOWN_GRACE_S: Final = 0.1
+TICK_POLL_S: Final = 0.5  # how often the smoothing timer asks the core whether a tick is owed
 # Ends decided by the log itself finish at the event that decided them, so the log ends
 # exactly there; a fault first gives answers already on their way a moment to arrive.
 FINISH_AT_ONCE: Final = frozenset({"steps", "zero_output"})
@@ -208,16 +207,19 @@ class LiveDriver:
             self._finish()
 
     async def _smoothing_heartbeat(self) -> None:
-        """With admission smoothing, restate the limit at each window boundary while nothing
-        is in flight: the dispatcher sees time only through events, and with nothing in
-        flight no event would come to open the next window (the simulator does the same)."""
+        """A timer for the core's tick (admission smoothing, `ReactionLoop.next_tick`): the
+        dispatcher sees time only through events, and with nothing in flight no event would
+        come to open the next window (the simulator does the same)."""
         if not self.config.admission_smoothing:
             return
         while not self._closed:
-            await asyncio.sleep(SMOOTHING_WINDOW_S - self._now() % SMOOTHING_WINDOW_S + 0.01)
-            state = self.loop.dispatcher_state
-            if self.loop.next_seq > 0 and not state.inflight:
-                self._feed(LimitSet(t=self._now(), max_inflight=state.limit))
+            due = self.loop.next_tick(self._now()) if self.loop.next_seq > 0 else None
+            if due is None:
+                await asyncio.sleep(TICK_POLL_S)
+                continue
+            await asyncio.sleep(max(0.0, due - self._now()) + 0.01)
+            if self.loop.next_tick(due - 0.01) == due:  # still owed: nothing came meanwhile
+                self._feed(self.loop.tick(self._now()))
 
     def _stop(self, reason: str, error: str | None = None) -> None:
         """End the run (the first reason wins); `run` records it and shuts down."""

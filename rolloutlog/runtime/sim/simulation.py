@@ -13,14 +13,12 @@ same scenario and seed give the same events, byte for byte.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 import rolloutlog
-from rolloutlog.core.dispatcher import SMOOTHING_WINDOW_S
 from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
@@ -171,18 +169,15 @@ class Simulation:
         )
 
     def _heartbeat(self) -> LimitSet | None:
-        """Nothing is scheduled: with admission smoothing, let the next window open.
-
-        The dispatcher only sees time in events. When cancellations (which refund no
-        admission) have spent a smoothing window's budget and nothing is left in flight, no
-        event would ever arrive to open the next window. The controller then restates the
-        current limit at the window boundary, once; a second stall in a row is real.
-        """
-        if not (self.scenario.run.admission_smoothing and self._heartbeat_due):
+        """Nothing is scheduled: feed the tick the core asks for (admission smoothing), once;
+        a second stall in a row is real. The timer is here; the rule is the core's
+        (`ReactionLoop.next_tick`)."""
+        due = self.loop.next_tick(self.now) if self._heartbeat_due else None
+        if due is None:
             return None
         self._heartbeat_due = False
-        self.now = (math.floor(self.now / SMOOTHING_WINDOW_S) + 1) * SMOOTHING_WINDOW_S
-        return LimitSet(t=self.now, max_inflight=self.controller.limit)
+        self.now = due
+        return self.loop.tick(due)
 
     def _happen(self, entry: Entry) -> Event | None:
         """The world event of a happening that came due (None: the trainer skipped a publish)."""
