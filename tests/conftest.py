@@ -24,4 +24,14 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=True,
 )
+# mutation: few, fixed examples, so that each of the thousands of mutants runs in seconds
+# (scripts/mutation.sh); a mutant the properties kill, they kill on the first examples.
+settings.register_profile(
+    "mutation",
+    max_examples=25,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -36,7 +36,7 @@ from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
 from rolloutlog.events.errors import LogError, TornTailWarning
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
-from rolloutlog.events.types import RunStarted
+from rolloutlog.events.types import Event, RunResumed, RunStarted
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
 from rolloutlog.runtime.live.settings import LiveSettings, build_settings
@@ -79,6 +79,18 @@ def run_training(
     from rolloutlog.runtime.live.session import train_live
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    started, resumed_after_s = time.monotonic(), []
+
+    def on_events(events: list[Event]) -> None:  # time to resume: fold, servers, publish
+        restart = events[0]
+        if isinstance(restart, RunResumed):
+            resumed_after_s.append(round(time.monotonic() - started, 3))
+            click.echo(
+                f"rolloutlog: resumed {log_path} at seq {restart.seq} in "
+                f"{resumed_after_s[0]:.2f} s: {restart.reason}",
+                err=True,
+            )
+
     # Commits happen where the driver says (settled points), never mid-reaction; lz4 keeps
     # a commit of a few hundred events cheap. Appending cuts a torn tail first.
     with (
@@ -118,6 +130,7 @@ def run_training(
                     urls=urls,
                     weights_dir=weights_dir,
                     log=log,
+                    on_events=on_events,
                     on_step=on_step,
                     store=store,
                     resume=None if resume is None else fold,
@@ -131,6 +144,7 @@ def run_training(
         "replay_error": None if replay.error is None else str(replay.error),
         "reward_curve": list(result.reward_curve),
         "wall_seconds": round(result.wall_seconds, 3),
+        "resume_seconds": resumed_after_s[0] if resumed_after_s else None,
         "finished_reason": result.finished_reason,
         "error": result.error,
         "version_live": result.version_live,

@@ -142,8 +142,9 @@ class Account:
         self.train_inflight = 0
         self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
-        self.summary_head, self.summary_middle = "", ""
-        self._summary_texts()
+        self.fingerprint_head, self.fingerprint_middle = "", ""
+        self.gated = False  # (step − 1) − version > target_lag: train dispatch must pause
+        self._fingerprint_texts()
         # The run summary.
         self.events = 0
         self.kinds: Counter[str] = Counter()
@@ -167,19 +168,20 @@ class Account:
             raise InvariantViolation(message)
         self.violations.append(message)
 
-    # --- the digest's state summary --------------------------------------------------------
+    # --- the counts each digest covers ---------------------------------------------------
 
-    def decider_summary(self) -> tuple[int, ...]:
-        """`ReactionLoop.summary()` of the deciders that made this log, from this account."""
+    def fingerprint(self) -> tuple[int, ...]:
+        """`ReactionLoop.fingerprint()` of the deciders that made this log, from this account."""
         inflight, step, version = len(self.inflight), self.step, self.version
         dispatcher = (step, version, self.limit, inflight, self.owing_groups)
         return (*dispatcher, step, version, len(self.queue), len(self.groups), inflight)
 
-    def _summary_texts(self) -> None:
-        """The parts of `repr(decider_summary())` that change only with step, version, limit,
+    def _fingerprint_texts(self) -> None:
+        """The parts of `repr(fingerprint())` that change only with step, version, limit,
         so that the columnar fold writes the text without building a tuple per row."""
-        self.summary_head = f"({self.step}, {self.version}, {self.limit}, "
-        self.summary_middle = f", {self.step}, {self.version}, "
+        self.fingerprint_head = f"({self.step}, {self.version}, {self.limit}, "
+        self.fingerprint_middle = f", {self.step}, {self.version}, "
+        self.gated = self.step - 1 - self.version > self.target_lag  # kept with the step
 
     # --- events as objects ---------------------------------------------------------------
 
@@ -309,7 +311,7 @@ class Account:
         stamp = self.version if self.per_episode else group.start_version
         if version != stamp:
             self._fail(seq, kind, f"stamped v{version}, dispatched when v{stamp} applies")
-        if group.train:
+        if group.train and (self.gated or self.capacity):
             self._admit_train(seq, kind)
         group.dispatched += 1
         group.unscheduled -= 1
@@ -425,11 +427,11 @@ class Account:
                 self._fail(seq, kind, f"{problem}: its batch would train twice")
         self.version = version
         self.publish_step = self.step
-        self._summary_texts()
+        self._fingerprint_texts()
 
     def on_limit_set(self, max_inflight: int) -> None:
         self.limit = max_inflight
-        self._summary_texts()
+        self._fingerprint_texts()
 
     def on_resumed(self, seq: int, episode_ids: Sequence[str], version: int) -> None:
         """A restart names exactly what was outstanding, after the last announced version
@@ -551,7 +553,7 @@ class Account:
             if episode_id in cut:
                 self.trained_ages[age(cut[episode_id], step)] += 1
         self.step = step + 1
-        self._summary_texts()
+        self._fingerprint_texts()
         return None
 
     # --- the run summary -----------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The state digest chain: one short hash per event, each covering the one before it.
 
-digest[n] = blake2b(digest[n-1] ‖ canonical(event n) ‖ summary(state after event n)).
+digest[n] = blake2b(digest[n-1] ‖ canonical(event n) ‖ fingerprint(state after event n)).
 Two runs agree up to seq n iff their digests at n agree, so the first divergent event of
 two logs is found by bisection over the chains without comparing whole states.
 """
@@ -48,11 +48,11 @@ def canonical(event: Event) -> bytes:
     return canonical_values(event.kind, event.seq, event.t, [getattr(event, n) for n in names])
 
 
-def chain(previous: bytes, event_bytes: bytes, summary: tuple[int, ...]) -> bytes:
+def chain(previous: bytes, event_bytes: bytes, fingerprint: tuple[int, ...]) -> bytes:
     """The next digest of the chain."""
     hasher = hashlib.blake2b(previous, digest_size=DIGEST_SIZE)
     hasher.update(event_bytes)
-    hasher.update(repr(summary).encode())
+    hasher.update(repr(fingerprint).encode())
     return hasher.digest()
 
 

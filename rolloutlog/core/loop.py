@@ -43,7 +43,7 @@ class Decider(Generic[S]):
     check: Callable[[S, Event], None]
     apply: Callable[[S, Event], S]
     decide: Callable[[S, Event], list[Event]]
-    summary: Callable[[S], tuple[int, ...]]
+    fingerprint: Callable[[S], tuple[int, ...]]  # the few counts each digest covers
     stop_reason: Callable[[S], str | None] = lambda state: None
 
     def evolve(self, state: S, event: Event) -> S:
@@ -52,11 +52,11 @@ class Decider(Generic[S]):
         return self.apply(state, event)
 
 
-def _dispatcher_summary(state: dispatcher_module.DispatcherState) -> tuple[int, ...]:
+def _dispatcher_fingerprint(state: dispatcher_module.DispatcherState) -> tuple[int, ...]:
     return (state.step, state.version, state.limit, len(state.inflight), len(state.groups))
 
 
-def _sink_summary(state: sink_module.SinkState) -> tuple[int, ...]:
+def _sink_fingerprint(state: sink_module.SinkState) -> tuple[int, ...]:
     return (state.step, state.version, len(state.queue), len(state.groups), len(state.pending))
 
 
@@ -66,7 +66,7 @@ DISPATCHER: Decider[dispatcher_module.DispatcherState] = Decider(
     dispatcher_module.check,
     dispatcher_module.apply,
     dispatcher_module.decide,
-    _dispatcher_summary,
+    _dispatcher_fingerprint,
 )
 SINK: Decider[sink_module.SinkState] = Decider(
     "sink",
@@ -74,7 +74,7 @@ SINK: Decider[sink_module.SinkState] = Decider(
     sink_module.check,
     sink_module.apply,
     sink_module.decide,
-    _sink_summary,
+    _sink_fingerprint,
     sink_module.zero_output_reason,
 )
 
@@ -160,7 +160,7 @@ class ReactionLoop:
         self.sink_state = self.sink.apply(self.sink_state, event)
         self.dispatcher_state = self.dispatcher.apply(self.dispatcher_state, event)
         if self.digest is not None:
-            self.digest = chain(self.digest, canonical(event), self.summary())
+            self.digest = chain(self.digest, canonical(event), self.fingerprint())
         appended.append(event)
         for observer in self.observers:
             observer.observe(event, self)
@@ -194,9 +194,11 @@ class ReactionLoop:
                     )
                 owed.append(iter(decided))
 
-    def summary(self) -> tuple[int, ...]:
-        """The small state summary that each digest covers."""
-        return self.dispatcher.summary(self.dispatcher_state) + self.sink.summary(self.sink_state)
+    def fingerprint(self) -> tuple[int, ...]:
+        """The few counts of both states that each digest covers."""
+        return self.dispatcher.fingerprint(self.dispatcher_state) + self.sink.fingerprint(
+            self.sink_state
+        )
 
     def zero_output_reason(self) -> str | None:
         """Why the run should stop for lack of admitted work, or None (see `core.sink`);

@@ -6,7 +6,7 @@ an event object and ~18 µs folding it (two deciders, the account, a digest). He
 batch is decoded once per column (~1 µs per event), checked per column against the event
 rules, and each row's values are fed to the shadow account (`core.account`, the same one
 the plain fold feeds) and hashed into the same digest chain, with no object per event. The
-deciders are not run: on a consistent log the account's state summary equals theirs.
+deciders are not run: on a consistent log the account's fingerprint equals theirs.
 
 It must agree with `fold.LogFold` exactly: the same digests (the canonical bytes of a row
 are the canonical bytes of its event, `core.digest.canonical_values`), the same summary,
@@ -250,11 +250,12 @@ class ColumnarFold:
                 last_t, t_text = t, repr(t)
             row = appliers[kind](state, columns, i, seq, t_text)
             inflight = len(state.inflight)
-            summary = (
-                f"{state.summary_head}{inflight}, {state.owing_groups}"
-                f"{state.summary_middle}{len(state.queue)}, {len(state.groups)}, {inflight})"
+            fingerprint = (
+                f"{state.fingerprint_head}{inflight}, {state.owing_groups}"
+                f"{state.fingerprint_middle}{len(state.queue)}, {len(state.groups)}, {inflight})"
             )
-            digest = new_hash(digest + (row + summary).encode(), digest_size=DIGEST_SIZE).digest()
+            text = (row + fingerprint).encode()
+            digest = new_hash(digest + text, digest_size=DIGEST_SIZE).digest()
             if digests is not None:
                 digests.append(digest)
         self.digest, self._last_world = digest, last_world

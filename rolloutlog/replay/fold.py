@@ -80,8 +80,10 @@ class LogFold:
             self.account.settled(self._last_world)
         self.sink_state = SINK.apply(self.sink_state, event)
         self.dispatcher_state = DISPATCHER.apply(self.dispatcher_state, event)
-        summary = DISPATCHER.summary(self.dispatcher_state) + SINK.summary(self.sink_state)
-        self.digest = chain(self.digest, canonical(event), summary)
+        fingerprint = DISPATCHER.fingerprint(self.dispatcher_state) + SINK.fingerprint(
+            self.sink_state
+        )
+        self.digest = chain(self.digest, canonical(event), fingerprint)
         if self.digests is not None:
             self.digests.append(self.digest)
         self.account.observe(event, self)

@@ -115,12 +115,14 @@ class _Window:
 
 
 Columns = dict[str, list[Any]]
+_FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}  # every field of an event class
 
 
 class StepMetrics:
     """The age split of every trained episode of a log, per step and for the whole run."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_rows: bool = True) -> None:
+        self.keep_rows = keep_rows  # False: run values only, memory flat in run length
         self.step = 1
         self.live_version = 0
         self.train_groups: set[str] = set()  # open train groups
@@ -166,7 +168,11 @@ class StepMetrics:
         """Read one event."""
         handler = self._handlers.get(event.kind)
         if handler is not None:
-            handler({f.name: [getattr(event, f.name)] for f in attrs.fields(type(event))}, 0)
+            cls = type(event)
+            names = _FIELD_NAMES.get(cls)
+            if names is None:
+                names = _FIELD_NAMES[cls] = tuple(f.name for f in attrs.fields(cls))
+            handler({name: [getattr(event, name)] for name in names}, 0)
 
     def run_values(self) -> dict[str, Any]:
         """The run-level values, under their metric names."""
@@ -254,13 +260,14 @@ class StepMetrics:
             part.in_flight.add(in_flight)
             part.in_queue.add(in_queue)
             part.reward.add(rewards)
-        self.rows.append(
-            {
-                "step": step,
-                "time": c["t"][i],
-                "trained": len(trained),
-                **window.values(),
-                "reward/mean": window.reward.mean(),
-            }
-        )
+        if self.keep_rows:
+            self.rows.append(
+                {
+                    "step": step,
+                    "time": c["t"][i],
+                    "trained": len(trained),
+                    **window.values(),
+                    "reward/mean": window.reward.mean(),
+                }
+            )
         self.step, self.window = step + 1, _Window()

@@ -28,7 +28,7 @@ class AgeObserver:
     """The age split (`StepMetrics`), collected from the loop as it appends."""
 
     def __init__(self) -> None:
-        self.ages = StepMetrics()
+        self.ages = StepMetrics(keep_rows=False)
 
     def before(self, event: Event, loop: ReactionLoop) -> None:
         """Nothing before: the split reads the event alone."""

@@ -44,8 +44,9 @@ ACTIONS = (
 # The newest in-flight episodes that `complete_recent` picks from: finishing young work
 # first leaves old members in flight (stragglers), so groups span versions and go stale.
 RECENT = 3
-# Rewards from a small set, so that equal-reward groups (zero advantages) are common.
-REWARDS = (0.0, 0.25, 0.5, 1.0)
+# Rewards from a small set, so that equal-reward groups (zero advantages) are common; 0.1 is
+# not dyadic, so its mean carries a rounding residue that exact zeros must not show.
+REWARDS = (0.0, 0.1, 0.25, 0.5, 1.0)
 LATE_MEMORY = 64
 
 

@@ -26,6 +26,7 @@ from rolloutlog.replay.diff import diff_logs
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.verify import verify_log
+from rolloutlog.testing.equivalence import COLUMNAR_FOLD, PLAIN_FOLD, assert_equivalent
 
 CONFIG = RunConfig(group_size=2, max_inflight=4, batch_size=2, max_off_policy_steps=1)
 
@@ -145,3 +146,12 @@ def test_diff_against_an_uninterrupted_run_points_at_the_restart() -> None:
     difference = diff_logs(MemoryLog(uninterrupted), MemoryLog(resumed))
     assert difference.seq == len(log)
     assert difference.b is not None and difference.b.kind == "run_resumed"
+
+
+def test_the_columnar_fold_agrees_with_the_plain_fold_across_a_restart() -> None:
+    loop, log = _crashed_log()
+    inflight = tuple(loop.dispatcher_state.inflight)
+    log += loop.feed(RunResumed(t=3.0, reason="x", episode_ids=inflight, version=0))
+    log += loop.feed(RunFinished(t=4.0, reason="steps"))
+    assert COLUMNAR_FOLD(log).path == "columnar"  # it vouched for the restart itself
+    assert_equivalent(log, PLAIN_FOLD, COLUMNAR_FOLD)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.curriculum import ScoredGroup, register_curriculum
 from rolloutlog.core.loop import ReactionLoop
-from rolloutlog.core.scoring import is_zero_advantage
+from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import WORLD_KINDS, Event
 from rolloutlog.testing.strategies import run_configs, world_logs
@@ -155,3 +155,13 @@ def test_equivalence_holds_for_group_size_one(data):
 
 def test_zero_advantage_tolerance_is_tight():
     assert is_zero_advantage(0.0) and is_zero_advantage(1e-12) and not is_zero_advantage(1e-6)
+
+
+@given(
+    st.floats(-1e6, 1e6, allow_nan=False, allow_subnormal=False),
+    st.integers(1, 16),
+)
+def test_equal_rewards_give_exact_zero_advantages(reward: float, members: int) -> None:
+    """Exact zeros, not the rounding residue of `reward - mean` (found by mutation testing:
+    with the scripted world's dyadic rewards the residue happened to be zero too)."""
+    assert grpo_advantages([reward] * members) == (0.0,) * members

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from vllm_contract import CONTRACT, Exchange, check_response, run, validate
+from vllm_contract import CONTRACT, Exchange, check_response, run, validate, wait_until
 
 from rolloutlog.runtime.live.digits import EOS_ID, task_from_id
 from rolloutlog.runtime.live.model import load_checkpoint
@@ -68,8 +68,7 @@ def test_abort_of_an_in_flight_request(slow_server, contract_client):
             task = asyncio.create_task(
                 client.generate(_request("long", max_tokens=100, ignore_eos=True, seed=3))
             )
-            while slow_server.engine.tokens_total < 5:
-                await asyncio.sleep(0.01)
+            await wait_until(lambda: slow_server.engine.tokens_total >= 5, "5 tokens")
             await client.abort(["long"])
             return await task
         finally:
@@ -95,15 +94,16 @@ def test_keep_pause_across_a_reload_gives_tokens_of_both_versions(
             task = asyncio.create_task(
                 client.generate(_request("straddle", max_tokens=30, ignore_eos=True, seed=5))
             )
-            while slow_server.engine.tokens_total < 8:
-                await asyncio.sleep(0.01)
+            await wait_until(lambda: slow_server.engine.tokens_total >= 8, "8 tokens")
             await client.pause("keep")
             assert await client.is_paused()
             frozen = slow_server.engine.tokens_total
             await client.reload_weights(str(checkpoints["b"]))
             await client.update_weight_version("v1")
-            await asyncio.sleep(0.1)
-            assert slow_server.engine.tokens_total == frozen, "a paused engine stepped"
+            engine = slow_server.engine
+            with engine._cond:  # paused in keep: no step runs and none can start
+                assert not engine._stepping and not engine._runnable()
+            assert engine.tokens_total == frozen, "a paused engine stepped"
             assert not task.done()
             await client.resume()
             assert await client.weight_version() == "v1"

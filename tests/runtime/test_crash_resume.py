@@ -104,7 +104,15 @@ def test_a_run_killed_at_every_point_resumes_into_one_log_that_verifies(tmp_path
     initial = initial_model(settings, 1).state_dict()
     assert any(not torch.equal(trained[name], initial[name]) for name in initial)
 
-    again = CliRunner().invoke(main, ["train", "--resume", str(log)])
+    # show treats the restart like any event: the state at it, an episode it cancelled
+    restart_seq, cancelled_id = restarts[0].seq, restarts[0].episode_ids[0]
+    runner = CliRunner()
+    state = runner.invoke(main, ["show", str(log), "--at", str(restart_seq), "--json"])
+    assert state.exit_code == 0 and json.loads(state.stdout)["event"]["kind"] == "run_resumed"
+    story = runner.invoke(main, ["show", str(log), "--episode", cancelled_id, "--json"])
+    assert story.exit_code == 0 and '"restart"' in story.stdout
+
+    again = runner.invoke(main, ["train", "--resume", str(log)])
     assert again.exit_code == 2 and "nothing to resume" in again.stderr
 
 

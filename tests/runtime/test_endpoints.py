@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 import pytest
-from vllm_contract import run
+from vllm_contract import run, wait_until
 
 from rolloutlog.runtime.live.digits import task_from_id
 from rolloutlog.runtime.live.endpoints import (
@@ -80,8 +80,9 @@ def test_weights_fan_out_and_go_live_only_when_every_endpoint_has_them(
                 await _start(pool, "g1", "g1/0", max_tokens=40),
                 await _start(pool, "g2", "g2/0", max_tokens=40),
             ]
-            while min(s.engine.tokens_total for s in servers) < 5:
-                await asyncio.sleep(0.01)
+            await wait_until(
+                lambda: min(s.engine.tokens_total for s in servers) >= 5, "5 tokens on each"
+            )
             live = await pool.publish_weights(str(checkpoints["b"]), "v1")
             labels = [await e.backend.weight_version() for e in pool.endpoints]
             paused = [await e.backend.is_paused() for e in pool.endpoints]

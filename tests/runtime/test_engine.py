@@ -42,8 +42,11 @@ def test_keep_freezes_in_flight_requests_and_queues_new_ones(engine):
     engine.pause("keep")
     frozen = len(running.output)
     queued = engine.submit("queued", PROMPT, SamplingSpec(max_tokens=2))
-    time.sleep(0.1)
-    assert len(running.output) == frozen and not queued.done.is_set()
+    # No need to wait and watch: pause() returned with no step running, and the engine
+    # thread starts a step only when `_runnable()`, which is false while paused in keep.
+    with engine._cond:
+        assert not engine._stepping and not engine._runnable()
+        assert len(running.output) == frozen and not queued.done.is_set()
     engine.resume()
     assert running.done.wait(10) and queued.done.wait(10)
     assert running.finish_reason == "length" and len(running.output) == 40

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +28,15 @@ T = TypeVar("T")
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run one coroutine on a fresh event loop (the tests need no pytest-asyncio)."""
     return asyncio.run(coroutine)
+
+
+async def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    """Poll `condition` until it holds; past the deadline, fail naming `what` was awaited."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"waited {timeout_s} s for {what}")
+        await asyncio.sleep(0.01)
 
 
 REQUEST_SCHEMAS = {
