@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from vllm_contract import Recorder
+from vllm_contract import Recorder, recorder_fixture
 
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
 from rolloutlog.runtime.live.model import build_model, save_checkpoint
@@ -49,12 +49,7 @@ def slow_server(checkpoints: dict[str, Path]) -> Iterator[InferenceServer]:
     started.stop()
 
 
-@pytest.fixture
-def recorder() -> Iterator[Recorder]:
-    """Every exchange made through `contract_client` is checked against the schemas."""
-    recording = Recorder()
-    yield recording
-    assert recording.check_all() > 0, "the contract recorder saw no traffic"
+recorder = recorder_fixture  # every exchange of a test's clients is checked at its end
 
 
 @pytest.fixture

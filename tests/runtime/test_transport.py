@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Sequence
 
 import httpx
 import pytest
 from vllm_contract import run
 
-from rolloutlog.runtime.live.client import ClientLimits
+from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
+from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceUnavailable
 from rolloutlog.runtime.live.transport import DEFAULT_KEEPALIVE_EXPIRY_S, StreamTransport
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
@@ -159,3 +161,34 @@ def test_only_one_resend_when_the_fresh_connection_fails_too():
             return server.connections
 
     assert run(scenario()) == 2
+
+
+def test_a_generate_whose_connection_was_never_established_is_retried(recorder):
+    """A connect that times out (here: a listener whose accept queue is full) never sent
+    the request, so `generate` may retry it, a bounded number of times."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # never accepts: one connection fills the queue
+        port = listener.getsockname()[1]
+        fillers = [socket.socket() for _ in range(3)]
+        for filler in fillers:  # fill the queue; these connects may never complete
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+
+        async def scenario() -> None:
+            http = recorder.client(transport=StreamTransport(), trust_env=False)
+            limits = ClientLimits(connect_timeout_s=0.2, attempts=3, backoff_s=0.01)
+            client = VLLMClient(f"http://127.0.0.1:{port}", limits=limits, http=http)
+            request = GenerateRequest(request_id="c", token_ids=(11, 1, 10))
+            try:
+                with pytest.raises(InferenceUnavailable, match=r"after 3 attempt.*ConnectTimeout"):
+                    await client.generate(request)
+            finally:
+                await client.aclose()
+
+        try:
+            run(scenario())
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert [path for _, path, _ in recorder.sent] == ["/inference/v1/generate"] * 3

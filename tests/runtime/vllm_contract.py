@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 import httpx
+import pytest
 from jsonschema import Draft202012Validator
 
 CONTRACT = Path(__file__).resolve().parents[1] / "contract" / "vllm"
@@ -164,3 +165,11 @@ class Recorder:
 
     def routes(self) -> set[tuple[str, str]]:
         return {(e.method, e.path) for e in self.exchanges}
+
+
+@pytest.fixture(name="recorder")
+def recorder_fixture() -> Iterator[Recorder]:
+    """A fixture: every exchange its clients make is checked against the schemas at the end."""
+    recording = Recorder()
+    yield recording
+    assert recording.check_all() > 0, "the contract recorder saw no traffic"

