@@ -100,7 +100,7 @@ def world_logs(
 ) -> list[Event]:
     """A complete, valid log: a config, then up to `max_steps` scripted world events.
 
-    Without `configs`, half the worlds draw from `run_configs()` and half are staggered
+    Without `configs`, two in five worlds draw from `run_configs()` and the rest are staggered
     (`staggered_configs()`, `max_steps` to twice that, a prompt trainer). The world's own
     choices come from a seeded `random.Random`: Hypothesis's narrow integer draws lean to
     their ends and finish the oldest episode first, which leaves no stragglers. Shrinking
@@ -113,10 +113,12 @@ def world_logs(
     built, and the first violation raises `InvariantViolation` (`core.account`).
     """
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    staggered = configs is None and rng.random() < 0.5  # Hypothesis's own booleans lean
+    # Hypothesis's own booleans lean, hence the seeded draw. Three in five default worlds
+    # are staggered, longer and with a prompt trainer: about half of those reach the
+    # per-episode case, so its share of a 300-log sample stays clear of its 20% floor
+    # (at one in two it measured 18.7-23.3%, depending on the sample).
+    staggered = configs is None and rng.random() < 0.6
     if staggered:
-        # Half the default worlds are staggered, longer and with a prompt trainer, so that
-        # most of them reach the per-episode case.
         config = draw(staggered_configs())
         steps = draw(st.integers(max_steps, 2 * max_steps))
     else:
