@@ -9,7 +9,9 @@
 #   scripts/mutation.sh                           # every mutant of rolloutlog/core/
 #   scripts/mutation.sh "rolloutlog.core.sink*"   # only these (mutmut's mutant names)
 #   scripts/mutation.sh --sample 300 --seed 1     # a uniform random sample of all of them,
-#                                                 # scored per module with a 95% interval
+#                                                 # scored per module with a 95% interval;
+#                                                 # mutants judged before are not rerun (name
+#                                                 # them explicitly to rerun after new tests)
 #
 # MUTATION_WORKERS (default 1) sets the parallel workers; on a shared machine keep it low.
 set -euo pipefail
@@ -20,13 +22,18 @@ mutmut() { nice -n 10 .venv/bin/mutmut "$@"; }
 if [[ "${1:-}" == "--sample" ]]; then
     [[ $# -eq 4 && "$3" == "--seed" ]] || { echo "usage: $0 --sample N --seed S" >&2; exit 2; }
     size=$2 seed=$4
-    # mutmut generates the mutants (and measures which tests reach which function) at the
-    # start of a run; a run of the few scoring mutants does that before the sample is drawn.
-    mutmut run --max-children 1 "rolloutlog.core.scoring*" >/dev/null
+    # mutmut generates the mutants at the start of a run; where none were generated yet, a
+    # run of the few scoring mutants does that before the sample is drawn.
+    if ! compgen -G "mutants/rolloutlog/core/*.py.meta" >/dev/null; then
+        mutmut run --max-children 1 "rolloutlog.core.scoring*" >/dev/null
+    fi
     names=mutants/sample-$size-seed-$seed.txt
     .venv/bin/python scripts/mutation_sample.py pick "$size" "$seed" >"$names"
-    # shellcheck disable=SC2046  # one argument per mutant name
-    mutmut run --max-children "${MUTATION_WORKERS:-1}" $(cat "$names") | tail -n 3
+    todo=$(.venv/bin/python scripts/mutation_sample.py pending "$names")
+    if [[ -n "$todo" ]]; then
+        # shellcheck disable=SC2086  # one argument per mutant name
+        mutmut run --max-children "${MUTATION_WORKERS:-1}" $todo | tail -n 3
+    fi
     .venv/bin/python scripts/mutation_sample.py score "$names" | tee "${names%.txt}.md"
     exit 0
 fi
