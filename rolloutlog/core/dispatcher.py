@@ -164,7 +164,7 @@ def _on_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         group_id=event.group_id,
         number=number,
         train=event.work == "train",
-        live=event.live,
+        frozen=event.frozen,
         size=event.group_size,
         start_version=event.policy_version,
         unscheduled=event.group_size,
@@ -350,7 +350,7 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
             group_id=f"g{number}",
             number=number,
             train=work == "train",
-            live=task.live,
+            frozen=task.frozen,
             size=config.group_size,
             start_version=state.version,
         )
@@ -364,7 +364,7 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
                 group_size=group.size,
                 policy_version=state.version,
                 step=state.step,
-                live=task.live,
+                frozen=task.frozen,
             )
         )
         count = min(free, group.size, train if group.train else free)

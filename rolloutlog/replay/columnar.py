@@ -65,12 +65,13 @@ def _generic(kind: str) -> Applier:
 
 
 def _group_opened(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-    group_id, work, size, live = c["group_id"][i], c["work"][i], c["group_size"][i], c["live"][i]
+    group_id, work, size = c["group_id"][i], c["work"][i], c["group_size"][i]
+    frozen = c["frozen"][i]
     version, step = c["policy_version"][i], c["step"][i]
-    state.on_group_opened(seq, group_id, work, size, live, version, step)
+    state.on_group_opened(seq, group_id, work, size, frozen, version, step)
     return (
         f"('group_opened', {seq}, {t_text}, {group_id!r}, {work!r}, {c['env'][i]!r}, "
-        f"{c['task_id'][i]!r}, {size}, {version}, {step}, {live})"
+        f"{c['task_id'][i]!r}, {size}, {version}, {step}, {frozen})"
     )
 
 
