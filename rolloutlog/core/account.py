@@ -234,9 +234,6 @@ class Account:
 
     # --- the reaction loop's observer protocol ---------------------------------------------
 
-    def before(self, event: Event, loop: HoldsDispatcher) -> None:
-        """Nothing: the account judges every event by its own state."""
-
     def observe(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
         """Check one appended event; with a loop, also compare permits with its dispatcher."""
         self.feed(event)
