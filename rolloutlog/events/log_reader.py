@@ -73,7 +73,7 @@ class TornTail:
 
 @attrs.frozen
 class LogInfo:
-    """A summary of a log, built from its columns without building events."""
+    """What `rolloutlog info` says about a log, built from its columns without building events."""
 
     path: str
     schema_version: int

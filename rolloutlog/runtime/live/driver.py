@@ -83,7 +83,7 @@ def new_request_prefix() -> str:
     return f"rl{secrets.token_hex(4)}-"
 
 
-class LogSink(Protocol):
+class LogAppender(Protocol):
     """Where appended events go: a `LogWriter` (append, then commit at settled points)."""
 
     def append(self, event: Event) -> Event: ...
@@ -118,7 +118,7 @@ class LiveDriver:
         pool: EndpointPool,
         trainer: GRPOTrainer,
         options: DriverOptions,
-        log: LogSink | None = None,
+        log: LogAppender | None = None,
         on_events: Callable[[list[Event]], None] | None = None,
         on_step: Callable[[StepStats], None] | None = None,
         store: RolloutStore | None = None,

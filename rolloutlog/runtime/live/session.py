@@ -19,7 +19,7 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.events.types import Event
 from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
-from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver, LogSink
+from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver, LogAppender
 from rolloutlog.runtime.live.endpoints import EndpointPool
 from rolloutlog.runtime.live.model import (
     LlamaForCausalLM,
@@ -98,7 +98,7 @@ async def train_live(
     seed: int,
     urls: Sequence[str] = (),
     weights_dir: Path | None = None,
-    log: LogSink | None = None,
+    log: LogAppender | None = None,
     on_events: Callable[[list[Event]], None] | None = None,
     on_step: Callable[[StepStats], None] | None = None,
     client_limits: ClientLimits | None = None,
