@@ -34,6 +34,17 @@ def steps_option(help: str) -> Callable[[F], F]:
     return click.option("--steps", type=click.IntRange(min=1), default=None, help=help)
 
 
+def seed_option(help: str, default: int | None = None) -> Callable[[F], F]:
+    """`--seed`: a non-negative seed; its default is shown when there is one."""
+    return click.option(
+        "--seed",
+        type=click.IntRange(min=0),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
 def json_option(help: str) -> Callable[[F], F]:
     """`--json`: print one JSON object instead of tables."""
     return click.option("--json", "as_json", is_flag=True, help=help)

@@ -29,6 +29,7 @@ from rolloutlog.cli.options import (
     check_option,
     file_option,
     json_option,
+    seed_option,
     set_option,
     steps_option,
 )
@@ -145,17 +146,15 @@ def _progress(console: Console) -> Progress:
 )
 @click.option(
     "--policy",
-    default=None,
     metavar="PRESET",
     help=f"Policy preset ({', '.join(NAMED)}, or BASE+RULE+...; default: the scenario's).",
 )
 @click.option(
     "--compare",
-    default=None,
     metavar="P1,P2",
     help="Run these policy presets on the same seeded world, side by side.",
 )
-@click.option("--seed", type=click.IntRange(min=0), default=None, help="World and task seed.")
+@seed_option("World and task seed.")
 @steps_option("Batches to ship.")
 @file_option("--log", help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX).")
 @file_option("--plot", help=PLOT_HELP)

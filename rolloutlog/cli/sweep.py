@@ -64,13 +64,10 @@ SAVE_EVERY_S = 10.0
 )
 @click.option(
     "--compare",
-    default=None,
     metavar="P1,P2,...",
     help=f"Policy presets ({', '.join(NAMED)}, or BASE+RULE+...; default: the scenario's).",
 )
-@click.option(
-    "--seeds", default=None, metavar="0-4", help="Seeds: 0-4, 0,3,7 (default: the scenario's)."
-)
+@click.option("--seeds", metavar="0-4", help="Seeds: 0-4, 0,3,7 (default: the scenario's).")
 @set_option(
     "ranges",
     "KEY=V1,V2,...",
@@ -80,10 +77,9 @@ SAVE_EVERY_S = 10.0
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
-    default=None,
     help="Cells at once on this machine (default: its CPU count).",
 )
-@click.option("--address", default=None, metavar="ADDR", help="Run on this Ray cluster.")
+@click.option("--address", metavar="ADDR", help="Run on this Ray cluster.")
 @click.option(
     "--engine",
     type=click.Choice(["auto", "ray", "processes"]),
@@ -100,7 +96,6 @@ SAVE_EVERY_S = 10.0
 @file_option("--plot", help="Draw trained/h against discarded rollouts per scenario to this PNG.")
 @click.option(
     "--best",
-    default=None,
     metavar="EXPR",
     help="Name the best configuration per scenario, e.g. "
     "'max trained_per_hour where discarded <= 0.25*per-episode'.",

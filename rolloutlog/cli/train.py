@@ -34,6 +34,7 @@ from rolloutlog.cli.options import (
     file_option,
     folder_option,
     json_option,
+    seed_option,
     set_option,
 )
 from rolloutlog.cli.output import emit_json, key_values
@@ -79,7 +80,7 @@ def run_training(
 
     With `resume` (the crashed run's rollout store), the log is continued instead.
     """
-    from rolloutlog.runtime.live.driver import new_request_prefix
+    from rolloutlog.runtime.live.driver import RunOutputs, new_request_prefix
     from rolloutlog.runtime.live.resume import prepare
     from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
     from rolloutlog.runtime.live.session import train_live
@@ -135,10 +136,7 @@ def run_training(
                     seed=seed,
                     urls=urls,
                     weights_dir=weights_dir,
-                    log=log,
-                    on_events=on_events,
-                    on_step=on_step,
-                    store=store,
+                    outputs=RunOutputs(log=log, on_events=on_events, on_step=on_step, store=store),
                     resume=None if resume is None else fold,
                 )
             )
@@ -234,13 +232,7 @@ def describe_step(stats: StepStats) -> str:
     show_default=True,
     help="Batches to ship; the run then stops.",
 )
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Seeds the task source, the model's initialisation and every episode's sampling.",
-)
+@seed_option("Seeds the task source, the model's initialisation and every episode's sampling.", 0)
 @set_option(
     "overrides",
     "KEY=VALUE",

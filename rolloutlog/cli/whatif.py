@@ -20,6 +20,7 @@ from rolloutlog.cli.options import (
     check_option,
     file_option,
     json_option,
+    seed_option,
     set_option,
     steps_option,
 )
@@ -84,7 +85,6 @@ def run_whatif(
 @click.argument("log", type=FILE)
 @click.option(
     "--compare",
-    default=None,
     metavar="P1,P2",
     help="Policy presets to run on the fitted world (default: the recorded policy).",
 )
@@ -92,13 +92,7 @@ def run_whatif(
     "overrides", "KEY=VALUE", "Override run.KEY / world.KEY of the fitted world; repeatable."
 )
 @steps_option("Batches to ship.")
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Seed of the draws for work the recorded run never finished.",
-)
+@seed_option("Seed of the draws for work the recorded run never finished.", 0)
 @json_option("Print {recorded, policies} as JSON.")
 @file_option("--plot", help=PLOT_HELP)
 @check_option("Check the invariants on every simulated event.")

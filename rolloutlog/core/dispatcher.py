@@ -20,7 +20,7 @@ import math
 
 from rolloutlog.core import cancellations
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
-from rolloutlog.core.errors import InconsistentLogError, require, require_held
+from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.ledger import capacity_left, evolve_ledger
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import (
@@ -236,9 +236,7 @@ def _check_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
 
 def _on_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
     group = state.groups[event.group_id]
-    for episode_id in event.episode_ids:
-        del group.inflight[episode_id]
-        del state.inflight[episode_id]
+    release(event.episode_ids, group.inflight, state.inflight)
     if event.unscheduled:
         group.unscheduled -= event.unscheduled
         if group.unscheduled == 0:

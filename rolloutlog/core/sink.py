@@ -18,7 +18,7 @@ import attrs
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.curriculum import Curriculum, ScoredGroup, curriculum_named
-from rolloutlog.core.errors import InconsistentLogError, require, require_held
+from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
 from rolloutlog.core.staleness import is_stale, rollout_age
 from rolloutlog.events.types import (
@@ -221,9 +221,7 @@ def _check_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
 
 def _on_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
     group = state.groups[event.group_id]
-    for episode_id in event.episode_ids:
-        del group.pending[episode_id]
-        del state.pending[episode_id]
+    release(event.episode_ids, group.pending, state.pending)
     count = len(event.episode_ids) + event.unscheduled
     group.cancelled += count
     if event.reason == "stale":
