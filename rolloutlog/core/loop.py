@@ -57,7 +57,7 @@ def _dispatcher_fingerprint(state: dispatcher_module.DispatcherState) -> tuple[i
 
 
 def _sink_fingerprint(state: sink_module.SinkState) -> tuple[int, ...]:
-    return (state.step, state.version, len(state.queue), len(state.groups), len(state.pending))
+    return (state.step, state.version, len(state.queue), len(state.groups), len(state.inflight))
 
 
 DISPATCHER: Decider[dispatcher_module.DispatcherState] = Decider(
