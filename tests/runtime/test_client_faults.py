@@ -69,13 +69,13 @@ def test_a_request_the_client_gave_up_on_is_aborted_by_the_server(server, contra
             with pytest.raises(InferenceUnavailable):
                 await client.generate(REQUEST)
             # the server notices the disconnect at its next poll of the socket
-            await wait_until(lambda: server.engine.pending == 0, "the server to abort it")
+            await wait_until(lambda: server.engine.unfinished == 0, "the server to abort it")
             await client.resume()
         finally:
             await client.aclose()
 
     run(scenario())
-    assert server.engine.pending == 0 and server.engine.tokens_total == 0
+    assert server.engine.unfinished == 0 and server.engine.tokens_total == 0
 
 
 def test_an_error_status_names_route_status_type_and_message(server, contract_client):

@@ -282,9 +282,9 @@ class InferenceApp:
     def metrics(self, handler: _Handler, query: dict[str, list[str]]) -> None:
         """vLLM's two queue gauges in Prometheus text: a test (or a dashboard) sees that a
         request reached the engine without watching the clock."""
-        pending, label = self.engine.pending, f'{{model_name="{self.model_name}"}}'
-        running = min(pending, self.engine.max_batch)
-        gauges = {"num_requests_running": running, "num_requests_waiting": pending - running}
+        unfinished, label = self.engine.unfinished, f'{{model_name="{self.model_name}"}}'
+        running = min(unfinished, self.engine.max_batch)
+        gauges = {"num_requests_running": running, "num_requests_waiting": unfinished - running}
         lines = [
             f"# TYPE vllm:{name} gauge\nvllm:{name}{label} {float(value)}"
             for name, value in gauges.items()
