@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import tomllib
 
 import attrs
@@ -24,12 +25,15 @@ from rolloutlog.runtime.sim.scenario_toml import scenario_toml
 from rolloutlog.runtime.sim.streams import RandomStreams
 from rolloutlog.runtime.sim.trace_world import (
     CENSORED_INFLATION,
+    OutcomePool,
     RecordedEpisode,
     Trace,
+    TraceTasks,
     TraceWorld,
 )
 from rolloutlog.runtime.sim.world_config import WorldConfig
 from rolloutlog.studies.run_report import run_policy
+from rolloutlog.studies.whatif.fit import late_arrival_rate, observed_races
 
 FIGURES = ("finished_rollouts_discarded", "trained_episodes_per_hour", "mean_trained_age")
 
@@ -129,6 +133,88 @@ def test_never_dispatched_members_draw_the_run_shape_at_their_task_scale():
     assert t1 <= {1.0, 2.0, 3.0, 6.0} and 6.0 in t1  # t2's long tail, at t1's scale
     stand_in = {world.plan("g2", m, 0, 4).work_s for m in range(16)}
     assert stand_in <= {1.0, 2.0, 3.0, 6.0} or stand_in <= {10.0, 20.0, 30.0, 60.0}
+
+
+def test_past_the_longest_finished_the_pool_stops_at_the_bound_reached():
+    """Cuts beyond the longest finished episode say only "longer": walking on through them
+    would put the draw past the longest cut. The unused part of `u` goes on with it."""
+    pool = OutcomePool(
+        [episode("g9/0", 1.0), episode("g9/1", 3.0)]
+        + [episode(f"g8/{i}", s, "censored") for i, s in enumerate((20.0, 30.0))]
+    )
+    assert pool.draw(0.5, 3.5) == (None, 3.5, 0.5)  # nothing finished past 3.5 s
+    drawn, bound, rest = pool.draw(0.5, 2.5)  # 3 s, 20 s (cut), 30 s (cut): picks the 20 s cut
+    assert (drawn, bound) == (None, 20.0) and rest == pytest.approx(0.5)
+    assert pool.draw(0.1, 2.5)[0] == pool.episodes[1]
+
+
+def test_the_late_arrival_rate_counts_only_races_the_log_could_show():
+    """2 late arrivals in 20 cancellations the log watched; 10 cut at shutdown (watched 0 s)
+    could not show a lost race. Partly watched: weighted by the chance it would show."""
+    finished = [episode(f"g9/{i}", float(i)) for i in range(1, 11)]  # 1..10 s
+    watched = [episode(f"g1/{i}", 0.5, "censored", watched_s=100.0) for i in range(18)]
+    late = [episode(f"g2/{i}", 4.0, task="t2", late=True, watched_s=100.0) for i in range(2)]
+    shutdown = [episode(f"g3/{i}", 0.5, "censored", watched_s=0.0) for i in range(10)]
+    episodes = [*finished, *watched, *late, *shutdown]
+    assert late_arrival_rate(episodes) == pytest.approx(2 / 20)
+    assert observed_races(episodes) == (2, pytest.approx(20.0))
+    half = episode("g4/0", 0.5, "censored", watched_s=5.0)  # due by 5.5 s: 1..5 of 1..10
+    assert observed_races([*episodes, half]) == (2, pytest.approx(20.5))
+    score_at_rate = (
+        2 / late_arrival_rate([*episodes, half])
+        - 18 / (1 - late_arrival_rate([*episodes, half]))
+        - 0.5 / (1 - 0.5 * late_arrival_rate([*episodes, half]))
+    )
+    assert score_at_rate == pytest.approx(0.0, abs=1e-6)  # the likelihood's maximum
+    assert late_arrival_rate([*finished, *shutdown]) == 0.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_cut_whose_race_the_log_could_not_show_draws_it(seed):
+    """Late rate 1: a shutdown cut (watched 0 s) loses its race; a cut the log watched past
+    its drawn outcome won it, as recorded; an arrival that was late stays late."""
+    recorded = [
+        *(episode(f"g9/{i}", float(i)) for i in range(1, 11)),
+        episode("g1/0", 0.5, "censored", watched_s=0.0),
+        episode("g1/1", 0.5, "censored", watched_s=100.0),
+        episode("g1/2", 3.0, late=True, watched_s=100.0),
+    ]
+    world = trace_world(recorded, late_rate=1.0, seed=seed)
+    world.open_group("g1", "t1", 3, train=True)
+    races = [world.plan("g1", m, 0, 4).late_if_cancelled for m in range(3)]
+    assert races == [True, False, True]
+    world = trace_world(recorded, late_rate=0.0, seed=seed)
+    world.open_group("g1", "t1", 3, train=True)
+    assert [world.plan("g1", m, 0, 4).late_if_cancelled for m in range(3)] == [
+        False,
+        False,
+        True,
+    ]
+
+
+def test_a_cut_episode_draws_as_long_as_it_truly_ran(tmp_path):
+    """On an `all` log (many straggler cuts), the durations drawn for the cut episodes
+    average within 5% of what they truly ran, read from the true world's per-episode run
+    (the same seeded world: every episode there ran to its end)."""
+    steps = 60
+    log, _ = recorded_log(tmp_path, "default", "all", steps)
+    truth_log, _ = recorded_log(tmp_path, "default", "per-episode", steps)
+    fitted, _, _ = fit_recorded(log, seed=0)
+    true_s = {
+        e.episode_id: e.seconds
+        for e in fit_recorded(truth_log, seed=0)[0].trace.episodes
+        if e.outcome != "censored"
+    }
+    tasks = TraceTasks(fitted.trace)
+    cut = [e for e in fitted.trace.episodes if e.outcome == "censored" and e.episode_id in true_s]
+    quantiles = [(k + 0.5) / 64 for k in range(64)]
+    drawn = [
+        statistics.fmean(tasks.draw(e.task_id, u, e.seconds).seconds for u in quantiles)
+        for e in cut
+    ]
+    want = statistics.fmean(true_s[e.episode_id] for e in cut)
+    assert len(cut) > 200
+    assert abs(statistics.fmean(drawn) - want) <= 0.05 * want, (statistics.fmean(drawn), want)
 
 
 def test_a_fitted_world_saves_as_a_scenario_and_loads_back(tmp_path):

@@ -16,6 +16,11 @@ the whole run's:
   censoring time (with the tokens and reward of an unconditional draw);
 - a member it never dispatched (or a group it never opened) gets an unconditional draw.
 
+Whether an abort loses its race is the recorded fact where the log saw it: an episode that
+arrived after its cancellation loses again; one cancelled without arriving, whose drawn
+outcome came due while the log went on, won. Any other race is drawn with the fitted
+`late_arrival_rate` (an episode cut at shutdown never showed its race).
+
 Draws come from the simulation's named streams, a block per group when it opens (as in
 `WorldModel`): `durations` picks outcomes, `races` decides whether an abort loses its race.
 """
@@ -49,6 +54,9 @@ class RecordedEpisode:
 
     `seconds` is generation time (weight-update pauses excluded) to the outcome, or, when
     `outcome` is `censored`, until its cancellation. `late`: it arrived after being cancelled.
+    `watched_s`: for a cancelled episode, the generation seconds the log went on after the
+    cancellation; an abort that lost its race shows only if the episode came due within them
+    (at shutdown, none can). `inf` for an episode never cancelled.
     """
 
     episode_id: str
@@ -56,6 +64,7 @@ class RecordedEpisode:
     outcome: Outcome
     seconds: float
     late: bool = False
+    watched_s: float = math.inf
     reward: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -170,6 +179,8 @@ def _check_values(trace: Trace, where: str) -> None:
             )
         if not (math.isfinite(episode.seconds) and episode.seconds >= 0.0):
             raise ConfigError(f"{where}.episodes.seconds[{index}]: must be finite and >= 0")
+        if not episode.watched_s >= 0.0:
+            raise ConfigError(f"{where}.episodes.watched_s[{index}]: must be >= 0 (inf allowed)")
     for index, batch in enumerate(trace.batches):
         if batch.step < 1 or min(batch.train_s, batch.update_s) < 0.0:
             raise ConfigError(f"{where}.batches[{index}]: step >= 1 and times >= 0 required")
@@ -187,13 +198,16 @@ class OutcomePool:
     an outcome, only a longer bound: the draw goes on among the episodes longer than it
     (Efron's redistribute-to-the-right, the sampling form of the Kaplan-Meier estimate).
     Leaving the censored out instead would draw short: a policy that cuts long episodes
-    leaves mostly short ones finished.
+    leaves mostly short ones finished. Past the pool's longest finished episode it knows
+    nothing more and stops at the bound reached, not at its longest cut: walking on through
+    the cuts beyond would put every such draw past the longest of them, too long.
     """
 
     def __init__(self, episodes: Sequence[RecordedEpisode]) -> None:
         self.episodes = sorted(episodes, key=lambda e: (e.seconds, e.episode_id))
         self.seconds = [e.seconds for e in self.episodes]
         self.finished = [e for e in self.episodes if e.outcome != "censored"]
+        self.longest = self.finished[-1].seconds if self.finished else -math.inf
         completed = [e for e in self.finished if e.outcome == "completed"]
         self.mean_tokens = _mean([e.completion_tokens for e in completed])
         self.mean_reward = _mean([e.reward for e in completed])
@@ -211,20 +225,24 @@ class OutcomePool:
                     return episode.seconds
         return self.seconds[-1]
 
-    def draw(self, u: float, longer_than: float) -> tuple[RecordedEpisode | None, float]:
-        """A finished outcome longer than `longer_than`, from the quantile `u`; or (None,
-        the longest censoring bound reached) when the pool has no finished one beyond it."""
-        while True:
+    def draw(self, u: float, longer_than: float) -> tuple[RecordedEpisode | None, float, float]:
+        """A finished outcome longer than `longer_than`, from the quantile `u`, or None with
+        the bound reached when no finished one lies beyond it; and the part of `u` not used.
+
+        Each pick uses the integer part of `u` times the choices; the remainder is again
+        uniform and independent of the pick, so a draw that goes on elsewhere uses it (the
+        `u` that ran out here is a high one: reused, it would pick long there too).
+        """
+        while longer_than < self.longest:
             start = bisect.bisect_right(self.seconds, longer_than)
             left = len(self.episodes) - start
-            if left == 0:
-                return None, longer_than
             index = min(int(u * left), left - 1)
-            u = u * left - index  # the remainder is again uniform, independent of the index
+            u = u * left - index
             picked = self.episodes[start + index]
             if picked.outcome != "censored":
-                return picked, longer_than
+                return picked, longer_than, u
             longer_than = picked.seconds
+        return None, longer_than, u
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -280,17 +298,17 @@ class TraceTasks:
         ever finished, the episode gets `CENSORED_INFLATION` times the bound reached.
         """
         pool = self.pool(task_id)
-        drawn, bound = pool.draw(u, longer_than)
+        drawn, bound, u = pool.draw(u, longer_than)
         if drawn is not None:
             return drawn
         scale = self.scales.get(task_id, 0.0)
         if scale > 0.0:
-            shaped, bound = self.shape_pool.draw(u, bound / scale)
+            shaped, bound, u = self.shape_pool.draw(u, bound / scale)
             if shaped is not None:
                 return self._rescaled(shaped, scale)
             bound *= scale
         else:
-            drawn, bound = self.run_pool.draw(u, bound)
+            drawn, bound, u = self.run_pool.draw(u, bound)
             if drawn is not None:
                 return drawn
         finished = pool.finished
@@ -305,7 +323,7 @@ class TraceTasks:
         task's scale has the tail of every task.
         """
         scale = self.scales.get(task_id, 0.0)
-        shaped, _ = self.shape_pool.draw(u, -1.0) if scale > 0.0 else (None, 0.0)
+        shaped = self.shape_pool.draw(u, -1.0)[0] if scale > 0.0 else None
         return self.draw(task_id, u) if shaped is None else self._rescaled(shaped, scale)
 
     def _rescaled(self, shaped: RecordedEpisode, scale: float) -> RecordedEpisode:
@@ -369,11 +387,19 @@ class TraceWorld:
         recorded = self.recorded.get(episode_id)
         return recorded if recorded is not None and recorded.task_id == task_id else None
 
-    def _late(self, episode_id: str, task_id: str, u: float) -> bool:
-        """Whether an abort of this episode loses its race: recorded when it was cancelled."""
+    def _late(self, episode_id: str, task_id: str, outcome: RecordedEpisode, u: float) -> bool:
+        """Whether an abort of this episode loses its race: as recorded where the log saw it.
+
+        A recorded cancellation without a late arrival won its race only if a lost race would
+        have shown: its `outcome` (drawn past the cut) came due while the log went on.
+        """
         recorded = self._recorded(episode_id, task_id)
-        if recorded is not None and (recorded.late or recorded.outcome == "censored"):
-            return recorded.late
+        if recorded is not None:
+            if recorded.late:
+                return True
+            seen = outcome.seconds - recorded.seconds <= recorded.watched_s
+            if recorded.outcome == "censored" and seen:
+                return False
         return u < self.world.late_arrival_rate
 
     def plan(self, group_id: str, member: int, inflight: int, max_inflight: int) -> EpisodePlan:
@@ -389,7 +415,7 @@ class TraceWorld:
             failed=outcome.outcome == "failed",
             reward=outcome.reward,
             completion_tokens=outcome.completion_tokens,
-            late_if_cancelled=self._late(episode_id, group.task_id, group.races[member]),
+            late_if_cancelled=self._late(episode_id, group.task_id, outcome, group.races[member]),
             prompt_tokens=outcome.prompt_tokens,
         )
 
