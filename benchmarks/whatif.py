@@ -74,7 +74,7 @@ def main() -> None:
                 if what_if not in truth:
                     truth[what_if], _ = run_policy(base.with_policy(what_if))
                 got_by_seed = []
-                for seed in seeds:
+                for seed in seeds if what_if != recorded_policy else seeds[:1]:  # exact re-run
                     fitted, recorded, _ = fit_recorded(log, seed)
                     runs, _ = run_whatif(fitted.scenario.with_steps(args.steps), [what_if])
                     against = "recorded" if what_if == recorded_policy else "truth"

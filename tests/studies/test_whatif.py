@@ -135,6 +135,21 @@ def test_never_dispatched_members_draw_the_run_shape_at_their_task_scale():
     assert stand_in <= {1.0, 2.0, 3.0, 6.0} or stand_in <= {10.0, 20.0, 30.0, 60.0}
 
 
+def test_a_draw_from_the_run_shape_is_held_under_the_generation_cap():
+    """t2's tail (10 x its median) at t1's scale would run 400 s and 4,000 tokens; nothing
+    the run finished ran past 60 s or 200 tokens, so that is where it stops."""
+    recorded = [
+        *(episode(f"g9/{i}", s, completion_tokens=100) for i, s in enumerate((20.0, 40.0, 60.0))),
+        *(episode(f"g8/{i}", s, task="t2", completion_tokens=round(10 * s))
+          for i, s in enumerate((1.0, 2.0, 20.0))),
+    ]  # fmt: skip
+    world = trace_world(recorded)
+    world.open_group("g1", "t1", 64, train=True)
+    plans = [world.plan("g1", m, 0, 4) for m in range(64)]
+    assert max(p.work_s for p in plans) == 60.0 and max(p.completion_tokens for p in plans) == 200
+    assert {p.work_s for p in plans} == {20.0, 40.0, 60.0}
+
+
 def test_past_the_longest_finished_the_pool_stops_at_the_bound_reached():
     """Cuts beyond the longest finished episode say only "longer": walking on through them
     would put the draw past the longest cut. The unused part of `u` goes on with it."""
@@ -259,17 +274,19 @@ def test_the_recorded_policy_rerun_reproduces_the_recorded_figures(tmp_path, sce
     assert max(errors.values()) <= 0.05, errors
 
 
-def late_arrival_margin(recorded: dict, fitted_rate: float, what_if: dict) -> float:
+def late_arrival_margin(fitted_episodes, what_if: dict) -> float:
     """Three standard deviations of the late completions a what-if run predicts.
 
-    Whether an abort loses its race is seen only on the recorded run's in-flight
-    cancellations, so the fitted rate is a binomial estimate from that many (Agresti-Coull,
-    honest for few); the true run's late arrivals are a binomial draw of their own. The
-    what-if count is its cancellations times the rate: a prediction with both variances.
+    Whether an abort loses its race is seen only on the recorded in-flight cancellations
+    whose late arrival the log could show (`observed_races`: a per-episode log of 60 steps
+    has about 20), so the fitted rate is a binomial estimate from that many
+    (Agresti-Coull, honest for few); the true run's late arrivals are a binomial draw of
+    their own. The what-if count is its cancellations times the rate: a prediction with
+    both variances.
     """
-    seen = sum(recorded["episodes_cancelled"].values())
+    late, seen = observed_races(fitted_episodes)
     cancelled = sum(what_if["episodes_cancelled"].values())
-    rate = (fitted_rate * seen + 2.0) / (seen + 4.0)
+    rate = (late + 2.0) / (seen + 4.0)
     estimate_var = cancelled**2 * rate * (1.0 - rate) / (seen + 4.0)
     draw_var = cancelled * rate * (1.0 - rate)
     return 3.0 * math.sqrt(estimate_var + draw_var)
@@ -288,15 +305,16 @@ def late_arrival_margin(recorded: dict, fitted_rate: float, what_if: dict) -> fl
 def test_whatif_lands_near_simulating_the_other_policy_on_the_true_world(
     tmp_path, scenario, recorded_policy, what_if
 ):
-    """Within 10%; finished rollouts discarded within 10% plus the late arrivals' noise.
+    """Within 10%; under `all`, finished rollouts discarded within 10% plus the noise of
+    the late arrivals.
 
     Under `all` nearly every discarded rollout is a completion that arrived after its
-    straggler cut, and a per-episode log shows few aborts racing completions: that count is
-    only as good as the fitted late-arrival rate (docs/whatif.md has the measured errors).
+    straggler cut: on a 60-step run a few dozen, fewer than the binomial noise of the
+    late-arrival rate a per-episode log shows allows to hold to 10% (docs/whatif.md).
     """
     steps = 60
     log, _ = recorded_log(tmp_path, scenario, recorded_policy, steps)
-    fitted, recorded, _ = fit_recorded(log, seed=0)
+    fitted, _, _ = fit_recorded(log, seed=1)  # seed 0 would share the truth's races
     runs, _ = run_whatif(fitted.scenario.with_steps(steps), [what_if])
     truth, _ = run_policy(load_scenario(scenario).with_steps(steps).with_policy(what_if))
     got = runs[what_if]
@@ -304,7 +322,7 @@ def test_whatif_lands_near_simulating_the_other_policy_on_the_true_world(
     assert errors["trained_episodes_per_hour"] <= 0.10, errors
     assert errors["mean_trained_age"] <= 0.10, errors
     key = "finished_rollouts_discarded"
-    margin = late_arrival_margin(recorded, fitted.scenario.world.late_arrival_rate, got)
+    margin = late_arrival_margin(fitted.trace.episodes, got) if what_if == "all" else 0.0
     assert abs(got[key] - truth[key]) <= 0.10 * truth[key] + margin, (got[key], truth[key], margin)
 
 

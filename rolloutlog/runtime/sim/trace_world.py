@@ -273,6 +273,9 @@ class TraceTasks:
                 if self.scales.get(e.task_id, 0.0) > 0.0
             ]
         )
+        # generation stops at a token cap: nothing the run finished ran longer than this
+        self.ceiling_s = self.run_pool.longest
+        self.ceiling_tokens = max((e.completion_tokens for e in self.run_pool.finished), default=0)
         self.names = sorted(self.pools)
 
     def pool(self, task_id: str) -> OutcomePool:
@@ -295,7 +298,9 @@ class TraceTasks:
         Past the task's longest outcome, the draw goes on in the run's outcomes measured in
         units of their task's median duration (the tail's shape, at this task's scale); a
         task never finished draws from the run as it is. Past the longest outcome the run
-        ever finished, the episode gets `CENSORED_INFLATION` times the bound reached.
+        ever finished, the episode gets `CENSORED_INFLATION` times the bound reached. A
+        draw from elsewhere runs no longer than the run's longest finished episode (the
+        generation cap), unless its cut was already past it.
         """
         pool = self.pool(task_id)
         drawn, bound, u = pool.draw(u, longer_than)
@@ -305,7 +310,7 @@ class TraceTasks:
         if scale > 0.0:
             shaped, bound, u = self.shape_pool.draw(u, bound / scale)
             if shaped is not None:
-                return self._rescaled(shaped, scale)
+                return self._rescaled(shaped, scale, longer_than)
             bound *= scale
         else:
             drawn, bound, u = self.run_pool.draw(u, bound)
@@ -313,7 +318,13 @@ class TraceTasks:
                 return drawn
         finished = pool.finished
         plain = finished[min(int(u * len(finished)), len(finished) - 1)]
-        return attrs.evolve(plain, seconds=bound * CENSORED_INFLATION)
+        seconds = min(bound * CENSORED_INFLATION, self._ceiling(longer_than))
+        return attrs.evolve(plain, seconds=seconds)
+
+    def _ceiling(self, longer_than: float) -> float:
+        """The longest a drawn outcome runs: the generation cap the run showed (its longest
+        finished episode), none for an episode cut past it."""
+        return self.ceiling_s if longer_than < self.ceiling_s else math.inf
 
     def draw_shaped(self, task_id: str, u: float) -> RecordedEpisode:
         """A plain draw from the run's shape at the task's scale (median duration).
@@ -324,17 +335,19 @@ class TraceTasks:
         """
         scale = self.scales.get(task_id, 0.0)
         shaped = self.shape_pool.draw(u, -1.0)[0] if scale > 0.0 else None
-        return self.draw(task_id, u) if shaped is None else self._rescaled(shaped, scale)
+        return self.draw(task_id, u) if shaped is None else self._rescaled(shaped, scale, -1.0)
 
-    def _rescaled(self, shaped: RecordedEpisode, scale: float) -> RecordedEpisode:
-        """A shape-pool outcome at a task's scale: seconds and completion tokens scaled."""
+    def _rescaled(
+        self, shaped: RecordedEpisode, scale: float, longer_than: float
+    ) -> RecordedEpisode:
+        """A shape-pool outcome at a task's scale: seconds and completion tokens scaled, held
+        under the generation cap (the rescaled tail of a short task's shape would pass it)."""
         ratio = scale / self.scales[shaped.task_id]
+        tokens = min(round(shaped.completion_tokens * ratio), self.ceiling_tokens)
         return attrs.evolve(
             shaped,
-            seconds=shaped.seconds * scale,
-            completion_tokens=max(round(shaped.completion_tokens * ratio), 1)
-            if shaped.completion_tokens
-            else 0,
+            seconds=min(shaped.seconds * scale, self._ceiling(longer_than)),
+            completion_tokens=max(tokens, 1) if shaped.completion_tokens else 0,
         )
 
     def task(self, task_id: str) -> Task:
