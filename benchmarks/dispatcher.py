@@ -21,6 +21,7 @@ import attrs
 
 from rolloutlog.core import dispatcher
 from rolloutlog.core.config import RunConfig
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -43,7 +44,11 @@ class Bench:
         self.position: dict[str, int] = {}
         self.apply(
             RunStarted(
-                t=0.0, config=config.to_dict(), seed=seed, schema_version=1, code_version="bench"
+                t=0.0,
+                config=config.to_dict(),
+                seed=seed,
+                schema_version=SCHEMA_VERSION,
+                code_version="bench",
             )
         )
 

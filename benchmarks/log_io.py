@@ -48,7 +48,7 @@ def group_events(rng: random.Random, number: int, version: int, t: float) -> Ite
     group_id = f"g{number}"
     yield GroupOpened(
         t=t, group_id=group_id, work="train", env="math", task_id=f"task-{rng.randrange(4096)}",
-        group_size=GROUP_SIZE, policy_version=version, step=version + 1, live=True,
+        group_size=GROUP_SIZE, policy_version=version, step=version + 1, frozen=False,
     )  # fmt: skip
     members = [f"{group_id}/{m}" for m in range(GROUP_SIZE)]
     for m, episode_id in enumerate(members):

@@ -48,7 +48,7 @@ def group_events(group_id: str, task_id: str, t: float) -> list[Event]:
         group_size=size,
         policy_version=0,
         step=1,
-        live=True,
+        frozen=False,
     )
     dispatched = [
         EpisodeDispatched(

@@ -112,7 +112,7 @@ def event_of_kind(kind: str) -> st.SearchStrategy[Event]:
             group_size=st.integers(1, INT64_MAX),
             policy_version=counts,
             step=st.integers(1, INT64_MAX),
-            live=st.booleans(),
+            frozen=st.booleans(),
         ),
         "episode_dispatched": st.builds(
             EpisodeDispatched,

@@ -99,7 +99,7 @@ def test_import_refuses_to_replace_a_log_unless_forced(tmp_path: Path) -> None:
 def test_a_missing_or_damaged_log_is_one_clear_line(tmp_path: Path) -> None:
     assert "no such log file" in one_line_error(run("info", str(tmp_path / "missing.arrow")))
     data = bytearray(EXAMPLE.read_bytes())
-    data[len(data) // 2] ^= 0xFF
+    data[-100] ^= 0xFF  # in the record batch's body, which the checksum covers
     (tmp_path / "damaged.arrow").write_bytes(data)
     assert "seq 0" in one_line_error(run("info", str(tmp_path / "damaged.arrow")))
     assert "seq 0" in one_line_error(run("export", str(tmp_path / "damaged.arrow")))

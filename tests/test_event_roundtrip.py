@@ -111,7 +111,7 @@ OPENED = GroupOpened(
     group_size=2,
     policy_version=0,
     step=1,
-    live=True,
+    frozen=False,
 )
 
 
@@ -128,7 +128,7 @@ OPENED = GroupOpened(
         (attrs.evolve(COMPLETED, seq=-2), "seq", "must be >= -1"),
         (attrs.evolve(OPENED, work="play"), "work", "must be one of 'train', 'eval'"),
         (attrs.evolve(OPENED, step=0), "step", "must be >= 1"),
-        (attrs.evolve(OPENED, live=1), "live", "expected true or false"),
+        (attrs.evolve(OPENED, frozen=1), "frozen", "expected true or false"),
         (attrs.evolve(CANCELLED, reason="bored"), "reason", "must be one of 'stale'"),
         (attrs.evolve(CANCELLED, episode_ids=["g1/0"]), "episode_ids", "expected a tuple"),
         (attrs.evolve(CANCELLED, episode_ids=("a", "a")), "episode_ids", "more than once"),
@@ -136,13 +136,20 @@ OPENED = GroupOpened(
         (attrs.evolve(SCORED, episode_ids=(), advantages=()), "admitted", "no scored member"),
         (attrs.evolve(SHIPPED, trained_ids=("c",)), "trained_ids", '"c" is not in episode_ids'),
         (
-            RunStarted(t=0.0, seq=4, config={}, seed=0, schema_version=1, code_version=""),
+            RunStarted(
+                t=0.0, seq=4, config={}, seed=0, schema_version=SCHEMA_VERSION, code_version=""
+            ),
             "seq",
             "always has seq 0",
         ),
         (
             RunStarted(
-                t=0.0, seq=0, config={"a": (1, 2)}, seed=0, schema_version=1, code_version=""
+                t=0.0,
+                seq=0,
+                config={"a": (1, 2)},
+                seed=0,
+                schema_version=SCHEMA_VERSION,
+                code_version="",
             ),
             "config",
             "tuple",

@@ -30,7 +30,13 @@ from rolloutlog.events.errors import (
 )
 from rolloutlog.events.log_reader import LogReader, read_log
 from rolloutlog.events.log_writer import Compression, LogWriter, write_log
-from rolloutlog.events.schema import LOG_SCHEMA, SCHEMA_VERSION_KEY, BatchStamp, events_to_batch
+from rolloutlog.events.schema import (
+    LOG_SCHEMA,
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_KEY,
+    BatchStamp,
+    events_to_batch,
+)
 from rolloutlog.events.schema import batch_checksum as checksum_of
 from rolloutlog.events.types import (
     EpisodeCompleted,
@@ -41,7 +47,9 @@ from rolloutlog.events.types import (
     with_seq,
 )
 
-STARTED = RunStarted(t=0.0, config={"group_size": 2}, seed=7, schema_version=1, code_version="t")
+STARTED = RunStarted(
+    t=0.0, config={"group_size": 2}, seed=7, schema_version=SCHEMA_VERSION, code_version="t"
+)
 
 
 def run_events(count: int) -> list[Event]:
@@ -89,7 +97,12 @@ def test_append_assigns_gap_free_seqs_and_returns_the_sequenced_event(tmp_path: 
 def test_info_summarizes_without_building_events(tmp_path: Path) -> None:
     write_log(tmp_path / "run.arrow", run_events(10), batch_events=4)
     info = LogReader(tmp_path / "run.arrow").info()
-    assert (info.schema_version, info.events, info.first_seq, info.last_seq) == (1, 10, 0, 9)
+    assert (info.schema_version, info.events, info.first_seq, info.last_seq) == (
+        SCHEMA_VERSION,
+        10,
+        0,
+        9,
+    )
     assert (info.batches, info.closed, info.torn_tail) == (3, True, None)
     assert info.counts == {"run_started": 1, "episode_completed": 9}
     assert info.config == {"group_size": 2}
@@ -153,7 +166,7 @@ def test_the_writer_refuses_a_wrong_seq_or_opening_and_stays_usable(tmp_path: Pa
         with pytest.raises(EventError, match="a log opens with run_started"):
             log.append(run_events(2)[1])
         with pytest.raises(EventError, match="schema_version"):
-            log.append(attrs.evolve(STARTED, schema_version=2))
+            log.append(attrs.evolve(STARTED, schema_version=SCHEMA_VERSION + 1))
         log.append(STARTED)
         with pytest.raises(LogSeqError, match="carries seq 5, the next seq is 1"):
             log.append(with_seq(run_events(2)[1], 5))
@@ -307,10 +320,10 @@ def test_a_batch_without_a_stamp_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
-    newer = LOG_SCHEMA.with_metadata({SCHEMA_VERSION_KEY: b"2"})
+    newer = LOG_SCHEMA.with_metadata({SCHEMA_VERSION_KEY: str(SCHEMA_VERSION + 1).encode()})
     write_raw(tmp_path / "newer.arrow", [(sequenced(run_events(2)), 0, 1)], newer)
     with pytest.raises(
-        LogSchemaError, match="schema_version 2 is newer than this rolloutlog reads"
+        LogSchemaError, match=f"schema_version {SCHEMA_VERSION + 1} is newer than this rolloutlog"
     ):
         read_log(tmp_path / "newer.arrow")
     with pytest.raises(LogSchemaError, match="newer"):
@@ -375,7 +388,7 @@ def test_plain_pyarrow_reads_a_log_without_rolloutlog(mixed_log: tuple[Path, lis
     )
     seen = json.loads(result.stdout)
     assert not seen["rolloutlog_imported"]
-    assert seen["schema_version"] == "1"
+    assert seen["schema_version"] == str(SCHEMA_VERSION)
     assert seen["seq"] == list(range(len(events)))
     assert seen["kind"] == [event.kind for event in events]
     assert seen["episode_id"] == [getattr(event, "episode_id", None) for event in events]

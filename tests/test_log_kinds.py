@@ -16,6 +16,7 @@ from rolloutlog.events.schema import (
     FIRST_KIND_COUNT,
     KIND_DICTIONARY,
     LOG_SCHEMA,
+    SCHEMA_VERSION,
     BatchStamp,
     batch_checksum,
     events_to_batch,
@@ -26,7 +27,7 @@ EVENTS = [
     with_seq(event, seq)
     for seq, event in enumerate(
         [
-            RunStarted(t=0.0, config={}, seed=0, schema_version=1, code_version="old"),
+            RunStarted(t=0.0, config={}, seed=0, schema_version=SCHEMA_VERSION, code_version="old"),
             VersionPending(t=1.0, version=1),
             RunFinished(t=2.0, reason="steps"),
         ]

@@ -11,6 +11,10 @@ import click
 from rich.console import Console
 
 from rolloutlog.cli.bad_input import reports_bad_input
+from rolloutlog.cli.options import (
+    FILE,
+    json_option,
+)
 from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
 from rolloutlog.events.jsonl import read_jsonl, write_jsonl
 from rolloutlog.events.log_reader import LogInfo, LogReader
@@ -18,30 +22,29 @@ from rolloutlog.events.log_writer import write_log
 from rolloutlog.replay.chrome_trace import write_chrome_trace
 from rolloutlog.replay.spans import read_spans
 
-LOG_PATH = click.Path(dir_okay=False, path_type=Path)
 STRICT = click.option(
     "--strict", is_flag=True, help="Fail on a torn tail instead of keeping the complete batches."
 )
 
 
 @click.command("info")
-@click.argument("log", type=LOG_PATH)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+@click.argument("log", type=FILE)
+@json_option("Print one JSON object instead of tables.")
 @STRICT
 @reports_bad_input
 def info_command(log: Path, as_json: bool, strict: bool) -> None:
     """Summarize LOG: schema version, seq range, config and event counts by kind."""
-    summary = LogReader(log, strict=strict, warn=False).info()
-    warn_torn_tail(summary.torn_tail, log)
+    info = LogReader(log, strict=strict, warn=False).info()
+    warn_torn_tail(info.torn_tail, log)
     if as_json:
-        emit_json(summary.to_json())
+        emit_json(info.to_json())
     else:
-        _print_info(summary)
+        _print_info(info)
 
 
 @click.command("export")
-@click.argument("log", type=LOG_PATH)
-@click.option("-o", "--output", type=LOG_PATH, help="Write to this file instead of stdout.")
+@click.argument("log", type=FILE)
+@click.option("-o", "--output", type=FILE, help="Write to this file instead of stdout.")
 @click.option(
     "--format",
     "form",
@@ -73,8 +76,8 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
 
 
 @click.command("import")
-@click.argument("jsonl", type=LOG_PATH)
-@click.option("-o", "--output", type=LOG_PATH, required=True, help="The log to write.")
+@click.argument("jsonl", type=FILE)
+@click.option("-o", "--output", type=FILE, required=True, help="The log to write.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @reports_bad_input
 def import_command(jsonl: Path, output: Path, force: bool) -> None:
@@ -84,24 +87,24 @@ def import_command(jsonl: Path, output: Path, force: bool) -> None:
     click.echo(f"imported {count} events into {output}")
 
 
-def _print_info(summary: LogInfo) -> None:
-    """The summary as rich tables: the log, then counts by kind, then the config."""
+def _print_info(info: LogInfo) -> None:
+    """The log info as rich tables: the log, then counts by kind, then the config."""
     console = Console()
-    console.print(key_values("log", _log_rows(summary)))
-    console.print(key_values("events by kind", summary.counts.items()))
-    if summary.config is not None:
-        console.print(key_values("config (run_started)", summary.config.items()))
+    console.print(key_values("log", _log_rows(info)))
+    console.print(key_values("events by kind", info.counts.items()))
+    if info.config is not None:
+        console.print(key_values("config (run_started)", info.config.items()))
 
 
-def _log_rows(summary: LogInfo) -> list[tuple[str, Any]]:
-    seqs = "none" if summary.last_seq is None else f"{summary.first_seq}..{summary.last_seq}"
-    tail = "none" if summary.torn_tail is None else summary.torn_tail.describe()
+def _log_rows(info: LogInfo) -> list[tuple[str, Any]]:
+    seqs = "none" if info.last_seq is None else f"{info.first_seq}..{info.last_seq}"
+    tail = "none" if info.torn_tail is None else info.torn_tail.describe()
     return [
-        ("path", summary.path),
-        ("schema version", summary.schema_version),
-        ("events", summary.events),
+        ("path", info.path),
+        ("schema version", info.schema_version),
+        ("events", info.events),
         ("seq range", seqs),
-        ("record batches", summary.batches),
-        ("closed", "yes" if summary.closed else "no (still being written, or its writer died)"),
+        ("record batches", info.batches),
+        ("closed", "yes" if info.closed else "no (still being written, or its writer died)"),
         ("torn tail", tail),
     ]

@@ -18,15 +18,16 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.options import (
+    FILE,
+)
 from rolloutlog.cli.output import warn_torn_tail
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics
 
-PATH = click.Path(dir_okay=False, path_type=Path)
-
 
 @click.command("metrics")
-@click.argument("log", type=PATH)
+@click.argument("log", type=FILE)
 @click.option(
     "--format",
     "form",
@@ -35,7 +36,7 @@ PATH = click.Path(dir_okay=False, path_type=Path)
     show_default=True,
     help="csv and jsonl may go to stdout; parquet needs -o.",
 )
-@click.option("-o", "--output", type=PATH, help="Write to this file instead of stdout.")
+@click.option("-o", "--output", type=FILE, help="Write to this file instead of stdout.")
 @reports_bad_input
 def metrics_command(log: Path, form: str, output: Path | None) -> None:
     """Write LOG's per-step table: step, time, trained, off_policy/* (the age split into

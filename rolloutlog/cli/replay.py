@@ -19,6 +19,10 @@ from rich.console import Console
 from rich.table import Table
 
 from rolloutlog.cli.bad_input import fail
+from rolloutlog.cli.options import (
+    FILE,
+    json_option,
+)
 from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail, warn_unstartable_config
 from rolloutlog.core.digest import event_payload
 from rolloutlog.events.errors import EventError, LogError
@@ -33,8 +37,7 @@ from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
 from rolloutlog.replay.verify import verify_log
 
 OK, DIFFERS = 0, 1  # bad input exits 2 (cli.bad_input)
-LOG = click.Path(dir_okay=False, path_type=Path)
-AS_JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+AS_JSON = json_option("Print one JSON object.")
 
 
 def _open(path: Path) -> Any:
@@ -50,7 +53,7 @@ def _open(path: Path) -> Any:
 
 
 @click.command("replay")
-@click.argument("log", type=LOG)
+@click.argument("log", type=FILE)
 @AS_JSON
 @click.option("--plain", is_flag=True, help="Use the plain object fold (slower; same answer).")
 def replay_command(log: Path, as_json: bool, plain: bool) -> None:
@@ -95,7 +98,7 @@ def _print_summary(summary: dict[str, Any], digest: str) -> None:
 
 
 @click.command("verify")
-@click.argument("log", type=LOG)
+@click.argument("log", type=FILE)
 @AS_JSON
 def verify_command(log: Path, as_json: bool) -> None:
     """Re-decide LOG from its world events; exit 1 at the first decided event that differs."""
@@ -149,7 +152,7 @@ def _cell(value: Any) -> str:
 
 
 @click.command("show")
-@click.argument("log", type=LOG)
+@click.argument("log", type=FILE)
 @click.option("--at", "at_seq", type=click.IntRange(min=0), help="The state after this seq.")
 @click.option("--group", "group_id", help="The timeline of this group (g12).")
 @click.option("--episode", "episode_id", help="The timeline of this episode (g12/3).")
@@ -262,8 +265,8 @@ def _print_timeline(target: str, moments: list[Moment]) -> None:
 
 
 @click.command("diff")
-@click.argument("a", type=LOG)
-@click.argument("b", type=LOG)
+@click.argument("a", type=FILE)
+@click.argument("b", type=FILE)
 @AS_JSON
 def diff_command(a: Path, b: Path, as_json: bool) -> None:
     """The first event where logs A and B diverge, by bisection over their digest chains."""

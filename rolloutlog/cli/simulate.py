@@ -24,6 +24,15 @@ from rich.progress import (
 )
 
 from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.options import (
+    PLOT_HELP,
+    check_option,
+    file_option,
+    json_option,
+    seed_option,
+    set_option,
+    steps_option,
+)
 from rolloutlog.cli.output import emit_json
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list, preset_overrides
@@ -132,46 +141,25 @@ def _progress(console: Console) -> Progress:
     show_default=True,
     help=f"A built-in ({', '.join(scenario_names())}) or a TOML file.",
 )
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override run.KEY / world.KEY (or an unambiguous KEY); repeatable.",
+@set_option(
+    "overrides", "KEY=VALUE", "Override run.KEY / world.KEY (or an unambiguous KEY); repeatable."
 )
 @click.option(
     "--policy",
-    default=None,
     metavar="PRESET",
     help=f"Policy preset ({', '.join(NAMED)}, or BASE+RULE+...; default: the scenario's).",
 )
 @click.option(
     "--compare",
-    default=None,
     metavar="P1,P2",
     help="Run these policy presets on the same seeded world, side by side.",
 )
-@click.option("--seed", type=click.IntRange(min=0), default=None, help="World and task seed.")
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Batches to ship.")
-@click.option(
-    "--log",
-    "log",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX).",
-)
-@click.option(
-    "--plot",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Draw trained ages and cumulative waste to this PNG.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option(
-    "--check",
-    is_flag=True,
-    help="Check the invariants on every event (and every written event's values).",
-)
+@seed_option("World and task seed.")
+@steps_option("Batches to ship.")
+@file_option("--log", help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX).")
+@file_option("--plot", help=PLOT_HELP)
+@json_option("Print the report as JSON.")
+@check_option("Check the invariants on every event (and every written event's values).")
 def simulate_command(
     scenario: str,
     overrides: tuple[str, ...],

@@ -4,7 +4,7 @@ The grid (`studies.grid`) runs on Ray when it is installed (the `sweep` extra; l
 `ray.init()` by default, `--address` for a cluster), else in local processes
 (`studies.engines`). Every cell becomes one row of one Parquet table
 (`studies.results`); cells the table already holds are skipped, so an interrupted or
-extended sweep resumes. A summary prints the configurations per scenario, and with
+extended sweep resumes. An overview prints the configurations per scenario, and with
 `--best` the best one under a constraint (`studies.best`); `--plot` draws the trade-off
 (`studies.sweep_plot`).
 """
@@ -23,6 +23,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.options import (
+    check_option,
+    file_option,
+    set_option,
+    steps_option,
+)
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.runtime.sim.scenario import scenario_names
@@ -58,28 +64,22 @@ SAVE_EVERY_S = 10.0
 )
 @click.option(
     "--compare",
-    default=None,
     metavar="P1,P2,...",
     help=f"Policy presets ({', '.join(NAMED)}, or BASE+RULE+...; default: the scenario's).",
 )
-@click.option(
-    "--seeds", default=None, metavar="0-4", help="Seeds: 0-4, 0,3,7 (default: the scenario's)."
-)
-@click.option(
-    "--set",
+@click.option("--seeds", metavar="0-4", help="Seeds: 0-4, 0,3,7 (default: the scenario's).")
+@set_option(
     "ranges",
-    multiple=True,
-    metavar="KEY=V1,V2,...",
-    help="Values of run.KEY / world.KEY (or an unambiguous KEY) to sweep; repeatable.",
+    "KEY=V1,V2,...",
+    "Values of run.KEY / world.KEY (or an unambiguous KEY) to sweep; repeatable.",
 )
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Batches to ship per cell.")
+@steps_option("Batches to ship per cell.")
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
-    default=None,
     help="Cells at once on this machine (default: its CPU count).",
 )
-@click.option("--address", default=None, metavar="ADDR", help="Run on this Ray cluster.")
+@click.option("--address", metavar="ADDR", help="Run on this Ray cluster.")
 @click.option(
     "--engine",
     type=click.Choice(["auto", "ray", "processes"]),
@@ -87,27 +87,20 @@ SAVE_EVERY_S = 10.0
     show_default=True,
     help="auto: Ray when installed (the sweep extra), else local processes.",
 )
-@click.option(
+@file_option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     help="The results table (Parquet); cells it already holds are skipped.",
 )
-@click.option(
-    "--plot",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Draw trained/h against discarded rollouts per scenario to this PNG.",
-)
+@file_option("--plot", help="Draw trained/h against discarded rollouts per scenario to this PNG.")
 @click.option(
     "--best",
-    default=None,
     metavar="EXPR",
     help="Name the best configuration per scenario, e.g. "
     "'max trained_per_hour where discarded <= 0.25*per-episode'.",
 )
-@click.option("--check", is_flag=True, help="Check the invariants on every event of every cell.")
+@check_option("Check the invariants on every event of every cell.")
 def sweep_command(
     scenarios: tuple[str, ...],
     compare: str | None,
@@ -162,7 +155,7 @@ def sweep_command(
         except (OSError, RuntimeError) as error:
             raise BadInput(f"--plot {plot}: {error}") from error
     console = Console()
-    console.print(_summary(found, title))
+    console.print(_overview(found, title))
     if best is not None:
         _print_best(best, grid_rows, found, console)
 
@@ -230,7 +223,7 @@ def _grid_rows(
     return [row for row in sorted_rows(rows) if row_key(row, keys) in wanted]
 
 
-def _summary(found: Sequence[Configuration], title: str) -> Table:
+def _overview(found: Sequence[Configuration], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for name in ("scenario", "configuration", "seeds", "trained / h", "discarded", "wasted"):
         table.add_column(name, justify="left" if name in ("scenario", "configuration") else "right")

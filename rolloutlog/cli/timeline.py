@@ -8,16 +8,17 @@ import click
 from rich.console import Console
 
 from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.options import (
+    FILE,
+)
 from rolloutlog.cli.output import warn_torn_tail
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.timeline_page import Window, WindowError, timeline_page
 
-LOG_PATH = click.Path(dir_okay=False, path_type=Path)
-
 
 @click.command("timeline")
-@click.argument("log", type=LOG_PATH)
-@click.option("-o", "--output", type=LOG_PATH, required=True, help="The HTML file to write.")
+@click.argument("log", type=FILE)
+@click.option("-o", "--output", type=FILE, required=True, help="The HTML file to write.")
 @click.option("--from", "t_from", type=float, help="Start of the time range (log seconds).")
 @click.option("--to", "t_to", type=float, help="End of the time range (log seconds).")
 @click.option("--group", "group", help="Draw only this group's episodes.")

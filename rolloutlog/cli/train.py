@@ -30,6 +30,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.options import (
+    file_option,
+    folder_option,
+    json_option,
+    seed_option,
+    set_option,
+)
 from rolloutlog.cli.output import emit_json, key_values
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
@@ -73,7 +80,7 @@ def run_training(
 
     With `resume` (the crashed run's rollout store), the log is continued instead.
     """
-    from rolloutlog.runtime.live.driver import new_request_prefix
+    from rolloutlog.runtime.live.driver import RunOutputs, new_request_prefix
     from rolloutlog.runtime.live.resume import prepare
     from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
     from rolloutlog.runtime.live.session import train_live
@@ -129,10 +136,7 @@ def run_training(
                     seed=seed,
                     urls=urls,
                     weights_dir=weights_dir,
-                    log=log,
-                    on_events=on_events,
-                    on_step=on_step,
-                    store=store,
+                    outputs=RunOutputs(log=log, on_events=on_events, on_step=on_step, store=store),
                     resume=None if resume is None else fold,
                 )
             )
@@ -228,26 +232,16 @@ def describe_step(stats: StepStats) -> str:
     show_default=True,
     help="Batches to ship; the run then stops.",
 )
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Seeds the task source, the model's initialisation and every episode's sampling.",
-)
-@click.option(
-    "--set",
+@seed_option("Seeds the task source, the model's initialisation and every episode's sampling.", 0)
+@set_option(
     "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A RunConfig key (batch_size, max_off_policy_steps, ...) or a live key "
+    "KEY=VALUE",
+    "A RunConfig key (batch_size, max_off_policy_steps, ...) or a live key "
     "(learning_rate, servers, ...); run.KEY / live.KEY name the section. Repeatable.",
 )
-@click.option(
+@file_option(
     "--log",
     "log_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="The Arrow log to write (must not exist). Default: runs/train-<time>.arrow.",
 )
 @click.option(
@@ -258,28 +252,22 @@ def describe_step(stats: StepStats) -> str:
     help="cpu: start local CPU servers (or use --url); vllm: `vllm serve` at --url.",
 )
 @click.option("--url", "urls", multiple=True, help="An inference endpoint; repeatable.")
-@click.option(
+@folder_option(
     "--weights-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
     help="The weight broadcast directory; the servers must read it (required for vllm).",
 )
-@click.option(
+@folder_option(
     "--save-initial",
     "initial_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
     help="Only write the v0 checkpoint (for `vllm serve DIR`) and exit.",
 )
-@click.option(
+@file_option(
     "--resume",
     "resume_log",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="Continue the run whose process died, appending to its log; seed, settings and "
     "weights dir come from the run (LOG.rollouts). --steps, --url, --weights-dir override.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option("Print the report as JSON.")
 def train_command(
     steps: int,
     seed: int,

@@ -14,6 +14,16 @@ import click
 from rich.console import Console
 
 from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.options import (
+    FILE,
+    PLOT_HELP,
+    check_option,
+    file_option,
+    json_option,
+    seed_option,
+    set_option,
+    steps_option,
+)
 from rolloutlog.cli.output import emit_json, warn_torn_tail
 from rolloutlog.cli.simulate import _advance, _parse_policies, _progress
 from rolloutlog.core.config import ConfigError
@@ -72,41 +82,22 @@ def run_whatif(
 
 
 @click.command("whatif")
-@click.argument("log", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("log", type=FILE)
 @click.option(
     "--compare",
-    default=None,
     metavar="P1,P2",
     help="Policy presets to run on the fitted world (default: the recorded policy).",
 )
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override run.KEY / world.KEY of the fitted world; repeatable.",
+@set_option(
+    "overrides", "KEY=VALUE", "Override run.KEY / world.KEY of the fitted world; repeatable."
 )
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Batches to ship.")
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Seed of the draws for work the recorded run never finished.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print {recorded, policies} as JSON.")
-@click.option(
-    "--plot",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Draw trained ages and cumulative waste to this PNG.",
-)
-@click.option("--check", is_flag=True, help="Check the invariants on every simulated event.")
-@click.option(
-    "--save-world",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the fitted world as a scenario file (simulate --scenario FILE).",
+@steps_option("Batches to ship.")
+@seed_option("Seed of the draws for work the recorded run never finished.", 0)
+@json_option("Print {recorded, policies} as JSON.")
+@file_option("--plot", help=PLOT_HELP)
+@check_option("Check the invariants on every simulated event.")
+@file_option(
+    "--save-world", help="Write the fitted world as a scenario file (simulate --scenario FILE)."
 )
 def whatif_command(
     log: Path,

@@ -9,7 +9,7 @@ columnar fold straight from log columns, so each rule is written here once.
 It checks, each at the seq where it broke:
 - bound: nothing ships past `max_off_policy_steps`; drops and stale cancellations are of
   episodes that are stale, with their true age;
-- stamping: each episode carries the version live at its own dispatch (per-group: its
+- stamping: each episode carries the current version at its own dispatch (per-group: its
   group's start version, the version its group opened at);
 - ship hold: batch `s` ships only once the trainer is at `policy_version ≥ s − 1 − target_lag`;
 - dispatch gate: no train dispatch while `(step − 1) − policy_version > target_lag`;
@@ -98,7 +98,7 @@ class Group:
     number: int
     size: int
     train: bool
-    live: bool
+    frozen: bool
     start_version: int
     dispatched: int = 0
     unscheduled: int = 0
@@ -109,8 +109,8 @@ class Group:
     owes: bool = True  # still owes members in flight or unscheduled
 
     def stale(self, version: int, step: int, bound: int) -> bool:
-        """Past the bound at `step`: only train members of a live generation source age."""
-        return self.train and self.live and step - 1 - version > bound
+        """Past the bound at `step`: only train members from the policy being trained age."""
+        return self.train and not self.frozen and step - 1 - version > bound
 
 
 class Account:
@@ -135,7 +135,7 @@ class Account:
         self.groups: dict[str, Group] = {}  # open until group_scored
         self.owing_groups = 0  # groups that still owe a member (the dispatcher's open groups)
         self.inflight: dict[str, Group] = {}
-        self.queue: dict[str, tuple[int, bool]] = {}  # id -> (version, live), oldest first
+        self.queue: dict[str, tuple[int, bool]] = {}  # id -> (version, ages), oldest first
         self.registry = DispatchRegistry()  # tells a late arrival from a bogus one
         self.finished = False
         self.train_promised = 0  # trained + queued + arrived-unfinalized + in flight (train)
@@ -205,7 +205,7 @@ class Account:
                 )
             case GroupOpened():
                 self.on_group_opened(
-                    seq, event.group_id, event.work, event.group_size, event.live,
+                    seq, event.group_id, event.work, event.group_size, event.frozen,
                     event.policy_version, event.step,
                 )  # fmt: skip
             case EpisodeDropped():
@@ -233,9 +233,6 @@ class Account:
         self.kinds.update(kinds)
 
     # --- the reaction loop's observer protocol ---------------------------------------------
-
-    def before(self, event: Event, loop: HoldsDispatcher) -> None:
-        """Nothing: the account judges every event by its own state."""
 
     def observe(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
         """Check one appended event; with a loop, also compare permits with its dispatcher."""
@@ -278,7 +275,7 @@ class Account:
     # --- dispatcher events ---------------------------------------------------------------
 
     def on_group_opened(
-        self, seq: int, group_id: str, work: str, size: int, live: bool, version: int, step: int
+        self, seq: int, group_id: str, work: str, size: int, frozen: bool, version: int, step: int
     ) -> None:
         kind = "group_opened"
         number = len(self.registry.members)
@@ -290,7 +287,7 @@ class Account:
         if version != self.version or step != self.step:
             self._fail(seq, kind, f"opened at v{version} step {step}, not v{self.version}")
         self.groups[group_id] = Group(
-            number, size, work == "train", live, version, unscheduled=size
+            number, size, work == "train", frozen, version, unscheduled=size
         )
         self.owing_groups += 1
         return None
@@ -376,7 +373,7 @@ class Account:
         after the next batch) and cancels all the group owes."""
         at_risk = (
             group.train
-            and group.live
+            and not group.frozen
             and any(
                 reward is not None
                 and episode_id not in group.dropped
@@ -463,18 +460,18 @@ class Account:
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
         if queued is not None:
-            version, live = queued
+            version, ages = queued
         else:
             group = self.groups.get(episode_id.rpartition("/")[0])
             arrival = group.arrived.get(episode_id) if group is not None else None
             if group is None or arrival is None or episode_id in group.dropped:
                 return self._fail(seq, kind, f"{episode_id} dropped but neither queued nor arrived")
             group.dropped.add(episode_id)
-            version, live = arrival[1], group.train and group.live
+            version, ages = arrival[1], group.train and not group.frozen
         actual = age(version, self.step)
         if reason not in DROP_REASONS or recorded_age != actual:
             self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
-        if not (live and actual > self.bound):
+        if not (ages and actual > self.bound):
             self._fail(seq, kind, f"{episode_id} is not stale")
         return None
 
@@ -522,7 +519,7 @@ class Account:
             self.train_promised -= kept - (len(episode_ids) if admitted else 0)
         if admitted:
             for episode_id in episode_ids:
-                self.queue[episode_id] = (group.arrived[episode_id][1], group.live)
+                self.queue[episode_id] = (group.arrived[episode_id][1], not group.frozen)
         return None
 
     def on_shipped(
@@ -543,8 +540,8 @@ class Account:
             if queued is None:
                 self._fail(seq, kind, f"{episode_id} shipped but not queued (or twice)")
                 continue
-            version, live = queued
-            if live and age(version, step) > self.bound:
+            version, ages = queued
+            if ages and age(version, step) > self.bound:
                 self._fail(seq, kind, f"{episode_id} shipped at age {age(version, step)}")
             cut[episode_id] = version
         if len(set(trained_ids)) != len(trained_ids) or not cut.keys() >= set(trained_ids):

@@ -74,14 +74,14 @@ def restart(state: DispatcherState, t: float) -> list[Event]:
 def at_risk(state: DispatcherState, group: OpenGroup) -> bool:
     """Whether a completed member of `group` is fresh now but past the bound after the next
     batch ships (its age is exactly the bound), so waiting for stragglers would lose it."""
-    if not (group.train and group.live):
+    if not group.train or group.frozen:
         return False
     bound, step = state.config.max_off_policy_steps, state.step
     return any(rollout_age(version, step) == bound for version in group.arrived_versions)
 
 
 def _stale_in_flight(state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
-    if not (group.train and group.live):
+    if not group.train or group.frozen:
         return ()
     bound, step = state.config.max_off_policy_steps, state.step
     return tuple(e for e, v in group.inflight.items() if rollout_age(v, step) > bound)

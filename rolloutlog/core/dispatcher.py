@@ -20,7 +20,7 @@ import math
 
 from rolloutlog.core import cancellations
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
-from rolloutlog.core.errors import InconsistentLogError, require, require_held
+from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.ledger import capacity_left, evolve_ledger
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import (
@@ -164,7 +164,7 @@ def _on_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         group_id=event.group_id,
         number=number,
         train=event.work == "train",
-        live=event.live,
+        frozen=event.frozen,
         size=event.group_size,
         start_version=event.policy_version,
         unscheduled=event.group_size,
@@ -236,9 +236,7 @@ def _check_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
 
 def _on_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
     group = state.groups[event.group_id]
-    for episode_id in event.episode_ids:
-        del group.inflight[episode_id]
-        del state.inflight[episode_id]
+    release(event.episode_ids, group.inflight, state.inflight)
     if event.unscheduled:
         group.unscheduled -= event.unscheduled
         if group.unscheduled == 0:
@@ -350,7 +348,7 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
             group_id=f"g{number}",
             number=number,
             train=work == "train",
-            live=task.live,
+            frozen=task.frozen,
             size=config.group_size,
             start_version=state.version,
         )
@@ -364,7 +362,7 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
                 group_size=group.size,
                 policy_version=state.version,
                 step=state.step,
-                live=task.live,
+                frozen=task.frozen,
             )
         )
         count = min(free, group.size, train if group.train else free)

@@ -15,7 +15,7 @@ class OpenGroup:
     group_id: str
     number: int
     train: bool
-    live: bool
+    frozen: bool
     size: int
     start_version: int
     dispatched: int = 0

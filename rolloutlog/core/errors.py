@@ -1,8 +1,10 @@
-"""Errors the core raises. Each names the seq of the event that could not be applied."""
+"""Errors the core raises, each naming the seq of the event that could not be applied, and
+the checks that raise them."""
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container, MutableMapping, Sequence
+from typing import Any
 
 
 class InconsistentLogError(ValueError):
@@ -36,3 +38,11 @@ def require_held(
     require(len(set(episode_ids)) == len(episode_ids), seq, kind, "an episode is listed twice")
     for episode_id in episode_ids:
         require(episode_id in held, seq, kind, f"{episode_id} is not {where}")
+
+
+def release(episode_ids: Sequence[str], *holders: MutableMapping[str, Any]) -> None:
+    """Remove ids that `require_held` vouched for from each of `holders` (a group's map and
+    the state's)."""
+    for episode_id in episode_ids:
+        for held in holders:
+            del held[episode_id]

@@ -80,14 +80,7 @@ SINK: Decider[sink_module.SinkState] = Decider(
 
 
 class Observer(Protocol):
-    """Sees every appended event with the states after it (invariant checks, metrics).
-
-    `before` sees it, seq assigned, with the states before it: the deciders evolve their
-    states in place, so an account that judges an event by what the sink held when it
-    arrived (a late arrival, a trained episode's age) reads them there.
-    """
-
-    def before(self, event: Event, loop: ReactionLoop) -> None: ...
+    """Sees every appended event with the states after it (invariant checks, metrics)."""
 
     def observe(self, event: Event, loop: ReactionLoop) -> None: ...
 
@@ -130,33 +123,37 @@ class ReactionLoop:
         config = RunConfig.from_mapping(event.config, where="run_started.config", startable=False)
         return cls(config, **options)
 
-    def feed(self, event: Event) -> list[Event]:
-        """Append world `event` and settle everything it sets off; returns all appended events."""
+    def feed(self, event: Event, *, fresh: bool = False) -> list[Event]:
+        """Append world `event` and settle everything it sets off; returns all appended events.
+
+        `fresh`: the event is a new object that only the caller holds (a driver that built
+        it to feed it), so an unsequenced one gets its seq in place instead of a copy.
+        """
         if event.kind not in WORLD_KINDS:
             raise ValueError(f"feed takes world events; {event.kind} is decided by the deciders")
         if (event.kind == "run_started") != (self.next_seq == 0):
             raise ValueError("run_started must be the first event of a log, and only the first")
         appended: list[Event] = []
-        self._append(event, appended)
+        self._append(event, appended, fresh=fresh)
         self._settle(appended)
         for observer in self.observers:
             observer.settled(appended[0], self)
         return appended
 
-    def _append(self, event: Event, appended: list[Event], *, decided: bool = False) -> Event:
-        if decided and event.seq == UNSEQUENCED:
-            # A decided event is a new object that nothing else holds yet: give it its seq
-            # in place rather than copying it (a copy per event costs a tenth of the loop).
-            # One that already carries a seq (a decider handing back an event twice) is
-            # copied, so an appended event never changes.
-            object.__setattr__(event, "seq", self.next_seq)
-        else:
-            event = attrs.evolve(event, seq=self.next_seq)
+    def _append(self, event: Event, appended: list[Event], *, fresh: bool = False) -> Event:
+        seq = self.next_seq
+        if event.seq != seq:
+            if fresh and event.seq == UNSEQUENCED:
+                # A decided event (or a driver's fresh world event) is a new object that
+                # nothing else holds yet: it gets its seq in place rather than a copy (a copy
+                # per event costs a tenth of the loop). One that carries another seq (a
+                # decider handing back an event twice) is copied: appended events never change.
+                object.__setattr__(event, "seq", seq)
+            else:
+                event = attrs.evolve(event, seq=seq)
         self.sink.check(self.sink_state, event)  # both check before either writes
         self.dispatcher.check(self.dispatcher_state, event)
-        self.next_seq += 1
-        for observer in self.observers:
-            observer.before(event, self)
+        self.next_seq = seq + 1
         self.sink_state = self.sink.apply(self.sink_state, event)
         self.dispatcher_state = self.dispatcher.apply(self.dispatcher_state, event)
         if self.digest is not None:
@@ -180,11 +177,11 @@ class ReactionLoop:
                 owed.pop()
                 continue
             decided = [
-                self._append(e, appended, decided=True)
+                self._append(e, appended, fresh=True)
                 for e in self.sink.decide(self.sink_state, event)
             ]
             decided += [
-                self._append(e, appended, decided=True)
+                self._append(e, appended, fresh=True)
                 for e in self.dispatcher.decide(self.dispatcher_state, event)
             ]
             if decided:

@@ -18,7 +18,7 @@ import attrs
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.curriculum import Curriculum, ScoredGroup, curriculum_named
-from rolloutlog.core.errors import InconsistentLogError, require, require_held
+from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
 from rolloutlog.core.staleness import is_stale, rollout_age
 from rolloutlog.events.types import (
@@ -56,7 +56,7 @@ class SinkGroup:
     task_id: str
     env: str
     train: bool
-    live: bool
+    frozen: bool
     size: int
     pending: dict[str, int] = attrs.Factory(dict)  # dispatched, not arrived: id -> version
     arrived: list[Arrival] = attrs.Factory(list)
@@ -69,7 +69,7 @@ class SinkGroup:
 
     def is_stale(self, version: int, step: int, bound: int) -> bool:
         """Whether a member dispatched at `version` is past the bound at `step`."""
-        return is_stale(version, step, bound, train=self.train, live=self.live)
+        return is_stale(version, step, bound, train=self.train, frozen=self.frozen)
 
 
 @attrs.define(slots=True)
@@ -79,7 +79,7 @@ class Queued:
     version: int
     advantage: float
     tokens: int
-    live: bool
+    frozen: bool
 
 
 @attrs.define(slots=True)
@@ -187,7 +187,7 @@ def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
         task_id=event.task_id,
         env=event.env,
         train=event.work == "train",
-        live=event.live,
+        frozen=event.frozen,
         size=event.group_size,
     )
 
@@ -221,9 +221,7 @@ def _check_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
 
 def _on_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
     group = state.groups[event.group_id]
-    for episode_id in event.episode_ids:
-        del group.pending[episode_id]
-        del state.pending[episode_id]
+    release(event.episode_ids, group.pending, state.pending)
     count = len(event.episode_ids) + event.unscheduled
     group.cancelled += count
     if event.reason == "stale":
@@ -293,7 +291,7 @@ def _enqueue(state: SinkState, group: SinkGroup, event: GroupScored) -> None:
     arrivals = {a.episode_id: a for a in group.arrived}
     for episode_id, advantage in zip(event.episode_ids, event.advantages, strict=True):
         arrival = arrivals[episode_id]
-        state.queue[episode_id] = Queued(arrival.version, advantage, arrival.tokens, group.live)
+        state.queue[episode_id] = Queued(arrival.version, advantage, arrival.tokens, group.frozen)
         state.queued_tokens += arrival.tokens
 
 
@@ -387,7 +385,7 @@ def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
     remaining: dict[str, Queued] = {}
     for episode_id, queued in state.queue.items():
         age = rollout_age(queued.version, step)
-        if is_stale(queued.version, step, bound, train=True, live=queued.live):
+        if is_stale(queued.version, step, bound, train=True, frozen=queued.frozen):
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason="stale", age=age))
         else:
             remaining[episode_id] = queued

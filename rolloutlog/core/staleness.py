@@ -13,11 +13,11 @@ def rollout_age(start_version: int, step: int) -> int:
 
 
 def is_stale(
-    start_version: int, step: int, max_off_policy_steps: int, *, train: bool, live: bool
+    start_version: int, step: int, max_off_policy_steps: int, *, train: bool, frozen: bool
 ) -> bool:
-    """True iff a train episode from a live generation source is past the bound at `step`.
+    """True iff a train episode from the policy being trained is past the bound at `step`.
 
     Eval episodes and episodes of a frozen generation source never go stale: their data
     does not depend on the policy being trained.
     """
-    return train and live and rollout_age(start_version, step) > max_off_policy_steps
+    return train and not frozen and rollout_age(start_version, step) > max_off_policy_steps

@@ -36,16 +36,18 @@ class Task:
 
     task_id: str
     env: str
-    live: bool
+    frozen: bool
 
 
 def task_for_group(config: RunConfig, number: int, work: Work) -> Task:
     """The task of group `g<number>`; a `frozen_fraction` of train groups use a frozen source."""
     if work == "eval":
-        return Task(f"eval-{_draw(config.seed, number, _EVAL_STREAM) % config.tasks}", "eval", True)
+        return Task(
+            f"eval-{_draw(config.seed, number, _EVAL_STREAM) % config.tasks}", "eval", False
+        )
     task_id = f"t{_draw(config.seed, number, _TASK_STREAM) % config.tasks}"
     frozen = _draw(config.seed, number, _FROZEN_STREAM) / 2.0**64 < config.frozen_fraction
-    return Task(task_id, "frozen" if frozen else "main", not frozen)
+    return Task(task_id, "frozen" if frozen else "main", frozen)
 
 
 def task_index(task_id: str) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final, TextIO
 
 from rolloutlog.events.errors import EventError, JsonlError
+from rolloutlog.events.schema import READ_VERSIONS, SCHEMA_VERSION, upgrade_json
 from rolloutlog.events.types import EVENT_TYPES, UNSEQUENCED, Event, event_fields
 from rolloutlog.events.validate import FIELD_VALUE_TYPES, validate_event
 
@@ -43,12 +44,21 @@ def write_jsonl(events: Iterable[Event], out: TextIO) -> int:
 
 
 def read_jsonl(lines: Iterable[str]) -> Iterator[Event]:
-    """Events from JSON lines (a text file works), each checked; blank lines are skipped."""
+    """Events from JSON lines (a text file works), each checked; blank lines are skipped.
+
+    An export of an older log (its `run_started` names an older `schema_version`) is read
+    as the current version, by `schema.upgrade_json`.
+    """
     expected_seq = 0
+    version = SCHEMA_VERSION
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         data = _parse(line, number)
+        if isinstance(data, dict):
+            if data.get("kind") == "run_started":
+                version = _recorded_version(data.get("schema_version"))
+            data = upgrade_json(data, version)
         event = event_from_json(data, number)
         if "seq" in data and event.seq != expected_seq:
             raise JsonlError(
@@ -58,6 +68,11 @@ def read_jsonl(lines: Iterable[str]) -> Iterator[Event]:
             )
         expected_seq += 1
         yield event
+
+
+def _recorded_version(value: Any) -> int:
+    """The version a run_started line names, when it is one we read (else validation says)."""
+    return value if type(value) is int and value in READ_VERSIONS else SCHEMA_VERSION
 
 
 def event_from_json(data: Any, line: int) -> Event:

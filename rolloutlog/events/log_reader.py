@@ -47,6 +47,7 @@ from rolloutlog.events.schema import (
     columns_to_events,
     iter_batch_columns,
     known_kinds,
+    upgrade_batch,
 )
 from rolloutlog.events.types import Event
 from rolloutlog.events.validate import validate_event
@@ -72,7 +73,7 @@ class TornTail:
 
 @attrs.frozen
 class LogInfo:
-    """A summary of a log, built from its columns without building events."""
+    """What `rolloutlog info` says about a log, built from its columns without building events."""
 
     path: str
     schema_version: int
@@ -129,11 +130,15 @@ class LogReader:
         yield from iter_batch_columns(self.batches())
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        """Every complete record batch, verified (checksum, dictionaries, gap-free seqs)."""
+        """Every complete record batch, verified (checksum, dictionaries, gap-free seqs).
+
+        A batch of an older schema version is verified as written, then upgraded to
+        `LOG_SCHEMA` (`schema.upgrade_batch`), so readers see one schema.
+        """
         self.torn_tail, self.closed = None, None
         with pa.OSFile(str(self.path)) as source:
             stream = self._open_stream(source)
-            self.schema_version = check_schema(stream.schema)
+            self.schema_version = version = check_schema(stream.schema)
             self.valid_bytes = source.tell()
             last_seq = -1
             while True:
@@ -155,7 +160,7 @@ class LogReader:
                 self._verify(batch, stamp, last_seq)
                 last_seq = stamp.last_seq
                 self.valid_bytes = source.tell()
-                yield batch
+                yield upgrade_batch(batch, version)
 
     def info(self) -> LogInfo:
         """Schema version, seq range, config of run_started and counts by kind, in one scan."""

@@ -9,11 +9,12 @@ on `commit()` and on `close()`. Events not yet committed are lost if the process
 call `commit()` where your orchestrator needs a durable point.
 
     from rolloutlog.events.log_writer import LogWriter
+    from rolloutlog.events.schema import SCHEMA_VERSION
     from rolloutlog.events.types import RunStarted, VersionPending, RunFinished
 
     with LogWriter("run.arrow") as log:
         log.append(RunStarted(t=0.0, config={"group_size": 8}, seed=0,
-                              schema_version=1, code_version="my-orchestrator 2.1"))
+                              schema_version=SCHEMA_VERSION, code_version="my-orch 2.1"))
         log.append(VersionPending(t=12.5, version=1))
         log.commit()                   # durable from here on
         log.append(RunFinished(t=60.0, reason="steps"))
@@ -172,6 +173,11 @@ class LogWriter:
             return None, 0
         reader = LogReader(self.path, warn=False)
         info = reader.info()
+        if reader.schema_version != SCHEMA_VERSION:  # one file, one schema
+            raise LogError(
+                f"{self.path}: written with schema_version {reader.schema_version}; this "
+                f"rolloutlog appends only to schema_version {SCHEMA_VERSION} logs"
+            )
         if reader.kinds_known not in (None, len(KIND_NAMES)):  # new kinds have no code there
             raise LogError(
                 f"{self.path}: written by an older rolloutlog that knew {reader.kinds_known} "
@@ -223,7 +229,7 @@ def _check_place(event: Event) -> None:
 
 
 class _Outbox:
-    """A file-like sink for pyarrow's stream writer: holds its bytes until the commit writes them.
+    """A file-like buffer for pyarrow's stream writer: holds its bytes until the commit writes them.
 
     pyarrow starts every stream with the schema message, and its first batch with the
     dictionaries. The file already holds the schema (written at creation, so that every

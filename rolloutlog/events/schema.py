@@ -21,13 +21,16 @@ from typing import Any, Final
 import attrs
 import google_crc32c
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from rolloutlog.events.errors import EventError, LogSchemaError
 from rolloutlog.events.types import EVENT_TYPES, WORK_KINDS, Event, event_fields
 from rolloutlog.events.validate import FIELD_VALUE_TYPES
 
-SCHEMA_VERSION: Final = 1
+# Version 2 renamed group_opened's `live` (the group samples from the policy being trained)
+# to `frozen`, its negation; `upgrade_batch` reads version-1 logs as version 2.
+SCHEMA_VERSION: Final = 2
 SCHEMA_VERSION_KEY: Final = b"rolloutlog.schema_version"
 CHECKSUM_KEY: Final = b"rolloutlog.crc32c"
 FIRST_SEQ_KEY: Final = b"rolloutlog.first_seq"
@@ -75,6 +78,13 @@ LOG_SCHEMA: Final = pa.schema(
     ],
     metadata={SCHEMA_VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )
+# Version 1 differs in one column: `live` where version 2 has `frozen`, at the same place.
+_V1_LIVE: Final = "live"
+LOG_SCHEMA_V1: Final = LOG_SCHEMA.set(
+    LOG_SCHEMA.get_field_index("frozen"), pa.field(_V1_LIVE, pa.bool_())
+).with_metadata({SCHEMA_VERSION_KEY: b"1"})
+_SCHEMAS: Final = {1: LOG_SCHEMA_V1, SCHEMA_VERSION: LOG_SCHEMA}
+READ_VERSIONS: Final = frozenset(_SCHEMAS)
 _LIST_FIELDS: Final = frozenset(
     name for name in FIELD_NAMES if FIELD_VALUE_TYPES[name] in ("str_list", "float_list")
 )
@@ -228,9 +238,43 @@ def check_schema(schema: pa.Schema) -> int:
             f"schema_version {version} is newer than this rolloutlog reads "
             f"({SCHEMA_VERSION}); upgrade rolloutlog to read this log"
         )
-    if version < 1 or not schema.equals(LOG_SCHEMA, check_metadata=False):
-        raise LogSchemaError(f"schema_version {version}: {_schema_difference(schema)}")
+    expected = _SCHEMAS.get(version)
+    if expected is None:
+        raise LogSchemaError(f"schema_version {version} is not a version rolloutlog wrote")
+    if not schema.equals(expected, check_metadata=False):
+        raise LogSchemaError(f"schema_version {version}: {_schema_difference(schema, expected)}")
     return version
+
+
+def upgrade_batch(batch: pa.RecordBatch, version: int) -> pa.RecordBatch:
+    """A record batch of schema `version` (as `check_schema` accepted it) as one of `LOG_SCHEMA`.
+
+    Version 1's `live` becomes `frozen`, its negation (null stays null: other kinds' rows),
+    and `run_started.schema_version` reads as the version the events now are in, so that
+    they export, import and re-record as a current log.
+    """
+    if version == SCHEMA_VERSION:
+        return batch
+    columns = batch.columns
+    frozen = LOG_SCHEMA.get_field_index("frozen")
+    columns[frozen] = pc.invert(columns[frozen])
+    recorded = LOG_SCHEMA.get_field_index("schema_version")
+    columns[recorded] = pc.if_else(
+        pc.is_null(columns[recorded]), columns[recorded], pa.scalar(SCHEMA_VERSION, pa.int64())
+    )
+    return pa.RecordBatch.from_arrays(columns, schema=LOG_SCHEMA)
+
+
+def upgrade_json(data: dict[str, Any], version: int) -> dict[str, Any]:
+    """One JSON event object of schema `version` as the current version: `upgrade_batch`'s rules."""
+    if version == SCHEMA_VERSION:
+        return data
+    upgraded = dict(data)
+    if upgraded.get("kind") == "run_started":
+        upgraded["schema_version"] = SCHEMA_VERSION
+    if upgraded.get("kind") == "group_opened" and isinstance(upgraded.get(_V1_LIVE), bool):
+        upgraded["frozen"] = not upgraded.pop(_V1_LIVE)
+    return upgraded
 
 
 def known_kinds(dictionary: pa.Array) -> int | None:
@@ -241,11 +285,11 @@ def known_kinds(dictionary: pa.Array) -> int | None:
     return None
 
 
-def _schema_difference(schema: pa.Schema) -> str:
-    for expected in LOG_SCHEMA:
+def _schema_difference(schema: pa.Schema, wanted: pa.Schema) -> str:
+    for expected in wanted:
         index = schema.get_field_index(expected.name)
         if index < 0:
             return f"column {expected.name!r} is missing"
         if not schema.field(index).equals(expected):
             return f"column {expected.name!r} is {schema.field(index)}, expected {expected}"
-    return f"columns differ: {schema.names} (expected {LOG_SCHEMA.names})"
+    return f"columns differ: {schema.names} (expected {wanted.names})"

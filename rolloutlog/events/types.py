@@ -1,7 +1,7 @@
 """The event vocabulary of docs/contract.md: one frozen, slotted attrs class per kind.
 
 Events are facts, named in the past tense, and never edited. Every event carries `t`
-(seconds: virtual in simulation, since run start when live) and `seq` (0-based, gap-free).
+(seconds: virtual in simulation, since run start in the live runtime) and `seq` (0-based, gap-free).
 `seq` is assigned when the event is appended to a log; until then it is `UNSEQUENCED`, so
 that deciders can build events without knowing where they will land.
 
@@ -41,7 +41,11 @@ class RunStarted:
 
 @attrs.frozen(kw_only=True)
 class GroupOpened:
-    """The dispatcher opened a GRPO group; `policy_version` is the version at its start."""
+    """The dispatcher opened a GRPO group; `policy_version` is the version at its start.
+
+    `frozen`: the group samples from a frozen policy (`env = "frozen"`), not from the policy
+    being trained, so its episodes never go stale.
+    """
 
     kind: ClassVar[str] = "group_opened"
     t: float
@@ -53,7 +57,7 @@ class GroupOpened:
     group_size: int
     policy_version: int
     step: int
-    live: bool
+    frozen: bool
 
 
 @attrs.frozen(kw_only=True)

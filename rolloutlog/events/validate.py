@@ -208,7 +208,7 @@ FIELD_RULES: Final[Mapping[str, Rule]] = {
     "group_size": integer(low=1),
     "policy_version": integer(low=0),
     "step": integer(low=1),
-    "live": Rule("bool", _flag_problem),
+    "frozen": Rule("bool", _flag_problem),
     "episode_id": text(non_empty=True),
     "member": integer(low=0),
     "reward": number(),

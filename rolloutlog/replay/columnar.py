@@ -65,12 +65,13 @@ def _generic(kind: str) -> Applier:
 
 
 def _group_opened(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-    group_id, work, size, live = c["group_id"][i], c["work"][i], c["group_size"][i], c["live"][i]
+    group_id, work, size = c["group_id"][i], c["work"][i], c["group_size"][i]
+    frozen = c["frozen"][i]
     version, step = c["policy_version"][i], c["step"][i]
-    state.on_group_opened(seq, group_id, work, size, live, version, step)
+    state.on_group_opened(seq, group_id, work, size, frozen, version, step)
     return (
         f"('group_opened', {seq}, {t_text}, {group_id!r}, {work!r}, {c['env'][i]!r}, "
-        f"{c['task_id'][i]!r}, {size}, {version}, {step}, {live})"
+        f"{c['task_id'][i]!r}, {size}, {version}, {step}, {frozen})"
     )
 
 
@@ -101,38 +102,27 @@ def _failed(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     return f"('episode_failed', {seq}, {t_text}, {episode_id!r}, {c['error'][i]!r})"
 
 
-def _cancelled(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-    group_id, ids, unscheduled, reason = (
-        c["group_id"][i],
-        c["episode_ids"][i],
-        c["unscheduled"][i],
-        c["reason"][i],
-    )
-    state.on_cancelled(seq, group_id, ids, unscheduled, reason)
-    return (
-        f"('episodes_cancelled', {seq}, {t_text}, {group_id!r}, {tuple(ids)!r}, "
-        f"{unscheduled}, {reason!r})"
-    )
+def _group_ids(kind: str, method: Callable[[Account, int, str, Any, Any, Any], None]) -> Applier:
+    """Rows of a group's id list and two more values (`episodes_cancelled`, `group_scored`),
+    applied by `method` in field order; a list value's text is its tuple's."""
+    group_field, ids_field, third_field, fourth_field = PAYLOAD_FIELDS[kind]
+
+    def apply(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+        group_id, ids = c[group_field][i], c[ids_field][i]
+        third, fourth = c[third_field][i], c[fourth_field][i]
+        method(state, seq, group_id, ids, third, fourth)
+        third_text = repr(tuple(third) if type(third) is list else third)
+        return (
+            f"({kind!r}, {seq}, {t_text}, {group_id!r}, {tuple(ids)!r}, {third_text}, {fourth!r})"
+        )
+
+    return apply
 
 
 def _dropped(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id, reason, age = c["episode_id"][i], c["reason"][i], c["age"][i]
     state.on_dropped(seq, episode_id, reason, age)
     return f"('episode_dropped', {seq}, {t_text}, {episode_id!r}, {reason!r}, {age})"
-
-
-def _scored(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-    group_id, ids, advantages, admitted = (
-        c["group_id"][i],
-        c["episode_ids"][i],
-        c["advantages"][i],
-        c["admitted"][i],
-    )
-    state.on_scored(seq, group_id, ids, advantages, admitted)
-    return (
-        f"('group_scored', {seq}, {t_text}, {group_id!r}, {tuple(ids)!r}, "
-        f"{tuple(advantages)!r}, {admitted})"
-    )
 
 
 def _shipped(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
@@ -179,13 +169,13 @@ _APPLIERS: Final[dict[str, Applier]] = {
     "episode_dispatched": _dispatched,
     "episode_completed": _completed,
     "episode_failed": _failed,
-    "episodes_cancelled": _cancelled,
+    "episodes_cancelled": _group_ids("episodes_cancelled", Account.on_cancelled),
     "version_pending": _version_pending,
     "version_live": _generic("version_live"),
     "limit_set": _setting("limit_set", "max_inflight", Account.on_limit_set),
     "overload_cut": _generic("overload_cut"),
     "episode_dropped": _dropped,
-    "group_scored": _scored,
+    "group_scored": _group_ids("group_scored", Account.on_scored),
     "batch_shipped": _shipped,
     "run_finished": _setting("run_finished", "reason", Account.on_run_finished),
     "run_resumed": _run_resumed,

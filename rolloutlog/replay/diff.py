@@ -19,7 +19,8 @@ from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.schema import batch_to_events
 from rolloutlog.events.types import Event
 from rolloutlog.replay.chain import DigestChain, first_difference
-from rolloutlog.replay.log_replay import BadLog, Replay, replay_log
+from rolloutlog.replay.fold import BadLog
+from rolloutlog.replay.log_replay import Replay, replay_log
 from rolloutlog.replay.source import LogSource
 
 

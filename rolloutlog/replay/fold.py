@@ -19,6 +19,7 @@ from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK
+from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import (
     WORLD_KINDS,
     EpisodeCompleted,
@@ -27,6 +28,12 @@ from rolloutlog.events.types import (
     RunStarted,
 )
 from rolloutlog.replay.chain import DigestChain
+
+# What stops a fold before the end of a log: the log's content contradicts itself
+# (InconsistentLogError), an event breaks its rules (EventError), or the file cannot be
+# read past some point (LogError). All name the seq, and all are the input's fault.
+BadLog = InconsistentLogError | EventError | LogError
+BAD_LOG_ERRORS = (InconsistentLogError, EventError, LogError)
 
 
 class LogFold:
@@ -114,7 +121,7 @@ class FoldResult:
     """What folding a log gave: the fold (state, summary) and the error that stopped it."""
 
     fold: LogFold | None
-    error: InconsistentLogError | None
+    error: BadLog | None
 
 
 def fold_events(
@@ -123,12 +130,21 @@ def fold_events(
     check_invariants: bool = True,
     keep_digests: bool = False,
     stop_before: int | None = None,
+    read_errors: bool = False,
 ) -> FoldResult:
     """Fold events from the start of a log; stops at the first event that cannot apply.
 
     `stop_before` folds only the events before that seq (the state *at* a point, or the
     report of everything before a bad event); the end-of-log checks then do not run.
+    `read_errors=True` also stops, rather than raises, where `events` cannot be read on
+    (an `EventError` or `LogError` from the reader).
+
+    A refused event changes nothing (`LogFold.apply` checks before it writes), and a log
+    unreadable past a point was read up to it: either way the result reports exactly
+    everything before it, and skips the end-of-log checks, which are for a log that
+    ended, not one cut short.
     """
+    stops_at = BAD_LOG_ERRORS if read_errors else (InconsistentLogError,)
     fold: LogFold | None = None
     try:
         for event in events:
@@ -139,7 +155,7 @@ def fold_events(
                 if keep_digests:
                     fold.keep_digests()
             fold.apply(event)
-    except InconsistentLogError as error:
+    except stops_at as error:
         return FoldResult(fold, error)
     if fold is not None:
         fold.finish()

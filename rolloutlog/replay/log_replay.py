@@ -18,18 +18,11 @@ import pyarrow as pa
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import GENESIS
-from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.replay.chain import DigestChain
 from rolloutlog.replay.columnar import ColumnarFold, NeedsPlainFold
-from rolloutlog.replay.fold import LogFold
+from rolloutlog.replay.fold import BadLog, LogFold, fold_events
 from rolloutlog.replay.source import LogSource
-
-# What stops a replay before the end of a log: the log's content contradicts itself
-# (InconsistentLogError), an event breaks its rules (EventError), or the file cannot be
-# read past some point (LogError). All name the seq, and all are the input's fault.
-BadLog = InconsistentLogError | EventError | LogError
-BAD_LOG_ERRORS = (InconsistentLogError, EventError, LogError)
 
 
 @attrs.frozen
@@ -91,23 +84,13 @@ def _columnar(source: LogSource, keep_digests: bool) -> Replay:
 def _plain(
     source: LogSource, keep_digests: bool, check_invariants: bool, handover: str | None
 ) -> Replay:
-    fold: LogFold | None = None
-    try:
-        for event in source.events():
-            if fold is None:
-                fold = LogFold.from_run_started(event, check_invariants=check_invariants)
-                if keep_digests:
-                    fold.keep_digests()
-            fold.apply(event)
-    except BAD_LOG_ERRORS as error:
-        # A refused event changes nothing (`LogFold.apply` checks before it writes), and a
-        # log unreadable past this point was read up to it: either way the fold reports
-        # exactly everything before it, and skips the end-of-log checks, which are for a
-        # log that ended, not one cut short.
-        return _result(fold, error, "plain", handover, keep_digests)
-    if fold is not None:
-        fold.finish()
-    return _result(fold, None, "plain", handover, keep_digests)
+    folded = fold_events(
+        source.events(),
+        check_invariants=check_invariants,
+        keep_digests=keep_digests,
+        read_errors=True,
+    )
+    return _result(folded.fold, folded.error, "plain", handover, keep_digests)
 
 
 def _result(

@@ -82,7 +82,7 @@ def group_view(fold: LogFold, group_id: str) -> dict[str, Any] | None:
         "group_id": group_id,
         "work": "train" if group.train else "eval",
         "task_id": group.task_id,
-        "live": group.live,
+        "frozen": group.frozen,
         "size": group.size,
         "start_version": owing.start_version if owing is not None else None,
         "dispatched": dispatched,

@@ -20,7 +20,8 @@ episode (not the step means); see docs/replay.md.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import Any, Final
 
 import attrs
@@ -28,7 +29,7 @@ import pyarrow as pa
 
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.schema import batch_columns
-from rolloutlog.events.types import Event
+from rolloutlog.events.types import EVENT_TYPES, Event
 
 OFF_POLICY: Final = "off_policy"
 IN_FLIGHT: Final = "off_policy/in_flight"
@@ -45,23 +46,6 @@ STEP_COLUMNS: Final = (
     f"{DISPATCHER}/mean",
     f"{DISPATCHER}/max",
     "reward/mean",
-)
-
-
-# The columns the handlers read: a third of the log schema, so decoding stays cheap.
-_READ: Final = (
-    "kind",
-    "t",
-    "work",
-    "group_id",
-    "episode_id",
-    "policy_version",
-    "reward",
-    "episode_ids",
-    "admitted",
-    "version",
-    "step",
-    "trained_ids",
 )
 
 
@@ -114,8 +98,35 @@ class _Window:
         return out
 
 
-Columns = dict[str, list[Any]]
-_FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}  # every field of an event class
+# What each handler reads, by kind, in the order it takes them: from an event's attributes
+# (`observe`) or from a row of a batch's columns (`read`), so each rule is written once.
+_READS: Final[dict[str, tuple[str, ...]]] = {
+    "group_opened": ("work", "group_id"),
+    "episode_dispatched": ("group_id", "episode_id", "policy_version"),
+    "episode_completed": ("episode_id", "reward"),
+    "episode_failed": ("episode_id",),
+    "episodes_cancelled": ("episode_ids",),
+    "version_pending": (),
+    "version_live": ("version",),
+    "episode_dropped": ("episode_id",),
+    "group_scored": ("group_id", "episode_ids", "admitted"),
+    "batch_shipped": ("t", "step", "episode_ids", "trained_ids"),
+}
+# The columns the handlers read: a third of the log schema, so decoding stays cheap.
+_READ: Final = ("kind", *dict.fromkeys(name for names in _READS.values() for name in names))
+
+
+def _values_of(names: tuple[str, ...]) -> Callable[[Event], tuple[Any, ...]]:
+    """A function giving the values of `names` of an event, as a tuple."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        name = names[0]
+        return lambda event: (getattr(event, name),)
+    return lambda event: ()
+
+
+_VALUES: Final = {EVENT_TYPES[kind]: _values_of(names) for kind, names in _READS.items()}
 
 
 class StepMetrics:
@@ -133,11 +144,10 @@ class StepMetrics:
         self.rows: list[dict[str, Any]] = []
         self.window = _Window()
         self.run = _Window()
-        # Each handler reads row `i` of a batch's columns (an event is a batch of one row).
-        self._handlers: dict[str, Callable[[Columns, int], None]] = {
+        handlers: dict[str, Callable[..., None]] = {
             "group_opened": self._group_opened,
             "episode_dispatched": self._dispatched,
-            "episode_completed": self._completed,
+            "episode_completed": self._arrive,
             "episode_failed": self._failed,
             "episodes_cancelled": self._cancelled,
             "version_pending": self._version_pending,
@@ -146,6 +156,8 @@ class StepMetrics:
             "group_scored": self._scored,
             "batch_shipped": self._shipped,
         }
+        self._handlers = handlers
+        self._by_class = {cls: (handlers[cls.kind], values) for cls, values in _VALUES.items()}
 
     @classmethod
     def from_batches(cls, batches: Iterable[pa.RecordBatch]) -> StepMetrics:
@@ -159,20 +171,18 @@ class StepMetrics:
         handlers = self._handlers
         for batch in batches:
             columns = batch_columns(batch.select(_READ))
+            reads = {kind: [columns[name] for name in names] for kind, names in _READS.items()}
             for i, kind in enumerate(columns["kind"]):
                 handler = handlers.get(kind)
                 if handler is not None:
-                    handler(columns, i)
+                    handler(*[column[i] for column in reads[kind]])
 
     def observe(self, event: Event) -> None:
         """Read one event."""
-        handler = self._handlers.get(event.kind)
-        if handler is not None:
-            cls = type(event)
-            names = _FIELD_NAMES.get(cls)
-            if names is None:
-                names = _FIELD_NAMES[cls] = tuple(f.name for f in attrs.fields(cls))
-            handler({name: [getattr(event, name)] for name in names}, 0)
+        found = self._by_class.get(type(event))
+        if found is not None:
+            handler, values = found
+            handler(*values(event))
 
     def run_values(self) -> dict[str, Any]:
         """The run-level values, under their metric names."""
@@ -180,21 +190,17 @@ class StepMetrics:
 
     # --- per kind ------------------------------------------------------------------------
 
-    def _group_opened(self, c: Columns, i: int) -> None:
-        if c["work"][i] == "train":
-            self.train_groups.add(c["group_id"][i])
+    def _group_opened(self, work: str, group_id: str) -> None:
+        if work == "train":
+            self.train_groups.add(group_id)
 
-    def _dispatched(self, c: Columns, i: int) -> None:
-        if c["group_id"][i] in self.train_groups:
-            version = c["policy_version"][i]
-            self.inflight[c["episode_id"][i]] = version
+    def _dispatched(self, group_id: str, episode_id: str, version: int) -> None:
+        if group_id in self.train_groups:
+            self.inflight[episode_id] = version
             self.inflight_versions[version] += 1
 
-    def _completed(self, c: Columns, i: int) -> None:
-        self._arrive(c["episode_id"][i], c["reward"][i])
-
-    def _failed(self, c: Columns, i: int) -> None:
-        self._arrive(c["episode_id"][i], None)
+    def _failed(self, episode_id: str) -> None:
+        self._arrive(episode_id, None)
 
     def _arrive(self, episode_id: str, reward: float | None) -> None:
         version = self._land(episode_id)
@@ -211,40 +217,41 @@ class StepMetrics:
                 del self.inflight_versions[version]
         return version
 
-    def _cancelled(self, c: Columns, i: int) -> None:
-        for episode_id in c["episode_ids"][i]:
+    def _cancelled(self, episode_ids: Sequence[str]) -> None:
+        for episode_id in episode_ids:
             self._land(episode_id)
 
-    def _version_pending(self, c: Columns, i: int) -> None:
+    def _version_pending(self) -> None:
         for version, count in self.inflight_versions.items():
             age = [rollout_age(version, self.step)]
             self.window.dispatcher.add(age, count)
             self.run.dispatcher.add(age, count)
 
-    def _version_live(self, c: Columns, i: int) -> None:
-        self.live_version = c["version"][i]
+    def _version_live(self, version: int) -> None:
+        self.live_version = version
 
-    def _dropped(self, c: Columns, i: int) -> None:
-        self.arrived.pop(c["episode_id"][i], None)
+    def _dropped(self, episode_id: str) -> None:
+        self.arrived.pop(episode_id, None)
         self.window.dropped += 1
         self.run.dropped += 1
 
-    def _scored(self, c: Columns, i: int) -> None:
+    def _scored(self, group_id: str, episode_ids: Sequence[str], admitted: bool) -> None:
         """Members that will never train (failed, unscored, not admitted) are forgotten."""
-        group_id = c["group_id"][i]
-        kept = set(c["episode_ids"][i]) if c["admitted"][i] else set()
+        kept = set(episode_ids) if admitted else set()
         self.train_groups.discard(group_id)
         for episode_id in self.members.pop(group_id, ()):
             if episode_id not in kept:
                 self.arrived.pop(episode_id, None)
 
-    def _shipped(self, c: Columns, i: int) -> None:
-        step, window = c["step"][i], self.window
-        trained = set(c["trained_ids"][i])
+    def _shipped(
+        self, t: float, step: int, episode_ids: Sequence[str], trained_ids: Sequence[str]
+    ) -> None:
+        window = self.window
+        trained = set(trained_ids)
         ages: list[int] = []
         in_flight: list[int] = []
         rewards: list[float] = []
-        for episode_id in c["episode_ids"][i]:
+        for episode_id in episode_ids:
             found = self.arrived.pop(episode_id, None)
             if found is None or episode_id not in trained:
                 continue
@@ -264,7 +271,7 @@ class StepMetrics:
             self.rows.append(
                 {
                     "step": step,
-                    "time": c["t"][i],
+                    "time": t,
                     "trained": len(trained),
                     **window.values(),
                     "reward/mean": window.reward.mean(),

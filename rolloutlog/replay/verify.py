@@ -32,8 +32,7 @@ from rolloutlog.events.types import (
     Event,
     RunStarted,
 )
-from rolloutlog.replay.fold import fold_events
-from rolloutlog.replay.log_replay import BAD_LOG_ERRORS, BadLog
+from rolloutlog.replay.fold import BAD_LOG_ERRORS, BadLog, fold_events
 from rolloutlog.replay.source import LogSource
 from rolloutlog.replay.state_view import relevant_state
 

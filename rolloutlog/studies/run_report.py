@@ -30,9 +30,6 @@ class AgeObserver:
     def __init__(self) -> None:
         self.ages = StepMetrics(keep_rows=False)
 
-    def before(self, event: Event, loop: ReactionLoop) -> None:
-        """Nothing before: the split reads the event alone."""
-
     def observe(self, event: Event, loop: ReactionLoop) -> None:
         self.ages.observe(event)
 

@@ -37,7 +37,9 @@ def features(log: Sequence[Event]) -> set[str]:
     found: set[str] = set()
     config: dict[str, Any] = {}
     step, batches = 1, 0
-    groups: dict[str, tuple[bool, dict[str, int]]] = {}  # live train?, in flight: id -> version
+    groups: dict[
+        str, tuple[bool, dict[str, int]]
+    ] = {}  # ages (train, not frozen)?, in flight: id -> version
     stale_cancelled: set[str] = set()
     arrived: set[str] = set()
     cancelled: set[str] = set()
@@ -53,7 +55,7 @@ def features(log: Sequence[Event]) -> set[str]:
             if config.get("admission_smoothing"):
                 found.add("admission_smoothing")
         elif kind == "group_opened":
-            groups[e.group_id] = (e.work == "train" and e.live, {})
+            groups[e.group_id] = (e.work == "train" and not e.frozen, {})
         elif kind == "episode_dispatched":
             groups[e.group_id][1][e.episode_id] = e.policy_version
         elif kind in ("episode_completed", "episode_failed"):

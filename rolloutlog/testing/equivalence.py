@@ -111,9 +111,6 @@ class _DigestRecorder:
     def __init__(self) -> None:
         self.digests = DigestChain()
 
-    def before(self, event: Event, loop: ReactionLoop) -> None:
-        """The digest covers the state after the event: recorded in `observe`."""
-
     def observe(self, event: Event, loop: ReactionLoop) -> None:
         if loop.digest is None:
             raise ValueError("the digest recorder needs a loop that keeps its digest")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     EpisodeCompleted,
     EpisodeFailed,
@@ -96,7 +97,7 @@ class ScriptedWorld:
                 t=0.0,
                 config=config.to_dict(),
                 seed=config.seed,
-                schema_version=1,
+                schema_version=SCHEMA_VERSION,
                 code_version="scripted",
             )
         )

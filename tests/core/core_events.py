@@ -6,7 +6,7 @@ from rolloutlog.events.types import EpisodeDispatched, GroupOpened
 
 
 def opened(group_id: str, version: int, step: int, size: int = 2) -> GroupOpened:
-    """A live train group `group_id` opened at `version` during `step`."""
+    """A train group `group_id` (not frozen) opened at `version` during `step`."""
     return GroupOpened(
         t=0.0,
         group_id=group_id,
@@ -16,7 +16,7 @@ def opened(group_id: str, version: int, step: int, size: int = 2) -> GroupOpened
         group_size=size,
         policy_version=version,
         step=step,
-        live=True,
+        frozen=False,
     )
 
 

@@ -15,6 +15,7 @@ from rolloutlog.core.account import Account, InvariantViolation
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -110,7 +111,9 @@ CONFIG_1 = RunConfig.from_mapping(
         "target_lag": 0,
     }
 )
-START = RunStarted(t=0.0, config=CONFIG_1.to_dict(), seed=0, schema_version=1, code_version="t")
+START = RunStarted(
+    t=0.0, config=CONFIG_1.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+)
 
 
 def _ship(step: int, episode_id: str) -> BatchShipped:

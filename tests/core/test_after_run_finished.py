@@ -18,6 +18,7 @@ from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_reader import read_log
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -48,7 +49,9 @@ def shutdown_fills_a_batch() -> list[Event]:
     )
     loop = ReactionLoop(run, observers=(Account(run),))
     log = loop.feed(
-        RunStarted(t=0.0, config=run.to_dict(), seed=0, schema_version=1, code_version="t")
+        RunStarted(
+            t=0.0, config=run.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+        )
     )
     log += loop.feed(_completed("g1/0", 1.0, 1.0))
     log += loop.feed(_completed("g1/1", 2.0, 0.0))

@@ -14,6 +14,7 @@ from hypothesis import given
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import EpisodesCancelled, Event, RunStarted
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.testing.strategies import Tampered, tampered_logs, world_logs
@@ -72,7 +73,9 @@ def test_a_cancellation_naming_one_unknown_member_cancels_none() -> None:
     config = RunConfig(group_size=8, max_inflight=8)
     loop = ReactionLoop(config)
     loop.feed(
-        RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="x")
+        RunStarted(
+            t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="x"
+        )
     )
     states = copy.deepcopy((loop.sink_state, loop.dispatcher_state))
     bad = EpisodesCancelled(

@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from rolloutlog.core import dispatcher
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.staleness import is_stale
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -52,13 +53,17 @@ class DispatcherMachine(RuleBasedStateMachine):
         self.seq = 0
         self.limit = self.config.max_inflight
         self.inflight: dict[str, tuple[str, int]] = {}  # episode -> (group, version)
-        self.groups: dict[str, tuple[bool, bool, int]] = {}  # group -> (train, live, start)
+        self.groups: dict[str, tuple[bool, bool, int]] = {}  # group -> (train, frozen, start)
         self.terminal: dict[str, str] = {}  # episode -> how it ended
         self.cancelled_recently: list[str] = []
         self.cancellations: list[Event] = []
         self._apply(
             RunStarted(
-                t=0.0, config=self.config.to_dict(), seed=0, schema_version=1, code_version="t"
+                t=0.0,
+                config=self.config.to_dict(),
+                seed=0,
+                schema_version=SCHEMA_VERSION,
+                code_version="t",
             )
         )
 
@@ -82,17 +87,21 @@ class DispatcherMachine(RuleBasedStateMachine):
         kind = event.kind
         if kind == "episode_dispatched":
             assert len(self.inflight) < self.limit, "admitted above the limit"
-            train, live, start = self.groups[event.group_id]
+            train, frozen, start = self.groups[event.group_id]
             expected = start if self.config.staleness == "per-group" else self.state.version
             # Unscheduled members, even of a partly cancelled group, go out at the version
             # current when they are dispatched (per-group: the group's start version).
             assert event.policy_version == expected
             self.inflight[event.episode_id] = (event.group_id, event.policy_version)
         elif kind == "group_opened":
-            self.groups[event.group_id] = (event.work == "train", event.live, event.policy_version)
+            self.groups[event.group_id] = (
+                event.work == "train",
+                event.frozen,
+                event.policy_version,
+            )
         elif kind == "episodes_cancelled":
             self.cancellations.append(event)
-            train, live, _ = self.groups[event.group_id]
+            train, frozen, _ = self.groups[event.group_id]
             for episode_id in event.episode_ids:
                 assert episode_id not in self.terminal, f"{episode_id} has two terminal events"
                 _, version = self.inflight.pop(episode_id)
@@ -104,7 +113,7 @@ class DispatcherMachine(RuleBasedStateMachine):
                         self.state.step,
                         self.config.max_off_policy_steps,
                         train=train,
-                        live=live,
+                        frozen=frozen,
                     ), f"{episode_id} cancelled as stale at age {self.state.step - 1 - version}"
         elif kind in ("episode_completed", "episode_failed"):
             if event.episode_id in self.inflight:
@@ -181,7 +190,7 @@ class DispatcherMachine(RuleBasedStateMachine):
                 self.state.step,
                 self.config.max_off_policy_steps,
                 train=self.groups[g][0],
-                live=self.groups[g][1],
+                frozen=self.groups[g][1],
             )
         ]
         assert not stale_left, f"stale episodes left in flight: {stale_left}"

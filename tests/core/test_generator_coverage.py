@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -63,11 +64,13 @@ CONFIG = {"max_off_policy_steps": 1, "admission_smoothing": False}
 
 
 def _log(*events: Event) -> list[Event]:
-    start = RunStarted(t=0.0, config=CONFIG, seed=0, schema_version=1, code_version="t")
+    start = RunStarted(
+        t=0.0, config=CONFIG, seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+    )
     return [start, *events]
 
 
-def _opened(group_id: str, live: bool = True) -> GroupOpened:
+def _opened(group_id: str, frozen: bool = False) -> GroupOpened:
     return GroupOpened(
         t=0.0,
         group_id=group_id,
@@ -77,7 +80,7 @@ def _opened(group_id: str, live: bool = True) -> GroupOpened:
         group_size=3,
         policy_version=0,
         step=1,
-        live=live,
+        frozen=frozen,
     )
 
 
@@ -116,7 +119,7 @@ def test_pending_mixed_needs_one_stale_and_one_fresh_member_in_flight() -> None:
     old = _log(*SPANNING, _shipped(2), _shipped(3), VersionPending(t=0.0, version=3))
     assert "pending_mixed" not in features(old)  # ages 3 and 2: both stale
     frozen = _log(
-        _opened("g1", live=False), *SPANNING[1:], _shipped(2), VersionPending(t=0.0, version=2)
+        _opened("g1", frozen=True), *SPANNING[1:], _shipped(2), VersionPending(t=0.0, version=2)
     )
     assert "pending_mixed" not in features(frozen)  # a frozen group never goes stale
 

@@ -8,6 +8,7 @@ from test_scenarios import Run
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import parse_policy_list, preset_overrides
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import OverloadCut, RunStarted
 
 
@@ -161,7 +162,13 @@ def test_the_smoothing_tick_is_owed_only_with_nothing_in_flight_and_falls_on_a_w
     smoothing = RunConfig(group_size=2, max_inflight=2, admission_smoothing=True)
     loop = ReactionLoop(smoothing)
     loop.feed(
-        RunStarted(t=0.0, config=smoothing.to_dict(), seed=0, schema_version=1, code_version="t")
+        RunStarted(
+            t=0.0,
+            config=smoothing.to_dict(),
+            seed=0,
+            schema_version=SCHEMA_VERSION,
+            code_version="t",
+        )
     )
     assert loop.dispatcher_state.inflight and loop.next_tick(1.0) is None
     loop.feed(OverloadCut(t=2.0, n=2))  # cancels all, refunds no admission: the window is spent

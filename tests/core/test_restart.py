@@ -11,6 +11,7 @@ from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     WORLD_KINDS,
     EpisodeCompleted,
@@ -34,7 +35,9 @@ CONFIG = RunConfig(group_size=2, max_inflight=4, batch_size=2, max_off_policy_st
 def _loop() -> tuple[ReactionLoop, list[Event]]:
     loop = ReactionLoop(CONFIG, observers=(Account(CONFIG),))
     log = loop.feed(
-        RunStarted(t=0.0, config=CONFIG.to_dict(), seed=0, schema_version=1, code_version="t")
+        RunStarted(
+            t=0.0, config=CONFIG.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+        )
     )
     return loop, log
 

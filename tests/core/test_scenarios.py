@@ -14,6 +14,7 @@ from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.sink import zero_output_reason
 from rolloutlog.core.tasks import task_for_group
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -38,7 +39,11 @@ class Run:
         self.t = 0.0
         self.feed(
             RunStarted(
-                t=0.0, config=self.config.to_dict(), seed=0, schema_version=1, code_version="t"
+                t=0.0,
+                config=self.config.to_dict(),
+                seed=0,
+                schema_version=SCHEMA_VERSION,
+                code_version="t",
             )
         )
 
@@ -124,7 +129,9 @@ def test_race_two_groups_each_with_a_stale_and_a_fresh_member():
     config = RunConfig(group_size=2, max_inflight=4, batch_size=2, max_off_policy_steps=1)
     run = Deciders(config)
     run.apply(
-        RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="t")
+        RunStarted(
+            t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+        )
     )
     run.apply(opened("g1", 0, 1), dispatched("g1/0", 0), opened("g2", 0, 1), dispatched("g2/0", 0))
     run.apply(VersionPending(t=0.0, version=1), dispatched("g1/1", 1), dispatched("g2/1", 1))

@@ -32,7 +32,7 @@ def test_properties_hold_on_every_event(log):
 def test_no_shipped_episode_is_past_the_bound(log):
     config = RunConfig.from_mapping(log[0].config)
     versions = _versions(log)
-    live = {e.group_id: e.live and e.work == "train" for e in log if e.kind == "group_opened"}
+    ages = {e.group_id: not e.frozen and e.work == "train" for e in log if e.kind == "group_opened"}
     shipped: set[str] = set()
     for event in log:
         if event.kind != "batch_shipped":
@@ -40,7 +40,7 @@ def test_no_shipped_episode_is_past_the_bound(log):
         for episode_id in event.episode_ids:
             assert episode_id not in shipped, f"{episode_id} shipped twice"
             shipped.add(episode_id)
-            if live[episode_id.rpartition("/")[0]]:
+            if ages[episode_id.rpartition("/")[0]]:
                 assert rollout_age(versions[episode_id], event.step) <= config.max_off_policy_steps
 
 

@@ -15,6 +15,7 @@ from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     SINK_KINDS,
     WORLD_KINDS,
@@ -34,7 +35,9 @@ def _loop() -> tuple[ReactionLoop, Account]:
     checker = Account(config)
     loop = ReactionLoop(config, observers=(checker,))
     loop.feed(
-        RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="t")
+        RunStarted(
+            t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+        )
     )
     return loop, checker
 
@@ -112,7 +115,9 @@ def test_a_group_scored_while_the_dispatcher_owes_members_is_refused_by_name() -
     dispatcher now refuses the `group_scored` itself, naming its seq."""
     config = RunConfig(group_size=2, max_inflight=2, batch_size=2, admission="capacity")
     loop = ReactionLoop(config)
-    start = RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="t")
+    start = RunStarted(
+        t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+    )
     log = loop.feed(start) + loop.feed(_done(1.0, "g1/0"))  # g1/1 stays in flight
     state = DISPATCHER.initial_state(config)
     for event in log:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import EpisodeCompleted, Event, RunFinished, RunStarted
 
 
@@ -18,7 +19,9 @@ def small_run(run: RunConfig) -> list[Event]:
     """`small_log`'s world events under any config, even one `simulate` would refuse."""
     loop = ReactionLoop(run)
     log = loop.feed(
-        RunStarted(t=0.0, config=run.to_dict(), seed=0, schema_version=1, code_version="t")
+        RunStarted(
+            t=0.0, config=run.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+        )
     )
     for t, episode_id in ((1.0, "g1/0"), (2.0, "g1/1"), (3.0, "g2/0")):
         log += loop.feed(

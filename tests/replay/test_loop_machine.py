@@ -25,6 +25,7 @@ from hypothesis.stateful import (
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     EpisodeCompleted,
     EpisodeFailed,
@@ -67,7 +68,13 @@ class LoopMachine(RuleBasedStateMachine):
         self.published = 0
         self.t = 0.0
         self._feed(
-            RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="t")
+            RunStarted(
+                t=0.0,
+                config=config.to_dict(),
+                seed=0,
+                schema_version=SCHEMA_VERSION,
+                code_version="t",
+            )
         )
         for batch in range(warm_up):
             self.run_to_next_batch(seed + batch)

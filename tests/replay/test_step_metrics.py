@@ -19,6 +19,7 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events import types as ev
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics, age_split
 from rolloutlog.testing.strategies import equivalence_logs
@@ -38,7 +39,7 @@ def _group(number: int, version: int, step: int) -> list[ev.Event]:
             group_size=1,
             policy_version=version,
             step=step,
-            live=True,
+            frozen=False,
         ),
         ev.EpisodeDispatched(
             t=0.0, episode_id=f"{group_id}/0", group_id=group_id, member=0, policy_version=version
@@ -73,7 +74,9 @@ def hand_log() -> list[ev.Event]:
     When v1 goes pending (step 2) g2/0 is in flight at age 1; when v2 does, nothing is.
     """
     events: list[ev.Event] = [
-        ev.RunStarted(t=0.0, config=CONFIG.to_dict(), seed=0, schema_version=1, code_version="t"),
+        ev.RunStarted(
+            t=0.0, config=CONFIG.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+        ),
         *_group(1, 0, 1),
         *_group(2, 0, 1),
         *_arrives(1, 1.0, 1.0),

@@ -16,7 +16,7 @@ from rolloutlog.replay.source import open_log
 from rolloutlog.replay.verify import verify_log
 from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
-from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver
+from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver, RunOutputs
 from rolloutlog.runtime.live.endpoints import EndpointPool
 from rolloutlog.runtime.live.reports import LiveResult, StepStats
 from rolloutlog.runtime.live.session import initial_model
@@ -59,9 +59,8 @@ def run_driver(
     async def drive(log: LogWriter) -> LiveResult:
         clients = [VLLMClient(url, limits=limits or ClientLimits(backoff_s=0.05)) for url in urls]
         pool = EndpointPool(clients)
-        driver = LiveDriver(
-            config, pool=pool, trainer=trainer, options=options, log=log, on_step=on_step
-        )
+        outputs = RunOutputs(log=log, on_step=on_step)
+        driver = LiveDriver(config, pool=pool, trainer=trainer, options=options, outputs=outputs)
         try:
             return await driver.run()
         finally:

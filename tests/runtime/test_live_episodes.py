@@ -31,7 +31,7 @@ def _opened(group_id: str = "g1", version: int = 3, size: int = 2) -> GroupOpene
         group_size=size,
         policy_version=version,
         step=1,
-        live=True,
+        frozen=False,
     )
 
 

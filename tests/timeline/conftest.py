@@ -11,6 +11,7 @@ from rolloutlog.cli.main import main
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     EpisodeCompleted,
     EpisodeFailed,
@@ -27,7 +28,9 @@ def worked_example() -> list[Event]:
     config = RunConfig(group_size=2, max_inflight=3, batch_size=2, max_off_policy_steps=1)
     loop = ReactionLoop(config)
     log = loop.feed(
-        RunStarted(t=0.0, config=config.to_dict(), seed=0, schema_version=1, code_version="t")
+        RunStarted(
+            t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+        )
     )
 
     def done(t: float, episode: str, reward: float) -> list[Event]:

@@ -4,7 +4,10 @@ Two servers start once per test session from the project's v0 checkpoint, with t
 recipe of docs/runtime.md (`rolloutlog.runtime.live.vllm_launch`), in the environment
 that scripts/vllm-cpu-env makes (`.venv-vllm`, or `ROLLOUTLOG_VLLM_VENV`). Where no
 server can be started these tests are skipped, unless `ROLLOUTLOG_REQUIRE_VLLM=1` (set by
-.ci/run, which installs vLLM first): then a server that does not start fails them.
+.ci/run, which installs vLLM): then a server that does not start fails them. .ci/run
+installs vLLM in the background while the rest of the suite runs (this folder is collected
+last) and names the install's status file in `ROLLOUTLOG_VLLM_INSTALL`: the first test here
+waits for that install to end.
 Both servers are stopped (their whole process groups) when the session ends.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -36,6 +40,8 @@ VENV = Path(os.environ.get("ROLLOUTLOG_VLLM_VENV") or REPO / ".venv-vllm")
 REQUIRED = os.environ.get("ROLLOUTLOG_REQUIRE_VLLM") == "1"
 SERVERS = 2  # ~3.3 GB of memory each
 START_TIMEOUT_S = 600.0  # healthy after 30-55 s on a quiet machine; CI may share it
+INSTALL = os.environ.get("ROLLOUTLOG_VLLM_INSTALL")  # a background install's status file
+INSTALL_TIMEOUT_S = 600.0  # a whole install takes 3-8 min; the suite before it, longer
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -45,7 +51,24 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def wait_for_install(status: Path) -> None:
+    """Wait for a background scripts/vllm-cpu-env: it writes its exit status to `status`,
+    its output to `status` + ".log"."""
+    deadline = time.monotonic() + INSTALL_TIMEOUT_S
+    while not status.exists():
+        if time.monotonic() > deadline:
+            unavailable(f"the vLLM install ({status}) did not end in {INSTALL_TIMEOUT_S:.0f} s")
+        time.sleep(1.0)
+    code = status.read_text().strip()
+    if code != "0":
+        log = Path(f"{status}.log")
+        tail = log.read_text()[-2000:] if log.exists() else "(no log)"
+        unavailable(f"the vLLM install failed (exit status {code}):\n{tail}")
+
+
 def vllm_command() -> list[str]:
+    if INSTALL:
+        wait_for_install(Path(INSTALL))
     python = VENV / "bin" / "python"
     if not python.exists():
         unavailable(f"no vLLM environment at {VENV} (make one with scripts/vllm-cpu-env)")

@@ -5,8 +5,11 @@ validated against the contract's schemas (tests/contract/vllm). Where vLLM 0.32 
 0.33 contract differ (tests/contract/vllm/ROUTES.md, section 9), the test accepts both.
 
 Requests that must be caught mid-generation ask for ~100 tokens each, and the test acts
-(pauses, aborts) once vLLM's own metrics (`GET /metrics`, `vllm:num_requests_running`)
-show them all running: whatever the machine's speed, they are mid-generation then.
+(pauses, aborts) once vLLM's own metrics (`GET /metrics`, `vllm:num_requests_running`) show
+one of them running. Which of the others were caught is up to the machine (vLLM may admit
+them a step apart, and counts nothing while paused), so the assertions hold per request:
+each one is either caught mid-generation or wholly before or after the act, and at least
+one is caught.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from rolloutlog.runtime.live.protocol import (
 T = TypeVar("T")
 PROMPT = tuple(task_from_id("vllm").prompt_ids)
 LONG = 100  # output tokens of a request that must be caught running (context: 128)
-RUNNING = 8  # requests caught mid-generation by a pause or an abort
+REQUESTS = 8  # long requests sent to be caught mid-generation by a pause or an abort
 RUNNING_METRIC = re.compile(rb"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)$", re.MULTILINE)
 
 
@@ -76,19 +79,19 @@ def with_client(connect: Any, scenario: Callable[[VLLMClient], Awaitable[T]]) ->
 
 
 async def requests_running(client: VLLMClient, prefix: str) -> list[asyncio.Task[Generation]]:
-    """`RUNNING` long requests, returned once the server reports them all running."""
+    """`REQUESTS` long requests, returned once the server reports one of them running."""
     tasks = [
         asyncio.create_task(client.generate(request(f"{prefix}{index}", LONG)))
-        for index in range(RUNNING)
+        for index in range(REQUESTS)
     ]
     deadline = time.monotonic() + 60.0
     async with httpx.AsyncClient(trust_env=False) as http:
         while time.monotonic() < deadline and not any(task.done() for task in tasks):
             metrics = (await http.get(f"{client.url}/metrics")).content
-            if sum(float(n) for n in RUNNING_METRIC.findall(metrics)) >= RUNNING:
+            if sum(float(n) for n in RUNNING_METRIC.findall(metrics)) >= 1:
                 return tasks
             await asyncio.sleep(0.01)
-    raise AssertionError(f"vLLM never reported {RUNNING} requests running: {tasks}")
+    raise AssertionError(f"vLLM never reported a request running: {tasks}")
 
 
 def test_generate_health_pause_resume_and_labels_answer_as_the_contract_says(
@@ -168,7 +171,8 @@ def test_a_keep_mode_pause_holds_requests_across_a_reload(
     assert [(s.version, s.start, s.end) for s in queued.weight_versions] == [("new", 0, 8)]
     assert queued.logprobs == pytest.approx(torch_logprobs(other_weights, queued), abs=1e-4)
     spans = [[s.version for s in g.weight_versions] for g in running]
-    assert spans == [["old", "new"]] * RUNNING, spans
+    assert ["old", "new"] in spans, f"no request was caught mid-generation: {spans}"
+    assert all(span in (["old"], ["old", "new"], ["new"]) for span in spans), spans
     for generation in running:
         assert generation.finish_reason == "length" and len(generation.token_ids) == LONG
 
@@ -176,13 +180,17 @@ def test_a_keep_mode_pause_holds_requests_across_a_reload(
 def test_aborting_requests_in_flight_ends_them_with_their_partial_tokens(vllm_client):
     async def scenario(client: VLLMClient):
         running = await requests_running(client, "abort-")
-        await client.abort([f"abort-{index}" for index in range(RUNNING)])
+        await client.abort([f"abort-{index}" for index in range(REQUESTS)])
         return await asyncio.gather(*running)
 
     generations = with_client(vllm_client, scenario)
-    assert [g.finish_reason for g in generations] == ["abort"] * RUNNING
-    assert all(len(g.token_ids) < LONG for g in generations)
-    for generation in generations:  # the spans still cover exactly the tokens produced
+    aborted = [g for g in generations if g.finish_reason == "abort"]
+    assert aborted, f"no request was caught mid-generation: {generations}"
+    assert all(len(g.token_ids) < LONG for g in aborted)
+    for generation in generations:  # finished before the abort, or arrived after it
+        if generation.finish_reason != "abort":
+            assert generation.finish_reason == "length" and len(generation.token_ids) == LONG
+    for generation in aborted:  # the spans still cover exactly the tokens produced
         assert sum(s.end - s.start for s in generation.weight_versions) == len(generation.token_ids)
 
 

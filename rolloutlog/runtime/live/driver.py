@@ -83,12 +83,23 @@ def new_request_prefix() -> str:
     return f"rl{secrets.token_hex(4)}-"
 
 
-class LogSink(Protocol):
+class LogAppender(Protocol):
     """Where appended events go: a `LogWriter` (append, then commit at settled points)."""
 
     def append(self, event: Event) -> Event: ...
 
     def commit(self) -> None: ...
+
+
+@attrs.frozen(kw_only=True)
+class RunOutputs:
+    """Where a live run's facts go, each optional: the log, every reaction's events, each
+    shipped step's stats (progress), and the rollouts a resume needs."""
+
+    log: LogAppender | None = None
+    on_events: Callable[[list[Event]], None] | None = None
+    on_step: Callable[[StepStats], None] | None = None
+    store: RolloutStore | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -118,17 +129,15 @@ class LiveDriver:
         pool: EndpointPool,
         trainer: GRPOTrainer,
         options: DriverOptions,
-        log: LogSink | None = None,
-        on_events: Callable[[list[Event]], None] | None = None,
-        on_step: Callable[[StepStats], None] | None = None,
-        store: RolloutStore | None = None,
+        outputs: RunOutputs | None = None,
         resume: ResumePoint | None = None,
     ) -> None:
         if config.frozen_fraction > 0:
             raise LiveRunError("frozen_fraction > 0: the live runtime has no frozen policy")
         self.config, self.pool, self.trainer, self.options = config, pool, trainer, options
-        self.log, self.on_events, self.on_step = log, on_events, on_step
-        self.store, self.resume = store, resume
+        outputs = outputs or RunOutputs()
+        self.log, self.on_events, self.on_step = outputs.log, outputs.on_events, outputs.on_step
+        self.store, self.resume = outputs.store, resume
         self.crash = CrashPoints.from_environment()
         if resume is not None:  # deciders and book as the log left them
             self.loop, self.book = resume.loop, resume.book

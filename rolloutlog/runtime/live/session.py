@@ -16,10 +16,9 @@ from pathlib import Path
 import torch
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.events.types import Event
 from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
-from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver, LogSink
+from rolloutlog.runtime.live.driver import DriverOptions, LiveDriver, RunOutputs
 from rolloutlog.runtime.live.endpoints import EndpointPool
 from rolloutlog.runtime.live.model import (
     LlamaForCausalLM,
@@ -27,9 +26,8 @@ from rolloutlog.runtime.live.model import (
     build_model,
     save_checkpoint,
 )
-from rolloutlog.runtime.live.reports import LiveResult, StepStats
+from rolloutlog.runtime.live.reports import LiveResult
 from rolloutlog.runtime.live.resume import ResumePoint
-from rolloutlog.runtime.live.rollout_store import RolloutStore
 from rolloutlog.runtime.live.settings import LiveSettings
 from rolloutlog.runtime.live.trainer import GRPOTrainer, TrainerConfig
 from rolloutlog.runtime.live.twin.launch import server_processes, server_threads
@@ -98,19 +96,17 @@ async def train_live(
     seed: int,
     urls: Sequence[str] = (),
     weights_dir: Path | None = None,
-    log: LogSink | None = None,
-    on_events: Callable[[list[Event]], None] | None = None,
-    on_step: Callable[[StepStats], None] | None = None,
+    outputs: RunOutputs | None = None,
     client_limits: ClientLimits | None = None,
-    store: RolloutStore | None = None,
     resume: Callable[[WeightBroadcast], ResumePoint] | None = None,
 ) -> LiveResult:
     """Train for `steps` shipped batches (or until a fault); see the module docstring.
 
     `weights_dir` holds the broadcast (`v<k>/`): external servers must be able to read it.
-    Without one, a temporary directory is used and removed afterwards. `store` keeps the
-    rollouts a resume needs; `resume` folds a crashed run's log against the broadcast
-    (`resume.prepare`), and the trainer restarts from the checkpoint it names.
+    Without one, a temporary directory is used and removed afterwards. `outputs` says where
+    the run's facts go (`outputs.store` keeps the rollouts a resume needs); `resume` folds
+    a crashed run's log against the broadcast (`resume.prepare`), and the trainer restarts
+    from the checkpoint it names.
     """
     limits = client_limits or ClientLimits(generate_timeout_s=settings.generate_timeout_s)
     options = DriverOptions(
@@ -142,10 +138,7 @@ async def train_live(
                 pool=pool,
                 trainer=trainer,
                 options=options,
-                log=log,
-                on_events=on_events,
-                on_step=on_step,
-                store=store,
+                outputs=outputs,
                 resume=point,
             )
             try:

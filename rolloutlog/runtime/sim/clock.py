@@ -4,7 +4,7 @@ Entries are ordered by (time, insertion counter), so two happenings at the same 
 time come out in the order they were scheduled: the order is a function of the run, never
 of hashing or memory addresses. Cancelled entries are marked dead and skipped when they
 surface (the heapq documentation's lazy deletion); the heap is rebuilt when dead entries
-outnumber live ones, so its size stays bounded by what is scheduled.
+outnumber the others, so its size stays bounded by what is scheduled.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Entry:
 
 
 class EventQueue:
-    """Future happenings in virtual time; `pop` gives the earliest live one."""
+    """Future happenings in virtual time; `pop` gives the earliest one not cancelled."""
 
     def __init__(self) -> None:
         # (t, counter, entry): tuples compare in C, and the unique counter settles every tie
@@ -54,7 +54,7 @@ class EventQueue:
             heapq.heapify(self._heap)
 
     def pop(self) -> Entry | None:
-        """The earliest live entry, removed; None when nothing is scheduled."""
+        """The earliest entry not cancelled, removed; None when nothing is scheduled."""
         while self._heap:
             entry = heapq.heappop(self._heap)[2]
             if entry.alive:

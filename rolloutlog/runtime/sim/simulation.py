@@ -198,7 +198,7 @@ class Simulation:
         return self.controller.fire(self.now, kind)
 
     def _feed(self, event: Event) -> None:
-        appended = self.loop.feed(event)
+        appended = self.loop.feed(event, fresh=True)  # every world event here is built to feed
         self.world_events += 1
         if self.on_events is not None:
             self.on_events(appended)

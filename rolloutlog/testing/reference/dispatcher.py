@@ -64,7 +64,7 @@ def _before_update(record: Record, t: float) -> list[Event]:
         stale = [
             e
             for e in group.in_flight()
-            if past_bound(settings, group.train, group.live, e.version, step)
+            if past_bound(settings, group.train, group.frozen, e.version, step)
         ]
         if stale and settings.staleness == "per-group":
             out.append(_cancel(group, group.in_flight(), group.unscheduled(), "stale", t))
@@ -83,7 +83,7 @@ def _straggler(
     """An arrived completed member at exactly the bound would be lost after the next batch:
     cancel what the group still owes so it finalizes now."""
     settings = record.config
-    if not settings.straggler_cut or not group.train or not group.live:
+    if not settings.straggler_cut or not group.train or group.frozen:
         return None
     at_risk = any(
         e.status == "completed" and age(e.version, record.step) == settings.max_off_policy_steps
@@ -185,7 +185,7 @@ def _fill(record: Record, t: float) -> list[Event]:
         work = "eval" if evals > 0 else "train"
         evals -= work == "eval"
         number += 1
-        task_id, env, live = task(settings, number, work)
+        task_id, env, frozen = task(settings, number, work)
         group_id = f"g{number}"
         out.append(
             GroupOpened(
@@ -197,7 +197,7 @@ def _fill(record: Record, t: float) -> list[Event]:
                 group_size=settings.group_size,
                 policy_version=record.version,
                 step=record.step,
-                live=live,
+                frozen=frozen,
             )
         )
         count = min(free, settings.group_size, train if work == "train" else free)

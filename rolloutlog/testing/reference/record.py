@@ -48,7 +48,7 @@ class Group:
     work: str
     env: str
     task_id: str
-    live: bool
+    frozen: bool
     size: int
     start_version: int
     members: list[Episode] = field(default_factory=list)
@@ -132,7 +132,7 @@ class Record:
             work=event.work,
             env=event.env,
             task_id=event.task_id,
-            live=event.live,
+            frozen=event.frozen,
             size=event.group_size,
             start_version=event.policy_version,
         )

@@ -17,9 +17,9 @@ def age(dispatch_version: int, step: int) -> int:
     return step - 1 - dispatch_version
 
 
-def past_bound(settings: Settings, train: bool, live: bool, version: int, step: int) -> bool:
-    """Only live train work can go stale, and only past `max_off_policy_steps`."""
-    if not train or not live:
+def past_bound(settings: Settings, train: bool, frozen: bool, version: int, step: int) -> bool:
+    """Only train work of the policy being trained goes stale, past `max_off_policy_steps`."""
+    if not train or frozen:
         return False
     return age(version, step) > settings.max_off_policy_steps
 
@@ -59,10 +59,10 @@ def _draw(seed: int, number: int, stream: int) -> int:
 
 
 def task(settings: Settings, number: int, work: str) -> tuple[str, str, bool]:
-    """(task id, env, live) of group `g<number>`: streams 0 (task), 1 (frozen), 2 (eval)."""
+    """(task id, env, frozen) of group `g<number>`: streams 0 (task), 1 (frozen), 2 (eval)."""
     if work == "eval":
-        return f"eval-{_draw(settings.seed, number, 2) % settings.tasks}", "eval", True
+        return f"eval-{_draw(settings.seed, number, 2) % settings.tasks}", "eval", False
     task_id = f"t{_draw(settings.seed, number, 0) % settings.tasks}"
     if _draw(settings.seed, number, 1) < settings.frozen_fraction * _WORD:
-        return task_id, "frozen", False
-    return task_id, "main", True
+        return task_id, "frozen", True
+    return task_id, "main", False

@@ -40,7 +40,7 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
     out: list[Event] = []
     fresh: list[Episode] = []
     for episode in sorted(group.arrived(), key=lambda e: e.member):
-        if void or past_bound(settings, group.train, group.live, episode.version, step):
+        if void or past_bound(settings, group.train, group.frozen, episode.version, step):
             out.append(_drop(episode, step, t))
         elif episode.status == "completed":
             fresh.append(episode)
@@ -76,7 +76,7 @@ def _sweep_and_cut(record: Record, t: float) -> list[Event]:
     kept: list[Episode] = []
     for episode in record.queue():
         group = record.group_of(episode)
-        if past_bound(settings, group.train, group.live, episode.version, step):
+        if past_bound(settings, group.train, group.frozen, episode.version, step):
             out.append(_drop(episode, step, t))
         else:
             kept.append(episode)

@@ -1,0 +1,58 @@
+"""Options that several commands share, written once so that they read and check alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FILE = click.Path(dir_okay=False, path_type=Path)  # a file to read or write, as a Path
+FOLDER = click.Path(file_okay=False, path_type=Path)
+
+
+def file_option(*names: str, help: str, required: bool = False) -> Callable[[F], F]:
+    """An option naming one file (not a folder); None when left out and not required."""
+    return click.option(*names, type=FILE, default=None, required=required, help=help)
+
+
+def folder_option(*names: str, help: str) -> Callable[[F], F]:
+    """An option naming one folder; None when left out."""
+    return click.option(*names, type=FOLDER, default=None, help=help)
+
+
+def set_option(dest: str, metavar: str, help: str) -> Callable[[F], F]:
+    """`--set`, repeatable: the command says what its KEY=... pairs mean."""
+    return click.option("--set", dest, multiple=True, metavar=metavar, help=help)
+
+
+def steps_option(help: str) -> Callable[[F], F]:
+    """`--steps`: how many batches to ship; None leaves it to the scenario or the run."""
+    return click.option("--steps", type=click.IntRange(min=1), default=None, help=help)
+
+
+def seed_option(help: str, default: int | None = None) -> Callable[[F], F]:
+    """`--seed`: a non-negative seed; its default is shown when there is one."""
+    return click.option(
+        "--seed",
+        type=click.IntRange(min=0),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+def json_option(help: str) -> Callable[[F], F]:
+    """`--json`: print one JSON object instead of tables."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def check_option(help: str) -> Callable[[F], F]:
+    """`--check`: feed every event to the account as well."""
+    return click.option("--check", is_flag=True, help=help)
+
+
+PLOT_HELP = "Draw trained ages and cumulative waste to this PNG."
