@@ -16,6 +16,9 @@ the whole run's:
   censoring time (with the tokens and reward of an unconditional draw);
 - a member it never dispatched (or a group it never opened) gets an unconditional draw.
 
+A drawn outcome runs no longer than the run's longest finished episode (generation stops
+at a token cap), unless it was cut past it.
+
 Whether an abort loses its race is the recorded fact where the log saw it: an episode that
 arrived after its cancellation loses again; one cancelled without arriving, whose drawn
 outcome came due while the log went on, won. Any other race is drawn with the fitted

@@ -14,8 +14,8 @@ each version went pending and live, and the controller's events. From them:
   `version_pending(s)`; the update lasts until `version_live(s)`. Batches whose version was
   skipped share the training time of the chain they were trained in.
 - **Rates** the simulator draws for work the run never did: `version_skip_rate`, and
-  `late_arrival_rate` (how often an abort loses its race), the maximum-likelihood rate of
-  the in-flight cancellations whose race the log could show (`late_arrival_rate`).
+  `late_arrival_rate` (how often an abort loses its race), fitted by maximum likelihood
+  from the cancellations whose lost race the log could have shown.
 
 The trainer's busy seconds are kept for the recorded figures (`trainer_idle_fraction`).
 """
