@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 # dev: quick feedback while editing. ci: derandomized, so a green main stays green, with at
 # least 300 examples for the main properties. nightly: thousands, randomized, to find new bugs.
@@ -25,13 +25,15 @@ settings.register_profile(
     print_blob=True,
 )
 # mutation: few, fixed examples, so that each of the thousands of mutants runs in seconds
-# (scripts/mutation.sh); a mutant the properties kill, they kill on the first examples.
+# (scripts/mutation.sh); a mutant the properties kill, they kill on the first examples. No
+# shrinking: mutmut needs only pass or fail, and shrinking a failure took minutes.
 settings.register_profile(
     "mutation",
     max_examples=25,
     derandomize=True,
     deadline=None,
     database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=list(HealthCheck),
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

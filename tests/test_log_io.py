@@ -94,6 +94,31 @@ def test_append_assigns_gap_free_seqs_and_returns_the_sequenced_event(tmp_path: 
     assert read_log(tmp_path / "run.arrow") == appended
 
 
+def test_extend_writes_the_same_log_and_commits_as_append(tmp_path: Path) -> None:
+    """Sequenced runs of events take `extend`'s whole-list path; the bytes do not change."""
+    events = sequenced(run_events(23))
+    with LogWriter(tmp_path / "one.arrow", batch_events=4, check_events=False) as log:
+        for event in events:
+            log.append(event)
+    with LogWriter(tmp_path / "all.arrow", batch_events=4, check_events=False) as log:
+        for start, end in ((0, 1), (1, 2), (2, 9), (9, 10), (10, 23)):
+            log.extend(events[start:end])
+        assert log.next_seq == 23
+    assert (tmp_path / "all.arrow").read_bytes() == (tmp_path / "one.arrow").read_bytes()
+
+
+def test_extend_refuses_what_append_refuses(tmp_path: Path) -> None:
+    events = sequenced(run_events(6))
+    with LogWriter(tmp_path / "run.arrow", check_events=False) as log:
+        log.extend(events[:2])
+        with pytest.raises(LogSeqError, match="carries seq 3, the next seq is 2"):
+            log.extend(events[3:])  # a gap
+        with pytest.raises(EventError, match="a log opens with run_started"):
+            log.extend([events[2], with_seq(STARTED, 3)])
+        log.extend(events[3:])
+    assert read_log(tmp_path / "run.arrow") == events
+
+
 def test_info_summarizes_without_building_events(tmp_path: Path) -> None:
     write_log(tmp_path / "run.arrow", run_events(10), batch_events=4)
     info = LogReader(tmp_path / "run.arrow").info()

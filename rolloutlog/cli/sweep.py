@@ -139,13 +139,13 @@ def sweep_command(
         raise BadInput(f"-o {output}: {error}") from error
     keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
     finished = {row_key(row, keys) for row in rows}
-    pending = [cell for cell in cells if cell.key(keys) not in finished]
+    to_run = [cell for cell in cells if cell.key(keys) not in finished]
     errors = Console(stderr=True)
     errors.print(
-        f"sweep: {len(cells)} cells, {len(cells) - len(pending)} already in {output}, "
-        f"running {len(pending)} on {chosen}"
+        f"sweep: {len(cells)} cells, {len(cells) - len(to_run)} already in {output}, "
+        f"running {len(to_run)} on {chosen}"
     )
-    _run(pending, rows, output, chosen, workers or os.cpu_count() or 1, address, errors)
+    _run(to_run, rows, output, chosen, workers or os.cpu_count() or 1, address, errors)
     grid_rows = _grid_rows(rows, cells, keys)
     found = configurations(grid_rows, keys)
     title = f"sweep of {len(cells)} cells: {', '.join(dict.fromkeys(c.name for c in cells))}"

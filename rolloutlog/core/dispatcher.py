@@ -182,21 +182,17 @@ def _group_of(state: DispatcherState, event: EpisodeDispatched | EpisodesCancell
 
 
 def _check_dispatched(state: DispatcherState, event: EpisodeDispatched) -> None:
+    # One event in two is a dispatch: messages are built only when a check fails.
     group = _group_of(state, event)
-    require(group.unscheduled > 0, event.seq, event.kind, f"{event.group_id} owes no member")
-    require(
-        event.member == group.dispatched,
-        event.seq,
-        event.kind,
-        f"expected member {group.dispatched} of {group.group_id}, got {event.member}",
-    )
-    expected = f"{group.group_id}/{event.member}"
-    require(
-        event.episode_id == expected,
-        event.seq,
-        event.kind,
-        f"expected episode id {expected}, got {event.episode_id}",
-    )
+    problem = None
+    if group.unscheduled <= 0:
+        problem = f"{event.group_id} owes no member"
+    elif event.member != group.dispatched:
+        problem = f"expected member {group.dispatched} of {group.group_id}, got {event.member}"
+    elif event.episode_id != f"{group.group_id}/{event.member}":
+        problem = f"expected episode id {group.group_id}/{event.member}, got {event.episode_id}"
+    if problem is not None:
+        raise InconsistentLogError(event.seq, event.kind, problem)
 
 
 def _on_dispatched(state: DispatcherState, event: EpisodeDispatched) -> None:

@@ -37,7 +37,8 @@ def require_held(
     """Each id listed once and each in `held` (else the event names one `where` lacks)."""
     require(len(set(episode_ids)) == len(episode_ids), seq, kind, "an episode is listed twice")
     for episode_id in episode_ids:
-        require(episode_id in held, seq, kind, f"{episode_id} is not {where}")
+        if episode_id not in held:  # the message is built only for the one that is missing
+            raise InconsistentLogError(seq, kind, f"{episode_id} is not {where}")
 
 
 def release(episode_ids: Sequence[str], *holders: MutableMapping[str, Any]) -> None:

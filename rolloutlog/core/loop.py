@@ -57,7 +57,7 @@ def _dispatcher_fingerprint(state: dispatcher_module.DispatcherState) -> tuple[i
 
 
 def _sink_fingerprint(state: sink_module.SinkState) -> tuple[int, ...]:
-    return (state.step, state.version, len(state.queue), len(state.groups), len(state.pending))
+    return (state.step, state.version, len(state.queue), len(state.groups), len(state.inflight))
 
 
 DISPATCHER: Decider[dispatcher_module.DispatcherState] = Decider(
@@ -151,11 +151,13 @@ class ReactionLoop:
                 object.__setattr__(event, "seq", seq)
             else:
                 event = attrs.evolve(event, seq=seq)
-        self.sink.check(self.sink_state, event)  # both check before either writes
-        self.dispatcher.check(self.dispatcher_state, event)
+        sink, dispatcher = self.sink, self.dispatcher
+        sink_state, dispatcher_state = self.sink_state, self.dispatcher_state
+        sink.check(sink_state, event)  # both check before either writes
+        dispatcher.check(dispatcher_state, event)
         self.next_seq = seq + 1
-        self.sink_state = self.sink.apply(self.sink_state, event)
-        self.dispatcher_state = self.dispatcher.apply(self.dispatcher_state, event)
+        self.sink_state = sink.apply(sink_state, event)
+        self.dispatcher_state = dispatcher.apply(dispatcher_state, event)
         if self.digest is not None:
             self.digest = chain(self.digest, canonical(event), self.fingerprint())
         appended.append(event)
@@ -170,19 +172,21 @@ class ReactionLoop:
 
     def _settle(self, appended: list[Event]) -> None:
         """Depth-first over decision rounds, with an explicit stack instead of recursion."""
+        append, sink_decide, dispatcher_decide = (
+            self._append,
+            self.sink.decide,
+            self.dispatcher.decide,
+        )
         owed: list[Iterator[Event]] = [iter(appended[:1])]
         while owed:
             event = next(owed[-1], None)
             if event is None:
                 owed.pop()
                 continue
-            decided = [
-                self._append(e, appended, fresh=True)
-                for e in self.sink.decide(self.sink_state, event)
-            ]
+            decided = [append(e, appended, fresh=True) for e in sink_decide(self.sink_state, event)]
             decided += [
-                self._append(e, appended, fresh=True)
-                for e in self.dispatcher.decide(self.dispatcher_state, event)
+                append(e, appended, fresh=True)
+                for e in dispatcher_decide(self.dispatcher_state, event)
             ]
             if decided:
                 if len(owed) >= self.max_depth:

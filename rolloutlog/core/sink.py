@@ -58,7 +58,7 @@ class SinkGroup:
     train: bool
     frozen: bool
     size: int
-    pending: dict[str, int] = attrs.Factory(dict)  # dispatched, not arrived: id -> version
+    inflight: dict[str, int] = attrs.Factory(dict)  # dispatched, not arrived: id -> version
     arrived: list[Arrival] = attrs.Factory(list)
     cancelled: int = 0
     stale_cancelled: int = 0
@@ -101,7 +101,7 @@ class SinkState:
     step: int = 1
     version: int = 0
     groups: dict[str, SinkGroup] = attrs.Factory(dict)
-    pending: dict[str, str] = attrs.Factory(dict)  # dispatched episode id -> group id
+    inflight: dict[str, str] = attrs.Factory(dict)  # dispatched episode id -> group id
     queue: dict[str, Queued] = attrs.Factory(dict)  # in queue order, oldest first
     queued_tokens: int = 0
     idle: IdleWork = attrs.Factory(IdleWork)
@@ -147,8 +147,8 @@ def apply(state: SinkState, event: Event) -> SinkState:
         case EpisodeCompleted() | EpisodeFailed():
             _on_arrival(state, event)
         case EpisodeDispatched():
-            state.groups[event.group_id].pending[event.episode_id] = event.policy_version
-            state.pending[event.episode_id] = event.group_id
+            state.groups[event.group_id].inflight[event.episode_id] = event.policy_version
+            state.inflight[event.episode_id] = event.group_id
         case EpisodesCancelled():
             _on_cancelled(state, event)
         case EpisodeDropped():
@@ -193,11 +193,11 @@ def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
 
 
 def _on_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> None:
-    group_id = state.pending.pop(event.episode_id, None)
+    group_id = state.inflight.pop(event.episode_id, None)
     if group_id is None:
         return  # late: the episode was cancelled before it arrived; never counted twice
     group = state.groups[group_id]
-    version = group.pending.pop(event.episode_id)
+    version = group.inflight.pop(event.episode_id)
     reward, tokens = None, 0
     if isinstance(event, EpisodeCompleted):
         reward, tokens = event.reward, event.prompt_tokens + event.completion_tokens
@@ -209,7 +209,7 @@ def _on_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> No
 
 def _check_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
     group = _group_of(state, event.group_id, event)
-    require_held(event.episode_ids, group.pending, event.seq, event.kind, "pending at the sink")
+    require_held(event.episode_ids, group.inflight, event.seq, event.kind, "in flight at the sink")
     count = len(event.episode_ids) + event.unscheduled
     require(
         len(group.arrived) + group.cancelled + count <= group.size,
@@ -221,7 +221,7 @@ def _check_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
 
 def _on_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
     group = state.groups[event.group_id]
-    release(event.episode_ids, group.pending, state.pending)
+    release(event.episode_ids, group.inflight, state.inflight)
     count = len(event.episode_ids) + event.unscheduled
     group.cancelled += count
     if event.reason == "stale":

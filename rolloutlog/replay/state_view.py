@@ -76,7 +76,7 @@ def group_view(fold: LogFold, group_id: str) -> dict[str, Any] | None:
     dispatched = fold.registry.members[group_number(group_id)]
     arrived = {arrival.episode_id: arrival for arrival in group.arrived}
     members = [
-        _member(f"{group_id}/{m}", m, group.pending, arrived, step) for m in range(dispatched)
+        _member(f"{group_id}/{m}", m, group.inflight, arrived, step) for m in range(dispatched)
     ]
     return {
         "group_id": group_id,
@@ -94,12 +94,12 @@ def group_view(fold: LogFold, group_id: str) -> dict[str, Any] | None:
 
 
 def _member(
-    episode_id: str, member: int, pending: dict[str, int], arrived: dict[str, Arrival], step: int
+    episode_id: str, member: int, inflight: dict[str, int], arrived: dict[str, Arrival], step: int
 ) -> dict[str, Any]:
     view: dict[str, Any] = {"episode_id": episode_id, "member": member}
     arrival = arrived.get(episode_id)
-    if episode_id in pending:
-        view.update(state="in_flight", version=pending[episode_id])
+    if episode_id in inflight:
+        view.update(state="in_flight", version=inflight[episode_id])
     elif arrival is not None:
         state = "failed" if arrival.reward is None else "completed"
         view.update(state="dropped" if arrival.dropped else state, version=arrival.version)

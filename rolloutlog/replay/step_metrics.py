@@ -177,12 +177,15 @@ class StepMetrics:
                 if handler is not None:
                     handler(*[column[i] for column in reads[kind]])
 
-    def observe(self, event: Event) -> None:
-        """Read one event."""
+    def observe(self, event: Event, loop: object = None) -> None:
+        """Read one event; as a reaction loop's observer, as the loop appends it."""
         found = self._by_class.get(type(event))
         if found is not None:
             handler, values = found
             handler(*values(event))
+
+    def settled(self, world_event: Event, loop: object = None) -> None:
+        """Nothing to settle: the split counts events as they come (a loop observer)."""
 
     def run_values(self) -> dict[str, Any]:
         """The run-level values, under their metric names."""

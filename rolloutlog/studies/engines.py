@@ -106,13 +106,13 @@ def _on_ray(
             ray.init(address=address, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(run_cell)
-        pending = [remote.remote(cell) for cell in cells]
+        outstanding = [remote.remote(cell) for cell in cells]
         try:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
+            while outstanding:
+                done, outstanding = ray.wait(outstanding, num_returns=1)
                 on_row(ray.get(done[0]))
         except BaseException:
-            for ref in pending:
+            for ref in outstanding:
                 ray.cancel(ref)
             raise
     finally:

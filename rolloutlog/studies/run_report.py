@@ -15,26 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import NAMED, RULES, preset_overrides
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.types import Event
 from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
-
-
-class AgeObserver:
-    """The age split (`StepMetrics`), collected from the loop as it appends."""
-
-    def __init__(self) -> None:
-        self.ages = StepMetrics(keep_rows=False)
-
-    def observe(self, event: Event, loop: ReactionLoop) -> None:
-        self.ages.observe(event)
-
-    def settled(self, world_event: Event, loop: ReactionLoop) -> None:
-        """Nothing to settle: the split counts events as they come."""
 
 
 def run_policy(
@@ -45,7 +31,7 @@ def run_policy(
     check: bool = False,
 ) -> tuple[dict[str, Any], SimResult]:
     """Simulate `scenario`: its `--json` object (replay summary + sim metrics) and result."""
-    account, ages = Account(scenario.run, raise_on_violation=False), AgeObserver()
+    account, ages = Account(scenario.run, raise_on_violation=False), StepMetrics(keep_rows=False)
     with _log_writer(log_path, check_events=check) as write:
         result = simulate(scenario, observers=(account, ages), on_events=write, on_step=on_step)
     report = {
@@ -55,7 +41,7 @@ def run_policy(
         "log": str(log_path) if log_path else None,
         **account.summary(),
         "invariant_violations": list(account.violations) if check else None,
-        **ages.ages.run_values(),
+        **ages.run_values(),
         **result.metrics,
     }
     return report, result
@@ -74,12 +60,7 @@ def _log_writer(
         yield None
         return
     with LogWriter(path, mode="overwrite", fsync=False, check_events=check_events) as writer:
-
-        def write(events: list[Event]) -> None:
-            for event in events:
-                writer.append(event)
-
-        yield write
+        yield writer.extend
 
 
 def policy_name(scenario: Scenario) -> str:

@@ -15,7 +15,15 @@ from typing import Any
 
 import httpx
 import pytest
-from vllm_contract import CONTRACT, Exchange, check_response, run, validate, wait_until
+from vllm_contract import (
+    CONTRACT,
+    Exchange,
+    check_response,
+    run,
+    validate,
+    wait_for_engine_requests,
+    wait_until,
+)
 
 from rolloutlog.runtime.live.digits import EOS_ID, task_from_id
 from rolloutlog.runtime.live.model import load_checkpoint
@@ -59,6 +67,31 @@ def test_generate_answers_in_vllms_shape(server, contract_client, recorder):
     assert generation.weight_versions[0].version == "default"
     assert generation.prompt_tokens == len(PROMPT)
     assert recorder.routes() == {("POST", "/inference/v1/generate")}
+
+
+def test_metrics_count_the_requests_the_engine_holds(server, contract_client):
+    async def scenario():
+        client = contract_client(server.url)
+        try:
+            await client.pause("keep")
+            task = asyncio.create_task(client.generate(_request("held", max_tokens=4)))
+            await wait_for_engine_requests(server.url, 1)
+            async with httpx.AsyncClient(trust_env=False) as http:
+                response = await http.get(f"{server.url}/metrics")
+            await client.resume()
+            return response, await task
+        finally:
+            await client.aclose()
+
+    response, generation = run(scenario())
+    assert response.headers["content-type"] == "text/plain"
+    gauges = dict(line.split(" ") for line in response.text.splitlines() if line[0] != "#")
+    label = '{model_name="rolloutlog-digits"}'
+    assert gauges == {
+        f"vllm:num_requests_running{label}": "1.0",
+        f"vllm:num_requests_waiting{label}": "0.0",
+    }
+    assert len(generation.token_ids) == 4
 
 
 def test_abort_of_an_in_flight_request(slow_server, contract_client):

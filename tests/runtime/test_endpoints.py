@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import attrs
 import pytest
-from vllm_contract import run, wait_until
+from vllm_contract import run, wait_for_engine_requests, wait_until
 
 from rolloutlog.runtime.live.digits import task_from_id
 from rolloutlog.runtime.live.endpoints import (
@@ -132,7 +133,8 @@ def test_a_killed_endpoint_leaves_rotation_and_its_requests_fail(
             await asyncio.gather(*(e.backend.pause("keep") for e in pool.endpoints))
             survivor = await _start(pool, "g1", "g1/0")
             doomed = [await _start(pool, "g2", "g2/0"), await _start(pool, "g2", "g2/1")]
-            await asyncio.sleep(0.5)  # let the requests reach the server: truly in flight
+            # truly in flight: both requests are in the doomed server's engine
+            await wait_for_engine_requests(processes[1].url, 2)
             processes[1].kill()
             failures = await asyncio.gather(*doomed, return_exceptions=True)
             await pool.endpoints[0].backend.resume()
@@ -163,7 +165,11 @@ def test_a_timed_out_request_fails_alone_when_its_endpoint_is_healthy(checkpoint
             await pool.endpoints[0].backend.pause("keep")  # the request will hang
             with pytest.raises(InferenceUnavailable, match="ReadTimeout"):
                 await pool.generate("g1", _request("hangs"))
-            await pool.endpoints[0].backend.resume()
+            backend = pool.endpoints[0].backend
+            await backend.resume()
+            # the next request proves the endpoint healthy; it gets time to finish, since a
+            # loaded machine may take longer than 0.3 s over six tokens
+            backend.limits = attrs.evolve(backend.limits, generate_timeout_s=60.0)
             return pool, await pool.generate("g1", _request("after"))
         finally:
             await pool.aclose()

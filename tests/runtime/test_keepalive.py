@@ -40,6 +40,28 @@ def closing_server(checkpoints: dict[str, Path]) -> Iterator[InferenceServer]:
     started.stop()
 
 
+def _closed_by_server(port: int) -> int:
+    """Our connections to `port` that the server has closed (TCP state CLOSE_WAIT), as
+    Linux lists them in /proc/net/tcp: the close is seen without a timed guess."""
+    close_wait = "08"
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            count += remote_port == port and fields[3] == close_wait
+    return count
+
+
+def _wait_until_the_server_closed(url: str, count: int, timeout_s: float = 30.0) -> None:
+    port = int(url.rsplit(":", 1)[1])
+    deadline = time.monotonic() + timeout_s
+    while _closed_by_server(port) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the server closed fewer than {count} idle connections")
+        time.sleep(0.01)
+
+
 def test_the_twin_keeps_vllms_five_second_keepalive_by_default():
     assert DEFAULT_KEEPALIVE_S == 5.0
 
@@ -56,7 +78,8 @@ def test_a_burst_on_connections_the_server_is_closing_does_not_fail(closing_serv
         client = VLLMClient(closing_server.url)  # default limits: reuse within 4 s
         try:
             first = await burst(client, 0)  # BURST connections, now idle in the pool
-            time.sleep(SERVER_KEEPALIVE_S * 2)  # busy loop: the server closes them meanwhile
+            # the loop is held busy (a blocking wait) while the server closes them all
+            _wait_until_the_server_closed(closing_server.url, BURST)
             return first + await burst(client, BURST)
         finally:
             await client.aclose()

@@ -39,6 +39,25 @@ async def wait_until(condition: Callable[[], bool], what: str, timeout_s: float 
         await asyncio.sleep(0.01)
 
 
+async def wait_for_engine_requests(url: str, count: int, timeout_s: float = 30.0) -> None:
+    """Wait until the server at `url` holds `count` requests (running or waiting), as its
+    `/metrics` says: a condition with a deadline, not a guess at how long sending takes."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    async with httpx.AsyncClient(trust_env=False) as http:
+        while True:
+            text = (await http.get(f"{url}/metrics")).raise_for_status().text
+            held = sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting"))
+            )
+            if held == count:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"waited {timeout_s} s for {count} requests at {url}")
+            await asyncio.sleep(0.01)
+
+
 REQUEST_SCHEMAS = {
     ("POST", "/inference/v1/generate"): "generate_request",
     ("POST", "/inference/v1/abort_requests"): "abort_requests_request",

@@ -259,13 +259,13 @@ class LiveDriver:
 
     async def _shutdown(self, trainer_task: asyncio.Task[None]) -> None:
         """Record `run_finished`, abort what it cancels, let the trainer finish what shipped."""
-        pending = {task for task in self._tasks if not task.done()}
-        if pending and not self._closed:  # answers on their way (a lost endpoint's failures)
-            await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
+        unfinished = {task for task in self._tasks if not task.done()}
+        if unfinished and not self._closed:  # answers on their way (a lost endpoint's failures)
+            await asyncio.wait(unfinished, timeout=SHUTDOWN_GRACE_S)
         self._finish()
-        pending = {task for task in self._tasks if not task.done()}
-        if pending:
-            _, late = await asyncio.wait(pending, timeout=self.options.shutdown_timeout_s)
+        unfinished = {task for task in self._tasks if not task.done()}
+        if unfinished:
+            _, late = await asyncio.wait(unfinished, timeout=self.options.shutdown_timeout_s)
             for task in late:
                 task.cancel()
         if self._error is None:

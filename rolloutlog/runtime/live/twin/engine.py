@@ -149,7 +149,7 @@ class Engine:
         return self._thread.is_alive() and not self._stopping
 
     @property
-    def pending(self) -> int:
+    def unfinished(self) -> int:
         """Requests queued or running (not yet finished)."""
         with self._cond:
             return len(self._active)

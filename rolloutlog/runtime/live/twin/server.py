@@ -1,6 +1,6 @@
 """The CPU inference server: vLLM 0.33's RL HTTP routes over the torch engine, on loopback.
 
-Why the standard library's `ThreadingHTTPServer`: the server has ten routes, talks to one
+Why the standard library's `ThreadingHTTPServer`: the server has eleven routes, talks to one
 local client, and its hardest semantics (a generate call that hangs while inference is
 paused in keep mode, until `/resume`) are simply a thread blocked on an event. One thread
 per connection (HTTP/1.1 keep-alive) matches the client's connection pool, adds no
@@ -56,6 +56,10 @@ _DISCONNECT_POLL_S: Final = 0.2
 _CLIENT_GONE: Final = 499  # nginx's "client closed request"; never sent
 _PAUSE_MODES: Final[dict[str, PauseMode]] = {"abort": "abort", "wait": "wait", "keep": "keep"}
 _log = logging.getLogger(__name__)
+
+
+class _Text(str):
+    """A plain-text body (Prometheus metrics); every other body is JSON."""
 
 
 class _Reply(Exception):
@@ -129,10 +133,11 @@ class _Handler(BaseHTTPRequestHandler):
         if status == _CLIENT_GONE:  # nobody is listening: close instead of answering
             self.close_connection = True
             return
-        payload = b"" if body is None else json.dumps(body).encode()
+        text = isinstance(body, _Text)
+        payload = b"" if body is None else (body if text else json.dumps(body)).encode()
         self.send_response(status)
         if body is not None:
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/plain" if text else "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -171,6 +176,7 @@ class InferenceApp:
             "/update_weight_version": ("POST", self.update_weight_version),
             "/weight_info": ("GET", self.weight_info),
             "/health": ("GET", self.health),
+            "/metrics": ("GET", self.metrics),
         }
 
     def generate(self, handler: _Handler, query: dict[str, list[str]]) -> None:
@@ -272,6 +278,18 @@ class InferenceApp:
 
     def health(self, handler: _Handler, query: dict[str, list[str]]) -> None:
         raise _Reply(200 if self.engine.alive else 503)
+
+    def metrics(self, handler: _Handler, query: dict[str, list[str]]) -> None:
+        """vLLM's two queue gauges in Prometheus text: a test (or a dashboard) sees that a
+        request reached the engine without watching the clock."""
+        unfinished, label = self.engine.unfinished, f'{{model_name="{self.model_name}"}}'
+        running = min(unfinished, self.engine.max_batch)
+        gauges = {"num_requests_running": running, "num_requests_waiting": unfinished - running}
+        lines = [
+            f"# TYPE vllm:{name} gauge\nvllm:{name}{label} {float(value)}"
+            for name, value in gauges.items()
+        ]
+        raise _Reply(200, _Text("\n".join(lines) + "\n"))
 
 
 def _json_or_400(handler: _Handler, *, empty_ok: bool = False) -> Any:
