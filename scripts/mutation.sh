@@ -22,11 +22,10 @@ mutmut() { nice -n 10 .venv/bin/mutmut "$@"; }
 if [[ "${1:-}" == "--sample" ]]; then
     [[ $# -eq 4 && "$3" == "--seed" ]] || { echo "usage: $0 --sample N --seed S" >&2; exit 2; }
     size=$2 seed=$4
-    # mutmut generates the mutants at the start of a run; where none were generated yet, a
-    # run of the few scoring mutants does that before the sample is drawn.
-    if ! compgen -G "mutants/rolloutlog/core/*.py.meta" >/dev/null; then
-        mutmut run --max-children 1 "rolloutlog.core.scoring*" >/dev/null
-    fi
+    # mutmut (re)generates the mutants of changed files at the start of a run, and numbers
+    # them per function: a run of the few scoring mutants brings every name up to date
+    # before the sample is drawn.
+    mutmut run --max-children 1 "rolloutlog.core.scoring*" >/dev/null
     names=mutants/sample-$size-seed-$seed.txt
     .venv/bin/python scripts/mutation_sample.py pick "$size" "$seed" >"$names"
     todo=$(.venv/bin/python scripts/mutation_sample.py pending "$names")

@@ -26,7 +26,10 @@ def _fold(decider: Decider[Any], events: list[Event]) -> tuple[Any, int | None]:
     for event in events:
         try:
             state = decider.evolve(state, event)
-        except InconsistentLogError:
+        except InconsistentLogError as error:
+            # the refusal names the event it refused and says what is wrong with it
+            assert (error.seq, error.kind) == (event.seq, event.kind), error
+            assert isinstance(error.problem, str) and error.problem, error
             return state, event.seq
     return state, None
 

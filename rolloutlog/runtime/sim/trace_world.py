@@ -16,6 +16,14 @@ the whole run's:
   censoring time (with the tokens and reward of an unconditional draw);
 - a member it never dispatched (or a group it never opened) gets an unconditional draw.
 
+A drawn outcome runs no longer than the run's longest finished episode (generation stops
+at a token cap), unless it was cut past it.
+
+Whether an abort loses its race is the recorded fact where the log saw it: an episode that
+arrived after its cancellation loses again; one cancelled without arriving, whose drawn
+outcome came due while the log went on, won. Any other race is drawn with the fitted
+`late_arrival_rate` (an episode cut at shutdown never showed its race).
+
 Draws come from the simulation's named streams, a block per group when it opens (as in
 `WorldModel`): `durations` picks outcomes, `races` decides whether an abort loses its race.
 """
@@ -49,6 +57,9 @@ class RecordedEpisode:
 
     `seconds` is generation time (weight-update pauses excluded) to the outcome, or, when
     `outcome` is `censored`, until its cancellation. `late`: it arrived after being cancelled.
+    `watched_s`: for a cancelled episode, the generation seconds the log went on after the
+    cancellation; an abort that lost its race shows only if the episode came due within them
+    (at shutdown, none can). `inf` for an episode never cancelled.
     """
 
     episode_id: str
@@ -56,6 +67,7 @@ class RecordedEpisode:
     outcome: Outcome
     seconds: float
     late: bool = False
+    watched_s: float = math.inf
     reward: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -170,6 +182,8 @@ def _check_values(trace: Trace, where: str) -> None:
             )
         if not (math.isfinite(episode.seconds) and episode.seconds >= 0.0):
             raise ConfigError(f"{where}.episodes.seconds[{index}]: must be finite and >= 0")
+        if not episode.watched_s >= 0.0:
+            raise ConfigError(f"{where}.episodes.watched_s[{index}]: must be >= 0 (inf allowed)")
     for index, batch in enumerate(trace.batches):
         if batch.step < 1 or min(batch.train_s, batch.update_s) < 0.0:
             raise ConfigError(f"{where}.batches[{index}]: step >= 1 and times >= 0 required")
@@ -187,13 +201,16 @@ class OutcomePool:
     an outcome, only a longer bound: the draw goes on among the episodes longer than it
     (Efron's redistribute-to-the-right, the sampling form of the Kaplan-Meier estimate).
     Leaving the censored out instead would draw short: a policy that cuts long episodes
-    leaves mostly short ones finished.
+    leaves mostly short ones finished. Past the pool's longest finished episode it knows
+    nothing more and stops at the bound reached, not at its longest cut: walking on through
+    the cuts beyond would put every such draw past the longest of them, too long.
     """
 
     def __init__(self, episodes: Sequence[RecordedEpisode]) -> None:
         self.episodes = sorted(episodes, key=lambda e: (e.seconds, e.episode_id))
         self.seconds = [e.seconds for e in self.episodes]
         self.finished = [e for e in self.episodes if e.outcome != "censored"]
+        self.longest = self.finished[-1].seconds if self.finished else -math.inf
         completed = [e for e in self.finished if e.outcome == "completed"]
         self.mean_tokens = _mean([e.completion_tokens for e in completed])
         self.mean_reward = _mean([e.reward for e in completed])
@@ -211,20 +228,24 @@ class OutcomePool:
                     return episode.seconds
         return self.seconds[-1]
 
-    def draw(self, u: float, longer_than: float) -> tuple[RecordedEpisode | None, float]:
-        """A finished outcome longer than `longer_than`, from the quantile `u`; or (None,
-        the longest censoring bound reached) when the pool has no finished one beyond it."""
-        while True:
+    def draw(self, u: float, longer_than: float) -> tuple[RecordedEpisode | None, float, float]:
+        """A finished outcome longer than `longer_than`, from the quantile `u`, or None with
+        the bound reached when no finished one lies beyond it; and the part of `u` not used.
+
+        Each pick uses the integer part of `u` times the choices; the remainder is again
+        uniform and independent of the pick, so a draw that goes on elsewhere uses it (the
+        `u` that ran out here is a high one: reused, it would pick long there too).
+        """
+        while longer_than < self.longest:
             start = bisect.bisect_right(self.seconds, longer_than)
             left = len(self.episodes) - start
-            if left == 0:
-                return None, longer_than
             index = min(int(u * left), left - 1)
-            u = u * left - index  # the remainder is again uniform, independent of the index
+            u = u * left - index
             picked = self.episodes[start + index]
             if picked.outcome != "censored":
-                return picked, longer_than
+                return picked, longer_than, u
             longer_than = picked.seconds
+        return None, longer_than, u
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -255,6 +276,9 @@ class TraceTasks:
                 if self.scales.get(e.task_id, 0.0) > 0.0
             ]
         )
+        # generation stops at a token cap: nothing the run finished ran longer than this
+        self.ceiling_s = self.run_pool.longest
+        self.ceiling_tokens = max((e.completion_tokens for e in self.run_pool.finished), default=0)
         self.names = sorted(self.pools)
 
     def pool(self, task_id: str) -> OutcomePool:
@@ -277,25 +301,33 @@ class TraceTasks:
         Past the task's longest outcome, the draw goes on in the run's outcomes measured in
         units of their task's median duration (the tail's shape, at this task's scale); a
         task never finished draws from the run as it is. Past the longest outcome the run
-        ever finished, the episode gets `CENSORED_INFLATION` times the bound reached.
+        ever finished, the episode gets `CENSORED_INFLATION` times the bound reached. A
+        draw from elsewhere runs no longer than the run's longest finished episode (the
+        generation cap), unless its cut was already past it.
         """
         pool = self.pool(task_id)
-        drawn, bound = pool.draw(u, longer_than)
+        drawn, bound, u = pool.draw(u, longer_than)
         if drawn is not None:
             return drawn
         scale = self.scales.get(task_id, 0.0)
         if scale > 0.0:
-            shaped, bound = self.shape_pool.draw(u, bound / scale)
+            shaped, bound, u = self.shape_pool.draw(u, bound / scale)
             if shaped is not None:
-                return self._rescaled(shaped, scale)
+                return self._rescaled(shaped, scale, longer_than)
             bound *= scale
         else:
-            drawn, bound = self.run_pool.draw(u, bound)
+            drawn, bound, u = self.run_pool.draw(u, bound)
             if drawn is not None:
                 return drawn
         finished = pool.finished
         plain = finished[min(int(u * len(finished)), len(finished) - 1)]
-        return attrs.evolve(plain, seconds=bound * CENSORED_INFLATION)
+        seconds = min(bound * CENSORED_INFLATION, self._ceiling(longer_than))
+        return attrs.evolve(plain, seconds=seconds)
+
+    def _ceiling(self, longer_than: float) -> float:
+        """The longest a drawn outcome runs: the generation cap the run showed (its longest
+        finished episode), none for an episode cut past it."""
+        return self.ceiling_s if longer_than < self.ceiling_s else math.inf
 
     def draw_shaped(self, task_id: str, u: float) -> RecordedEpisode:
         """A plain draw from the run's shape at the task's scale (median duration).
@@ -305,18 +337,20 @@ class TraceTasks:
         task's scale has the tail of every task.
         """
         scale = self.scales.get(task_id, 0.0)
-        shaped, _ = self.shape_pool.draw(u, -1.0) if scale > 0.0 else (None, 0.0)
-        return self.draw(task_id, u) if shaped is None else self._rescaled(shaped, scale)
+        shaped = self.shape_pool.draw(u, -1.0)[0] if scale > 0.0 else None
+        return self.draw(task_id, u) if shaped is None else self._rescaled(shaped, scale, -1.0)
 
-    def _rescaled(self, shaped: RecordedEpisode, scale: float) -> RecordedEpisode:
-        """A shape-pool outcome at a task's scale: seconds and completion tokens scaled."""
+    def _rescaled(
+        self, shaped: RecordedEpisode, scale: float, longer_than: float
+    ) -> RecordedEpisode:
+        """A shape-pool outcome at a task's scale: seconds and completion tokens scaled, held
+        under the generation cap (the rescaled tail of a short task's shape would pass it)."""
         ratio = scale / self.scales[shaped.task_id]
+        tokens = min(round(shaped.completion_tokens * ratio), self.ceiling_tokens)
         return attrs.evolve(
             shaped,
-            seconds=shaped.seconds * scale,
-            completion_tokens=max(round(shaped.completion_tokens * ratio), 1)
-            if shaped.completion_tokens
-            else 0,
+            seconds=min(shaped.seconds * scale, self._ceiling(longer_than)),
+            completion_tokens=max(tokens, 1) if shaped.completion_tokens else 0,
         )
 
     def task(self, task_id: str) -> Task:
@@ -369,11 +403,19 @@ class TraceWorld:
         recorded = self.recorded.get(episode_id)
         return recorded if recorded is not None and recorded.task_id == task_id else None
 
-    def _late(self, episode_id: str, task_id: str, u: float) -> bool:
-        """Whether an abort of this episode loses its race: recorded when it was cancelled."""
+    def _late(self, episode_id: str, task_id: str, outcome: RecordedEpisode, u: float) -> bool:
+        """Whether an abort of this episode loses its race: as recorded where the log saw it.
+
+        A recorded cancellation without a late arrival won its race only if a lost race would
+        have shown: its `outcome` (drawn past the cut) came due while the log went on.
+        """
         recorded = self._recorded(episode_id, task_id)
-        if recorded is not None and (recorded.late or recorded.outcome == "censored"):
-            return recorded.late
+        if recorded is not None:
+            if recorded.late:
+                return True
+            seen = outcome.seconds - recorded.seconds <= recorded.watched_s
+            if recorded.outcome == "censored" and seen:
+                return False
         return u < self.world.late_arrival_rate
 
     def plan(self, group_id: str, member: int, inflight: int, max_inflight: int) -> EpisodePlan:
@@ -389,7 +431,7 @@ class TraceWorld:
             failed=outcome.outcome == "failed",
             reward=outcome.reward,
             completion_tokens=outcome.completion_tokens,
-            late_if_cancelled=self._late(episode_id, group.task_id, group.races[member]),
+            late_if_cancelled=self._late(episode_id, group.task_id, outcome, group.races[member]),
             prompt_tokens=outcome.prompt_tokens,
         )
 
