@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -152,5 +153,5 @@ def test_a_wrong_batch_is_refused_at_its_seq_and_kind(log: list[Event], field: s
     else:
         wrong = attrs.evolve(shipped, episode_ids=(*shipped.episode_ids, NEVER_DISPATCHED))
     error = fold_events([*log[:index], wrong, *log[index + 1 :]]).error
-    assert error is not None
+    assert isinstance(error, InconsistentLogError)
     assert (error.seq, error.kind) == (index, "batch_shipped"), error
