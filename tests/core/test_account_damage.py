@@ -22,6 +22,7 @@ from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
     EpisodeDropped,
+    EpisodesCancelled,
     Event,
     GroupOpened,
     GroupScored,
@@ -42,8 +43,12 @@ def _config(log: list[Event]) -> RunConfig:
     return RunConfig.from_mapping(first.config, where="run_started.config", startable=False)
 
 
+def _config_account(log: list[Event]) -> Account:
+    return Account(_config(log), raise_on_violation=False)
+
+
 def _fed(log: list[Event]) -> Account:
-    account = Account(_config(log), raise_on_violation=False)
+    account = _config_account(log)
     for event in log:
         account.feed(event)
     return account
@@ -112,6 +117,37 @@ def _advantages_changed(log: list[Event]) -> tuple[list[Event], int, str] | None
     return damaged, index, "!= GRPO"
 
 
+def _straggler_cut_without_risk(log: list[Event]) -> tuple[list[Event], int, str] | None:
+    """Right after a completion, the rest of its group cut as stragglers although none of
+    the group's fresh arrivals sits at the bound (the first such point in the log)."""
+    account = _config_account(log)
+    for index, event in enumerate(log):
+        account.feed(event)
+        group_id = (
+            event.episode_id.rpartition("/")[0] if isinstance(event, EpisodeCompleted) else ""
+        )
+        group = account.groups.get(group_id)
+        if group is None or not group.train or group.frozen or not group.owes:
+            continue
+        fresh = [
+            version
+            for episode_id, (_, version, reward) in group.arrived.items()
+            if reward is not None and episode_id not in group.dropped
+        ]
+        if fresh and all(account.step - 1 - version != account.bound for version in fresh):
+            cut = EpisodesCancelled(
+                t=event.t,
+                group_id=group_id,
+                episode_ids=tuple(group.inflight),
+                unscheduled=group.unscheduled,
+                reason="straggler",
+            )
+            damaged = [*log[: index + 1], cut, *log[index + 1 :]]
+            renumbered = [attrs.evolve(e, seq=seq) for seq, e in enumerate(damaged)]
+            return renumbered, index + 1, "straggler cut without an arrival at risk"
+    return None
+
+
 DAMAGES: dict[str, Callable[[list[Event]], tuple[list[Event], int, str] | None]] = {
     "group_opened": _group_after_finish,
     "run_resumed": _restart_after_finish,
@@ -119,6 +155,7 @@ DAMAGES: dict[str, Callable[[list[Event]], tuple[list[Event], int, str] | None]]
     "episode_dropped": _drop_never_queued,
     "version_pending": _version_again_after_restart,
     "group_scored": _advantages_changed,
+    "episodes_cancelled": _straggler_cut_without_risk,
 }
 
 
@@ -127,7 +164,7 @@ def test_the_account_reports_a_planted_fault_at_its_seq_and_kind(
     log: list[Event], kind: str
 ) -> None:
     damage = DAMAGES[kind](log)
-    if damage is None:  # no group was scored with advantages: nothing to change
+    if damage is None:  # the log has no event of the kind to damage
         return
     damaged, seq, problem = damage
     assert damaged[seq].kind == kind
