@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -159,9 +160,10 @@ DAMAGES: dict[str, Callable[[list[Event]], tuple[list[Event], int, str] | None]]
 }
 
 
-@given(world_logs(max_steps=60), st.sampled_from(sorted(DAMAGES)))
+@pytest.mark.parametrize("kind", sorted(DAMAGES))
+@given(log=world_logs(max_steps=60))
 def test_the_account_reports_a_planted_fault_at_its_seq_and_kind(
-    log: list[Event], kind: str
+    kind: str, log: list[Event]
 ) -> None:
     damage = DAMAGES[kind](log)
     if damage is None:  # the log has no event of the kind to damage
