@@ -1,0 +1,153 @@
+"""The configuration builder on generated configurations: a recorded config rebuilds to
+itself, and every bad value, unknown key or unstartable combination is refused by name.
+
+The bad values are listed here per field, apart from `core.config`'s own checks, so a
+check that stops refusing (or a refusal that stops naming its key) fails a property.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.testing.strategies import run_configs
+
+WRONG_TYPE = {
+    int: ["7", True, 1.5, [1]],
+    float: ["0.5", True, math.nan, math.inf, -math.inf],
+    bool: [1, 0, "true", None],
+    str: [3, ["all"], None],
+    "literal": ["nonsense", 1, None],
+}
+FIELD_TYPES = {
+    "max_inflight": int,
+    "max_off_policy_steps": int,
+    "group_size": int,
+    "batch_size": int,
+    "token_batch_size": int,
+    "target_lag": int,
+    "staleness": "literal",
+    "filter_zero_advantages": bool,
+    "seed": int,
+    "tasks": int,
+    "eval_interval": int,
+    "frozen_fraction": float,
+    "admission_smoothing": bool,
+    "curriculum": str,
+    "zero_output_batches": int,
+    "admission": "literal",
+    "straggler_cut": bool,
+    "batch_order": "literal",
+}
+OUT_OF_RANGE = {
+    "max_inflight": [0, -3],
+    "max_off_policy_steps": [-1],
+    "group_size": [0],
+    "batch_size": [0, -1],
+    "token_batch_size": [0],
+    "target_lag": [-1],
+    "tasks": [0],
+    "eval_interval": [-2],
+    "frozen_fraction": [1.5, -0.25, 2],
+    "curriculum": ["no-such-rule"],
+    "zero_output_batches": [0],
+}
+OPTIONAL = {"batch_size", "token_batch_size"}
+WHERES = st.sampled_from(["config", "scenario.run", "run_started.config"])
+
+
+def test_the_table_of_fields_is_complete() -> None:
+    assert sorted(FIELD_TYPES) == sorted(RunConfig().to_dict())
+
+
+def bad_values(name: str) -> list[Any]:
+    wrong = [v for v in WRONG_TYPE[FIELD_TYPES[name]] if not (v is None and name in OPTIONAL)]
+    return wrong + OUT_OF_RANGE.get(name, [])
+
+
+@st.composite
+def bad_mappings(draw: st.DrawFn) -> tuple[dict[str, Any], str, Any]:
+    """A recorded config's mapping with one field's value replaced by a bad one."""
+    data = draw(run_configs()).to_dict()
+    name = draw(st.sampled_from(sorted(FIELD_TYPES)))
+    value = draw(st.sampled_from(bad_values(name)))
+    data[name] = value
+    return data, name, value
+
+
+@given(run_configs(), WHERES, st.booleans())
+def test_a_recorded_config_rebuilds_to_itself(
+    config: RunConfig, where: str, startable: bool
+) -> None:
+    rebuilt = RunConfig.from_mapping(config.to_dict(), where, startable=startable)
+    assert rebuilt == config
+    assert rebuilt.startup_problems() == []
+    assert isinstance(rebuilt.frozen_fraction, float)
+
+
+@given(run_configs(), WHERES)
+def test_an_integer_is_taken_where_a_number_is_expected(config: RunConfig, where: str) -> None:
+    data = config.to_dict()
+    data["frozen_fraction"] = round(config.frozen_fraction)
+    built = RunConfig.from_mapping(data, where)
+    assert type(built.frozen_fraction) is float
+    assert built.frozen_fraction == data["frozen_fraction"]
+
+
+@given(bad_mappings(), WHERES, st.booleans())
+def test_a_bad_value_is_refused_by_its_key(
+    case: tuple[dict[str, Any], str, Any], where: str, startable: bool
+) -> None:
+    data, name, value = case
+    with pytest.raises(ConfigError) as refused:
+        RunConfig.from_mapping(data, where, startable=startable)
+    message = str(refused.value)
+    assert message.startswith(f"{where}.{name}: must ")
+    assert message.endswith(f"(got {value!r})")
+
+
+@given(run_configs(), WHERES, st.text("abcdefghij_", min_size=1, max_size=12))
+def test_an_unknown_key_is_refused_by_name(config: RunConfig, where: str, key: str) -> None:
+    data = config.to_dict()
+    if key in data:
+        key += "_extra"
+    data[key] = 1
+    with pytest.raises(ConfigError) as refused:
+        RunConfig.from_mapping(data, where)
+    assert str(refused.value).startswith(f"{where}: unknown key {key!r}; known keys: ")
+
+
+@given(run_configs(), st.sampled_from(["both batch keys", "no batch key", "lag past bound"]))
+def test_a_config_that_cannot_start_is_refused_yet_folds_as_recorded(
+    config: RunConfig, fault: str
+) -> None:
+    data = config.to_dict()
+    if fault == "both batch keys":
+        data.update(batch_size=4, token_batch_size=100)
+        problem = "batch_size / token_batch_size: set exactly one"
+    elif fault == "no batch key":
+        data.update(batch_size=None, token_batch_size=None)
+        problem = "batch_size / token_batch_size: set exactly one"
+    else:
+        data["target_lag"] = config.max_off_policy_steps + 1
+        problem = f"target_lag: must be <= max_off_policy_steps ({config.max_off_policy_steps})"
+    with pytest.raises(ConfigError) as refused:
+        RunConfig.from_mapping(data)
+    assert str(refused.value).startswith(problem)
+    recorded = RunConfig.from_mapping(data, startable=False)
+    assert recorded.to_dict() == data
+    assert [p[: len(problem)] for p in recorded.startup_problems()] == [problem]
+
+
+@given(run_configs(), st.integers(1, 10_000))
+def test_setting_only_token_batches_switches_the_batch_unit(config: RunConfig, tokens: int) -> None:
+    data = config.to_dict()
+    del data["batch_size"]
+    data["token_batch_size"] = tokens
+    built = RunConfig.from_mapping(data)
+    assert (built.batch_size, built.token_batch_size) == (None, tokens)
