@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.testing.strategies import run_configs
 
-WRONG_TYPE = {
+WRONG_TYPE: dict[object, list[Any]] = {
     int: ["7", True, 1.5, [1]],
     float: ["0.5", True, math.nan, math.inf, -math.inf],
     bool: [1, 0, "true", None],
     str: [3, ["all"], None],
     "literal": ["nonsense", 1, None],
 }
-FIELD_TYPES = {
+FIELD_TYPES: dict[str, object] = {
     "max_inflight": int,
     "max_off_policy_steps": int,
     "group_size": int,
@@ -44,7 +44,7 @@ FIELD_TYPES = {
     "straggler_cut": bool,
     "batch_order": "literal",
 }
-OUT_OF_RANGE = {
+OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
     "max_off_policy_steps": [-1],
     "group_size": [0],
@@ -70,16 +70,6 @@ def bad_values(name: str) -> list[Any]:
     return wrong + OUT_OF_RANGE.get(name, [])
 
 
-@st.composite
-def bad_mappings(draw: st.DrawFn) -> tuple[dict[str, Any], str, Any]:
-    """A recorded config's mapping with one field's value replaced by a bad one."""
-    data = draw(run_configs()).to_dict()
-    name = draw(st.sampled_from(sorted(FIELD_TYPES)))
-    value = draw(st.sampled_from(bad_values(name)))
-    data[name] = value
-    return data, name, value
-
-
 @given(run_configs(), WHERES, st.booleans())
 def test_a_recorded_config_rebuilds_to_itself(
     config: RunConfig, where: str, startable: bool
@@ -99,11 +89,15 @@ def test_an_integer_is_taken_where_a_number_is_expected(config: RunConfig, where
     assert built.frozen_fraction == data["frozen_fraction"]
 
 
-@given(bad_mappings(), WHERES, st.booleans())
+@pytest.mark.parametrize(
+    ("name", "value"), [(name, value) for name in sorted(FIELD_TYPES) for value in bad_values(name)]
+)
+@given(config=run_configs(), where=WHERES, startable=st.booleans())
 def test_a_bad_value_is_refused_by_its_key(
-    case: tuple[dict[str, Any], str, Any], where: str, startable: bool
+    name: str, value: Any, config: RunConfig, where: str, startable: bool
 ) -> None:
-    data, name, value = case
+    """Every field with each of its bad values, in a recorded config's mapping."""
+    data = {**config.to_dict(), name: value}
     with pytest.raises(ConfigError) as refused:
         RunConfig.from_mapping(data, where, startable=startable)
     message = str(refused.value)
