@@ -15,14 +15,14 @@ def config_of(log: list[Event]) -> RunConfig:
     return RunConfig.from_mapping(first.config, where="run_started.config", startable=False)
 
 
-def account_for(log: list[Event]) -> Account:
-    """An account for `log`'s config that collects its reports instead of raising."""
-    return Account(config_of(log), raise_on_violation=False)
+def account_for(log: list[Event], *, raising: bool = False) -> Account:
+    """An account for `log`'s config that collects its reports (or raises the first)."""
+    return Account(config_of(log), raise_on_violation=raising)
 
 
-def fed(log: list[Event]) -> Account:
+def fed(log: list[Event], *, raising: bool = False) -> Account:
     """The account fed `log` and settled after each world event's reaction, as a fold does."""
-    account = account_for(log)
+    account = account_for(log, raising=raising)
     last_world: Event | None = None
     for event in log:
         if event.kind in WORLD_KINDS and last_world is not None:

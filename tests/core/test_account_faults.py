@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from planted import account_for, config_of, fed
 
-from rolloutlog.core.account import Account
+from rolloutlog.core.account import Account, InvariantViolation
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider
 from rolloutlog.events.types import (
@@ -373,6 +373,9 @@ def test_each_report_names_its_planted_fault(fault: str, data: st.DataObject) ->
     assert any(
         report.startswith(f"seq {seq} ({kind}): ") and problem in report for report in reports
     ), (seq, kind, problem, reports)
+    with pytest.raises(InvariantViolation) as raised:  # raising, the first report is raised
+        fed(damaged, raising=True)
+    assert str(raised.value) == reports[0]
     # Each decider on its own accepts the damaged log or refuses a planted event, naming
     # that event's seq and kind (in a fold the sink checks first and hides the dispatcher).
     for decider in (SINK, DISPATCHER):

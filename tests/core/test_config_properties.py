@@ -8,13 +8,23 @@ check that stops refusing (or a refusal that stops naming its key) fails a prope
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.core.config import (
+    ConfigError,
+    RunConfig,
+    apply_overrides,
+    build_config,
+    checked,
+    describe_fields,
+    parse_overrides,
+)
 from rolloutlog.testing.strategies import run_configs
 
 WRONG_TYPE: dict[object, list[Any]] = {
@@ -145,3 +155,76 @@ def test_setting_only_token_batches_switches_the_batch_unit(config: RunConfig, t
     data["token_batch_size"] = tokens
     built = RunConfig.from_mapping(data)
     assert (built.batch_size, built.token_batch_size) == (None, tokens)
+
+
+def _toml(value: Any) -> str:
+    """The TOML text of a config value (what a user types after `--set key=`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
+
+
+@given(run_configs(), st.data())
+def test_set_options_read_back_as_the_values_they_spell(
+    config: RunConfig, data: st.DataObject
+) -> None:
+    values = {k: v for k, v in config.to_dict().items() if v is not None}
+    keys = data.draw(st.lists(st.sampled_from(sorted(values)), min_size=1, unique=True))
+    items = [f"{key}={_toml(values[key])}" for key in keys]
+    assert parse_overrides(items) == {key: values[key] for key in keys}
+    bare = {key: values[key] for key in keys if isinstance(values[key], str)}
+    assert parse_overrides(f" {key} = {value}" for key, value in bare.items()) == bare
+
+
+@given(st.sampled_from(["", "=3", "  =x", "batch_size", "no equals sign"]))
+def test_a_set_option_without_key_and_value_is_refused_by_its_text(item: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_overrides([item])
+    assert str(refused.value) == f"override {item!r}: expected key=value"
+
+
+@given(run_configs(), st.integers(1, 64), st.integers(1, 4000), st.booleans())
+def test_one_batch_key_overridden_clears_the_other(
+    config: RunConfig, episodes: int, tokens: int, both: bool
+) -> None:
+    base = config.to_dict()
+    assert apply_overrides(base, {"batch_size": episodes}) == {
+        **base,
+        "batch_size": episodes,
+        "token_batch_size": None,
+    }
+    assert apply_overrides(base, {"token_batch_size": tokens}) == {
+        **base,
+        "batch_size": None,
+        "token_batch_size": tokens,
+    }
+    if both:  # both given: both kept, and refused later by the startup check
+        overrides = {"batch_size": episodes, "token_batch_size": tokens}
+        assert apply_overrides(base, overrides) == {**base, **overrides}
+    assert apply_overrides(base, {"seed": 5}) == {**base, "seed": 5}
+
+
+def test_the_described_fields_are_the_config_in_order_with_their_docs() -> None:
+    described = describe_fields(RunConfig)
+    assert [name for name, _, _ in described] == list(RunConfig().to_dict())
+    defaults = RunConfig().to_dict()
+    for name, default, doc in described:
+        assert doc, name
+        assert default == (None if name == "target_lag" else defaults[name]), name
+
+
+@attrs.frozen(kw_only=True)
+class _Paths:
+    """A config class with a field type outside bool/int/float/str."""
+
+    root: Path = checked(Path("."), None, "a directory")
+
+
+@given(st.sampled_from(["runs", 3, None, ["a"]]))
+def test_other_field_types_are_taken_as_instances_only(value: Any) -> None:
+    assert build_config(_Paths, {"root": Path("x")}) == _Paths(root=Path("x"))
+    with pytest.raises(ConfigError) as refused:
+        build_config(_Paths, {"root": value}, where="paths")
+    assert str(refused.value) == f"paths.root: must be Path (got {value!r})"

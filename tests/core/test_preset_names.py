@@ -46,3 +46,28 @@ def test_a_policy_list_reads_its_names_and_refuses_a_repeat(
 def test_an_empty_policy_list_is_refused(text: str) -> None:
     with pytest.raises(ConfigError, match=r"^policy list is empty; for example per-episode"):
         parse_policy_list(text)
+
+
+@given(PRESET_NAMES, st.sampled_from(["per-batch", "", "capacity", "PER-EPISODE"]))
+def test_a_preset_with_an_unknown_base_is_refused_by_name(name: str, base: str) -> None:
+    rules = name.split("+")[1:]
+    bad = "+".join([base, *rules])
+    with pytest.raises(ConfigError) as refused:
+        preset_overrides(bad)
+    assert str(refused.value) == (
+        f"policy {bad!r}: must start with one of per-episode, per-group (or be 'all')"
+    )
+
+
+@given(PRESET_NAMES, st.sampled_from(["caps", "", "per-group", "all"]), st.data())
+def test_a_preset_with_an_unknown_rule_is_refused_by_name(
+    name: str, rule: str, data: st.DataObject
+) -> None:
+    parts = name.split("+")
+    at = data.draw(st.integers(1, len(parts)))
+    bad = "+".join([*parts[:at], rule, *parts[at:]])
+    with pytest.raises(ConfigError) as refused:
+        preset_overrides(bad)
+    assert str(refused.value) == (
+        f"policy {bad!r}: unknown rule {rule!r}; known rules: capacity, straggler, oldest-first"
+    )
