@@ -111,6 +111,7 @@ def main() -> None:
                 errors: dict[str, list[float]] = {key: [] for key in FIGURES}
                 got_all: dict[str, list[float]] = {key: [] for key in FIGURES}
                 want_all: dict[str, list[float]] = {key: [] for key in FIGURES}
+                at_rate_all: list[float] = []  # discarded at the world's rate (--true-rate)
                 against = "recorded" if what_if == recorded_policy else "truth"
                 for world_seed, base in bases.items():
                     log = Path(folder) / f"{scenario}.{world_seed}.{recorded_policy}.arrow"
@@ -150,14 +151,22 @@ def main() -> None:
                             key = "finished_rollouts_discarded"
                             err = 100 * error(exact[key], want[key])
                             line += f"   at rate: {exact[key]:,.0f} ({err:.1f}%)"
+                            at_rate_all.append(exact[key])
                         print(line, flush=True)
                 line = f"{scenario:8s} {recorded_policy:12s} {what_if:12s} {against:9s}"
                 for key in FIGURES:
                     mean = error(statistics.fmean(got_all[key]), statistics.fmean(want_all[key]))
                     line += f" {100 * max(errors[key]):10.1f}% {100 * mean:10.1f}%"
+                if at_rate_all:
+                    wants = want_all["finished_rollouts_discarded"]
+                    worst = max(error(g, w) for g, w in zip(at_rate_all, wants, strict=True))
+                    mean = error(statistics.fmean(at_rate_all), statistics.fmean(wants))
+                    line += f" {100 * worst:10.1f}% {100 * mean:10.1f}%"
                 summary.append(line)
     print("\nper pair, over the worlds and seeds: worst error, error of the mean")
     columns = "".join(f" {SHORT[key] + ' worst':>11s} {'of mean':>11s}" for key in FIGURES)
+    if args.true_rate:
+        columns += f" {'at rate worst':>11s} {'of mean':>11s}"
     print(f"{'':44s}{columns}")
     print("\n".join(summary))
     print(f"({time.perf_counter() - started:.0f} s)")
