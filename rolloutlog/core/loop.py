@@ -191,8 +191,12 @@ class ReactionLoop:
                 owed.pop()
                 continue
             start = len(appended)
-            append(sink_decide(self.sink_state, event), appended, fresh=True)
-            append(dispatcher_decide(self.dispatcher_state, event), appended, fresh=True)
+            decided = sink_decide(self.sink_state, event)
+            if decided:  # most events set off nothing: no call for an empty answer
+                append(decided, appended, fresh=True)
+            decided = dispatcher_decide(self.dispatcher_state, event)
+            if decided:
+                append(decided, appended, fresh=True)
             if len(appended) > start:
                 if len(owed) >= self.max_depth:
                     raise LoopBoundError(
