@@ -17,6 +17,8 @@ ships. Permits freed by cancellations are refilled when the dispatcher reacts to
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, Final
 
 from rolloutlog.core import cancellations
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
@@ -66,50 +68,18 @@ def check(state: DispatcherState, event: Event) -> None:
     Reads only: `evolve` calls it before writing anything, and the loop calls it on both
     deciders before either applies, so a refused event leaves both states as they were.
     """
-    match event:
-        case EpisodeDispatched():
-            _check_dispatched(state, event)
-        case EpisodesCancelled():
-            _check_cancelled(state, event)
-        case GroupOpened():
-            _check_group_opened(state, event)
-        case GroupScored():
-            # The sink finalizes a group exactly when the dispatcher stops owing it members.
-            require(
-                event.group_id not in state.groups,
-                event.seq,
-                event.kind,
-                f"{event.group_id} scored while the dispatcher still owes members",
-            )
-        case RunResumed():
-            _check_resumed(state, event)
-        case _:
-            pass
+    check_kind = _CHECKS.get(type(event))
+    if check_kind is not None:
+        check_kind(state, event)
 
 
 def apply(state: DispatcherState, event: Event) -> DispatcherState:
     """Apply an event `check` accepted, in place; events it does not care about pass through."""
     if state.config.admission_smoothing:
         _advance_window(state, event.t)
-    match event:
-        case EpisodeCompleted() | EpisodeFailed():
-            _on_arrival(state, event)
-        case EpisodeDispatched():
-            _on_dispatched(state, event)
-        case EpisodesCancelled():
-            _on_cancelled(state, event)
-        case GroupOpened():
-            _on_group_opened(state, event)
-        case VersionPending():
-            state.version = event.version
-        case BatchShipped():
-            _on_batch_shipped(state, event)
-        case LimitSet():
-            state.limit = event.max_inflight
-        case RunFinished():
-            state.finished = True
-        case _:
-            pass
+    apply_kind = _APPLIES.get(type(event))
+    if apply_kind is not None:
+        apply_kind(state, event)
     if state.config.admission == "capacity":
         evolve_ledger(state.ledger, event)
     return state
@@ -267,27 +237,73 @@ def _on_batch_shipped(state: DispatcherState, event: BatchShipped) -> None:
         state.eval_owed += 1
 
 
+def _check_scored(state: DispatcherState, event: GroupScored) -> None:
+    # The sink finalizes a group exactly when the dispatcher stops owing it members.
+    require(
+        event.group_id not in state.groups,
+        event.seq,
+        event.kind,
+        f"{event.group_id} scored while the dispatcher still owes members",
+    )
+
+
+def _on_version_pending(state: DispatcherState, event: VersionPending) -> None:
+    state.version = event.version
+
+
+def _on_limit_set(state: DispatcherState, event: LimitSet) -> None:
+    state.limit = event.max_inflight
+
+
+def _on_run_finished(state: DispatcherState, event: RunFinished) -> None:
+    state.finished = True
+
+
+# Handlers by exact event class (event classes are final): one dict lookup per event
+# instead of a `match` that tries every class pattern in turn.
+_CHECKS: Final[dict[type[Event], Callable[[DispatcherState, Any], None]]] = {
+    EpisodeDispatched: _check_dispatched,
+    EpisodesCancelled: _check_cancelled,
+    GroupOpened: _check_group_opened,
+    GroupScored: _check_scored,
+    RunResumed: _check_resumed,
+}
+_APPLIES: Final[dict[type[Event], Callable[[DispatcherState, Any], None]]] = {
+    EpisodeCompleted: _on_arrival,
+    EpisodeFailed: _on_arrival,
+    EpisodeDispatched: _on_dispatched,
+    EpisodesCancelled: _on_cancelled,
+    GroupOpened: _on_group_opened,
+    VersionPending: _on_version_pending,
+    BatchShipped: _on_batch_shipped,
+    LimitSet: _on_limit_set,
+    RunFinished: _on_run_finished,
+}
+
+
 # --- decide ------------------------------------------------------------------------------
 
 
 def decide(state: DispatcherState, event: Event) -> list[Event]:
     """The dispatcher's reaction to `event`, on the state that already includes it."""
-    match event:
-        case RunFinished():
-            return cancellations.shutdown(state, event.t)
-        case _ if state.finished:
-            return []
-        case RunResumed():
-            cancelled = cancellations.restart(state, event.t)
-        case VersionPending():
-            cancelled = cancellations.before_weight_update(state, event.t)
-        case OverloadCut():
-            cancelled = cancellations.overload(state, event.n, event.t)
-        case BatchShipped():
-            cancelled = cancellations.after_batch_shipped(state, event.t)
-        case _:
-            cancelled = []
-    return cancelled or _fill(state, event.t)
+    if type(event) is RunFinished:
+        return cancellations.shutdown(state, event.t)
+    if state.finished:
+        return []
+    cancel = _CANCELLATIONS.get(type(event))
+    if cancel is not None:
+        cancelled = cancel(state, event)
+        if cancelled:
+            return cancelled
+    return _fill(state, event.t)
+
+
+_CANCELLATIONS: Final[dict[type[Event], Callable[[DispatcherState, Any], list[Event]]]] = {
+    RunResumed: lambda state, event: cancellations.restart(state, event.t),
+    VersionPending: lambda state, event: cancellations.before_weight_update(state, event.t),
+    OverloadCut: lambda state, event: cancellations.overload(state, event.n, event.t),
+    BatchShipped: lambda state, event: cancellations.after_batch_shipped(state, event.t),
+}
 
 
 def _free_permits(state: DispatcherState) -> int:

@@ -14,7 +14,7 @@ than `max_reactions` events, or nests deeper than `max_depth`, raises `LoopBound
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
@@ -134,41 +134,48 @@ class ReactionLoop:
         if (event.kind == "run_started") != (self.next_seq == 0):
             raise ValueError("run_started must be the first event of a log, and only the first")
         appended: list[Event] = []
-        self._append(event, appended, fresh=fresh)
+        self._append((event,), appended, fresh=fresh)
         self._settle(appended)
         for observer in self.observers:
             observer.settled(appended[0], self)
         return appended
 
-    def _append(self, event: Event, appended: list[Event], *, fresh: bool = False) -> Event:
-        seq = self.next_seq
-        if event.seq != seq:
-            if fresh and event.seq == UNSEQUENCED:
-                # A decided event (or a driver's fresh world event) is a new object that
-                # nothing else holds yet: it gets its seq in place rather than a copy (a copy
-                # per event costs a tenth of the loop). One that carries another seq (a
-                # decider handing back an event twice) is copied: appended events never change.
-                object.__setattr__(event, "seq", seq)
-            else:
-                event = attrs.evolve(event, seq=seq)
-        sink, dispatcher = self.sink, self.dispatcher
-        sink_state, dispatcher_state = self.sink_state, self.dispatcher_state
-        sink.check(sink_state, event)  # both check before either writes
-        dispatcher.check(dispatcher_state, event)
-        self.next_seq = seq + 1
-        self.sink_state = sink.apply(sink_state, event)
-        self.dispatcher_state = dispatcher.apply(dispatcher_state, event)
-        if self.digest is not None:
-            self.digest = chain(self.digest, canonical(event), self.fingerprint())
-        appended.append(event)
-        for observer in self.observers:
-            observer.observe(event, self)
-        if len(appended) > self.max_reactions:
-            raise LoopBoundError(
-                f"world event seq {appended[0].seq} ({appended[0].kind}) set off more than "
-                f"{self.max_reactions} events: the deciders do not settle"
-            )
-        return event
+    def _append(self, events: Iterable[Event], appended: list[Event], *, fresh: bool) -> None:
+        """Append `events` in order, each checked by both deciders, applied, observed.
+
+        Takes a decider's whole answer at once: the per-event work is the loop body, not a
+        call per event (the loop runs once per event of a simulated run).
+        """
+        sink_check, sink_apply = self.sink.check, self.sink.apply
+        dispatcher_check, dispatcher_apply = self.dispatcher.check, self.dispatcher.apply
+        observers = self.observers
+        for event in events:
+            seq = self.next_seq
+            if event.seq != seq:
+                if fresh and event.seq == UNSEQUENCED:
+                    # A decided event (or a driver's fresh world event) is a new object that
+                    # nothing else holds yet: it gets its seq in place rather than a copy (a
+                    # copy per event costs a tenth of the loop). One that carries another seq
+                    # (a decider handing back an event twice) is copied: appended events
+                    # never change.
+                    object.__setattr__(event, "seq", seq)
+                else:
+                    event = attrs.evolve(event, seq=seq)
+            sink_check(self.sink_state, event)  # both check before either writes
+            dispatcher_check(self.dispatcher_state, event)
+            self.next_seq = seq + 1
+            self.sink_state = sink_apply(self.sink_state, event)
+            self.dispatcher_state = dispatcher_apply(self.dispatcher_state, event)
+            if self.digest is not None:
+                self.digest = chain(self.digest, canonical(event), self.fingerprint())
+            appended.append(event)
+            for observer in observers:
+                observer.observe(event, self)
+            if len(appended) > self.max_reactions:
+                raise LoopBoundError(
+                    f"world event seq {appended[0].seq} ({appended[0].kind}) set off more "
+                    f"than {self.max_reactions} events: the deciders do not settle"
+                )
 
     def _settle(self, appended: list[Event]) -> None:
         """Depth-first over decision rounds, with an explicit stack instead of recursion."""
@@ -183,17 +190,19 @@ class ReactionLoop:
             if event is None:
                 owed.pop()
                 continue
-            decided = [append(e, appended, fresh=True) for e in sink_decide(self.sink_state, event)]
-            decided += [
-                append(e, appended, fresh=True)
-                for e in dispatcher_decide(self.dispatcher_state, event)
-            ]
+            start = len(appended)
+            decided = sink_decide(self.sink_state, event)
+            if decided:  # most events set off nothing: no call for an empty answer
+                append(decided, appended, fresh=True)
+            decided = dispatcher_decide(self.dispatcher_state, event)
             if decided:
+                append(decided, appended, fresh=True)
+            if len(appended) > start:
                 if len(owed) >= self.max_depth:
                     raise LoopBoundError(
                         f"reactions to seq {appended[0].seq} nest deeper than {self.max_depth}"
                     )
-                owed.append(iter(decided))
+                owed.append(iter(appended[start:]))
 
     def fingerprint(self) -> tuple[int, ...]:
         """The few counts of both states that each digest covers."""

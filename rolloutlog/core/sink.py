@@ -14,6 +14,9 @@ then `apply`), and `decide` reads the state that already includes the event it r
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Final
+
 import attrs
 
 from rolloutlog.core.config import RunConfig
@@ -124,47 +127,16 @@ def check(state: SinkState, event: Event) -> None:
     Reads only: `evolve` calls it before writing anything, and the loop calls it on both
     deciders before either applies, so a refused event leaves both states as they were.
     """
-    match event:
-        case EpisodeDispatched():
-            _group_of(state, event.group_id, event)
-        case EpisodesCancelled():
-            _check_cancelled(state, event)
-        case EpisodeDropped():
-            _check_dropped(state, event)
-        case GroupScored():
-            _check_scored(state, event)
-        case BatchShipped():
-            _check_shipped(state, event)
-        case GroupOpened():
-            require(event.group_id not in state.groups, event.seq, event.kind, "opened twice")
-        case _:
-            pass
+    check_kind = _CHECKS.get(type(event))
+    if check_kind is not None:
+        check_kind(state, event)
 
 
 def apply(state: SinkState, event: Event) -> SinkState:
     """Apply an event `check` accepted, in place; events it does not care about pass through."""
-    match event:
-        case EpisodeCompleted() | EpisodeFailed():
-            _on_arrival(state, event)
-        case EpisodeDispatched():
-            state.groups[event.group_id].inflight[event.episode_id] = event.policy_version
-            state.inflight[event.episode_id] = event.group_id
-        case EpisodesCancelled():
-            _on_cancelled(state, event)
-        case EpisodeDropped():
-            _on_dropped(state, event)
-        case GroupScored():
-            _on_scored(state, event)
-        case BatchShipped():
-            _on_batch_shipped(state, event)
-        case GroupOpened():
-            _on_group_opened(state, event)
-        case VersionPending():
-            state.version = event.version
-        case RunFinished():
-            state.finished = True
-        case _:
-            pass
+    apply_kind = _APPLIES.get(type(event))
+    if apply_kind is not None:
+        apply_kind(state, event)
     return state
 
 
@@ -179,6 +151,10 @@ def _group_of(state: SinkState, group_id: str, event: Event) -> SinkGroup:
     if group is None:
         raise InconsistentLogError(event.seq, event.kind, f"{group_id} is not open at the sink")
     return group
+
+
+def _check_group_opened(state: SinkState, event: GroupOpened) -> None:
+    require(event.group_id not in state.groups, event.seq, event.kind, "opened twice")
 
 
 def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
@@ -205,6 +181,15 @@ def _on_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> No
         state.completed_tokens += tokens
     member = int(event.episode_id.rpartition("/")[2])
     group.arrived.append(Arrival(event.episode_id, member, version, reward, tokens))
+
+
+def _check_dispatched(state: SinkState, event: EpisodeDispatched) -> None:
+    _group_of(state, event.group_id, event)
+
+
+def _on_dispatched(state: SinkState, event: EpisodeDispatched) -> None:
+    state.groups[event.group_id].inflight[event.episode_id] = event.policy_version
+    state.inflight[event.episode_id] = event.group_id
 
 
 def _check_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
@@ -306,22 +291,49 @@ def _on_batch_shipped(state: SinkState, event: BatchShipped) -> None:
     state.step = event.step + 1
 
 
+def _on_version_pending(state: SinkState, event: VersionPending) -> None:
+    state.version = event.version
+
+
+def _on_run_finished(state: SinkState, event: RunFinished) -> None:
+    state.finished = True
+
+
+# Handlers by exact event class (event classes are final): one dict lookup per event
+# instead of a `match` that tries every class pattern in turn.
+_CHECKS: Final[dict[type[Event], Callable[[SinkState, Any], None]]] = {
+    EpisodeDispatched: _check_dispatched,
+    EpisodesCancelled: _check_cancelled,
+    EpisodeDropped: _check_dropped,
+    GroupScored: _check_scored,
+    BatchShipped: _check_shipped,
+    GroupOpened: _check_group_opened,
+}
+_APPLIES: Final[dict[type[Event], Callable[[SinkState, Any], None]]] = {
+    EpisodeCompleted: _on_arrival,
+    EpisodeFailed: _on_arrival,
+    EpisodeDispatched: _on_dispatched,
+    EpisodesCancelled: _on_cancelled,
+    EpisodeDropped: _on_dropped,
+    GroupScored: _on_scored,
+    BatchShipped: _on_batch_shipped,
+    GroupOpened: _on_group_opened,
+    VersionPending: _on_version_pending,
+    RunFinished: _on_run_finished,
+}
+
+
 # --- decide ------------------------------------------------------------------------------
 
 
 def decide(state: SinkState, event: Event) -> list[Event]:
     """The sink's reaction to `event`, on the state that already includes it."""
-    match event:
-        case EpisodeCompleted() | EpisodeFailed():
-            return _finalize_if_complete(state, event.episode_id.rpartition("/")[0], event.t)
-        case EpisodesCancelled():
-            return _finalize_if_complete(state, event.group_id, event.t)
-        case BatchShipped():
-            return _sweep_and_cut(state, event.t)
-        case GroupScored() | VersionPending():
-            return _cut(state, state.queue, event.t)
-        case _:
-            return []
+    decide_kind = _DECISIONS.get(type(event))
+    return [] if decide_kind is None else decide_kind(state, event)
+
+
+def _decide_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> list[Event]:
+    return _finalize_if_complete(state, event.episode_id.rpartition("/")[0], event.t)
 
 
 def _finalize_if_complete(state: SinkState, group_id: str, t: float) -> list[Event]:
@@ -441,6 +453,16 @@ def _take(config: RunConfig, queue: dict[str, Queued]) -> list[str]:
         if tokens >= target:
             return taken
     return []
+
+
+_DECISIONS: Final[dict[type[Event], Callable[[SinkState, Any], list[Event]]]] = {
+    EpisodeCompleted: _decide_arrival,
+    EpisodeFailed: _decide_arrival,
+    EpisodesCancelled: lambda state, event: _finalize_if_complete(state, event.group_id, event.t),
+    BatchShipped: lambda state, event: _sweep_and_cut(state, event.t),
+    GroupScored: lambda state, event: _cut(state, state.queue, event.t),
+    VersionPending: lambda state, event: _cut(state, state.queue, event.t),
+}
 
 
 # --- the zero-output guard ---------------------------------------------------------------

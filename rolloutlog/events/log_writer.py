@@ -31,6 +31,7 @@ import fcntl
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal
@@ -55,6 +56,7 @@ WriteMode = Literal["create", "append", "overwrite"]
 Compression = Literal["zstd", "lz4"] | None
 DEFAULT_BATCH_EVENTS: Final = 4096
 BATCH_EVENTS_MAX: Final = 1 << 20  # one buffered batch must stay small beside the run
+_SEQ_OF: Final = attrgetter("seq")
 
 
 class LogWriter:
@@ -135,17 +137,21 @@ class LogWriter:
         per-event work is what bounds a simulated run's logging.
         """
         self._require_open()
-        seq = self._next_seq
+        seq, count = self._next_seq, len(events)
         if (
             self._check_events
             or seq == 0
-            or [event.seq for event in events] != list(range(seq, seq + len(events)))
-            or any(type(event) is RunStarted for event in events)
+            or list(map(_SEQ_OF, events)) != list(range(seq, seq + count))
+            or RunStarted in map(type, events)
         ):
             for event in events:
                 self.append(event)
             return
-        self._next_seq = seq + len(events)
+        self._next_seq = seq + count
+        buffer = self._buffer
+        if len(buffer) + count < self.batch_events:  # the common case: no commit due
+            buffer.extend(events)
+            return
         while events:
             room = self.batch_events - len(self._buffer)
             self._buffer.extend(events[:room])
