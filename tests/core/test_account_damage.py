@@ -15,13 +15,15 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from planted import account_for, config_of, fed
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.types import (
+    WORLD_KINDS,
     BatchShipped,
     EpisodeCompleted,
+    EpisodeDispatched,
     EpisodeDropped,
     EpisodesCancelled,
     Event,
@@ -29,30 +31,12 @@ from rolloutlog.events.types import (
     GroupScored,
     RunFinished,
     RunResumed,
-    RunStarted,
     VersionPending,
 )
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.testing.strategies import world_logs
 
 NEVER_DISPATCHED = "g9999/0"
-
-
-def _config(log: list[Event]) -> RunConfig:
-    first = log[0]
-    assert isinstance(first, RunStarted)
-    return RunConfig.from_mapping(first.config, where="run_started.config", startable=False)
-
-
-def _config_account(log: list[Event]) -> Account:
-    return Account(_config(log), raise_on_violation=False)
-
-
-def _fed(log: list[Event]) -> Account:
-    account = _config_account(log)
-    for event in log:
-        account.feed(event)
-    return account
 
 
 def _finish(log: list[Event]) -> int:
@@ -93,7 +77,7 @@ def _drop_never_queued(log: list[Event]) -> tuple[list[Event], int, str]:
 def _version_again_after_restart(log: list[Event]) -> tuple[list[Event], int, str]:
     """A valid restart just before `run_finished`, then the last version announced again."""
     prefix = log[: _finish(log)]
-    account = _fed(prefix)
+    account = fed(prefix)
     resumed = RunResumed(
         t=prefix[-1].t,
         seq=len(prefix),
@@ -121,7 +105,7 @@ def _advantages_changed(log: list[Event]) -> tuple[list[Event], int, str] | None
 def _straggler_cut_without_risk(log: list[Event]) -> tuple[list[Event], int, str] | None:
     """Right after a completion, the rest of its group cut as stragglers although none of
     the group's fresh arrivals sits at the bound (the first such point in the log)."""
-    account = _config_account(log)
+    account = account_for(log)
     for index, event in enumerate(log):
         account.feed(event)
         group_id = (
@@ -149,31 +133,220 @@ def _straggler_cut_without_risk(log: list[Event]) -> tuple[list[Event], int, str
     return None
 
 
+def _world_boundary_in_flight(log: list[Event]) -> tuple[list[Event], Account] | None:
+    """The log up to its first world event that finds episodes in flight (that event
+    excluded), with the account fed that prefix: a point to plant a world event at."""
+    account = account_for(log)
+    for index, event in enumerate(log):
+        if event.kind in WORLD_KINDS and index > 1 and account.inflight:
+            return log[:index], account
+        account.feed(event)
+    return None
+
+
+def _restart_leaves_episodes_in_flight(log: list[Event]) -> tuple[list[Event], int, str] | None:
+    """A restart naming what is outstanding, and no reaction cancelling it."""
+    point = _world_boundary_in_flight(log)
+    if point is None:
+        return None
+    prefix, account = point
+    resumed = RunResumed(
+        t=prefix[-1].t,
+        seq=len(prefix),
+        reason="restart",
+        episode_ids=tuple(account.inflight),
+        version=account.version,
+    )
+    return [*prefix, resumed], resumed.seq, "outstanding at the restart, in flight"
+
+
+def _finished_with_work_open(log: list[Event]) -> tuple[list[Event], int, str] | None:
+    """`run_finished` while groups are open and episodes in flight, nothing cancelled."""
+    point = _world_boundary_in_flight(log)
+    if point is None:
+        return None
+    prefix, account = point
+    finished = RunFinished(t=prefix[-1].t, seq=len(prefix), reason="steps")
+    in_flight = f"{len(account.inflight)} episodes in flight at the end"
+    return [*prefix, finished], finished.seq, f"groups left open|{in_flight}"
+
+
+def _stale_member_left_in_flight(log: list[Event]) -> tuple[list[Event], int, str] | None:
+    """Per-episode: a version update whose reaction cancelled stale members, cut off before
+    that reaction (the log ends at the update)."""
+    if config_of(log).staleness != "per-episode":
+        return None
+    for index, event in enumerate(log):
+        after = log[index + 1] if index + 1 < len(log) else None
+        if (
+            isinstance(event, VersionPending)
+            and isinstance(after, EpisodesCancelled)
+            and after.reason == "stale"
+            and after.episode_ids
+        ):
+            return log[: index + 1], index, f"stale {after.episode_ids[0]} of "
+    return None
+
+
+def _version_inside_the_checkpoint(log: list[Event]) -> tuple[list[Event], int, str] | None:
+    """A valid restart just before `run_finished`, then a version older than it announced."""
+    prefix = log[: _finish(log)]
+    account = fed(prefix)
+    if account.version == 0:
+        return None
+    resumed = RunResumed(
+        t=prefix[-1].t,
+        seq=len(prefix),
+        reason="restart",
+        episode_ids=tuple(account.inflight),
+        version=account.version,
+    )
+    older = VersionPending(t=prefix[-1].t, seq=len(prefix) + 1, version=account.version - 1)
+    return [*prefix, resumed, older], older.seq, "its batch would train twice"
+
+
+def _dispatch_of_the_wrong_member(log: list[Event]) -> tuple[list[Event], int, str]:
+    """The first dispatch, naming the next member's episode id (the log ends there)."""
+    index = next(i for i, e in enumerate(log) if isinstance(e, EpisodeDispatched))
+    dispatched = log[index]
+    assert isinstance(dispatched, EpisodeDispatched)
+    wrong = f"{dispatched.group_id}/{dispatched.member + 1}"
+    damaged = [*log[:index], attrs.evolve(dispatched, episode_id=wrong)]
+    return damaged, index, f"{wrong} is not member {dispatched.member}"
+
+
+def _fresh_episode_cancelled_as_stale(log: list[Event]) -> tuple[list[Event], int, str]:
+    """The run's first episode cancelled as stale right after its dispatch (at age 0)."""
+    index = next(i for i, e in enumerate(log) if isinstance(e, EpisodeDispatched))
+    dispatched = log[index]
+    assert isinstance(dispatched, EpisodeDispatched)
+    cut = EpisodesCancelled(
+        t=dispatched.t,
+        seq=index + 1,
+        group_id=dispatched.group_id,
+        episode_ids=(dispatched.episode_id,),
+        unscheduled=0,
+        reason="stale",
+    )
+    return [*log[: index + 1], cut], cut.seq, f"{dispatched.episode_id} is not stale"
+
+
+def _batch_one_short_of_the_hold(log: list[Event]) -> tuple[list[Event], int, str] | None:
+    """Right after a batch that shipped when its hold had just lifted, the next batch
+    (the version one short of its hold: the boundary)."""
+    account = account_for(log)
+    for index, event in enumerate(log):
+        account.feed(event)
+        if isinstance(event, BatchShipped) and account.version == event.step - 1 - (
+            account.target_lag
+        ):
+            early = BatchShipped(
+                t=event.t,
+                seq=index + 1,
+                step=account.step,
+                episode_ids=(),
+                trained_ids=(),
+                tokens=0,
+            )
+            return [*log[: index + 1], early], early.seq, "before the ship hold lifts"
+    return None
+
+
+def _trained_twice(log: list[Event]) -> tuple[list[Event], int, str] | None:
+    index = next(
+        (i for i, e in enumerate(log) if isinstance(e, BatchShipped) and e.trained_ids), None
+    )
+    if index is None:
+        return None
+    shipped = log[index]
+    assert isinstance(shipped, BatchShipped)
+    twice = attrs.evolve(shipped, trained_ids=(*shipped.trained_ids, shipped.trained_ids[0]))
+    return [*log[:index], twice], index, "trains an episode it did not cut, or one twice"
+
+
+def _shipped_past_the_bound(log: list[Event]) -> tuple[list[Event], int, str] | None:
+    """A trained episode whose dispatch is recorded at a version far below the real one:
+    by the account's arithmetic it ships past the bound."""
+    account = account_for(log)
+    for index, event in enumerate(log):
+        aged = isinstance(event, BatchShipped) and [
+            e for e in event.episode_ids if account.queue.get(e, (0, False))[1]
+        ]
+        if aged:
+            return _dispatched_far_below(log, aged[0], account.bound, index)
+        account.feed(event)
+    return None
+
+
+def _dispatched_far_below(
+    log: list[Event], episode_id: str, bound: int, shipped: int
+) -> tuple[list[Event], int, str]:
+    index = next(
+        i
+        for i, e in enumerate(log)
+        if isinstance(e, EpisodeDispatched) and e.episode_id == episode_id
+    )
+    dispatched = log[index]
+    assert isinstance(dispatched, EpisodeDispatched)
+    far = attrs.evolve(dispatched, policy_version=dispatched.policy_version - bound - 5)
+    damaged = [*log[:index], far, *log[index + 1 : shipped + 1]]
+    return damaged, shipped, f"{episode_id} shipped at age "
+
+
 DAMAGES: dict[str, Callable[[list[Event]], tuple[list[Event], int, str] | None]] = {
-    "group_opened": _group_after_finish,
-    "run_resumed": _restart_after_finish,
-    "episode_completed": _arrival_never_dispatched,
-    "episode_dropped": _drop_never_queued,
-    "version_pending": _version_again_after_restart,
-    "group_scored": _advantages_changed,
-    "episodes_cancelled": _straggler_cut_without_risk,
+    "group opened after the end": _group_after_finish,
+    "restart after the end": _restart_after_finish,
+    "arrival never dispatched": _arrival_never_dispatched,
+    "drop never queued": _drop_never_queued,
+    "version again after a restart": _version_again_after_restart,
+    "version inside the checkpoint": _version_inside_the_checkpoint,
+    "advantages changed": _advantages_changed,
+    "straggler cut without risk": _straggler_cut_without_risk,
+    "fresh episode cancelled as stale": _fresh_episode_cancelled_as_stale,
+    "dispatch of the wrong member": _dispatch_of_the_wrong_member,
+    "batch one short of the hold": _batch_one_short_of_the_hold,
+    "batch trains an episode twice": _trained_twice,
+    "batch ships past the bound": _shipped_past_the_bound,
+    "restart leaves episodes in flight": _restart_leaves_episodes_in_flight,
+    "finished with work open": _finished_with_work_open,
+    "stale member left in flight": _stale_member_left_in_flight,
+}
+KINDS = {
+    "group opened after the end": "group_opened",
+    "restart after the end": "run_resumed",
+    "arrival never dispatched": "episode_completed",
+    "drop never queued": "episode_dropped",
+    "version again after a restart": "version_pending",
+    "version inside the checkpoint": "version_pending",
+    "advantages changed": "group_scored",
+    "straggler cut without risk": "episodes_cancelled",
+    "fresh episode cancelled as stale": "episodes_cancelled",
+    "dispatch of the wrong member": "episode_dispatched",
+    "batch one short of the hold": "batch_shipped",
+    "batch trains an episode twice": "batch_shipped",
+    "batch ships past the bound": "batch_shipped",
+    "restart leaves episodes in flight": "run_resumed",
+    "finished with work open": "run_finished",
+    "stale member left in flight": "version_pending",
 }
 
 
-@pytest.mark.parametrize("kind", sorted(DAMAGES))
+@pytest.mark.parametrize("fault", sorted(DAMAGES))
 @given(log=world_logs(max_steps=60))
 def test_the_account_reports_a_planted_fault_at_its_seq_and_kind(
-    kind: str, log: list[Event]
+    fault: str, log: list[Event]
 ) -> None:
-    damage = DAMAGES[kind](log)
-    if damage is None:  # the log has no event of the kind to damage
+    damage = DAMAGES[fault](log)
+    if damage is None:  # the log has no point where this fault can be planted
         return
-    damaged, seq, problem = damage
+    damaged, seq, problems = damage
+    kind = KINDS[fault]
     assert damaged[seq].kind == kind
-    reports = _fed(damaged).violations
-    assert any(
-        report.startswith(f"seq {seq} ({kind}): ") and problem in report for report in reports
-    ), (seq, kind, problem, reports)
+    reports = fed(damaged).violations
+    for problem in problems.split("|"):
+        assert any(
+            report.startswith(f"seq {seq} ({kind}): ") and problem in report for report in reports
+        ), (seq, kind, problem, reports)
 
 
 def _shipped(log: list[Event]) -> int | None:
@@ -194,3 +367,17 @@ def test_a_wrong_batch_is_refused_at_its_seq_and_kind(log: list[Event], field: s
     error = fold_events([*log[:index], wrong, *log[index + 1 :]]).error
     assert isinstance(error, InconsistentLogError)
     assert (error.seq, error.kind) == (index, "batch_shipped"), error
+
+
+@given(world_logs(max_steps=60))
+def test_a_drop_of_an_episode_in_flight_is_refused_by_name(log: list[Event]) -> None:
+    index = next(i for i, e in enumerate(log) if isinstance(e, EpisodeDispatched))
+    dispatched = log[index]
+    assert isinstance(dispatched, EpisodeDispatched)
+    drop = EpisodeDropped(
+        t=dispatched.t, seq=index + 1, episode_id=dispatched.episode_id, reason="stale", age=0
+    )
+    error = fold_events([*log[: index + 1], drop]).error
+    assert isinstance(error, InconsistentLogError)
+    assert (error.seq, error.kind) == (drop.seq, "episode_dropped"), error
+    assert f"{dispatched.episode_id} is neither queued nor arrived" in str(error)

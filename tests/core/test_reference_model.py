@@ -25,7 +25,7 @@ from rolloutlog.testing.equivalence import (
     first_difference,
 )
 from rolloutlog.testing.reference import reference_log
-from rolloutlog.testing.strategies import equivalence_logs, world_logs
+from rolloutlog.testing.strategies import equivalence_logs, run_configs, world_logs
 
 ASPECTS = ("events", "error")
 SIMULATED = Path(__file__).resolve().parents[2] / "examples" / "simulated.arrow"
@@ -33,6 +33,18 @@ SIMULATED = Path(__file__).resolve().parents[2] / "examples" / "simulated.arrow"
 
 @given(st.one_of(world_logs(checked=False, restarts=True), equivalence_logs()))
 def test_the_reference_model_decides_every_event_as_the_core_does(log: list[Event]) -> None:
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
+CAPACITY_BY_TOKENS = st.integers(16, 200).flatmap(
+    lambda tokens: run_configs(admission="capacity", batch_size=None, token_batch_size=tokens)
+)
+
+
+@given(world_logs(CAPACITY_BY_TOKENS, checked=False))
+def test_the_reference_model_agrees_on_capacity_under_token_batches(log: list[Event]) -> None:
+    """Capacity admission's batch estimate from the mean tokens of the arrivals so far: a
+    tenth of `run_configs`' draws, so it gets worlds of its own."""
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 

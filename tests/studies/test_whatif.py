@@ -31,6 +31,7 @@ from rolloutlog.runtime.sim.trace_world import (
     TraceTasks,
     TraceWorld,
 )
+from rolloutlog.runtime.sim.world import WorldModel
 from rolloutlog.runtime.sim.world_config import WorldConfig
 from rolloutlog.studies.run_report import run_policy
 from rolloutlog.studies.whatif.fit import late_arrival_rate, observed_races
@@ -205,6 +206,60 @@ def test_a_cut_whose_race_the_log_could_not_show_draws_it(seed):
         False,
         True,
     ]
+
+
+@pytest.mark.parametrize("world_seed", [0, 1, 2])
+def test_the_fitted_late_arrival_rate_is_the_lost_share_of_the_races_the_log_watched(
+    tmp_path, monkeypatch, world_seed
+):
+    """No bias in the fit: the rate is the share of the recorded in-flight cancellations
+    that truly lost their race (read from the true world's plans), within 10%.
+
+    The sample itself is a binomial draw of the world's rate (a per-episode log of 200
+    steps watches about 75 races), so the fit can be no closer to the world's rate than
+    that; counting the shutdown cuts as won races (the fit before the MLE) drew 0.038 on
+    a sample of 0.054.
+    """
+    lost: dict[str, bool] = {}
+    plan = WorldModel.plan
+
+    def recording(self, group_id, member, inflight, max_inflight):  # type: ignore[no-untyped-def]
+        planned = plan(self, group_id, member, inflight, max_inflight)
+        lost[f"{group_id}/{member}"] = planned.late_if_cancelled
+        return planned
+
+    monkeypatch.setattr(WorldModel, "plan", recording)
+    path = tmp_path / "run.arrow"
+    truth = attrs.evolve(load_scenario("default").with_steps(200), seed=world_seed)
+    run_policy(truth.with_policy("per-episode"), log_path=path)
+    fitted, _, _ = fit_recorded(path, seed=world_seed + 1)
+    watched = [
+        e for e in fitted.trace.episodes
+        if (e.late or e.outcome == "censored") and e.watched_s > 0.0
+    ]  # fmt: skip
+    share = sum(lost[e.episode_id] for e in watched) / len(watched)
+    rate = fitted.scenario.world.late_arrival_rate
+    assert len(watched) > 30 and share > 0.0
+    assert abs(rate - share) <= 0.10 * share, (rate, share, len(watched))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_race_the_log_never_saw_is_drawn_at_the_fitted_rate(seed):
+    """Members the recorded run finished without a cut, or never dispatched, lose a race at
+    the fitted rate (binomial, 4 standard deviations); a recorded late arrival always does;
+    a cut the log watched past its outcome never does."""
+    rate, size = 0.25, 400
+    recorded = [episode(f"g1/{m}", 1.0 + m % 10) for m in range(size // 2)]  # finished
+    recorded += [episode("g2/0", 3.0, late=True, watched_s=100.0)]
+    recorded += [episode("g2/1", 0.5, "censored", watched_s=100.0)]
+    world = trace_world(recorded, late_rate=rate, seed=seed)
+    world.open_group("g1", "t1", size, train=True)  # half finished, half never dispatched
+    races = [world.plan("g1", m, 0, 4).late_if_cancelled for m in range(size)]
+    for half in (races[: size // 2], races[size // 2 :]):
+        sd = math.sqrt(len(half) * rate * (1.0 - rate))
+        assert abs(sum(half) - rate * len(half)) <= 4.0 * sd, sum(half)
+    world.open_group("g2", "t1", 2, train=True)
+    assert [world.plan("g2", m, 0, 4).late_if_cancelled for m in range(2)] == [True, False]
 
 
 def test_a_cut_episode_draws_as_long_as_it_truly_ran(tmp_path):
