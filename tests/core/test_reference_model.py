@@ -48,6 +48,20 @@ def test_the_reference_model_agrees_on_capacity_under_token_batches(log: list[Ev
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
+EVAL_HEAVY = st.integers(1, 4).flatmap(
+    lambda size: run_configs(
+        eval_interval=1, group_size=size, max_inflight=4 * size, batch_size=1, token_batch_size=None
+    )
+)
+
+
+@given(world_logs(EVAL_HEAVY, checked=False))
+def test_the_reference_model_agrees_when_evals_pile_up(log: list[Event]) -> None:
+    """An eval group owed every step, small batches and room for several groups at once:
+    more than one eval owed at a time, opened ahead of train groups."""
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
 def test_the_reference_model_reproduces_the_simulated_example() -> None:
     """A log the simulator recorded, re-decided by the reference, is the log itself."""
     log = read_log(SIMULATED)
