@@ -186,12 +186,8 @@ class Account:
     # --- events as objects ---------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
-        """Count and check one event object (the plain fold, the loop)."""
-        self.events += 1
-        self.kinds[event.kind] += 1
-        feed_kind = _FEEDS.get(type(event))
-        if feed_kind is not None:
-            feed_kind(self, event)
+        """Count and check one event object (the plain fold); `observe` without a loop."""
+        self.observe(event)
 
     def count_kinds(self, kinds: Iterable[str], events: int) -> None:
         """Count a whole batch of rows at once (the columnar fold's `feed` counting)."""
@@ -201,8 +197,13 @@ class Account:
     # --- the reaction loop's observer protocol ---------------------------------------------
 
     def observe(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
-        """Check one appended event; with a loop, also compare permits with its dispatcher."""
-        self.feed(event)
+        """Count and check one appended event; with a loop, also compare permits with its
+        dispatcher. The body of `feed` too: the loop calls this once per simulated event."""
+        self.events += 1
+        self.kinds[event.kind] += 1
+        feed_kind = _FEEDS.get(type(event))
+        if feed_kind is not None:
+            feed_kind(self, event)
         if loop is not None:
             held = len(loop.dispatcher_state.inflight)
             if held != len(self.inflight):
@@ -551,7 +552,7 @@ class Account:
         }
 
 
-# `Account.feed`'s handler of each event class (event classes are final): one dict lookup
+# `Account.observe`'s handler of each event class (event classes are final): one dict lookup
 # per event instead of a `match` that tries every class pattern in turn.
 _FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
     EpisodeCompleted: lambda a, e: a.on_arrival(e.seq, e.kind, e.episode_id, e.reward),

@@ -22,6 +22,8 @@ from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
 
+WRITE_CHUNK_EVENTS = 1024
+
 
 def run_policy(
     scenario: Scenario,
@@ -60,7 +62,22 @@ def _log_writer(
         yield None
         return
     with LogWriter(path, mode="overwrite", fsync=False, check_events=check_events) as writer:
-        yield writer.extend
+        # The loop answers each world event with two or three events; the writer is handed
+        # them a chunk at a time, since its per-call checks cost as much as buffering them.
+        # Batches are cut at the same seqs either way, and what is pending is written even
+        # when the run fails.
+        pending: list[Event] = []
+
+        def write(events: list[Event]) -> None:
+            pending.extend(events)
+            if len(pending) >= WRITE_CHUNK_EVENTS:
+                writer.extend(pending)
+                pending.clear()
+
+        try:
+            yield write
+        finally:
+            writer.extend(pending)
 
 
 def policy_name(scenario: Scenario) -> str:

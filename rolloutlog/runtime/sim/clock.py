@@ -10,6 +10,7 @@ outnumber the others, so its size stays bounded by what is scheduled.
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Any
 
 COMPACT_MIN_ENTRIES = 256
@@ -35,7 +36,7 @@ class EventQueue:
 
     def push(self, t: float, item: Any) -> Entry:
         """Schedule `item` at virtual time `t`; keep the entry to cancel it later."""
-        if t != t or t == float("inf"):
+        if t != t or t == math.inf:
             raise ValueError(f"cannot schedule at t={t}")
         entry = Entry(t, self._counter, item)
         self._counter += 1

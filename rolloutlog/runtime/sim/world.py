@@ -64,9 +64,13 @@ class GroupDraws:
     settled: int = 0  # members planned or cancelled unscheduled; the draws go at `size`
 
 
-@attrs.frozen
+@attrs.define(slots=True)
 class EpisodePlan:
-    """What inference will do with one dispatched episode, decided at dispatch."""
+    """What inference will do with one dispatched episode, decided at dispatch.
+
+    Not frozen, though nothing changes it: one is built per dispatch, and a frozen attrs
+    class sets each field through `object.__setattr__`, twice the cost of building it.
+    """
 
     task: Task
     train: bool
