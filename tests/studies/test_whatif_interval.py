@@ -156,8 +156,8 @@ def test_the_discarded_interval_under_all_holds_the_truth_in_most_worlds(tmp_pat
     At a true coverage of 95% that happens with probability 0.98 (at most 2 misses in 12);
     at 70%, 0.25. The same interval with the rate taken as known (the true run's binomial
     draw at the fitted rate only, as if its race sample were a million times larger) holds
-    the truth in fewer than 10: a 40-step log shows 70-250 races, so the rate is good only
-    to about a third, and the bound fails an interval that ignores that.
+    the truth in fewer than 10: a 40-step log shows 53-201 races, so the rate is good only
+    to about 40%, and the bound fails an interval that ignores that.
     """
     covered = covered_known_rate = 0
     for world in COVERAGE_WORLDS:
