@@ -8,6 +8,7 @@ must name it is the one under test (others may follow it, and do not matter).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +74,12 @@ def _wrong_group_number(account: Account, event: Event) -> Planted | None:
         return None
     wrong = attrs.evolve(event, group_id="g7777")
     return [wrong], f"expected {event.group_id}, got g7777"
+
+
+def _group_opened_twice(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, GroupOpened):
+        return None
+    return [event, event], f"expected g{len(account.registry.members) + 1}, got {event.group_id}"
 
 
 def _opened_at_a_wrong_version(account: Account, event: Event) -> Planted | None:
@@ -323,6 +330,7 @@ WORLDS: dict[str, st.SearchStrategy[list[Event]]] = {
 
 FAULTS: dict[str, tuple[str, Plant]] = {
     "group number skipped": ("group_opened", _wrong_group_number),
+    "group opened twice": ("group_opened", _group_opened_twice),
     "group opened at a wrong version": ("group_opened", _opened_at_a_wrong_version),
     "dispatch into an unknown group": ("episode_dispatched", _dispatch_into_an_unknown_group),
     "dispatch after the end": ("episode_dispatched", _dispatch_after_the_end),
@@ -358,6 +366,32 @@ FAULTS: dict[str, tuple[str, Plant]] = {
 }
 
 
+# What each decider, alone, says when it refuses a fault (`G`: a group or episode id); the
+# faults not listed it accepts (only the account checks them).
+_ID = r"g\d+(/\d+)?"
+REFUSALS: dict[tuple[str, str], str] = {
+    ("group number skipped", "dispatcher"): "expected group id G, got G",
+    ("group opened twice", "dispatcher"): "group opened twice",
+    ("group opened twice", "sink"): "opened twice",
+    ("dispatch into an unknown group", "dispatcher"): "G is not open",
+    ("dispatch into an unknown group", "sink"): "G is not open at the sink",
+    ("cancel in an unknown group", "dispatcher"): "G is not open",
+    ("cancel in an unknown group", "sink"): "G is not open at the sink",
+    ("cancel a member not in flight", "dispatcher"): "G is not in flight",
+    ("cancel a member not in flight", "sink"): "G is not in flight at the sink",
+    ("cancel more than unscheduled", "dispatcher"): r"cancels (\d+) unscheduled, G has (\d+)",
+    ("restart names too few", "dispatcher"): (
+        r"outstanding episodes differ: in flight but not named \['G'\], "
+        r"named but not in flight \[\]"
+    ),
+    ("group scored twice", "sink"): "G is not open",
+    ("group scored while owing", "dispatcher"): "G scored while the dispatcher still owes members",
+    ("group scored while owing", "sink"): "G is not complete",
+    ("batch for a wrong step", "sink"): r"expected step \d+",
+    ("batch of an episode never queued", "sink"): "G is not queued",
+}
+
+
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 @given(data=st.data())
 def test_each_report_names_its_planted_fault(fault: str, data: st.DataObject) -> None:
@@ -380,10 +414,15 @@ def test_each_report_names_its_planted_fault(fault: str, data: st.DataObject) ->
     # that event's seq and kind (in a fold the sink checks first and hides the dispatcher).
     for decider in (SINK, DISPATCHER):
         refused = _refusal(decider, damaged)
-        if refused is not None:
-            assert refused.seq >= planted_from, (decider.name, refused)
-            assert refused.kind == damaged[refused.seq].kind, (decider.name, refused)
-            assert str(refused).startswith(f"seq {refused.seq} ({damaged[refused.seq].kind}): ")
+        expected = REFUSALS.get((fault, decider.name))
+        if refused is None:
+            assert expected is None, (decider.name, expected)
+            continue
+        assert refused.seq >= planted_from, (decider.name, refused)
+        assert refused.kind == damaged[refused.seq].kind, (decider.name, refused)
+        assert str(refused).startswith(f"seq {refused.seq} ({damaged[refused.seq].kind}): ")
+        assert expected is not None, (decider.name, refused)
+        assert re.fullmatch(expected.replace("G", _ID), refused.problem), (decider.name, refused)
 
 
 def _refusal(decider: Decider[Any], log: list[Event]) -> InconsistentLogError | None:

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.config import (
+    BATCH_KEYS,
     ConfigError,
     RunConfig,
     apply_overrides,
@@ -113,6 +114,36 @@ def test_a_bad_value_is_refused_by_its_key(
     message = str(refused.value)
     assert message.startswith(f"{where}.{name}: must ")
     assert message.endswith(f"(got {value!r})")
+
+
+BOUNDS: dict[str, list[Any]] = {
+    "max_inflight": [1],
+    "max_off_policy_steps": [0],
+    "group_size": [1],
+    "batch_size": [1],
+    "token_batch_size": [1],
+    "target_lag": [0],
+    "tasks": [1],
+    "eval_interval": [0],
+    "frozen_fraction": [0, 0.0, 1, 1.0],
+    "zero_output_batches": [1],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [(name, value) for name, values in BOUNDS.items() for value in values]
+)
+@given(config=run_configs(), where=WHERES)
+def test_a_value_on_its_bound_is_taken(
+    name: str, value: Any, config: RunConfig, where: str
+) -> None:
+    data = {**config.to_dict(), name: value}
+    if name in BATCH_KEYS:  # exactly one batch key is set
+        data[BATCH_KEYS[name == BATCH_KEYS[0]]] = None
+    if name == "max_off_policy_steps":
+        data["target_lag"] = 0  # the gate may not lag past the bound
+    built = RunConfig.from_mapping(data, where)
+    assert getattr(built, name) == value
 
 
 @given(run_configs(), WHERES, st.text("abcdefghij_", min_size=1, max_size=12))

@@ -18,6 +18,8 @@ from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, RunStarted
 from rolloutlog.replay.fold import LogFold
 from rolloutlog.testing.strategies import world_logs
 
+WINDOW = dispatcher.SMOOTHING_WINDOW_S
+
 
 @given(world_logs(max_steps=60))
 def test_the_account_and_the_queued_tokens_agree_with_the_deciders(log: list[Event]) -> None:
@@ -40,8 +42,9 @@ def test_the_account_and_the_queued_tokens_agree_with_the_deciders(log: list[Eve
 def test_a_driver_loop_remakes_the_log_and_its_ticks_restate_the_limit(log: list[Event]) -> None:
     """Fed the log's world events as a driver builds them (unsequenced, held by the driver),
     the loop appends the recorded log and leaves the driver's events as they were; a tick
-    (admission smoothing's timer) restates the current limit at its time, and the next one
-    is never due now or earlier."""
+    (admission smoothing's timer) restates the current limit at its time, and one is owed
+    only when smoothing is on and nothing is in flight before the end: at the start of the
+    next window, never now or earlier. The loop's stop reason is the sink's."""
     first = log[0]
     assert isinstance(first, RunStarted)
     loop = ReactionLoop.from_run_started(first)
@@ -53,5 +56,11 @@ def test_a_driver_loop_remakes_the_log_and_its_ticks_restate_the_limit(log: list
         tick = loop.tick(recorded.t)
         assert (tick.t, tick.max_inflight) == (recorded.t, loop.dispatcher_state.limit)
         due = loop.next_tick(recorded.t)
-        assert due is None or due > recorded.t
+        state = loop.dispatcher_state
+        if not loop.config.admission_smoothing or state.finished or state.inflight:
+            assert due is None
+        else:
+            assert due is not None
+            assert recorded.t < due <= recorded.t + WINDOW and due % WINDOW == 0
+        assert loop.zero_output_reason() == sink.zero_output_reason(loop.sink_state)
     assert appended == log

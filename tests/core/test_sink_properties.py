@@ -143,6 +143,13 @@ def test_per_group_equals_per_episode_when_members_share_a_version(log):
     per_group = _rerun(log, RunConfig.from_mapping({**log[0].config, "staleness": "per-group"}))
     assert _decided(per_group) == _decided(per_episode) == _decided(log)
     assert calls_per_episode == CALLS
+    # the curriculum saw each scored train group: its id and its scored members
+    train = {e.group_id for e in log if e.kind == "group_opened" and e.work == "train"}
+    assert calls_per_episode == [
+        (e.group_id, *e.episode_ids)
+        for e in per_episode
+        if e.kind == "group_scored" and e.group_id in train and e.episode_ids
+    ]
 
 
 @given(st.data())
