@@ -13,6 +13,12 @@ in-flight cancellations that lost their race. With `--true-rate`, each what-if a
 once more with the fitted rate replaced by the world's (the figure a perfect rate fit would
 give; the rest of the fitted world unchanged), its discarded count printed as `at rate`.
 
+Where `whatif` gives the discarded count a 95% interval (what-if policies that cut
+stragglers, `studies/whatif/interval.py`), the row prints it and whether the truth lies in
+it, and beside it the interval a rate known exactly would give (the true run's binomial
+draw at the fitted rate only: `binomial`), and the summary counts how often each covered
+the truth.
+
 A last table gives, per pair and figure, the worst error over the seeds and the error of
 their mean. World seed 0 is the scenario's own; what-if seed 0 is left out by default: its
 `races` stream is the true world's under world seed 0, so its what-if would decide races
@@ -30,6 +36,7 @@ error may be mostly noise.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 import time
@@ -38,11 +45,15 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.cli.whatif import fit_recorded, run_whatif
+from rolloutlog.cli.whatif import (
+    INTERVAL_KEY,
+    discarded_interval_for,
+    fit_recorded,
+    run_whatif,
+)
 from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.studies.run_report import run_policy
 from rolloutlog.studies.whatif import with_overrides
-from rolloutlog.studies.whatif.fit import observed_races
 
 FIGURES = ("finished_rollouts_discarded", "trained_episodes_per_hour", "mean_trained_age")
 SHORT = {"finished_rollouts_discarded": "discarded", "trained_episodes_per_hour": "trained/h",
@@ -67,6 +78,12 @@ def lost_share(report: dict[str, Any]) -> float:
     cancelled = report["episodes_cancelled"]
     inflight = sum(cancelled.values()) - cancelled.get("shutdown", 0)
     return report["late_arrivals"] / inflight if inflight else 0.0
+
+
+def binomial_interval(rest: int, races: int, rate: float) -> tuple[float, float]:
+    """The 95% interval if the fitted rate were the world's: rest + A p +- 1.96 sd."""
+    sd = math.sqrt(races * rate * (1.0 - rate))
+    return rest + races * rate - 1.96 * sd, rest + races * rate + 1.96 * sd
 
 
 def main() -> None:
@@ -112,6 +129,8 @@ def main() -> None:
                 got_all: dict[str, list[float]] = {key: [] for key in FIGURES}
                 want_all: dict[str, list[float]] = {key: [] for key in FIGURES}
                 at_rate_all: list[float] = []  # discarded at the world's rate (--true-rate)
+                covered: list[bool] = []  # the truth inside the 95% interval
+                covered_binomial: list[bool] = []  # inside the interval of a known rate
                 against = "recorded" if what_if == recorded_policy else "truth"
                 for world_seed, base in bases.items():
                     log = Path(folder) / f"{scenario}.{world_seed}.{recorded_policy}.arrow"
@@ -127,9 +146,12 @@ def main() -> None:
                     for seed in usable if against == "truth" else usable[:1]:  # exact re-run
                         fitted, recorded, _ = fit_recorded(log, seed)
                         scenario_fit = fitted.scenario.with_steps(args.steps)
-                        runs, _ = run_whatif(scenario_fit, [what_if])
+                        scenario_q = scenario_fit.with_policy(what_if)  # as run_whatif
+                        got, drawn = run_policy(scenario_q)
+                        got[INTERVAL_KEY] = discarded_interval_for(
+                            scenario_q, got, drawn, fitted.races
+                        )
                         want = recorded if against == "recorded" else truth[world_seed, what_if]
-                        got = runs[what_if]
                         line = f"{scenario:8s} {world_seed:5d} {recorded_policy:12s} "
                         line += f"{what_if:12s} {against:9s} {seed:4d}"
                         for key in FIGURES:
@@ -138,11 +160,23 @@ def main() -> None:
                             errors[key].append(error(got[key], want[key]))
                             got_all[key].append(got[key])
                             want_all[key].append(want[key])
-                        late, seen = observed_races(fitted.trace.episodes)
+                        late, seen = fitted.races.late, fitted.races.seen
                         rate = fitted.scenario.world.late_arrival_rate
                         line += f"   {rate:.4f} ({late} / {seen:.1f}), {world_rate:.4f}"
                         if against == "truth":
                             line += f", {lost:.4f}"
+                        interval = got[INTERVAL_KEY]
+                        if interval is not None:
+                            key = "finished_rollouts_discarded"
+                            inside = interval[0] <= want[key] <= interval[1]
+                            covered.append(inside)
+                            low, high = binomial_interval(
+                                got[key] - drawn.drawn_late, drawn.drawn_races, rate
+                            )
+                            covered_binomial.append(low <= want[key] <= high)
+                            line += f"   95%: {interval[0]:,}-{interval[1]:,}"
+                            line += f" {'in' if inside else 'OUT'}"
+                            line += f" (binomial {low:,.0f}-{high:,.0f})"
                         if args.true_rate and against == "truth":
                             at_rate = with_overrides(
                                 scenario_fit, {"world.late_arrival_rate": world_rate}
@@ -162,6 +196,9 @@ def main() -> None:
                     worst = max(error(g, w) for g, w in zip(at_rate_all, wants, strict=True))
                     mean = error(statistics.fmean(at_rate_all), statistics.fmean(wants))
                     line += f" {100 * worst:10.1f}% {100 * mean:10.1f}%"
+                if covered:
+                    line += f"   in 95%: {sum(covered)} of {len(covered)}"
+                    line += f" (binomial: {sum(covered_binomial)} of {len(covered_binomial)})"
                 summary.append(line)
     print("\nper pair, over the worlds and seeds: worst error, error of the mean")
     columns = "".join(f" {SHORT[key] + ' worst':>11s} {'of mean':>11s}" for key in FIGURES)

@@ -105,6 +105,10 @@ class Inference:
             self.queue.cancel(flight.entry)
             flight.entry = self.queue.push(flight.entry.t + duration_s, flight.entry.item)
 
+    def plan(self, episode_id: str) -> EpisodePlan:
+        """The plan of a scheduled episode."""
+        return self._flight(episode_id).plan
+
     def _flight(self, episode_id: str) -> Flight:
         flight = self.flights.get(episode_id)
         if flight is None:

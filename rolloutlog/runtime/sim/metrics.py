@@ -78,6 +78,12 @@ class SimMetrics:
         self.episodes = dict.fromkeys(FATES, 0)
         self.finished_discarded = 0
         self.late_arrivals = 0
+        # Races drawn at `late_arrival_rate` (not recorded facts) whose loss would discard a
+        # finished rollout: in-flight cancellations of completions, not at shutdown; and
+        # how many of them lost and arrived. Not in `as_dict`: `whatif` reads them for the
+        # interval of its discarded count (`studies.whatif.interval`).
+        self.drawn_races = 0
+        self.drawn_late = 0
         self.dispatched = _Mean()
         self.trained = _Mean()
         self.open: dict[str, _Open] = {}
@@ -96,10 +102,17 @@ class SimMetrics:
         """An episode was cancelled in flight after `spent_s` generation seconds."""
         self._seal(f"cancelled_{reason}", spent_s)
 
+    def on_race(self, plan: EpisodePlan, reason: str) -> None:
+        """An episode in flight is being cancelled for `reason`: its abort races it."""
+        if plan.race_drawn and not plan.failed and reason != "shutdown":
+            self.drawn_races += 1
+
     def on_arrived(self, episode_id: str, plan: EpisodePlan, cancelled: str | None) -> None:
         """An outcome arrived; `cancelled` names the cancel reason when it arrived late."""
         if cancelled is not None:
             self.late_arrivals += 1
+            if plan.race_drawn and not plan.failed and cancelled != "shutdown":
+                self.drawn_late += 1
             self.finished_discarded += not plan.failed
             self._seal(f"cancelled_{cancelled}", plan.work_s)
         elif plan.failed:

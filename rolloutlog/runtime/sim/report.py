@@ -37,6 +37,13 @@ def _wasted(run: Mapping[str, Any]) -> str:
     return f"{wasted / 3600.0:,.1f} h{share}"
 
 
+def _discarded(run: Mapping[str, Any]) -> str:
+    """The count, with its interval where `whatif` gives one (`discarded_interval`)."""
+    shown = _number("finished_rollouts_discarded")(run)
+    interval = run.get("discarded_interval")
+    return shown if interval is None else f"{shown} (95%: {interval[0]:,}–{interval[1]:,})"
+
+
 def _violations(run: Mapping[str, Any]) -> str:
     violations = run.get("invariant_violations")
     return "not checked" if violations is None else f"{len(violations):,}"
@@ -56,7 +63,7 @@ ROWS: tuple[Row, ...] = (
     ("trainer idle", _percent("trainer_idle_fraction")),
     ("rollout time, total", lambda run: f"{run['rollout_seconds_total'] / 3600.0:,.1f} h"),
     ("rollout time, wasted", _wasted),
-    ("finished rollouts discarded", _number("finished_rollouts_discarded")),
+    ("finished rollouts discarded", _discarded),
     ("dropped stale (sink)", _number("episodes_dropped_stale")),
     ("cancelled stale (dispatcher)", _cancelled("stale")),
     ("cancelled overload", _cancelled("overload")),

@@ -62,6 +62,8 @@ class SimResult:
     digest: bytes | None
     metrics: dict[str, Any]
     wasted_series: list[tuple[float, float]]
+    drawn_races: int = 0  # `SimMetrics.drawn_races`: races drawn at the late-arrival rate
+    drawn_late: int = 0  # of them, lost and arrived (a finished rollout discarded)
 
 
 class Simulation:
@@ -224,6 +226,7 @@ class Simulation:
     def _on_cancelled(self, event: Any) -> None:
         self.world.unscheduled_cancelled(event.group_id, event.unscheduled)
         for episode_id in event.episode_ids:
+            self.metrics.on_race(self.inference.plan(episode_id), event.reason)
             spent_s = self.inference.cancel(self.now, episode_id, event.reason)
             if spent_s is not None:
                 self.metrics.on_cancelled(event.reason, spent_s)
@@ -249,6 +252,8 @@ class Simulation:
             digest=self.loop.digest,
             metrics=self.metrics.as_dict(self.now, busy_s),
             wasted_series=list(self.metrics.wasted_series.points),
+            drawn_races=self.metrics.drawn_races,
+            drawn_late=self.metrics.drawn_late,
         )
 
 

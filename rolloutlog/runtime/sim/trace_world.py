@@ -403,8 +403,11 @@ class TraceWorld:
         recorded = self.recorded.get(episode_id)
         return recorded if recorded is not None and recorded.task_id == task_id else None
 
-    def _late(self, episode_id: str, task_id: str, outcome: RecordedEpisode, u: float) -> bool:
-        """Whether an abort of this episode loses its race: as recorded where the log saw it.
+    def _race(
+        self, episode_id: str, task_id: str, outcome: RecordedEpisode, u: float
+    ) -> tuple[bool, bool]:
+        """Whether an abort of this episode loses its race, and whether that was drawn at
+        `late_arrival_rate` (False: as recorded, where the log saw it).
 
         A recorded cancellation without a late arrival won its race only if a lost race would
         have shown: its `outcome` (drawn past the cut) came due while the log went on.
@@ -412,11 +415,11 @@ class TraceWorld:
         recorded = self._recorded(episode_id, task_id)
         if recorded is not None:
             if recorded.late:
-                return True
+                return True, False
             seen = outcome.seconds - recorded.seconds <= recorded.watched_s
             if recorded.outcome == "censored" and seen:
-                return False
-        return u < self.world.late_arrival_rate
+                return False, False
+        return u < self.world.late_arrival_rate, True
 
     def plan(self, group_id: str, member: int, inflight: int, max_inflight: int) -> EpisodePlan:
         """The recorded (or drawn) outcome of member `member`; load does not change it."""
@@ -424,6 +427,7 @@ class TraceWorld:
         episode_id = f"{group_id}/{member}"
         outcome = self.outcome(episode_id, group, group.picks[member])
         self._settle(group_id, group, 1)
+        late, drawn = self._race(episode_id, group.task_id, outcome, group.races[member])
         return EpisodePlan(
             task=self.tasks.task(group.source),
             train=group.train,
@@ -431,8 +435,9 @@ class TraceWorld:
             failed=outcome.outcome == "failed",
             reward=outcome.reward,
             completion_tokens=outcome.completion_tokens,
-            late_if_cancelled=self._late(episode_id, group.task_id, outcome, group.races[member]),
+            late_if_cancelled=late,
             prompt_tokens=outcome.prompt_tokens,
+            race_drawn=drawn,
         )
 
     def unscheduled_cancelled(self, group_id: str, count: int) -> None:

@@ -80,6 +80,7 @@ class EpisodePlan:
     completion_tokens: int
     late_if_cancelled: bool
     prompt_tokens: int | None = None  # None: the world's `prompt_tokens`
+    race_drawn: bool = True  # `late_if_cancelled` drawn at `late_arrival_rate` (not recorded)
 
 
 class EpisodeWorld(Protocol):

@@ -54,6 +54,7 @@ from rolloutlog.runtime.sim.trace_world import (
     TraceTasks,
 )
 from rolloutlog.runtime.sim.world_config import WorldConfig
+from rolloutlog.studies.whatif.interval import RaceSample
 
 
 class FitError(ValueError):
@@ -67,6 +68,7 @@ class FittedRun:
     scenario: Scenario
     virtual_seconds: float
     trainer_busy_s: float
+    races: RaceSample  # the races the fitted late-arrival rate rests on
 
     @property
     def trace(self) -> Trace:
@@ -257,7 +259,11 @@ def late_arrival_rate(episodes: Sequence[RecordedEpisode]) -> float:
     draws too few late arrivals: on a per-episode log of the default scenario, a third of
     the cancellations are at shutdown, where no race can show.
     """
-    late, weights = _race_weights(episodes)
+    return _rate(*_race_weights(episodes))
+
+
+def _rate(late: int, weights: Sequence[float]) -> float:
+    """`late_arrival_rate` from the late arrivals and the other cancellations' weights."""
     if late == 0:
         return 0.0
 
@@ -277,6 +283,7 @@ def _world(
     pauses: _Pauses,
     episodes: list[RecordedEpisode],
     batches: list[RecordedBatch],
+    late_rate: float,
 ) -> WorldConfig:
     """The knobs the trace world reads, plus the recorded means (for reading, and fallbacks)."""
     finished = [e for e in episodes if e.outcome != "censored"]
@@ -284,7 +291,7 @@ def _world(
     timed = [b for b in batches if not b.skipped]
     world: dict[str, Any] = {
         "pause_inference_on_update": pauses.paused,
-        "late_arrival_rate": late_arrival_rate(episodes),
+        "late_arrival_rate": late_rate,
         "version_skip_rate": sum(b.skipped for b in batches) / len(batches) if batches else 0.0,
         "failure_rate": (len(finished) - len(completed)) / len(finished),
         "trainer_jitter": 0.0,
@@ -320,6 +327,7 @@ def fit_log(events: Iterable[Event], *, seed: int = 0, name: str = "recorded") -
     if not any(e.outcome != "censored" for e in episodes):
         raise FitError("the log has no completed or failed episode: no outcome to draw from")
     batches, busy_s = _batches(collector)
+    late, weights = _race_weights(episodes)
     trace = Trace(
         seed=seed,
         episodes=tuple(episodes),
@@ -337,10 +345,15 @@ def fit_log(events: Iterable[Event], *, seed: int = 0, name: str = "recorded") -
         steps=max(max(collector.shipped, default=1), 1),
         seed=run.seed,
         run=run,
-        world=_world(pauses, episodes, batches),
+        world=_world(pauses, episodes, batches, _rate(late, weights)),
         trace=trace,
     )
-    return FittedRun(scenario=scenario, virtual_seconds=collector.end_t, trainer_busy_s=busy_s)
+    return FittedRun(
+        scenario=scenario,
+        virtual_seconds=collector.end_t,
+        trainer_busy_s=busy_s,
+        races=RaceSample(late, late + sum(weights)),
+    )
 
 
 def with_overrides(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenario:

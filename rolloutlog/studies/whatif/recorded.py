@@ -91,4 +91,5 @@ def _plan(episode: RecordedEpisode, tasks: TraceTasks, task_id: str, train: bool
         completion_tokens=episode.completion_tokens,
         late_if_cancelled=episode.late,
         prompt_tokens=episode.prompt_tokens,
+        race_drawn=False,
     )
