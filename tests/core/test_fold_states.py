@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import attrs
 from hypothesis import given
+from hypothesis import strategies as st
 
 from rolloutlog.core import dispatcher, sink
+from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import DISPATCHER, SINK, ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, RunStarted
 from rolloutlog.replay.fold import LogFold
-from rolloutlog.testing.strategies import world_logs
+from rolloutlog.testing.strategies import run_configs, world_logs
 
 WINDOW = dispatcher.SMOOTHING_WINDOW_S
 
@@ -64,3 +67,26 @@ def test_a_driver_loop_remakes_the_log_and_its_ticks_restate_the_limit(log: list
             assert recorded.t < due <= recorded.t + WINDOW and due % WINDOW == 0
         assert loop.zero_output_reason() == sink.zero_output_reason(loop.sink_state)
     assert appended == log
+
+
+@given(run_configs(admission_smoothing=True), st.floats(0, 1e6), st.booleans())
+def test_an_idle_smoothed_dispatcher_owes_a_tick_at_the_next_window(
+    config: RunConfig, now: float, smoothing: bool
+) -> None:
+    """Before anything is dispatched the dispatcher is idle: with smoothing on the tick is
+    due at the start of the next window, with it off never; once episodes are in flight,
+    or the run has finished, no tick is owed."""
+    config = attrs.evolve(config, admission_smoothing=smoothing)
+    idle = dispatcher.initial_state(config)
+    due = dispatcher.next_tick(idle, now)
+    if not smoothing:
+        assert due is None
+        return
+    assert due == (int(now // WINDOW) + 1) * WINDOW
+    loop = ReactionLoop(config)
+    started = RunStarted(
+        t=now, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="test"
+    )
+    loop.feed(started)
+    assert loop.dispatcher_state.inflight
+    assert loop.next_tick(now) is None
