@@ -18,7 +18,7 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import DISPATCHER, SINK, ReactionLoop
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, RunStarted
-from rolloutlog.replay.fold import LogFold
+from rolloutlog.replay.fold import LogFold, fold_events
 from rolloutlog.testing.strategies import run_configs, world_logs
 
 WINDOW = dispatcher.SMOOTHING_WINDOW_S
@@ -47,7 +47,8 @@ def test_a_driver_loop_remakes_the_log_and_its_ticks_restate_the_limit(log: list
     the loop appends the recorded log and leaves the driver's events as they were; a tick
     (admission smoothing's timer) restates the current limit at its time, and one is owed
     only when smoothing is on and nothing is in flight before the end: at the start of the
-    next window, never now or earlier. The loop's stop reason is the sink's."""
+    next window, never now or earlier. The loop's stop reason is the sink's, and its digest
+    chain ends where replay's fold of the log ends."""
     first = log[0]
     assert isinstance(first, RunStarted)
     loop = ReactionLoop.from_run_started(first)
@@ -67,6 +68,9 @@ def test_a_driver_loop_remakes_the_log_and_its_ticks_restate_the_limit(log: list
             assert recorded.t < due <= recorded.t + WINDOW and due % WINDOW == 0
         assert loop.zero_output_reason() == sink.zero_output_reason(loop.sink_state)
     assert appended == log
+    fold = fold_events(log).fold  # replay's own digest chain over the recorded log
+    assert fold is not None
+    assert loop.digest == fold.digest
 
 
 @given(run_configs(admission_smoothing=True), st.floats(0, 1e6), st.booleans())
