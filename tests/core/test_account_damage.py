@@ -28,7 +28,6 @@ from rolloutlog.events.types import (
     EpisodesCancelled,
     Event,
     GroupOpened,
-    GroupScored,
     RunFinished,
     RunResumed,
     VersionPending,
@@ -87,19 +86,6 @@ def _version_again_after_restart(log: list[Event]) -> tuple[list[Event], int, st
     )
     again = VersionPending(t=prefix[-1].t, seq=len(prefix) + 1, version=account.version)
     return [*prefix, resumed, again], again.seq, "a version is announced once"
-
-
-def _advantages_changed(log: list[Event]) -> tuple[list[Event], int, str] | None:
-    index = next(
-        (i for i, e in enumerate(log) if isinstance(e, GroupScored) and e.advantages), None
-    )
-    if index is None:
-        return None
-    scored = log[index]
-    assert isinstance(scored, GroupScored)
-    changed = (scored.advantages[0] + 0.5, *scored.advantages[1:])
-    damaged = [*log[:index], attrs.evolve(scored, advantages=changed), *log[index + 1 :]]
-    return damaged, index, "!= GRPO"
 
 
 def _straggler_cut_without_risk(log: list[Event]) -> tuple[list[Event], int, str] | None:
@@ -252,18 +238,6 @@ def _batch_one_short_of_the_hold(log: list[Event]) -> tuple[list[Event], int, st
     return None
 
 
-def _trained_twice(log: list[Event]) -> tuple[list[Event], int, str] | None:
-    index = next(
-        (i for i, e in enumerate(log) if isinstance(e, BatchShipped) and e.trained_ids), None
-    )
-    if index is None:
-        return None
-    shipped = log[index]
-    assert isinstance(shipped, BatchShipped)
-    twice = attrs.evolve(shipped, trained_ids=(*shipped.trained_ids, shipped.trained_ids[0]))
-    return [*log[:index], twice], index, "trains an episode it did not cut, or one twice"
-
-
 def _shipped_past_the_bound(log: list[Event]) -> tuple[list[Event], int, str] | None:
     """A trained episode whose dispatch is recorded at a version far below the real one:
     by the account's arithmetic it ships past the bound."""
@@ -300,12 +274,10 @@ DAMAGES: dict[str, Callable[[list[Event]], tuple[list[Event], int, str] | None]]
     "drop never queued": _drop_never_queued,
     "version again after a restart": _version_again_after_restart,
     "version inside the checkpoint": _version_inside_the_checkpoint,
-    "advantages changed": _advantages_changed,
     "straggler cut without risk": _straggler_cut_without_risk,
     "fresh episode cancelled as stale": _fresh_episode_cancelled_as_stale,
     "dispatch of the wrong member": _dispatch_of_the_wrong_member,
     "batch one short of the hold": _batch_one_short_of_the_hold,
-    "batch trains an episode twice": _trained_twice,
     "batch ships past the bound": _shipped_past_the_bound,
     "restart leaves episodes in flight": _restart_leaves_episodes_in_flight,
     "finished with work open": _finished_with_work_open,
@@ -318,12 +290,10 @@ KINDS = {
     "drop never queued": "episode_dropped",
     "version again after a restart": "version_pending",
     "version inside the checkpoint": "version_pending",
-    "advantages changed": "group_scored",
     "straggler cut without risk": "episodes_cancelled",
     "fresh episode cancelled as stale": "episodes_cancelled",
     "dispatch of the wrong member": "episode_dispatched",
     "batch one short of the hold": "batch_shipped",
-    "batch trains an episode twice": "batch_shipped",
     "batch ships past the bound": "batch_shipped",
     "restart leaves episodes in flight": "run_resumed",
     "finished with work open": "run_finished",

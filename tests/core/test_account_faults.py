@@ -263,6 +263,13 @@ def _scored_without_a_member(account: Account, event: Event) -> Planted | None:
     return [wrong], f"scored {list(fewer)}, fresh are {list(event.episode_ids)}"
 
 
+def _advantages_changed(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, GroupScored) or not event.advantages:
+        return None
+    changed = (event.advantages[0] + 0.5, *event.advantages[1:])
+    return [attrs.evolve(event, advantages=changed)], "!= GRPO"
+
+
 def _eval_group_trained(account: Account, event: Event) -> Planted | None:
     if not isinstance(event, GroupScored) or account.groups[event.group_id].train:
         return None
@@ -285,6 +292,13 @@ def _batch_for_a_wrong_step(account: Account, event: Event) -> Planted | None:
         return None
     wrong = attrs.evolve(event, step=event.step + 1)
     return [wrong], f"batch for step {event.step + 1} at step {event.step}"
+
+
+def _trained_twice(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, BatchShipped) or not event.trained_ids:
+        return None
+    twice = attrs.evolve(event, trained_ids=(*event.trained_ids, event.trained_ids[0]))
+    return [twice], "trains an episode it did not cut, or one twice"
 
 
 def _batch_after_the_end(account: Account, event: Event) -> Planted | None:
@@ -358,9 +372,11 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "group scored twice": ("group_scored", _scored_twice),
     "group scored while owing": ("group_scored", _scored_while_owing),
     "group scored without a member": ("group_scored", _scored_without_a_member),
+    "advantages changed": ("group_scored", _advantages_changed),
     "eval group trained": ("group_scored", _eval_group_trained),
     "empty group admitted": ("group_scored", _empty_group_admitted),
     "batch for a wrong step": ("batch_shipped", _batch_for_a_wrong_step),
+    "batch trains an episode twice": ("batch_shipped", _trained_twice),
     "batch after the end": ("batch_shipped", _batch_after_the_end),
     "batch of an episode never queued": ("batch_shipped", _batch_of_an_episode_never_queued),
 }
