@@ -312,6 +312,13 @@ def test_the_account_reports_a_planted_fault_at_its_seq_and_kind(
         ), (seq, kind, problem, reports)
 
 
+@given(world_logs(max_steps=60, restarts=True))
+def test_a_restarted_run_passes_the_account(log: list[Event]) -> None:
+    """A valid restart (from the last announced version, naming what was outstanding) and
+    what follows it set off no report (most of these logs restart once)."""
+    assert fed(log).violations == []
+
+
 def _shipped(log: list[Event]) -> int | None:
     return next((i for i, e in enumerate(log) if isinstance(e, BatchShipped)), None)
 

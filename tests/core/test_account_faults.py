@@ -25,6 +25,7 @@ from rolloutlog.events.types import (
     WORLD_KINDS,
     BatchShipped,
     CancelReason,
+    EpisodeCompleted,
     EpisodeDispatched,
     EpisodeDropped,
     EpisodesCancelled,
@@ -237,6 +238,23 @@ def _drop_a_fresh_episode(account: Account, event: Event) -> Planted | None:
     return [event, drop], f"{fresh} is not stale"
 
 
+MALFORMED = ("g1", "x0/0", "g/0", "g0/", "g0/a", "g0/\u0663", "g 0/0", "g0/0/0")
+
+
+def _arrival_of(stray: str) -> Plant:
+    """Right after a dispatch, a completion naming `stray`, an id rolloutlog never makes."""
+
+    def plant(account: Account, event: Event) -> Planted | None:
+        if not isinstance(event, EpisodeDispatched):
+            return None
+        arrival = EpisodeCompleted(
+            t=event.t, episode_id=stray, reward=1.0, prompt_tokens=1, completion_tokens=1
+        )
+        return [event, arrival], f"{stray} was never dispatched"
+
+    return plant
+
+
 # --- group_scored ---------------------------------------------------------------------
 
 
@@ -379,6 +397,10 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "batch trains an episode twice": ("batch_shipped", _trained_twice),
     "batch after the end": ("batch_shipped", _batch_after_the_end),
     "batch of an episode never queued": ("batch_shipped", _batch_of_an_episode_never_queued),
+    **{
+        f"arrival of malformed id {stray!r}": ("episode_completed", _arrival_of(stray))
+        for stray in MALFORMED
+    },
 }
 
 

@@ -17,7 +17,14 @@ from rolloutlog.core import dispatcher, sink
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import DISPATCHER, SINK, ReactionLoop
 from rolloutlog.events.schema import SCHEMA_VERSION
-from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, RunStarted
+from rolloutlog.events.types import (
+    UNSEQUENCED,
+    WORLD_KINDS,
+    Event,
+    GroupOpened,
+    GroupScored,
+    RunStarted,
+)
 from rolloutlog.replay.fold import LogFold, fold_events
 from rolloutlog.testing.strategies import run_configs, world_logs
 
@@ -39,6 +46,33 @@ def test_the_account_and_the_queued_tokens_agree_with_the_deciders(log: list[Eve
         assert evolved == held, event
         queued = sum(entry.tokens for entry in fold.sink_state.queue.values())
         assert fold.sink_state.queued_tokens == queued, event
+
+
+@given(world_logs(max_steps=60))
+def test_the_zero_output_guard_counts_what_the_log_shows(log: list[Event]) -> None:
+    """The idle work the guard counts, recounted from the log: the size of every train group
+    finalized since the last one admitted, and how many of those were scored but rejected,
+    or had no fresh successful member to score."""
+    fold = LogFold.from_run_started(log[0])
+    sizes: dict[str, int] = {}
+    episodes = rejected = unscored = 0
+    for event in log:
+        fold.apply(event)
+        if isinstance(event, GroupOpened) and event.work == "train":
+            sizes[event.group_id] = event.group_size
+        if isinstance(event, GroupScored) and event.group_id in sizes:
+            if event.admitted:
+                episodes = rejected = unscored = 0
+            else:
+                episodes += sizes[event.group_id]
+                rejected += bool(event.episode_ids)
+                unscored += not event.episode_ids
+        idle = fold.sink_state.idle
+        assert (idle.episodes, idle.rejected_groups, idle.unscored_groups) == (
+            episodes,
+            rejected,
+            unscored,
+        ), event
 
 
 @given(world_logs(max_steps=60))

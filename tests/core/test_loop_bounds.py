@@ -3,9 +3,12 @@ first and once, and its two bounds refuse exactly the reaction that passes them.
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
+from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import LoopBoundError
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.types import WORLD_KINDS, Event, RunStarted
@@ -80,3 +83,32 @@ def test_the_loop_takes_world_events_and_run_started_only_first(log: list[Event]
         loop.feed(decided)
     assert after_start == _reactions(log)[0][1]
     assert loop.next_seq == after_start  # the refused events appended nothing
+
+
+@given(world_logs(max_steps=20), st.sampled_from(["both batch keys", "lag past bound"]))
+def test_a_recorded_config_that_could_not_start_is_replayed_as_recorded(
+    log: list[Event], fault: str
+) -> None:
+    """Another orchestrator may record a config rolloutlog would not start: replay takes it."""
+    started = log[0]
+    assert isinstance(started, RunStarted)
+    config = dict(started.config)
+    if fault == "both batch keys":
+        config.update(batch_size=4, token_batch_size=100)
+    else:
+        config["target_lag"] = config["max_off_policy_steps"] + 1
+    loop = ReactionLoop.from_run_started(attrs.evolve(started, config=config))
+    assert loop.config.to_dict() == config
+    assert loop.config.startup_problems()
+
+
+@given(world_logs(max_steps=20), st.sampled_from(["group_size", "staleness", "tasks"]))
+def test_a_recorded_config_with_a_bad_value_is_refused_as_recorded(
+    log: list[Event], key: str
+) -> None:
+    started = log[0]
+    assert isinstance(started, RunStarted)
+    bad = attrs.evolve(started, config={**started.config, key: "nonsense"})
+    with pytest.raises(ConfigError) as refused:
+        ReactionLoop.from_run_started(bad)
+    assert str(refused.value).startswith(f"run_started.config.{key}: must ")
