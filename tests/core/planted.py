@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
-from rolloutlog.events.types import WORLD_KINDS, Event, RunStarted
+from rolloutlog.events.types import WORLD_KINDS, Event, RunResumed, RunStarted
 
 
 def config_of(log: list[Event]) -> RunConfig:
@@ -33,3 +33,10 @@ def fed(log: list[Event], *, raising: bool = False) -> Account:
     if last_world is not None:
         account.settled(last_world)
     return account
+
+
+def valid_restart(account: Account, t: float, seq: int) -> RunResumed:
+    """A restart the account accepts: it names what is outstanding, at the last version."""
+    return RunResumed(
+        t=t, seq=seq, reason="restart", episode_ids=tuple(account.inflight), version=account.version
+    )

@@ -15,7 +15,7 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from planted import account_for, config_of, fed
+from planted import account_for, config_of, fed, valid_restart
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.errors import InconsistentLogError
@@ -73,22 +73,11 @@ def _drop_never_queued(log: list[Event]) -> tuple[list[Event], int, str]:
     return damaged, seq, "dropped but neither queued nor arrived"
 
 
-def _valid_restart(prefix: list[Event], account: Account) -> RunResumed:
-    """A restart right after `prefix` that names what is outstanding, at the last version."""
-    return RunResumed(
-        t=prefix[-1].t,
-        seq=len(prefix),
-        reason="restart",
-        episode_ids=tuple(account.inflight),
-        version=account.version,
-    )
-
-
 def _version_again_after_restart(log: list[Event]) -> tuple[list[Event], int, str]:
     """A valid restart just before `run_finished`, then the last version announced again."""
     prefix = log[: _finish(log)]
     account = fed(prefix)
-    resumed = _valid_restart(prefix, account)
+    resumed = valid_restart(account, prefix[-1].t, len(prefix))
     again = VersionPending(t=prefix[-1].t, seq=len(prefix) + 1, version=account.version)
     return [*prefix, resumed, again], again.seq, "a version is announced once"
 
@@ -141,7 +130,7 @@ def _restart_leaves_episodes_in_flight(log: list[Event]) -> tuple[list[Event], i
     if point is None:
         return None
     prefix, account = point
-    resumed = _valid_restart(prefix, account)
+    resumed = valid_restart(account, prefix[-1].t, len(prefix))
     return [*prefix, resumed], resumed.seq, "outstanding at the restart, in flight"
 
 
@@ -179,7 +168,7 @@ def _version_inside_the_checkpoint(log: list[Event]) -> tuple[list[Event], int, 
     account = fed(prefix)
     if account.version == 0:
         return None
-    resumed = _valid_restart(prefix, account)
+    resumed = valid_restart(account, prefix[-1].t, len(prefix))
     older = VersionPending(t=prefix[-1].t, seq=len(prefix) + 1, version=account.version - 1)
     return [*prefix, resumed, older], older.seq, "its batch would train twice"
 

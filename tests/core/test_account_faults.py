@@ -16,7 +16,7 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from planted import account_for, config_of, fed
+from planted import account_for, config_of, fed, valid_restart
 
 from rolloutlog.core.account import Account, InvariantViolation
 from rolloutlog.core.errors import InconsistentLogError
@@ -34,7 +34,6 @@ from rolloutlog.events.types import (
     GroupScored,
     LimitSet,
     RunFinished,
-    RunResumed,
 )
 from rolloutlog.testing.strategies import run_configs, world_logs
 
@@ -90,6 +89,18 @@ def _opened_at_a_wrong_version(account: Account, event: Event) -> Planted | None
     return [wrong], f"opened at v{account.version + 1} step {account.step}, not v{account.version}"
 
 
+def _after_a_dispatch(put: Callable[[Account, EpisodeDispatched], tuple[Event, str]]) -> Plant:
+    """The event `put` makes, put right after the first dispatch."""
+
+    def plant(account: Account, event: Event) -> Planted | None:
+        if not isinstance(event, EpisodeDispatched):
+            return None
+        after, problem = put(account, event)
+        return [event, after], problem
+
+    return plant
+
+
 # --- episode_dispatched ---------------------------------------------------------------
 
 
@@ -132,20 +143,6 @@ def _dispatch_through_the_gate(account: Account, event: Event) -> Planted | None
 # --- episodes_cancelled ---------------------------------------------------------------
 
 
-def _after_a_dispatch(
-    cut: Callable[[Account, EpisodeDispatched], tuple[EpisodesCancelled, str]],
-) -> Plant:
-    """A cancellation put right after the first dispatch."""
-
-    def plant(account: Account, event: Event) -> Planted | None:
-        if not isinstance(event, EpisodeDispatched):
-            return None
-        cancelled, problem = cut(account, event)
-        return [event, cancelled], problem
-
-    return plant
-
-
 def _cancel(
     event: Event, group_id: str, ids: tuple[str, ...], unscheduled: int, reason: CancelReason
 ) -> EpisodesCancelled:
@@ -181,9 +178,7 @@ def _restart_cuts_unscheduled(account: Account, event: Event) -> Planted | None:
     owing = [g for g, group in account.groups.items() if group.owes and group.unscheduled]
     if not _restart_point(account, event) or not owing:
         return None
-    resumed = RunResumed(
-        t=event.t, reason="restart", episode_ids=tuple(account.inflight), version=account.version
-    )
+    resumed = valid_restart(account, event.t, event.seq)
     cut = _cancel(event, owing[0], (), 1, "restart")
     return [resumed, cut], "a restart cancels only what was outstanding"
 
@@ -205,7 +200,7 @@ def _restart_names_too_few(account: Account, event: Event) -> Planted | None:
     if not _restart_point(account, event):
         return None
     held = tuple(account.inflight)
-    resumed = RunResumed(t=event.t, reason="restart", episode_ids=held[1:], version=account.version)
+    resumed = attrs.evolve(valid_restart(account, event.t, event.seq), episode_ids=held[1:])
     return [resumed], f"names {len(held) - 1} outstanding episodes, {len(held)} in flight"
 
 
@@ -213,9 +208,7 @@ def _restart_past_the_batches(account: Account, event: Event) -> Planted | None:
     if not _restart_point(account, event):
         return None
     ahead = account.step  # one past the last batch shipped
-    resumed = RunResumed(
-        t=event.t, reason="restart", episode_ids=tuple(account.inflight), version=ahead
-    )
+    resumed = attrs.evolve(valid_restart(account, event.t, event.seq), version=ahead)
     return [resumed], f"resumes from v{ahead}, but v{account.version} was announced"
 
 
@@ -244,15 +237,13 @@ MALFORMED = ("g1", "x0/0", "g/0", "g0/", "g0/a", "g0/\u0663", "g 0/0", "g0/0/0")
 def _arrival_of(stray: str) -> Plant:
     """Right after a dispatch, a completion naming `stray`, an id rolloutlog never makes."""
 
-    def plant(account: Account, event: Event) -> Planted | None:
-        if not isinstance(event, EpisodeDispatched):
-            return None
-        arrival = EpisodeCompleted(
+    def arrival(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
+        completed = EpisodeCompleted(
             t=event.t, episode_id=stray, reward=1.0, prompt_tokens=1, completion_tokens=1
         )
-        return [event, arrival], f"{stray} was never dispatched"
+        return completed, f"{stray} was never dispatched"
 
-    return plant
+    return _after_a_dispatch(arrival)
 
 
 # --- group_scored ---------------------------------------------------------------------
@@ -264,13 +255,11 @@ def _scored_twice(account: Account, event: Event) -> Planted | None:
     return [event, event], f"{event.group_id} finalized twice or never opened"
 
 
-def _scored_while_owing(account: Account, event: Event) -> Planted | None:
-    if not isinstance(event, EpisodeDispatched):
-        return None
+def _scored_while_owing(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
     scored = GroupScored(
         t=event.t, group_id=event.group_id, episode_ids=(), advantages=(), admitted=False
     )
-    return [event, scored], "cancelled != G="
+    return scored, "cancelled != G="
 
 
 def _scored_without_a_member(account: Account, event: Event) -> Planted | None:
@@ -388,7 +377,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "drop at a wrong age": ("episode_dropped", _drop_at_a_wrong_age),
     "drop a fresh episode": ("episode_dropped", _drop_a_fresh_episode),
     "group scored twice": ("group_scored", _scored_twice),
-    "group scored while owing": ("group_scored", _scored_while_owing),
+    "group scored while owing": ("group_scored", _after_a_dispatch(_scored_while_owing)),
     "group scored without a member": ("group_scored", _scored_without_a_member),
     "advantages changed": ("group_scored", _advantages_changed),
     "eval group trained": ("group_scored", _eval_group_trained),
