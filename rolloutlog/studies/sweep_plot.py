@@ -1,15 +1,17 @@
 """`sweep --plot`: trained episodes per hour against finished rollouts discarded.
 
 One panel per scenario, one point per configuration (a preset and its `--set` values,
-averaged over seeds), labelled with its preset. The Pareto front (no other configuration
-trains more per hour while discarding no more) is drawn filled, ringed and joined by a
-line; the rest are hollow. matplotlib is imported lazily and drawn off-screen (Agg).
+averaged over seeds), labelled with its preset beside it where no other label sits. The
+Pareto front (no other configuration trains more per hour while discarding no more) is
+drawn filled, ringed and joined by a line; the rest are hollow. matplotlib is imported
+lazily and drawn off-screen (Agg).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Final
 
 from rolloutlog.studies.best import Configuration
 
@@ -49,17 +51,16 @@ def plot_sweep(found: Sequence[Configuration], path: Path, title: str) -> None:
         raise RuntimeError("--plot needs matplotlib (pip install 'rolloutlog[plot]')") from error
     scenarios = list(dict.fromkeys(c.scenario for c in found))
     figure, axes = plt.subplots(1, len(scenarios), figsize=(6 * len(scenarios), 4.8), squeeze=False)
+    panels: list[tuple[list[tuple[float, float]], list[str]]] = []
     for axis, scenario in zip(axes[0], scenarios, strict=True):
         mine = [c for c in found if c.scenario == scenario and _plottable(c)]
         points = [(float(c.means[X_KEY] or 0.0), float(c.means[Y_KEY] or 0.0)) for c in mine]
+        panels.append((points, [label(c) for c in mine]))
         front = set(pareto_front(points))
-        for index, (config, (x, y)) in enumerate(zip(mine, points, strict=True)):
+        for index, (x, y) in enumerate(points):
             on_front = index in front
             axis.scatter(
                 [x], [y], s=40, facecolors="C0" if on_front else "none", edgecolors="C0", zorder=3
-            )
-            axis.annotate(
-                label(config), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7
             )
         ordered = pareto_front(points)
         axis.plot(
@@ -79,8 +80,68 @@ def plot_sweep(found: Sequence[Configuration], path: Path, title: str) -> None:
         axis.legend(loc="best", fontsize=8)
     figure.suptitle(title)
     figure.tight_layout()
+    for axis, labelled in zip(axes[0], panels, strict=True):  # once the axes are laid out
+        place_labels(axis, *labelled)
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+# Where a label may sit beside its point, in points from it, tried in this order; the
+# second value of each is the text's horizontal alignment.
+LABEL_SPOTS: Final = (
+    ((5, 4), "left"),
+    ((5, -11), "left"),
+    ((-5, 4), "right"),
+    ((-5, -11), "right"),
+    ((5, 14), "left"),
+    ((5, -21), "left"),
+    ((-5, 14), "right"),
+    ((-5, -21), "right"),
+)
+
+
+def place_labels(
+    axis: Any, points: Sequence[tuple[float, float]], texts: Sequence[str]
+) -> list[Any]:
+    """Label each point at the first spot beside it where the text overlaps no label placed
+    before and stays inside the axes (presets on nearby points would print over each other,
+    and a point near an edge would lose its label's end); failing that, the first where it
+    overlaps none; failing that, the first inside the axes. Returns the labels' boxes in display
+    units, in the order of `points`.
+    """
+    renderer = axis.figure.canvas.get_renderer()
+    frame = axis.get_window_extent(renderer)
+    boxes: list[Any] = []
+    for point, text in zip(points, texts, strict=True):
+        best: tuple[tuple[bool, bool], Any, Any] | None = None
+        for spot in LABEL_SPOTS:
+            note = _annotate(axis, point, text, spot)
+            box = note.get_window_extent(renderer)
+            overlaps = any(box.overlaps(other) for other in boxes)
+            outside = not (frame.x0 <= box.x0 <= box.x1 <= frame.x1) or not (
+                frame.y0 <= box.y0 <= box.y1 <= frame.y1
+            )
+            rank = (overlaps, outside)
+            if best is None or rank < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (rank, note, box)
+            else:
+                note.remove()
+            if rank == (False, False):
+                break
+        if best is not None:
+            boxes.append(best[2])
+    return boxes
+
+
+def _annotate(
+    axis: Any, point: tuple[float, float], text: str, spot: tuple[tuple[int, int], str]
+) -> Any:
+    offset, align = spot
+    return axis.annotate(
+        text, point, textcoords="offset points", xytext=offset, ha=align, fontsize=7
+    )
 
 
 def _plottable(config: Configuration) -> bool:

@@ -11,7 +11,7 @@ from rolloutlog.studies.best import BestSyntaxError, best_per_scenario, configur
 from rolloutlog.studies.grid import expand, parse_seeds, parse_set_ranges
 from rolloutlog.studies.results import row_key, setting_columns, to_table
 from rolloutlog.studies.run_report import policy_name
-from rolloutlog.studies.sweep_plot import pareto_front
+from rolloutlog.studies.sweep_plot import pareto_front, place_labels
 
 COLUMNS = ["trained_episodes_per_hour", "finished_rollouts_discarded", "mean_trained_age"]
 
@@ -134,3 +134,39 @@ def test_an_explicit_set_wins_over_the_preset_as_in_simulate() -> None:
     (cell,) = expand(["smoke"], ["per-episode"], [0], parse_set_ranges(["straggler_cut=true"]), 2)
     assert cell.scenario().run.straggler_cut is True
     assert policy_name(cell.scenario()) == "per-episode+straggler"
+
+
+def test_labels_of_nearby_points_do_not_overlap() -> None:
+    """Four configurations whose points nearly coincide (as the presets of a sweep that
+    changes little do): each label is moved to a free spot, where one spot would print
+    every label over the one before; a fifth near the right edge is labelled to its left,
+    inside the axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4.8))
+    points = [(227.0, 2285.0), (251.0, 2292.0), (236.0, 2310.0), (244.0, 2270.0), (455.0, 2600.0)]
+    presets = ("per-episode", "per-group", "all", "x", "per-episode")
+    texts = [f"{preset} max_inflight=16" for preset in presets]
+    axis.scatter(*zip(*points, strict=True))
+    axis.set_xlim(200, 460)
+    axis.set_ylim(2200, 3150)
+    try:
+        renderer = figure.canvas.get_renderer()
+        at_first_spot = [
+            axis.annotate(text, point, textcoords="offset points", xytext=(5, 4), fontsize=7)
+            for point, text in zip(points[:4], texts[:4], strict=True)
+        ]
+        crowded = [note.get_window_extent(renderer) for note in at_first_spot]
+        assert any(a.overlaps(b) for i, a in enumerate(crowded) for b in crowded[i + 1 :])
+        for note in at_first_spot:
+            note.remove()
+        boxes = place_labels(axis, points, texts)
+        assert len(boxes) == len(points) == len(axis.texts)
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+        frame = axis.get_window_extent(renderer)
+        assert frame.x0 <= boxes[-1].x0 and boxes[-1].x1 <= frame.x1
+    finally:
+        plt.close(figure)
