@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from rolloutlog.core import dispatcher, sink
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import DISPATCHER, SINK, ReactionLoop
-from rolloutlog.events.schema import SCHEMA_VERSION
+from rolloutlog.events.schema import SCHEMA_VERSION, events_to_batch
 from rolloutlog.events.types import (
     UNSEQUENCED,
     WORLD_KINDS,
@@ -25,6 +25,7 @@ from rolloutlog.events.types import (
     GroupScored,
     RunStarted,
 )
+from rolloutlog.replay.columnar import ColumnarFold
 from rolloutlog.replay.fold import LogFold, fold_events
 from rolloutlog.testing.strategies import run_configs, world_logs
 
@@ -128,3 +129,21 @@ def test_an_idle_smoothed_dispatcher_owes_a_tick_at_the_next_window(
     loop.feed(started)
     assert loop.dispatcher_state.inflight
     assert loop.next_tick(now) is None
+
+
+@given(world_logs(max_steps=30), st.floats(0.0, 1.0))
+def test_the_columnar_fold_counts_kinds_as_the_plain_fold(log: list[Event], cut: float) -> None:
+    """The columnar fold counts each record batch's kinds at once (`Account.count_kinds`)
+    where the plain fold counts event by event: over a log cut into two batches anywhere,
+    both end with the same summary and the same digest."""
+    plain = fold_events(log).fold
+    assert plain is not None
+    at = max(1, round(cut * len(log)))
+    batches = [events_to_batch(part) for part in (log[:at], log[at:]) if part]
+    columnar = ColumnarFold.from_first_batch(batches[0])
+    for batch in batches:
+        columnar.apply_batch(batch)
+    columnar.finish()
+    assert columnar.state.events == len(log)
+    assert columnar.summary() == plain.summary()
+    assert columnar.digest == plain.digest

@@ -62,6 +62,23 @@ def test_the_reference_model_agrees_when_evals_pile_up(log: list[Event]) -> None
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
+WIDE_SMOOTHED = st.integers(1, 3).flatmap(
+    lambda size: st.integers(10 * (size + 1), 64).flatmap(
+        lambda limit: run_configs(
+            group_size=size, max_inflight=limit, admission_smoothing=True, admission="none"
+        )
+    )
+)
+
+
+@given(world_logs(WIDE_SMOOTHED, checked=False))
+def test_the_reference_model_agrees_on_smoothing_under_wide_limits(log: list[Event]) -> None:
+    """Admission smoothing's burst is a tenth of the limit where that exceeds G; with
+    `run_configs`' limits of at most 3G + 2 it never does, so these worlds get limits of
+    10(G + 1) and more."""
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
 def test_the_reference_model_reproduces_the_simulated_example() -> None:
     """A log the simulator recorded, re-decided by the reference, is the log itself."""
     log = read_log(SIMULATED)
