@@ -277,6 +277,12 @@ def _advantages_changed(account: Account, event: Event) -> Planted | None:
     return [attrs.evolve(event, advantages=changed)], "!= GRPO"
 
 
+def _advantages_one_short(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, GroupScored) or not (event.admitted and event.advantages):
+        return None
+    return [attrs.evolve(event, advantages=event.advantages[:-1])], "!= GRPO"
+
+
 def _eval_group_trained(account: Account, event: Event) -> Planted | None:
     if not isinstance(event, GroupScored) or account.groups[event.group_id].train:
         return None
@@ -380,6 +386,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "group scored while owing": ("group_scored", _after_a_dispatch(_scored_while_owing)),
     "group scored without a member": ("group_scored", _scored_without_a_member),
     "advantages changed": ("group_scored", _advantages_changed),
+    "advantages one short": ("group_scored", _advantages_one_short),
     "eval group trained": ("group_scored", _eval_group_trained),
     "empty group admitted": ("group_scored", _empty_group_admitted),
     "batch for a wrong step": ("batch_shipped", _batch_for_a_wrong_step),
@@ -414,6 +421,7 @@ REFUSALS: dict[tuple[str, str], str] = {
     ("group scored twice", "sink"): "G is not open",
     ("group scored while owing", "dispatcher"): "G scored while the dispatcher still owes members",
     ("group scored while owing", "sink"): "G is not complete",
+    ("advantages one short", "sink"): r"(\d+) members scored with (\d+) advantages",
     ("batch for a wrong step", "sink"): r"expected step \d+",
     ("batch of an episode never queued", "sink"): "G is not queued",
 }
