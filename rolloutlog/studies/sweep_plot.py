@@ -106,33 +106,30 @@ def place_labels(
     """Label each point at the first spot beside it where the text overlaps no label placed
     before and stays inside the axes (presets on nearby points would print over each other,
     and a point near an edge would lose its label's end); failing that, the first where it
-    overlaps none; failing that, the first inside the axes. Returns the labels' boxes in display
-    units, in the order of `points`.
+    overlaps none; failing that, the first inside the axes. Returns the labels' boxes in
+    display units, in the order of `points`.
     """
     renderer = axis.figure.canvas.get_renderer()
     frame = axis.get_window_extent(renderer)
     boxes: list[Any] = []
     for point, text in zip(points, texts, strict=True):
-        best: tuple[tuple[bool, bool], Any, Any] | None = None
-        for spot in LABEL_SPOTS:
+        ranks: list[tuple[bool, bool]] = []
+        for spot in LABEL_SPOTS:  # each spot tried and measured, then taken off again
             note = _annotate(axis, point, text, spot)
             box = note.get_window_extent(renderer)
-            overlaps = any(box.overlaps(other) for other in boxes)
-            outside = not (frame.x0 <= box.x0 <= box.x1 <= frame.x1) or not (
-                frame.y0 <= box.y0 <= box.y1 <= frame.y1
-            )
-            rank = (overlaps, outside)
-            if best is None or rank < best[0]:
-                if best is not None:
-                    best[1].remove()
-                best = (rank, note, box)
-            else:
-                note.remove()
-            if rank == (False, False):
+            note.remove()
+            ranks.append((any(box.overlaps(other) for other in boxes), not _inside(box, frame)))
+            if ranks[-1] == (False, False):
                 break
-        if best is not None:
-            boxes.append(best[2])
+        spot = LABEL_SPOTS[ranks.index(min(ranks))]  # the first of the best
+        boxes.append(_annotate(axis, point, text, spot).get_window_extent(renderer))
     return boxes
+
+
+def _inside(box: Any, frame: Any) -> bool:
+    return bool(
+        frame.x0 <= box.x0 <= box.x1 <= frame.x1 and frame.y0 <= box.y0 <= box.y1 <= frame.y1
+    )
 
 
 def _annotate(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -159,14 +160,17 @@ def test_labels_of_nearby_points_do_not_overlap() -> None:
             axis.annotate(text, point, textcoords="offset points", xytext=(5, 4), fontsize=7)
             for point, text in zip(points[:4], texts[:4], strict=True)
         ]
-        crowded = [note.get_window_extent(renderer) for note in at_first_spot]
-        assert any(a.overlaps(b) for i, a in enumerate(crowded) for b in crowded[i + 1 :])
+        assert _any_overlap([note.get_window_extent(renderer) for note in at_first_spot])
         for note in at_first_spot:
             note.remove()
         boxes = place_labels(axis, points, texts)
         assert len(boxes) == len(points) == len(axis.texts)
-        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+        assert not _any_overlap(boxes)
         frame = axis.get_window_extent(renderer)
         assert frame.x0 <= boxes[-1].x0 and boxes[-1].x1 <= frame.x1
     finally:
         plt.close(figure)
+
+
+def _any_overlap(boxes: list[Any]) -> bool:
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
