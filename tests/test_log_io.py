@@ -268,6 +268,69 @@ def test_a_cut_at_a_batch_boundary_or_in_the_end_marker(tmp_path: Path) -> None:
             assert read_log(torn) == sequenced(events)
 
 
+def test_a_cut_anywhere_in_the_first_commit_is_a_torn_tail_that_keeps_no_event(
+    tmp_path: Path,
+) -> None:
+    """The first commit is the dictionaries and the first batch in one write: a cut between
+    its messages is torn too, never a closed log, never damage."""
+    whole = tmp_path / "whole.arrow"
+    starts = write_batches(whole, run_events(6), batch_events=4)
+    data = whole.read_bytes()
+    schema_end, first_end = starts[0], starts[1]
+    torn = tmp_path / "torn.arrow"
+    for cut in range(schema_end + 1, first_end):
+        torn.write_bytes(data[:cut])
+        reader = LogReader(torn, warn=False)
+        assert list(reader) == [], cut
+        assert reader.closed is False, cut
+        assert reader.torn_tail is not None, cut
+        assert (reader.torn_tail.valid_bytes, reader.torn_tail.last_seq) == (schema_end, None)
+
+
+def test_zeros_after_the_last_commit_are_a_torn_tail_not_an_end_marker(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.arrow"
+    events = run_events(6)
+    write_batches(whole, events, batch_events=4)
+    zeroed = tmp_path / "zeroed.arrow"
+    zeroed.write_bytes(whole.read_bytes()[:-8] + bytes(100))  # a crash left zeroed blocks
+    reader = LogReader(zeroed, warn=False)
+    assert list(reader) == sequenced(events)
+    assert reader.closed is False
+    assert reader.torn_tail is not None and reader.torn_tail.cut_bytes == 100
+
+
+def test_a_flipped_bit_in_a_message_length_of_a_closed_log_is_damage_not_a_tail(
+    tmp_path: Path,
+) -> None:
+    """A closed log has no torn tail: a length that runs past the end is damaged, and
+    appending must refuse the file rather than cut the batches after it."""
+    whole = tmp_path / "whole.arrow"
+    write_batches(whole, run_events(12), batch_events=4)
+    data = whole.read_bytes()
+    damaged = tmp_path / "damaged.arrow"
+    for start in _message_starts(data[:-8])[1:]:  # the dictionaries and batches, not the schema
+        for bit in range(32):
+            flipped = bytearray(data)
+            flipped[start + 4 + bit // 8] ^= 1 << (bit % 8)
+            damaged.write_bytes(flipped)
+            with pytest.raises(LogCorruptError):
+                read_log(damaged)
+            if bit == 30:  # the length grows by 2**30: it runs past the end of the file
+                with pytest.raises(LogCorruptError, match="unreadable message"):
+                    LogWriter(damaged, mode="append")
+                assert damaged.read_bytes() == bytes(flipped)
+
+
+def _message_starts(data: bytes) -> list[int]:
+    """Where each IPC message of a stream starts, found with plain pyarrow."""
+    starts, offset = [], 0
+    while offset < len(data):
+        starts.append(offset)
+        message = ipc.read_message(pa.BufferReader(data[offset:]))
+        offset += 8 + message.metadata.size + message.body.size
+    return starts
+
+
 # --- damage and refusals -----------------------------------------------------------------
 
 

@@ -53,6 +53,7 @@ from rolloutlog.events.types import Event
 from rolloutlog.events.validate import validate_event
 
 _CONTINUATION: Final = b"\xff\xff\xff\xff"
+_END_OF_STREAM: Final = _CONTINUATION + b"\x00\x00\x00\x00"
 _BODY_LENGTH_SLOT: Final = 4 + 2 * 3  # vtable slot of Message.bodyLength (field 3, Message.fbs)
 
 
@@ -145,7 +146,7 @@ class LogReader:
                 try:
                     batch, metadata = stream.read_next_batch_with_custom_metadata()
                 except StopIteration:
-                    self._finish_at_end(source.tell(), source.size(), last_seq)
+                    self._finish_at_end(source, last_seq)
                     return
                 except (pa.ArrowException, OSError) as error:
                     self._finish_unreadable(source, last_seq, error)
@@ -237,25 +238,37 @@ class LogReader:
                 f"run_started.schema_version is {recorded}, the file's is {self.schema_version}"
             )
 
-    def _finish_at_end(self, end: int, size: int, last_seq: int) -> None:
-        """The stream ended: with the end-of-stream marker (closed) or at end of file."""
-        valid_bytes = _known(self.valid_bytes)
-        self.closed = end > valid_bytes
-        if end < size:
-            self._report(
-                TornTail(
-                    valid_bytes,
-                    size - valid_bytes,
-                    _seq(last_seq),
-                    "bytes after the end-of-stream marker",
-                )
-            )
+    def _finish_at_end(self, source: pa.NativeFile, last_seq: int) -> None:
+        """The stream ended: with the end-of-stream marker (closed) or at end of file.
+
+        The first commit writes the dictionaries and the first batch together, and a crash
+        can cut it between them, or leave zeros that pyarrow takes for an old end marker:
+        anything read past the last batch that is not the end marker is a torn commit.
+        """
+        valid_bytes, end, size = _known(self.valid_bytes), source.tell(), source.size()
+        self.closed = end - len(_END_OF_STREAM) >= valid_bytes and _ends_closed(source, end)
+        if self.closed and end < size:
+            detail = "bytes after the end-of-stream marker"
+        elif not self.closed and end > valid_bytes:
+            detail = "an incomplete commit: the writer stopped mid-commit"
+        else:
+            return
+        self._report(TornTail(valid_bytes, size - valid_bytes, _seq(last_seq), detail))
 
     def _finish_unreadable(self, source: pa.NativeFile, last_seq: int, error: Exception) -> None:
-        """A message could not be read: a torn tail if it runs past the end, damage if not."""
+        """A message could not be read: a torn tail if it is the last commit, cut; damage if not.
+
+        A file that ends with the end-of-stream marker was closed by its writer after its
+        last commit, so nothing in it is torn: a message there that seems to run past the
+        end has a damaged length (one flipped bit must not turn the batches after it into a
+        tail that appending would cut off).
+        """
         valid_bytes, size = _known(self.valid_bytes), source.size()
         self.closed = False
-        if not _runs_past_end(source, valid_bytes, size):
+        walked = _walk(source, valid_bytes, size)
+        first_commit = last_seq < 0  # its dictionaries can be whole and its batch missing
+        torn = walked is not None and (walked > size or (walked == size and first_commit))
+        if not torn or _ends_closed(source, size):
             raise LogCorruptError(
                 f"{self.path}: unreadable message at byte {valid_bytes}, "
                 f"where seq {last_seq + 1} should start: {error}",
@@ -288,20 +301,27 @@ def _check_seqs(batch: pa.RecordBatch, stamp: BatchStamp, expected: int) -> None
         )
 
 
-def _runs_past_end(source: pa.NativeFile, offset: int, size: int) -> bool:
-    """True when the messages from `offset` are whole up to one that the end of file cuts.
+def _walk(source: pa.NativeFile, offset: int, size: int) -> int | None:
+    """Where the messages from `offset` end: past `size` when the end of file cuts the last
+    one, None when something there is no message.
 
     This tells a torn write (the last message declares more bytes than exist) from damage
     (a message that is complete but unreadable, or bytes that are not a message at all).
     """
     while offset < size:
         end = _message_end(source, offset, size)
-        if end is None:
-            return False
-        if end > size:
-            return True
+        if end is None or end > size:
+            return end
         offset = end
-    return False
+    return offset
+
+
+def _ends_closed(source: pa.NativeFile, end: int) -> bool:
+    """Whether the bytes before `end` are the end-of-stream marker that `close()` writes."""
+    if end < len(_END_OF_STREAM):
+        return False
+    source.seek(end - len(_END_OF_STREAM))
+    return bytes(source.read(len(_END_OF_STREAM))) == _END_OF_STREAM
 
 
 def _message_end(source: pa.NativeFile, offset: int, size: int) -> int | None:
