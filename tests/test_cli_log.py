@@ -117,3 +117,64 @@ def test_a_torn_tail_is_reported_on_stderr_and_refused_with_strict(tmp_path: Pat
     assert json.loads(result.stdout)["events"] == 0
     assert json.loads(result.stdout)["torn_tail"] > 0
     assert "torn tail" in one_line_error(run("info", "--strict", str(tmp_path / "torn.arrow")))
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (b"", "line 1: no event: a log opens with run_started"),
+        (b"\n\n", "line 1: no event: a log opens with run_started"),
+        (b'{"kind": "run_finished", "t": 1.0, "reason": "steps"}\n', "line 1: run_finished: a log"),
+        (b"\xff\xfe{}\n", "line 1: not UTF-8 text (byte 1)"),
+        (b"[" * 100_000 + b"]" * 100_000 + b"\n", "line 1: invalid JSON: nested too deeply"),
+    ],
+)
+def test_import_names_the_file_and_line_of_a_bad_opening(
+    tmp_path: Path, text: bytes, problem: str
+) -> None:
+    (tmp_path / "in.jsonl").write_bytes(text)
+    error = one_line_error(run("import", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o")))
+    assert error.startswith(f"rolloutlog: error: {tmp_path / 'in.jsonl'}: {problem}")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_import_names_the_line_of_a_second_run_started_and_of_an_unknown_version(
+    tmp_path: Path,
+) -> None:
+    lines = EXAMPLE.with_suffix(".jsonl").read_text(encoding="utf-8").splitlines()
+    again = lines[0].replace('"seq": 0, ', "")  # seqs may be left out: only the kind is wrong
+    (tmp_path / "twice.jsonl").write_text("\n".join([*lines[:5], again]), encoding="utf-8")
+    assert one_line_error(run("import", str(tmp_path / "twice.jsonl"), "-o", "x")).endswith(
+        "line 6: run_started: a log opens with run_started, and only it"
+    )
+    newer = lines[0].replace('"schema_version": 2', '"schema_version": 3')
+    (tmp_path / "newer.jsonl").write_text("\n".join([newer, *lines[1:]]), encoding="utf-8")
+    assert one_line_error(run("import", str(tmp_path / "newer.jsonl"), "-o", "x")).endswith(
+        "line 1: run_started.schema_version: this rolloutlog reads versions 1, 2, got 3"
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["export"], ["export", "--format", "chrome-trace"], ["metrics"], ["timeline"]],
+)
+def test_no_output_is_written_over_a_log_not_even_the_one_read(
+    tmp_path: Path, command: list[str]
+) -> None:
+    log = tmp_path / "run.arrow"
+    shutil.copy(EXAMPLE, log)
+    for output in (log, tmp_path / "other.arrow"):
+        shutil.copy(EXAMPLE, tmp_path / "other.arrow")
+        result = run(*command, str(log), "-o", str(output))
+        assert result.exit_code == 2, result.output
+        assert "holds an Arrow log" in result.stderr
+    assert log.read_bytes() == (tmp_path / "other.arrow").read_bytes() == EXAMPLE.read_bytes()
+
+
+def test_a_failed_export_leaves_the_previous_output_as_it_was(tmp_path: Path) -> None:
+    (tmp_path / "out.jsonl").write_text("last run's export\n", encoding="utf-8")
+    (tmp_path / "notalog.arrow").write_text("not a log\n", encoding="utf-8")
+    result = run("export", str(tmp_path / "notalog.arrow"), "-o", str(tmp_path / "out.jsonl"))
+    assert "not a rolloutlog log" in one_line_error(result)
+    assert (tmp_path / "out.jsonl").read_text(encoding="utf-8") == "last run's export\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notalog.arrow", "out.jsonl"]

@@ -10,15 +10,14 @@ from typing import Any, TextIO
 import click
 from rich.console import Console
 
-from rolloutlog.cli.bad_input import reports_bad_input
-from rolloutlog.cli.options import (
-    FILE,
-    json_option,
-)
+from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.options import FILE, OUTPUT, json_option
 from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
-from rolloutlog.events.jsonl import read_jsonl, write_jsonl
+from rolloutlog.events.errors import JsonlError
+from rolloutlog.events.jsonl import import_lines, write_jsonl
 from rolloutlog.events.log_reader import LogInfo, LogReader
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.chrome_trace import write_chrome_trace
 from rolloutlog.replay.spans import read_spans
 
@@ -44,7 +43,7 @@ def info_command(log: Path, as_json: bool, strict: bool) -> None:
 
 @click.command("export")
 @click.argument("log", type=FILE)
-@click.option("-o", "--output", type=FILE, help="Write to this file instead of stdout.")
+@click.option("-o", "--output", type=OUTPUT, help="Write to this file instead of stdout.")
 @click.option(
     "--format",
     "form",
@@ -69,7 +68,7 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
     if output is None:
         write(sys.stdout)
     else:
-        with output.open("w", encoding="utf-8") as out:
+        with written_whole(output) as temporary, temporary.open("w", encoding="utf-8") as out:
             count = write(out)
         click.echo(f"exported {count} {what} to {output}", err=True)
     warn_torn_tail(reader.torn_tail, log)
@@ -82,8 +81,13 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
 @reports_bad_input
 def import_command(jsonl: Path, output: Path, force: bool) -> None:
     """Check every line of JSONL and write it as the log OUTPUT; all or nothing."""
-    with jsonl.open(encoding="utf-8") as lines:
-        count = write_log(output, read_jsonl(lines), overwrite=force)
+    if output.exists() and not force:
+        fail(f"{output}: already exists (pass --force to replace it)")
+    with jsonl.open("rb") as lines:
+        try:
+            count = write_log(output, import_lines(lines), overwrite=True)
+        except JsonlError as error:
+            fail(f"{jsonl}: {error}")
     click.echo(f"imported {count} events into {output}")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import click
 import pyarrow as pa
@@ -18,11 +19,10 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from rolloutlog.cli.bad_input import fail, reports_bad_input
-from rolloutlog.cli.options import (
-    FILE,
-)
+from rolloutlog.cli.options import FILE, OUTPUT
 from rolloutlog.cli.output import warn_torn_tail
 from rolloutlog.events.log_reader import LogReader
+from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics
 
 
@@ -36,7 +36,7 @@ from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics
     show_default=True,
     help="csv and jsonl may go to stdout; parquet needs -o.",
 )
-@click.option("-o", "--output", type=FILE, help="Write to this file instead of stdout.")
+@click.option("-o", "--output", type=OUTPUT, help="Write to this file instead of stdout.")
 @reports_bad_input
 def metrics_command(log: Path, form: str, output: Path | None) -> None:
     """Write LOG's per-step table: step, time, trained, off_policy/* (the age split into
@@ -46,18 +46,22 @@ def metrics_command(log: Path, form: str, output: Path | None) -> None:
     reader = LogReader(log, warn=False)
     rows = StepMetrics.from_batches(reader.batches()).rows
     warn_torn_tail(reader.torn_tail, log)
+    if output is None:
+        _write(rows, form, sys.stdout.buffer)
+        return
+    with written_whole(output) as temporary, temporary.open("wb") as out:
+        _write(rows, form, out)
+
+
+def _write(rows: list[dict[str, Any]], form: str, out: BinaryIO) -> None:
     if form == "jsonl":
-        text = "".join(json.dumps(row) + "\n" for row in rows)
-        if output is None:
-            sys.stdout.write(text)
-        else:
-            output.write_text(text, encoding="utf-8")
+        out.write("".join(json.dumps(row) + "\n" for row in rows).encode())
         return
     table = pa.Table.from_pylist(rows, schema=_schema())
     if form == "parquet":
-        pq.write_table(table, output)
+        pq.write_table(table, out)
     else:
-        pa_csv.write_csv(table, output if output is not None else sys.stdout.buffer)
+        pa_csv.write_csv(table, out)
 
 
 def _schema() -> pa.Schema:

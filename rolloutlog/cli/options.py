@@ -12,11 +12,42 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 FILE = click.Path(dir_okay=False, path_type=Path)  # a file to read or write, as a Path
 FOLDER = click.Path(file_okay=False, path_type=Path)
+_ARROW_STREAM_START = b"\xff\xff\xff\xff"  # every rolloutlog log, closed or torn, opens so
 
 
-def file_option(*names: str, help: str, required: bool = False) -> Callable[[F], F]:
-    """An option naming one file (not a folder); None when left out and not required."""
-    return click.option(*names, type=FILE, default=None, required=required, help=help)
+class OutputFile(click.Path):
+    """A file that a command writes other than a log (an export, a table, a page, a plot):
+    it refuses a path that holds an Arrow log, so that no output replaces a recorded run,
+    the very log the command reads included."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        try:
+            with open(path, "rb") as file:
+                holds_log = file.read(len(_ARROW_STREAM_START)) == _ARROW_STREAM_START
+        except OSError:  # absent or unreadable: nothing recorded to keep
+            holds_log = False
+        if holds_log:
+            self.fail(
+                f"{click.format_filename(path)} holds an Arrow log; rolloutlog writes no "
+                "other output over a log "
+                "(choose another path, or remove the log first)",
+                param,
+                ctx,
+            )
+        return path
+
+
+OUTPUT = OutputFile(dir_okay=False, path_type=Path)
+
+
+def file_option(
+    *names: str, help: str, required: bool = False, output: bool = False
+) -> Callable[[F], F]:
+    """An option naming one file (not a folder); None when left out and not required.
+    `output`: a file the command writes that is not a log (see `OutputFile`)."""
+    kind = OUTPUT if output else FILE
+    return click.option(*names, type=kind, default=None, required=required, help=help)
 
 
 def folder_option(*names: str, help: str) -> Callable[[F], F]:

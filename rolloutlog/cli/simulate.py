@@ -157,7 +157,7 @@ def _progress(console: Console) -> Progress:
 @seed_option("World and task seed.")
 @steps_option("Batches to ship.")
 @file_option("--log", help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX).")
-@file_option("--plot", help=PLOT_HELP)
+@file_option("--plot", help=PLOT_HELP, output=True)
 @json_option("Print the report as JSON.")
 @check_option("Check the invariants on every event (and every written event's values).")
 def simulate_command(

@@ -92,8 +92,13 @@ SAVE_EVERY_S = 10.0
     "--output",
     required=True,
     help="The results table (Parquet); cells it already holds are skipped.",
+    output=True,
 )
-@file_option("--plot", help="Draw trained/h against discarded rollouts per scenario to this PNG.")
+@file_option(
+    "--plot",
+    help="Draw trained/h against discarded rollouts per scenario to this PNG.",
+    output=True,
+)
 @click.option(
     "--best",
     metavar="EXPR",

@@ -8,17 +8,16 @@ import click
 from rich.console import Console
 
 from rolloutlog.cli.bad_input import fail, reports_bad_input
-from rolloutlog.cli.options import (
-    FILE,
-)
+from rolloutlog.cli.options import FILE, OUTPUT
 from rolloutlog.cli.output import warn_torn_tail
+from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.timeline_page import Window, WindowError, timeline_page
 
 
 @click.command("timeline")
 @click.argument("log", type=FILE)
-@click.option("-o", "--output", type=FILE, required=True, help="The HTML file to write.")
+@click.option("-o", "--output", type=OUTPUT, required=True, help="The HTML file to write.")
 @click.option("--from", "t_from", type=float, help="Start of the time range (log seconds).")
 @click.option("--to", "t_to", type=float, help="End of the time range (log seconds).")
 @click.option("--group", "group", help="Draw only this group's episodes.")
@@ -37,7 +36,8 @@ def timeline_command(
             html, data = timeline_page(source, window, title)
     except WindowError as error:
         fail(f"{log}: {error}")
-    output.write_text(html, encoding="utf-8")
+    with written_whole(output) as temporary:
+        temporary.write_text(html, encoding="utf-8")
     warn_torn_tail(source.torn_tail, log)
     size = output.stat().st_size
     click.echo(

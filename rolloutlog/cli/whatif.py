@@ -28,6 +28,7 @@ from rolloutlog.cli.output import emit_json, warn_torn_tail
 from rolloutlog.cli.simulate import _advance, _parse_policies, _progress
 from rolloutlog.core.config import ConfigError
 from rolloutlog.events.errors import LogError
+from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
@@ -124,10 +125,12 @@ def discarded_interval_for(
 @steps_option("Batches to ship.")
 @seed_option("Seed of the draws for work the recorded run never finished.", 0)
 @json_option("Print {recorded, policies} as JSON.")
-@file_option("--plot", help=PLOT_HELP)
+@file_option("--plot", help=PLOT_HELP, output=True)
 @check_option("Check the invariants on every simulated event.")
 @file_option(
-    "--save-world", help="Write the fitted world as a scenario file (simulate --scenario FILE)."
+    "--save-world",
+    help="Write the fitted world as a scenario file (simulate --scenario FILE).",
+    output=True,
 )
 def whatif_command(
     log: Path,
@@ -151,7 +154,8 @@ def whatif_command(
     policies = _parse_policies(compare, "--compare") if compare else [recorded["policy"]]
     if save_world is not None:
         try:
-            save_world.write_text(scenario_toml(base), encoding="utf-8")
+            with written_whole(save_world) as temporary:
+                temporary.write_text(scenario_toml(base), encoding="utf-8")
         except OSError as error:
             raise BadInput(f"--save-world {save_world}: {error}") from error
     fitted_rate = base.world.late_arrival_rate == fitted.scenario.world.late_arrival_rate

@@ -49,6 +49,33 @@ def read_jsonl(lines: Iterable[str]) -> Iterator[Event]:
     An export of an older log (its `run_started` names an older `schema_version`) is read
     as the current version, by `schema.upgrade_json`.
     """
+    return (event for _, event in _numbered_events(lines))
+
+
+def import_lines(lines: Iterable[bytes]) -> Iterator[Event]:
+    """The events of a whole log's JSON lines, as a file opened in binary mode gives them:
+    `read_jsonl`'s checks, and each line UTF-8, and the log's opening (one `run_started`,
+    first, of a schema version this rolloutlog reads), every problem named by its line."""
+    opening = True
+    for number, event in _numbered_events(_decoded(lines)):
+        if (event.kind == "run_started") != opening:
+            raise JsonlError(number, f"{event.kind}: a log opens with run_started, and only it")
+        opening = False
+        yield event
+    if opening:
+        raise JsonlError(1, "no event: a log opens with run_started")
+
+
+def _decoded(lines: Iterable[bytes]) -> Iterator[str]:
+    for number, line in enumerate(lines, start=1):
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise JsonlError(number, f"not UTF-8 text (byte {error.start + 1})") from error
+
+
+def _numbered_events(lines: Iterable[str]) -> Iterator[tuple[int, Event]]:
+    """(line number, event) for each line that holds one."""
     expected_seq = 0
     version = SCHEMA_VERSION
     for number, line in enumerate(lines, start=1):
@@ -57,7 +84,7 @@ def read_jsonl(lines: Iterable[str]) -> Iterator[Event]:
         data = _parse(line, number)
         if isinstance(data, dict):
             if data.get("kind") == "run_started":
-                version = _recorded_version(data.get("schema_version"))
+                version = _recorded_version(data.get("schema_version"), number)
             data = upgrade_json(data, version)
         event = event_from_json(data, number)
         if "seq" in data and event.seq != expected_seq:
@@ -67,12 +94,20 @@ def read_jsonl(lines: Iterable[str]) -> Iterator[Event]:
                 f"got {event.seq}",
             )
         expected_seq += 1
-        yield event
+        yield number, event
 
 
-def _recorded_version(value: Any) -> int:
-    """The version a run_started line names, when it is one we read (else validation says)."""
-    return value if type(value) is int and value in READ_VERSIONS else SCHEMA_VERSION
+def _recorded_version(value: Any, line: int) -> int:
+    """The version a run_started line names; one that is no int is left to validation."""
+    if type(value) is not int:
+        return SCHEMA_VERSION
+    if value not in READ_VERSIONS:
+        raise JsonlError(
+            line,
+            f"run_started.schema_version: this rolloutlog reads versions "
+            f"{', '.join(map(str, sorted(READ_VERSIONS)))}, got {value}",
+        )
+    return value
 
 
 def event_from_json(data: Any, line: int) -> Event:
@@ -131,6 +166,8 @@ def _parse(line: str, number: int) -> Any:
         raise JsonlError(number, f"invalid JSON: {error.msg} (column {error.colno})") from error
     except ValueError as error:
         raise JsonlError(number, f"invalid JSON: {error}") from error
+    except RecursionError as error:
+        raise JsonlError(number, "invalid JSON: nested too deeply") from error
 
 
 def _refuse_constant(name: str) -> Any:

@@ -51,6 +51,7 @@ from rolloutlog.events.schema import (
 )
 from rolloutlog.events.types import UNSEQUENCED, Event, RunStarted, with_seq
 from rolloutlog.events.validate import validate_event
+from rolloutlog.events.whole_file import written_whole
 
 WriteMode = Literal["create", "append", "overwrite"]
 Compression = Literal["zstd", "lz4"] | None
@@ -352,13 +353,11 @@ def write_log(
     target = Path(path)
     if target.exists() and not overwrite:
         raise LogError(f"{target}: already exists (pass overwrite=True to replace it)")
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with LogWriter(temporary, mode="overwrite", batch_events=batch_events, fsync=False) as log:
-            for event in events:
-                log.append(event)
-        os.replace(temporary, target)
-        _sync_directory(target)
-    finally:
-        temporary.unlink(missing_ok=True)
+    with (
+        written_whole(target) as temporary,
+        LogWriter(temporary, mode="overwrite", batch_events=batch_events, fsync=False) as log,
+    ):
+        for event in events:
+            log.append(event)
+    _sync_directory(target)
     return log.next_seq

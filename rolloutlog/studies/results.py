@@ -11,7 +11,6 @@ cells give the same table whichever engine ran them and in whatever order they f
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rolloutlog.events.whole_file import written_whole
 from rolloutlog.studies.grid import Cell
 from rolloutlog.studies.run_report import run_policy
 
@@ -102,9 +102,5 @@ def _sortable(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
 
 def write_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """Write the table whole, under a temporary name renamed into place: never half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with written_whole(path) as temporary:
         pq.write_table(to_table(rows), temporary)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
