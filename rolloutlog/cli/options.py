@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
+from rolloutlog.events.validate import INT64_MAX
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 FILE = click.Path(dir_okay=False, path_type=Path)  # a file to read or write, as a Path
@@ -39,6 +41,26 @@ class OutputFile(click.Path):
 
 
 OUTPUT = OutputFile(dir_okay=False, path_type=Path)
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+class PlotFile(OutputFile):
+    """A figure to write, its format named by its suffix: checked before the run, since
+    matplotlib would refuse it only once the run is over."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        if Path(path).suffix.lower() not in PLOT_FORMATS:
+            self.fail(
+                f"{click.format_filename(path)}: name the figure's format by its suffix: "
+                f"{', '.join(PLOT_FORMATS)}",
+                param,
+                ctx,
+            )
+        return path
+
+
+PLOT = PlotFile(dir_okay=False, path_type=Path)
 
 
 def file_option(
@@ -66,10 +88,11 @@ def steps_option(help: str) -> Callable[[F], F]:
 
 
 def seed_option(help: str, default: int | None = None) -> Callable[[F], F]:
-    """`--seed`: a non-negative seed; its default is shown when there is one."""
+    """`--seed`: a non-negative seed that fits the log's int64; its default is shown when
+    there is one."""
     return click.option(
         "--seed",
-        type=click.IntRange(min=0),
+        type=click.IntRange(min=0, max=INT64_MAX),
         default=default,
         show_default=default is not None,
         help=help,
@@ -86,4 +109,9 @@ def check_option(help: str) -> Callable[[F], F]:
     return click.option("--check", is_flag=True, help=help)
 
 
-PLOT_HELP = "Draw trained ages and cumulative waste to this PNG."
+def plot_option(help: str) -> Callable[[F], F]:
+    """`--plot FILE`: a figure (.png, .pdf or .svg); None when left out."""
+    return click.option("--plot", type=PLOT, default=None, help=help)
+
+
+PLOT_HELP = "Draw trained ages and cumulative waste to this figure (.png, .pdf or .svg)."

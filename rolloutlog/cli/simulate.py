@@ -29,6 +29,7 @@ from rolloutlog.cli.options import (
     check_option,
     file_option,
     json_option,
+    plot_option,
     seed_option,
     set_option,
     steps_option,
@@ -157,7 +158,8 @@ def _progress(console: Console) -> Progress:
 @seed_option("World and task seed.")
 @steps_option("Batches to ship.")
 @file_option("--log", help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX).")
-@file_option("--plot", help=PLOT_HELP, output=True)
+@click.option("--force", is_flag=True, help="Replace an existing --log file.")
+@plot_option(PLOT_HELP)
 @json_option("Print the report as JSON.")
 @check_option("Check the invariants on every event (and every written event's values).")
 def simulate_command(
@@ -168,6 +170,7 @@ def simulate_command(
     seed: int | None,
     steps: int | None,
     log: Path | None,
+    force: bool,
     plot: Path | None,
     as_json: bool,
     check: bool,
@@ -182,13 +185,17 @@ def simulate_command(
         policies = _policies(base, _parse_policies(policy, "--policy")[:1], explicit, "--policy")
     else:
         policies = _policies(base, None, explicit, "")
+    log_paths = {name: policy_log_path(log, name, compare is not None) for name in policies}
+    for log_path in log_paths.values():
+        if log_path is not None and log_path.exists() and not force:
+            raise BadInput(f"--log {log_path}: already exists (pass --force to replace it)")
     errors = Console(stderr=True)
     runs: dict[str, dict[str, Any]] = {}
     series: dict[str, list[tuple[float, float]]] = {}
     with _progress(errors) as progress:
         for name, policy_scenario in policies.items():
             task = progress.add_task(name, total=base.steps)
-            log_path = policy_log_path(log, name, compare is not None)
+            log_path = log_paths[name]
             try:
                 report, result = run_policy(
                     policy_scenario,

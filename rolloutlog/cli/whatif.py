@@ -20,6 +20,7 @@ from rolloutlog.cli.options import (
     check_option,
     file_option,
     json_option,
+    plot_option,
     seed_option,
     set_option,
     steps_option,
@@ -125,7 +126,7 @@ def discarded_interval_for(
 @steps_option("Batches to ship.")
 @seed_option("Seed of the draws for work the recorded run never finished.", 0)
 @json_option("Print {recorded, policies} as JSON.")
-@file_option("--plot", help=PLOT_HELP, output=True)
+@plot_option(PLOT_HELP)
 @check_option("Check the invariants on every simulated event.")
 @file_option(
     "--save-world",

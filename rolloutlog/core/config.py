@@ -24,6 +24,9 @@ StalenessPolicy = Literal["per-episode", "per-group"]
 AdmissionPolicy = Literal["none", "capacity"]
 BatchOrder = Literal["fifo", "oldest-first"]
 DEFAULT_BATCH_SIZE = 64
+# A run starts with every permit free: its first event dispatches max_inflight episodes,
+# which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
+MAX_INFLIGHT = 100_000
 
 Check = Callable[[Any], str | None]
 
@@ -90,6 +93,11 @@ class RunConfig:
             problems.append(
                 "batch_size / token_batch_size: set exactly one "
                 f"(got batch_size={self.batch_size}, token_batch_size={self.token_batch_size})"
+            )
+        if self.max_inflight > MAX_INFLIGHT:
+            problems.append(
+                f"max_inflight: at most {MAX_INFLIGHT:,}, got {self.max_inflight:,}: one event "
+                "may dispatch every free permit, and the loop bounds what one event sets off"
             )
         if self.target_lag > self.max_off_policy_steps:
             problems.append(

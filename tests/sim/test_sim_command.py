@@ -148,3 +148,40 @@ def test_compare_takes_any_list_of_presets() -> None:
         assert {"trained_length_ratio", "trained_difficulty_ratio"} <= set(run)
     result = invoke("--scenario", "smoke", "--compare", "per-episode+turbo")
     assert result.exit_code == 2 and "unknown rule 'turbo'" in result.output
+
+
+def test_an_existing_log_path_is_refused_before_the_run_unless_forced(tmp_path: Path) -> None:
+    recorded = tmp_path / "recorded.arrow"
+    assert invoke("--scenario", "smoke", "--steps", "3", "--log", str(recorded)).exit_code == 0
+    kept = recorded.read_bytes()
+    for extra in ([], ["--compare", "per-episode,per-group"]):
+        target = recorded if not extra else tmp_path / "run.arrow"
+        (tmp_path / "run.per-group.arrow").write_bytes(kept)  # the second policy's path
+        result = invoke("--scenario", "smoke", "--steps", "5", "--log", str(target), *extra)
+        assert result.exit_code == 2, result.output
+        assert "already exists (pass --force to replace it)" in result.output
+        assert not (tmp_path / "run.per-episode.arrow").exists()  # nothing ran
+    assert recorded.read_bytes() == kept
+    forced = invoke("--scenario", "smoke", "--steps", "5", "--log", str(recorded), "--force")
+    assert forced.exit_code == 0, forced.output
+    shipped = [event for event in read_log(recorded) if event.kind == "batch_shipped"]
+    assert len(shipped) == 5  # the 3-step log was replaced by a 5-step one
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--seed", str(2**63)], "0<=x<=9223372036854775807"),
+        (["--plot", "figure.txt"], "name the figure's format by its suffix"),
+        (["--plot", "figure"], "name the figure's format by its suffix"),
+        (["--set", "max_inflight=1000000"], "max_inflight: at most 100,000"),
+    ],
+)
+def test_options_that_would_fail_after_the_run_are_refused_before_it(
+    tmp_path: Path, args: list[str], named: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("--scenario", "smoke", "--steps", "3", "--log", "run.arrow", *args)
+    assert result.exit_code == 2, result.output
+    assert named in result.output
+    assert list(tmp_path.iterdir()) == []

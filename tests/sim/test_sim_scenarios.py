@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,24 @@ def test_seed_steps_and_policy_can_be_changed() -> None:
     assert scenario.run.staleness == "per-group"
     with pytest.raises(ConfigError, match="steps"):
         scenario.with_steps(0)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        (b"\xff\xfe garbage", "not UTF-8 text (byte 1)"),
+        (b"description = 5\n", "description: must be a string"),
+        (b"seed = 9223372036854775808\n", "seed: must be at most 9223372036854775807"),
+        (b"steps = 5\n[trace]\nseed = 0\n", "[trace].episodes: no finished episode"),
+        (b"[run]\nmax_inflight = 100001\n", "max_inflight: at most 100,000, got 100,001"),
+    ],
+)
+def test_a_bad_scenario_file_is_refused_when_loaded_naming_the_problem(
+    tmp_path: Path, text: bytes, named: str
+) -> None:
+    """Each of these got past loading before: a traceback, a crash writing the log after
+    the run, or a run that never settles."""
+    path = tmp_path / "bad.toml"
+    path.write_bytes(text)
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_scenario(str(path))

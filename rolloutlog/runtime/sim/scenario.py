@@ -22,6 +22,7 @@ import attrs
 
 from rolloutlog.core.config import ConfigError, RunConfig, apply_overrides, parse_overrides
 from rolloutlog.core.presets import preset_overrides
+from rolloutlog.events.validate import INT64_MAX
 from rolloutlog.runtime.sim.trace_world import Trace
 from rolloutlog.runtime.sim.world_config import WORLD_KEYS, WorldConfig
 
@@ -105,11 +106,14 @@ def scenario_from_mapping(
         section, _, field = key.partition(".")
         (run_overrides if section == "run" else world)[field] = value
     run = apply_overrides(run, run_overrides)
-    seed = _integer(data.get("seed", 0), f"{source}.seed", low=0)
+    seed = _integer(data.get("seed", 0), f"{source}.seed", low=0, high=INT64_MAX)
     steps = _integer(data.get("steps", DEFAULT_STEPS), f"{source}.steps", low=1)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"{source}.description: must be a string (got {description!r})")
     return Scenario(
         name=name,
-        description=str(data.get("description", "")),
+        description=description,
         steps=steps,
         seed=seed,
         run=RunConfig.from_mapping({**run, "seed": seed}, where=f"{source}[run]"),
@@ -171,9 +175,11 @@ def _table(data: Mapping[str, Any], section: str, source: str) -> Mapping[str, A
     return table
 
 
-def _integer(value: Any, key: str, *, low: int) -> int:
+def _integer(value: Any, key: str, *, low: int, high: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ConfigError(f"{key}: must be an integer >= {low} (got {value!r})")
+    if high is not None and value > high:
+        raise ConfigError(f"{key}: must be at most {high}, the log's int64 (got {value})")
     return value
 
 
@@ -189,4 +195,7 @@ def _read(name_or_path: str) -> tuple[str, str, str]:
             f"scenario {name_or_path!r}: neither a built-in scenario "
             f"({', '.join(scenario_names())}) nor a file"
         )
-    return path.read_text(encoding="utf-8"), str(path), path.stem
+    try:
+        return path.read_text(encoding="utf-8"), str(path), path.stem
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {error.start + 1})") from error

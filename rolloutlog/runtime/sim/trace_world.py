@@ -173,6 +173,12 @@ def _value(value: Any, field: Any, where: str) -> Any:
     return float(value) if isinstance(value, int | float) and kind == "float" else value
 
 
+def _require_finished(episodes: Sequence[RecordedEpisode], where: str) -> None:
+    """A trace world draws outcomes from finished episodes: it needs at least one."""
+    if all(episode.outcome == "censored" for episode in episodes):
+        raise ConfigError(f"{where}: no finished episode to draw outcomes from")
+
+
 def _check_values(trace: Trace, where: str) -> None:
     for index, episode in enumerate(trace.episodes):
         if episode.outcome not in OUTCOMES:
@@ -184,6 +190,7 @@ def _check_values(trace: Trace, where: str) -> None:
             raise ConfigError(f"{where}.episodes.seconds[{index}]: must be finite and >= 0")
         if not episode.watched_s >= 0.0:
             raise ConfigError(f"{where}.episodes.watched_s[{index}]: must be >= 0 (inf allowed)")
+    _require_finished(trace.episodes, f"{where}.episodes")
     for index, batch in enumerate(trace.batches):
         if batch.step < 1 or min(batch.train_s, batch.update_s) < 0.0:
             raise ConfigError(f"{where}.batches[{index}]: step >= 1 and times >= 0 required")
@@ -256,8 +263,7 @@ class TraceTasks:
     """Per-task pools of recorded episodes and the task properties the metrics read."""
 
     def __init__(self, trace: Trace) -> None:
-        if all(e.outcome == "censored" for e in trace.episodes):
-            raise ConfigError("trace: no finished episode to draw outcomes from")
+        _require_finished(trace.episodes, "trace")
         by_task: dict[str, list[RecordedEpisode]] = {}
         for episode in trace.episodes:
             by_task.setdefault(episode.task_id, []).append(episode)
