@@ -55,9 +55,12 @@ def fit_recorded(
         source = open_log(log)
         fitted = fit_log(source.events(), seed=seed, name=log.stem)
         report, metrics = recorded_report(source.events(), fitted)
-    except (OSError, LogError) as error:
+    except LogError as error:  # its message names the log
+        raise BadInput(str(error)) from error
+    except OSError as error:
         raise BadInput(f"{log}: {error}") from error
     except (FitError, ConfigError) as error:
+        warn_torn_tail(source.torn_tail, log)  # a torn tail may hold what the fit lacks
         raise BadInput(f"{log}: cannot fit a world: {error}") from error
     warn_torn_tail(source.torn_tail, log)
     header = {

@@ -411,7 +411,7 @@ def test_whatif_json_has_the_keys_of_simulate_json(tmp_path):
 
 def test_whatif_refuses_a_missing_log_and_a_bad_override(tmp_path):
     missing = CliRunner().invoke(main, ["whatif", str(tmp_path / "nope.arrow")])
-    assert missing.exit_code == 2 and "nope.arrow" in missing.output
+    assert missing.exit_code == 2 and missing.output.count("nope.arrow") == 1
     log, _ = recorded_log(tmp_path, "smoke", "per-episode", steps=3)
     bad = CliRunner().invoke(main, ["whatif", str(log), "--set", "world.nonsense=1"])
     assert bad.exit_code == 2 and "nonsense" in bad.output
@@ -429,3 +429,28 @@ def test_the_fit_reads_from_the_log_whether_inference_paused_for_updates(tmp_pat
     assert fitted.scenario.world.pause_inference_on_update is paused
     runs, _ = run_whatif(fitted.scenario, ["per-episode"])
     assert relative_errors(runs["per-episode"], replayed) == dict.fromkeys(FIGURES, 0.0)
+
+
+def test_a_set_of_a_world_key_a_fitted_world_does_not_read_is_refused(tmp_path):
+    """A fitted world draws from its trace: `--set world.failure_rate` changed nothing,
+    silently, in whatif and in simulate on a saved world."""
+    log, _ = recorded_log(tmp_path, "smoke", "per-episode", steps=3)
+    saved = tmp_path / "world.toml"
+    unread = "does not read it; it reads late_arrival_rate, pause_inference_on_update"
+    for command in (
+        ["whatif", str(log), "--steps", "2", "--save-world", str(saved)],
+        ["simulate", "--scenario", str(saved), "--steps", "2"],
+    ):
+        refused = CliRunner().invoke(main, [*command, "--set", "world.failure_rate=0.5"])
+        assert refused.exit_code == 2 and unread in refused.output, refused.output
+        read = CliRunner().invoke(main, [*command, "--set", "world.late_arrival_rate=0.5"])
+        assert read.exit_code == 0, read.output
+
+
+def test_a_log_too_torn_to_fit_says_it_is_torn(tmp_path):
+    log, _ = recorded_log(tmp_path, "smoke", "per-episode", steps=3)
+    torn = tmp_path / "torn.arrow"
+    torn.write_bytes(log.read_bytes()[:3000])  # inside the first commit: no event kept
+    result = CliRunner().invoke(main, ["whatif", str(torn)])
+    assert result.exit_code == 2
+    assert "torn tail" in result.stderr and "no run_started" in result.stderr

@@ -23,7 +23,7 @@ import attrs
 from rolloutlog.core.config import ConfigError, RunConfig, apply_overrides, parse_overrides
 from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.validate import INT64_MAX
-from rolloutlog.runtime.sim.trace_world import Trace
+from rolloutlog.runtime.sim.trace_world import Trace, refuse_unread_world_keys
 from rolloutlog.runtime.sim.world_config import WORLD_KEYS, WorldConfig
 
 RUN_KEYS = frozenset(f.name for f in attrs.fields(RunConfig))
@@ -102,9 +102,13 @@ def scenario_from_mapping(
     if "seed" in run:
         raise ConfigError(f"{source}[run].seed: the run seed is the scenario seed; set `seed`")
     run_overrides: dict[str, Any] = {}
+    world_overrides: dict[str, Any] = {}
     for key, value in resolve_overrides(overrides or {}).items():
         section, _, field = key.partition(".")
-        (run_overrides if section == "run" else world)[field] = value
+        (run_overrides if section == "run" else world_overrides)[field] = value
+    if "trace" in data:
+        refuse_unread_world_keys(world_overrides)
+    world.update(world_overrides)
     run = apply_overrides(run, run_overrides)
     seed = _integer(data.get("seed", 0), f"{source}.seed", low=0, high=INT64_MAX)
     steps = _integer(data.get("steps", DEFAULT_STEPS), f"{source}.steps", low=1)
@@ -151,7 +155,10 @@ def _qualify(key: str) -> str:
         if field not in keys:
             raise ConfigError(f"--set {key}: unknown key; known {section} keys: {_list(keys)}")
         if key == "run.seed":
-            raise ConfigError("--set run.seed: the run seed is the simulation seed; use --seed")
+            raise ConfigError(
+                "--set run.seed: the run seed is no setting (simulate takes --seed; whatif "
+                "keeps the recorded run's)"
+            )
         return key
     owners = [s for s, keys in (("run", RUN_KEYS), ("world", WORLD_KEYS)) if key in keys]
     if len(owners) > 1:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -48,6 +48,17 @@ from rolloutlog.runtime.sim.world_config import WorldConfig
 
 Outcome = Literal["completed", "failed", "censored"]
 OUTCOMES: tuple[Outcome, ...] = ("completed", "failed", "censored")
+# The [world] keys a trace world reads (the batch times only when no batch was recorded);
+# the rest of a saved world's [world] table is recorded medians and means, for reading.
+TRACE_WORLD_KEYS = frozenset(
+    {
+        "pause_inference_on_update",
+        "late_arrival_rate",
+        "version_skip_rate",
+        "train_step_s",
+        "weight_update_s",
+    }
+)
 CENSORED_INFLATION = 1.5  # a cancelled episode longer than anything recorded: 1.5 x its cut
 
 
@@ -171,6 +182,17 @@ def _value(value: Any, field: Any, where: str) -> Any:
     if isinstance(value, bool) != (kind == "bool") or not isinstance(value, allowed):
         raise ConfigError(f"{where}: must be {kind} (got {value!r})")
     return float(value) if isinstance(value, int | float) and kind == "float" else value
+
+
+def refuse_unread_world_keys(keys: Iterable[str]) -> None:
+    """`--set world.KEY` on a world with a trace: a key it does not read would change
+    nothing, silently."""
+    unread = sorted(set(keys) - TRACE_WORLD_KEYS)
+    if unread:
+        raise ConfigError(
+            f"--set world.{unread[0]}: a fitted world (a scenario with [trace]) does not read "
+            f"it; it reads {', '.join(sorted(TRACE_WORLD_KEYS))}"
+        )
 
 
 def _require_finished(episodes: Sequence[RecordedEpisode], where: str) -> None:

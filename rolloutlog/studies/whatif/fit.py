@@ -52,6 +52,7 @@ from rolloutlog.runtime.sim.trace_world import (
     RecordedEpisode,
     Trace,
     TraceTasks,
+    refuse_unread_world_keys,
 )
 from rolloutlog.runtime.sim.world_config import WorldConfig
 from rolloutlog.studies.whatif.interval import RaceSample
@@ -363,6 +364,8 @@ def with_overrides(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenario
     world = {k.partition(".")[2]: v for k, v in resolved.items() if k.startswith("world.")}
     changed = scenario.with_run(**run) if run else scenario
     if world:
+        if scenario.trace is not None:
+            refuse_unread_world_keys(world)
         merged = WorldConfig.from_mapping({**scenario.world.to_dict(), **world}, where="world")
         changed = attrs.evolve(changed, world=merged)
     return changed
