@@ -166,6 +166,8 @@ def whatif_command(
     races = fitted.races if fitted_rate else None
     runs, series = run_whatif(base, policies, Console(stderr=True), check=check, races=races)
     title = f"whatif {log.name}: fitted world, seed {seed}, {base.steps} steps"
+    if recorded["steps_shipped"] != base.steps:  # the recorded column stays as recorded
+        title += f" (recorded: {recorded['steps_shipped']})"
     if plot is not None:
         try:
             plot_runs(

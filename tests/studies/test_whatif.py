@@ -454,3 +454,11 @@ def test_a_log_too_torn_to_fit_says_it_is_torn(tmp_path):
     result = CliRunner().invoke(main, ["whatif", str(torn)])
     assert result.exit_code == 2
     assert "torn tail" in result.stderr and "no run_started" in result.stderr
+
+
+def test_the_title_says_when_the_what_if_runs_other_steps_than_were_recorded(tmp_path):
+    log, _ = recorded_log(tmp_path, "smoke", "per-episode", steps=3)
+    shorter = CliRunner().invoke(main, ["whatif", str(log), "--steps", "2"])
+    assert "seed 0, 2 steps (recorded: 3)" in " ".join(shorter.stdout.split())  # may wrap
+    same = CliRunner().invoke(main, ["whatif", str(log)])
+    assert "seed 0, 3 steps" in same.stdout and "(recorded:" not in same.stdout
