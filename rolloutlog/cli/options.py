@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,11 +46,13 @@ PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
 class PlotFile(OutputFile):
-    """A figure to write, its format named by its suffix: checked before the run, since
-    matplotlib would refuse it only once the run is over."""
+    """A figure to write, its format named by its suffix, with matplotlib installed: both
+    checked before the run, since drawing fails only once the run is over."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
+        if importlib.util.find_spec("matplotlib") is None:
+            self.fail("drawing needs matplotlib (pip install 'rolloutlog[plot]')", param, ctx)
         if Path(path).suffix.lower() not in PLOT_FORMATS:
             self.fail(
                 f"{click.format_filename(path)}: name the figure's format by its suffix: "

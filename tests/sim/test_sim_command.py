@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -184,4 +185,20 @@ def test_options_that_would_fail_after_the_run_are_refused_before_it(
     result = invoke("--scenario", "smoke", "--steps", "3", "--log", "run.arrow", *args)
     assert result.exit_code == 2, result.output
     assert named in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_without_matplotlib_is_refused_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_find_spec = importlib.util.find_spec
+
+    def without_matplotlib(name: str, *args: Any) -> Any:
+        return None if name == "matplotlib" else real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_matplotlib)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("--scenario", "smoke", "--steps", "3", "--log", "run.arrow", "--plot", "a.png")
+    assert result.exit_code == 2, result.output
+    assert "drawing needs matplotlib (pip install 'rolloutlog[plot]')" in result.output
     assert list(tmp_path.iterdir()) == []
