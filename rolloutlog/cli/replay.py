@@ -65,8 +65,8 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     if as_json:
         error = None if replay.error is None else str(replay.error)
         emit_json({**summary, "digest": replay.digest.hex(), "error": error})
-    else:
-        _print_summary(summary, replay.digest.hex())
+    elif replay.events or replay.error is None:  # bad input before any event: the error alone
+        _print_summary(summary, replay.digest.hex(), stopped=replay.error is not None)
     if replay.error is not None:
         fail(str(replay.error))
     raise SystemExit(DIFFERS if replay.violations else OK)
@@ -80,7 +80,9 @@ def _run_metrics(source: Any) -> dict[str, Any]:
     return metrics.run_values()
 
 
-def _print_summary(summary: dict[str, Any], digest: str) -> None:
+def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> None:
+    """The summary table and the properties' verdict; `stopped`: bad input ended the fold
+    early, so the verdict covers only the events before it (the error follows on stderr)."""
     console = Console()
     rows = [(key, value) for key, value in summary.items() if key != "invariant_violations"]
     table = key_values("replay", [*rows, ("final digest", digest)])
@@ -90,6 +92,9 @@ def _print_summary(summary: dict[str, Any], digest: str) -> None:
         console.print(f"[bold red]{len(violations)} invariant violations[/]")
         for violation in violations[:20]:
             console.print(f"  {violation}", markup=False)
+    elif stopped:
+        events = summary["events"]
+        console.print(f"[yellow]stopped at seq {events}: no property broken before it[/]")
     else:
         console.print("[green]every property holds on every event[/]")
 

@@ -103,11 +103,21 @@ def test_replay_reports_what_came_before_bad_input(tmp_path: Path) -> None:
     )
 
 
+def test_replay_tables_say_where_bad_input_stopped_the_checks(tmp_path: Path) -> None:
+    log, index = tampered("batch_shipped", step=2)
+    result = run("replay", written(tmp_path, log))
+    one_line_error(result)
+    assert "every property holds" not in result.stdout
+    assert f"stopped at seq {index}: no property broken before it" in result.stdout
+
+
 def test_replay_of_a_missing_or_damaged_file_is_one_line(tmp_path: Path) -> None:
     assert "no such log file" in one_line_error(run("replay", tmp_path / "missing.arrow"))
     damaged = tmp_path / "damaged.arrow"
     damaged.write_bytes(b"not a log at all")
-    one_line_error(run("replay", damaged))
+    result = run("replay", damaged)
+    assert "not a rolloutlog log" in one_line_error(result)
+    assert result.stdout == ""  # no event was read: no table of zeros, no verdict
 
 
 def test_verify_passes_and_fails_at_the_tampered_seq(tmp_path: Path) -> None:
