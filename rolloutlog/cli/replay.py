@@ -284,5 +284,12 @@ def diff_command(a: Path, b: Path, as_json: bool) -> None:
         Console().print(f"[green]identical: {result.a_events} events, the same digest chain[/]")
     if result.error is not None:
         name, error = result.error
-        fail(f"{a if name == 'a' else b}: {error}")
+        fail(_naming(a if name == "a" else b, error))
     raise SystemExit(OK if result.seq is None else DIFFERS)
+
+
+def _naming(log: Path, error: Exception) -> str:
+    """The error led by the log it is about, once: the reader names the file in most of its
+    errors (a damaged batch, not a log), not in all (a schema or seq error), the fold never."""
+    message = str(error)
+    return message if message.startswith(f"{log}: ") else f"{log}: {message}"

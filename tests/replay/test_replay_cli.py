@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 
 import attrs
+import pyarrow.ipc as ipc
 import pytest
 from click.testing import CliRunner, Result
 from replay_helpers import small_log
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.events.schema import LOG_SCHEMA, BatchStamp, events_to_batch
 from rolloutlog.events.types import Event
 
 SUMMARY_KEYS = {
@@ -165,3 +167,30 @@ def test_diff_names_the_first_divergent_event(tmp_path: Path) -> None:
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert (report["seq"], report["a"]["reward"], report["b"]["reward"]) == (index, 1.0, 0.5)
+
+
+def test_diff_with_a_file_that_is_no_log_or_is_damaged_prints_the_error_alone(
+    tmp_path: Path,
+) -> None:
+    a = written(tmp_path, small_log(), "a.arrow")
+    text = tmp_path / "text.arrow"
+    text.write_text("hello\n")
+    damaged = tmp_path / "damaged.arrow"
+    with ipc.new_stream(str(damaged), LOG_SCHEMA) as stream:
+        stamp = BatchStamp(0, len(small_log()) - 1, checksum=0)
+        stream.write_batch(events_to_batch(small_log()), custom_metadata=stamp.to_metadata())
+    for bad, problem in ((text, "not a rolloutlog log"), (damaged, "checksum mismatch")):
+        for pair in ((a, bad), (bad, a)):
+            result = run("diff", *pair)
+            line = one_line_error(result)
+            assert result.stdout == "", result.stdout  # no "(nothing)" where it stopped
+            assert problem in line and line.count(str(bad)) == 1, line
+
+
+def test_diff_names_the_log_that_stopped_in_front_of_the_fold_error(tmp_path: Path) -> None:
+    log, index = tampered("batch_shipped", step=2)
+    b = written(tmp_path, log, "b.arrow")
+    result = run("diff", written(tmp_path, small_log(), "a.arrow"), b)
+    line = one_line_error(result)
+    assert line == f"rolloutlog: error: {b}: seq {index} (batch_shipped): expected step 1"
+    assert f"first divergence at seq {index}" in result.stdout  # the step differs: shown
