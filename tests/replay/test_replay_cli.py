@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import attrs
@@ -194,3 +195,32 @@ def test_diff_names_the_log_that_stopped_in_front_of_the_fold_error(tmp_path: Pa
     line = one_line_error(result)
     assert line == f"rolloutlog: error: {b}: seq {index} (batch_shipped): expected step 1"
     assert f"first divergence at seq {index}" in result.stdout  # the step differs: shown
+
+
+def torn(tmp_path: Path, log: list[Event], name: str) -> Path:
+    """`log` written in commits of 5 events, its last commit cut short: a torn tail."""
+    path = tmp_path / name
+    write_log(path, log, batch_events=5)
+    path.write_bytes(path.read_bytes()[:-40])
+    return path
+
+
+def torn_tail_warnings(result: Result) -> list[str]:
+    """The logs named by the torn tail warnings on stderr, in order."""
+    found = re.findall(r"^rolloutlog: warning: (.*): torn tail: ", result.stderr, re.MULTILINE)
+    return list(found)
+
+
+def test_show_and_diff_warn_of_a_torn_tail(tmp_path: Path) -> None:
+    cut = torn(tmp_path, small_log(), "cut.arrow")
+    past_the_end = run("show", cut, "--at", 99)
+    assert torn_tail_warnings(past_the_end) == [str(cut)]
+    assert "past the end of the log (15 events)" in past_the_end.stderr.splitlines()[-1]
+    assert torn_tail_warnings(run("show", cut, "--group", "g1")) == [str(cut)]
+    full = written(tmp_path, small_log())
+    assert torn_tail_warnings(run("diff", full, cut)) == [str(cut)]
+    log, index = tampered("episode_completed", reward=0.5)
+    cut_too = torn(tmp_path, log, "cut_too.arrow")
+    both = run("diff", cut, cut_too)  # differ before either tail: each read up to seq `index`
+    assert both.exit_code == 1 and f"first divergence at seq {index}" in both.stdout
+    assert torn_tail_warnings(both) == [str(cut), str(cut_too)]
