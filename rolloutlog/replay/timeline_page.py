@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from importlib import resources
 from typing import Any, Final
@@ -40,6 +41,11 @@ _SCRIPT_END: Final = re.compile(r"</(script)", re.IGNORECASE)
 _DISCARDED_CODES: Final = np.array([name in DISCARDED for name in OUTCOMES], dtype=bool)
 
 
+class WindowError(ValueError):
+    """The window selects nothing the log has (an unknown group, an empty time range), or
+    its time range is no range (an end that is not a finite number)."""
+
+
 @attrs.frozen
 class Window:
     """What part of the run to draw: a time range (log seconds) and optionally one group."""
@@ -48,9 +54,14 @@ class Window:
     t_to: float | None = None
     group: str | None = None
 
-
-class WindowError(ValueError):
-    """The window selects nothing the log has (an unknown group, an empty time range)."""
+    def __attrs_post_init__(self) -> None:
+        """Refuse a range before the log is read: ends must be finite (the page's data is
+        JSON, which has no inf or nan) and in order."""
+        for option, t in (("--from", self.t_from), ("--to", self.t_to)):
+            if t is not None and not math.isfinite(t):
+                raise WindowError(f"{option} {t} is not a finite number of log seconds")
+        if self.t_from is not None and self.t_to is not None and self.t_from >= self.t_to:
+            raise WindowError(f"--from {self.t_from} is not before --to {self.t_to}")
 
 
 def timeline_page(source: LogSource, window: Window, title: str) -> tuple[str, dict[str, Any]]:
@@ -157,8 +168,6 @@ def _selected(spans: Spans, window: Window) -> np.ndarray[Any, np.dtype[np.bool_
         keep &= spans.end >= window.t_from
     if window.t_to is not None:
         keep &= spans.start <= window.t_to
-    if window.t_from is not None and window.t_to is not None and window.t_from >= window.t_to:
-        raise WindowError(f"--from {window.t_from} is not before --to {window.t_to}")
     return keep
 
 
