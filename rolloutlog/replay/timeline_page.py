@@ -39,11 +39,12 @@ ASSETS: Final = "rolloutlog.replay.assets"
 _PLACEHOLDER: Final = re.compile(r"__([A-Z_]+)__")
 _SCRIPT_END: Final = re.compile(r"</(script)", re.IGNORECASE)
 _DISCARDED_CODES: Final = np.array([name in DISCARDED for name in OUTCOMES], dtype=bool)
+_FLOAT32_MAX: Final = float(np.finfo(np.float32).max)
 
 
 class WindowError(ValueError):
     """The window selects nothing the log has (an unknown group, an empty time range), or
-    its time range is no range (an end that is not a finite number)."""
+    its time range cannot be drawn (an end that is not finite, a range wider than float32)."""
 
 
 @attrs.frozen
@@ -78,6 +79,11 @@ def page_data(spans: Spans, summary: dict[str, Any], window: Window, title: str)
     keep = _selected(spans, window)
     lo = spans.t_start if window.t_from is None else window.t_from
     hi = spans.t_end if window.t_to is None else window.t_to
+    if hi - lo > _FLOAT32_MAX:
+        raise WindowError(
+            f"the time range {lo:g}..{hi:g} is too wide to draw "
+            f"(the page holds times as float32 seconds, at most {_FLOAT32_MAX:.3g})"
+        )
     index = np.flatnonzero(keep)
     rows, row_count = _rows(spans.group[index], spans.start[index], spans.end[index])
     discarded = _DISCARDED_CODES[spans.outcome[index]]

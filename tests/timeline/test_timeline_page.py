@@ -141,6 +141,14 @@ def test_the_command_takes_a_time_range(worked_log: Path, tmp_path: Path) -> Non
     assert result.exit_code == 2 and "--from 6.0 is not before --to 1.0" in result.output
 
 
+def test_a_time_range_wider_than_float32_seconds_is_refused(worked_log: Path) -> None:
+    """Finite, but the page's float32 range would be inf, which its JSON cannot hold."""
+    for window in (Window(t_from=-1e300), Window(t_to=1e39), Window(-1.7e308, 1.7e308)):
+        with pytest.raises(WindowError, match="too wide to draw"):
+            data_for(worked_log, window)
+    assert data_for(worked_log, Window(t_to=1e38))[1]["range"][1] < np.inf
+
+
 @pytest.mark.parametrize(
     ("window", "refused"),
     [
