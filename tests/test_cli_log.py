@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from test_log_io import config_cell_log
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
@@ -178,3 +179,25 @@ def test_a_failed_export_leaves_the_previous_output_as_it_was(tmp_path: Path) ->
     assert "not a rolloutlog log" in one_line_error(result)
     assert (tmp_path / "out.jsonl").read_text(encoding="utf-8") == "last run's export\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["notalog.arrow", "out.jsonl"]
+
+
+@pytest.mark.parametrize("text", ["{bad json", "[1,2]", "null"])
+def test_a_config_that_is_no_json_object_is_one_clear_line(tmp_path: Path, text: str) -> None:
+    log = tmp_path / "config.arrow"
+    config_cell_log(log, text)
+    html = str(tmp_path / "run.html")
+    for command in (
+        ["info"],
+        ["info", "--json"],
+        ["export"],
+        ["metrics"],
+        ["replay"],
+        ["verify"],
+        ["show", "--at", "1"],
+        ["show", "--group", "g1"],
+        ["diff", str(EXAMPLE)],
+        ["timeline", "-o", html],
+    ):
+        line = one_line_error(run(command[0], str(log), *command[1:]))
+        assert line.startswith(f"rolloutlog: error: {log}: record batch of seq 0..3: "), line
+        assert "run_started.config: " in line, line

@@ -434,6 +434,49 @@ def test_files_that_are_not_logs_are_refused_clearly(tmp_path: Path) -> None:
         LogReader(tmp_path / "missing.arrow")
 
 
+def config_cell_log(path: Path, text: str | None, row: int = 0) -> None:
+    """A log of 4 events whose `config` cell at `row` holds `text`, stamped with a valid
+    checksum: what another tool could write (ours refuses such a config)."""
+    batch = events_to_batch(sequenced(run_events(4)))
+    index = batch.schema.get_field_index("config")
+    cells = batch.column(index).to_pylist()
+    cells[row] = text
+    batch = batch.set_column(index, batch.schema.field(index), pa.array(cells, pa.string()))
+    with ipc.new_stream(str(path), LOG_SCHEMA) as stream:
+        stamp = BatchStamp(0, 3, checksum_of(batch))
+        stream.write_batch(batch, custom_metadata=stamp.to_metadata())
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{bad json", "not JSON text (Expecting property name enclosed in double quotes"),
+        ("[" * 100_000 + "]" * 100_000, "not JSON text (nested too deeply)"),
+        ("[1,2]", "expected an object, got [1, 2]"),
+        ("null", "expected an object, got null"),
+        (None, "expected an object, got null"),
+    ],
+)
+def test_a_run_started_config_that_is_no_json_object_is_damage(
+    tmp_path: Path, text: str | None, problem: str
+) -> None:
+    path = tmp_path / "config.arrow"
+    config_cell_log(path, text)
+    where = f"{path}: record batch of seq 0..3: run_started.config: {problem}"
+    with pytest.raises(LogCorruptError) as caught:
+        read_log(path)
+    assert str(caught.value).startswith(where) and caught.value.first_seq == 0
+    with pytest.raises(LogCorruptError) as caught:
+        LogReader(path).info()  # info shows the config: it must be an object
+    assert str(caught.value).startswith(where)
+
+
+def test_a_json_cell_that_is_not_json_names_its_kind_and_seq(tmp_path: Path) -> None:
+    config_cell_log(tmp_path / "cell.arrow", "{", row=2)  # a cell no event of ours fills
+    with pytest.raises(EventError, match=r"episode_completed.config \(seq 2\): not JSON text"):
+        read_log(tmp_path / "cell.arrow")
+
+
 # --- other readers -----------------------------------------------------------------------
 
 PLAIN_PYARROW = """

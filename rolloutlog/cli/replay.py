@@ -30,7 +30,7 @@ from rolloutlog.events.types import Event
 from rolloutlog.replay.diff import diff_logs, event_at
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.log_replay import replay_log
-from rolloutlog.replay.source import open_log
+from rolloutlog.replay.source import LogFile, open_log
 from rolloutlog.replay.state_view import state_at
 from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
@@ -40,7 +40,7 @@ OK, DIFFERS = 0, 1  # bad input exits 2 (cli.bad_input)
 AS_JSON = json_option("Print one JSON object.")
 
 
-def _open(path: Path) -> Any:
+def _open(path: Path) -> LogFile:
     try:
         source = open_log(path)
     except LogError as error:
@@ -60,13 +60,13 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     """Fold LOG, check every property on every event and print the run summary."""
     source = _open(log)
     replay = replay_log(source, columnar=not plain)
-    warn_torn_tail(getattr(source, "torn_tail", None), log)
+    warn_torn_tail(source.torn_tail, log)
     summary = {**replay.summary, **_run_metrics(source)}
     if as_json:
         error = None if replay.error is None else str(replay.error)
         emit_json({**summary, "digest": replay.digest.hex(), "error": error})
-    else:
-        _print_summary(summary, replay.digest.hex())
+    elif replay.events or replay.error is None:  # bad input before any event: the error alone
+        _print_summary(summary, replay.digest.hex(), stopped=replay.error is not None)
     if replay.error is not None:
         fail(str(replay.error))
     raise SystemExit(DIFFERS if replay.violations else OK)
@@ -80,7 +80,9 @@ def _run_metrics(source: Any) -> dict[str, Any]:
     return metrics.run_values()
 
 
-def _print_summary(summary: dict[str, Any], digest: str) -> None:
+def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> None:
+    """The summary table and the properties' verdict; `stopped`: bad input ended the fold
+    early, so the verdict covers only the events before it (the error follows on stderr)."""
     console = Console()
     rows = [(key, value) for key, value in summary.items() if key != "invariant_violations"]
     table = key_values("replay", [*rows, ("final digest", digest)])
@@ -90,6 +92,9 @@ def _print_summary(summary: dict[str, Any], digest: str) -> None:
         console.print(f"[bold red]{len(violations)} invariant violations[/]")
         for violation in violations[:20]:
             console.print(f"  {violation}", markup=False)
+    elif stopped:
+        events = summary["events"]
+        console.print(f"[yellow]stopped at seq {events}: no property broken before it[/]")
     else:
         console.print("[green]every property holds on every event[/]")
 
@@ -104,7 +109,7 @@ def verify_command(log: Path, as_json: bool) -> None:
     """Re-decide LOG from its world events; exit 1 at the first decided event that differs."""
     source = _open(log)
     verdict = verify_log(source)
-    warn_torn_tail(getattr(source, "torn_tail", None), log)
+    warn_torn_tail(source.torn_tail, log)
     divergence = verdict.divergence
     if as_json:
         emit_json(
@@ -171,6 +176,8 @@ def show_command(
             _show_timeline(source, group_id, episode_id, as_json)
     except (EventError, LogError) as error:
         fail(str(error))
+    finally:  # also before the error: "past the end" may be past a torn tail
+        warn_torn_tail(source.torn_tail, log)
 
 
 def _show_state(source: Any, seq: int, as_json: bool) -> None:
@@ -270,7 +277,10 @@ def _print_timeline(target: str, moments: list[Moment]) -> None:
 @AS_JSON
 def diff_command(a: Path, b: Path, as_json: bool) -> None:
     """The first event where logs A and B diverge, by bisection over their digest chains."""
-    result = diff_logs(_open(a), _open(b))
+    source_a, source_b = _open(a), _open(b)
+    result = diff_logs(source_a, source_b)
+    warn_torn_tail(source_a.torn_tail, a)
+    warn_torn_tail(source_b.torn_tail, b)
     if as_json:
         emit_json(result.to_json())
     elif result.seq is not None:
@@ -279,5 +289,12 @@ def diff_command(a: Path, b: Path, as_json: bool) -> None:
         Console().print(f"[green]identical: {result.a_events} events, the same digest chain[/]")
     if result.error is not None:
         name, error = result.error
-        fail(f"{a if name == 'a' else b}: {error}")
+        fail(_naming(a if name == "a" else b, error))
     raise SystemExit(OK if result.seq is None else DIFFERS)
+
+
+def _naming(log: Path, error: Exception) -> str:
+    """The error led by the log it is about, once: the reader names the file in most of its
+    errors (a damaged batch, not a log), not in all (a schema or seq error), the fold never."""
+    message = str(error)
+    return message if message.startswith(f"{log}: ") else f"{log}: {message}"

@@ -29,8 +29,11 @@ def timeline_command(
 
     The page works offline (everything is inlined): open it from disk in any browser.
     """
-    source = open_log(log)
-    window, title = Window(t_from, t_to, group), f"rolloutlog · {log.name}"
+    try:
+        window = Window(t_from, t_to, group)
+    except WindowError as error:
+        fail(str(error))
+    source, title = open_log(log), f"rolloutlog · {log.name}"
     try:
         with Console(stderr=True).status(f"reading and replaying {log} …"):
             html, data = timeline_page(source, window, title)

@@ -18,7 +18,6 @@ silently. Damage anywhere else is a `LogCorruptError` naming the seq range.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import warnings
@@ -32,6 +31,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from rolloutlog.events.errors import (
+    EventError,
     LogCorruptError,
     LogError,
     LogSeqError,
@@ -46,11 +46,12 @@ from rolloutlog.events.schema import (
     check_schema,
     columns_to_events,
     iter_batch_columns,
+    json_column,
     known_kinds,
     upgrade_batch,
 )
 from rolloutlog.events.types import Event
-from rolloutlog.events.validate import validate_event
+from rolloutlog.events.validate import FIELD_RULES, validate_event
 
 _CONTINUATION: Final = b"\xff\xff\xff\xff"
 _END_OF_STREAM: Final = _CONTINUATION + b"\x00\x00\x00\x00"
@@ -169,7 +170,7 @@ class LogReader:
         events, batches, config = 0, 0, None
         for batch in self.batches():
             if batches == 0:
-                config = json.loads(batch.column("config")[0].as_py())
+                config = _run_config(batch)
             kinds = batch.column("kind").indices.to_numpy()
             counts += np.bincount(kinds, minlength=len(KIND_NAMES))
             batches += 1
@@ -228,7 +229,8 @@ class LogReader:
     def _check_opening(
         self, batch: pa.RecordBatch, corrupt: Callable[[str], LogCorruptError]
     ) -> None:
-        """A log opens with run_started at seq 0, recording the schema version of the file."""
+        """A log opens with run_started at seq 0, recording the schema version of the file
+        and its config as a JSON object (what `info` shows, and every fold starts from)."""
         kind = batch.column("kind")[0].as_py()
         if kind != "run_started":
             raise corrupt(f"seq 0 is {kind}; a log opens with run_started")
@@ -237,6 +239,12 @@ class LogReader:
             raise corrupt(
                 f"run_started.schema_version is {recorded}, the file's is {self.schema_version}"
             )
+        try:
+            problem = FIELD_RULES["config"].check(_run_config(batch))
+        except EventError as error:
+            problem = error.problem
+        if problem is not None:
+            raise corrupt(f"run_started.config: {problem}")
 
     def _finish_at_end(self, source: pa.NativeFile, last_seq: int) -> None:
         """The stream ended: with the end-of-stream marker (closed) or at end of file.
@@ -357,6 +365,11 @@ def _body_length(metadata: bytes) -> int | None:
     except struct.error:
         return None
     return int(length) if length >= 0 else None
+
+
+def _run_config(batch: pa.RecordBatch) -> Any:
+    """The config of the batch's first row: run_started's, in a log's first batch."""
+    return json_column(batch.slice(0, 1), "config")[0]
 
 
 def _known(value: int | None) -> int:

@@ -140,12 +140,27 @@ def batch_columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
             codes = column.indices.fill_null(-1).to_numpy().tolist()
             columns[name] = [labels[code] for code in codes]
         elif name in _JSON_FIELDS:
-            columns[name] = [
-                None if text is None else json.loads(text) for text in column.to_pylist()
-            ]
+            columns[name] = json_column(batch, name)
         else:
             columns[name] = column.to_pylist()
     return columns
+
+
+def json_column(batch: pa.RecordBatch, name: str) -> list[Any]:
+    """The parsed values of JSON column `name`; null stays None.
+
+    A cell that is not JSON text raises an `EventError` naming its kind, seq and field: the
+    writer never writes one, but another tool can, with checksums that hold.
+    """
+    values = []
+    for row, text in enumerate(batch.column(name).to_pylist()):
+        try:
+            values.append(None if text is None else json.loads(text))
+        except (ValueError, RecursionError) as error:
+            problem = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+            kind, seq = batch.column("kind")[row].as_py(), batch.column("seq")[row].as_py()
+            raise EventError(kind, seq, name, f"not JSON text ({problem})") from error
+    return values
 
 
 def iter_batch_columns(batches: Iterable[pa.RecordBatch]) -> Iterator[dict[str, list[Any]]]:

@@ -52,7 +52,8 @@ def diff_logs(a: LogSource, b: LogSource) -> LogDiff:
 
     A log that stops early (inconsistent, or unreadable past some batch) is compared as far
     as it was folded, and its error is reported beside the answer. When the two agree up to
-    where one stopped and the event there is the same in both, the error is the answer.
+    where one stopped, and the event there is the same in both or cannot be read from the
+    log that stopped (not a log at all, a damaged batch), the error is the answer.
     """
     replay_a = replay_log(a, keep_digests=True, check_invariants=False)
     replay_b = replay_log(b, keep_digests=True, check_invariants=False)
@@ -61,7 +62,7 @@ def diff_logs(a: LogSource, b: LogSource) -> LogDiff:
     if seq is None:
         return LogDiff(None, None, None, replay_a.events, replay_b.events, error)
     event_a, event_b = _readable_event(a, seq), _readable_event(b, seq)
-    if event_a == event_b and error is not None:  # nothing differs but where one stopped
+    if error is not None and _only_the_error(error[0], event_a, event_b):
         return LogDiff(None, None, None, replay_a.events, replay_b.events, error)
     return LogDiff(seq, event_a, event_b, replay_a.events, replay_b.events, error)
 
@@ -78,6 +79,13 @@ def _stopping_error(a: Replay, b: Replay, seq: int | None) -> tuple[str, BadLog]
         if replay.error is not None and (seq is None or seq >= replay.events):
             return name, replay.error
     return None
+
+
+def _only_the_error(stopped: str, event_a: Event | None, event_b: Event | None) -> bool:
+    """Whether nothing differs but where log `stopped` ("a" or "b") stopped: its event there
+    is the other log's, or unreadable (the "(nothing)" of a log that ends would be a lie)."""
+    own = event_a if stopped == "a" else event_b
+    return own is None or event_a == event_b
 
 
 def _readable_event(source: LogSource, seq: int) -> Event | None:

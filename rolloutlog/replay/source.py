@@ -3,8 +3,8 @@
 Replay reads a log more than once (the columnar fold hands over to the plain fold, a
 divergence is described from a second pass, `diff` fetches the two events it names), so
 a source is re-readable: each call to `events()` or `batches()` starts from seq 0.
-`LogReader` is a source as it is; `MemoryLog` makes a list of events one, building the
-same record batches a `LogWriter` would write.
+`LogFile` (`open_log`) makes a log file one; `MemoryLog` makes a list of events one,
+building the same record batches a `LogWriter` would write.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from rolloutlog.events.log_reader import LogReader
+from rolloutlog.events.log_reader import LogReader, TornTail
 from rolloutlog.events.log_writer import DEFAULT_BATCH_EVENTS
 from rolloutlog.events.schema import events_to_batch
 from rolloutlog.events.types import Event
@@ -51,6 +51,28 @@ class MemoryLog:
             yield events_to_batch(self.log[start : start + size])
 
 
-def open_log(path: str | os.PathLike[str]) -> LogReader:
+class LogFile:
+    """A log file as a source, read by `LogReader`; a torn tail is kept out of the events.
+
+    `torn_tail` is the tail found by the last pass that read to the end. `LogReader` forgets
+    its tail when a pass starts, and replay's later passes often stop early (the one event
+    `show` and `diff` print, the state `verify` describes a divergence from): they must not
+    hide a tail that an earlier, whole pass found.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.reader = LogReader(path, warn=False)
+        self.torn_tail: TornTail | None = None
+
+    def events(self) -> Iterator[Event]:
+        yield from self.reader.events()
+        self.torn_tail = self.reader.torn_tail
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        yield from self.reader.batches()
+        self.torn_tail = self.reader.torn_tail
+
+
+def open_log(path: str | os.PathLike[str]) -> LogFile:
     """A log file as a source; a torn tail is kept out and reported in `torn_tail`."""
-    return LogReader(path, warn=False)
+    return LogFile(path)

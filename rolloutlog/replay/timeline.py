@@ -50,24 +50,32 @@ def group_timeline(source: LogSource, group_id: str) -> list[Moment]:
 
 
 def episode_timeline(source: LogSource, episode_id: str) -> list[Moment]:
-    """Every event about episode `episode_id` (and its group's opening and scoring)."""
+    """Every event about episode `episode_id` (and its group's opening and scoring).
+
+    Empty when no event names the episode itself: the group's opening and scoring alone
+    would make a timeline for any member id of a known group (`g1/99` of a group of 4).
+    """
     group_id = episode_id.rpartition("/")[0]
-    moments, version = [], None
+    moments, version, named = [], None, False
     for event, step in _scan(source, lambda batch: _rows_naming(batch, group_id, episode_id)):
-        if not _about_episode(event, episode_id, group_id):
+        names_it = _names_episode(event, episode_id)
+        if not names_it and not _opens_or_scores(event, group_id):
             continue
+        named |= names_it
         if event.kind == "episode_dispatched":
             version = event.policy_version  # type: ignore[union-attr]
         age = None if version is None else rollout_age(version, step)
         moments.append(Moment(event, step, age))
-    return moments
+    return moments if named else []
 
 
-def _about_episode(event: Event, episode_id: str, group_id: str) -> bool:
+def _names_episode(event: Event, episode_id: str) -> bool:
     if getattr(event, "episode_id", None) == episode_id:
         return True
-    if episode_id in getattr(event, "episode_ids", ()):
-        return True
+    return episode_id in getattr(event, "episode_ids", ())
+
+
+def _opens_or_scores(event: Event, group_id: str) -> bool:
     return event.kind in ("group_opened", "group_scored") and event.group_id == group_id  # type: ignore[union-attr]
 
 

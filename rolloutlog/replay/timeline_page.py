@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from importlib import resources
 from typing import Any, Final
@@ -38,6 +39,12 @@ ASSETS: Final = "rolloutlog.replay.assets"
 _PLACEHOLDER: Final = re.compile(r"__([A-Z_]+)__")
 _SCRIPT_END: Final = re.compile(r"</(script)", re.IGNORECASE)
 _DISCARDED_CODES: Final = np.array([name in DISCARDED for name in OUTCOMES], dtype=bool)
+_FLOAT32_MAX: Final = float(np.finfo(np.float32).max)
+
+
+class WindowError(ValueError):
+    """The window selects nothing the log has (an unknown group, an empty time range), or
+    its time range cannot be drawn (an end that is not finite, a range wider than float32)."""
 
 
 @attrs.frozen
@@ -48,9 +55,14 @@ class Window:
     t_to: float | None = None
     group: str | None = None
 
-
-class WindowError(ValueError):
-    """The window selects nothing the log has (an unknown group, an empty time range)."""
+    def __attrs_post_init__(self) -> None:
+        """Refuse a range before the log is read: ends must be finite (the page's data is
+        JSON, which has no inf or nan) and in order."""
+        for option, t in (("--from", self.t_from), ("--to", self.t_to)):
+            if t is not None and not math.isfinite(t):
+                raise WindowError(f"{option} {t} is not a finite number of log seconds")
+        if self.t_from is not None and self.t_to is not None and self.t_from >= self.t_to:
+            raise WindowError(f"--from {self.t_from} is not before --to {self.t_to}")
 
 
 def timeline_page(source: LogSource, window: Window, title: str) -> tuple[str, dict[str, Any]]:
@@ -67,6 +79,11 @@ def page_data(spans: Spans, summary: dict[str, Any], window: Window, title: str)
     keep = _selected(spans, window)
     lo = spans.t_start if window.t_from is None else window.t_from
     hi = spans.t_end if window.t_to is None else window.t_to
+    if hi - lo > _FLOAT32_MAX:
+        raise WindowError(
+            f"the time range {lo:g}..{hi:g} is too wide to draw "
+            f"(the page holds times as float32 seconds, at most {_FLOAT32_MAX:.3g})"
+        )
     index = np.flatnonzero(keep)
     rows, row_count = _rows(spans.group[index], spans.start[index], spans.end[index])
     discarded = _DISCARDED_CODES[spans.outcome[index]]
@@ -157,8 +174,6 @@ def _selected(spans: Spans, window: Window) -> np.ndarray[Any, np.dtype[np.bool_
         keep &= spans.end >= window.t_from
     if window.t_to is not None:
         keep &= spans.start <= window.t_to
-    if window.t_from is not None and window.t_to is not None and window.t_from >= window.t_to:
-        raise WindowError(f"--from {window.t_from} is not before --to {window.t_to}")
     return keep
 
 

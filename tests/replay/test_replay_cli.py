@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import attrs
+import pyarrow.ipc as ipc
 import pytest
 from click.testing import CliRunner, Result
 from replay_helpers import small_log
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.events.schema import LOG_SCHEMA, BatchStamp, events_to_batch
 from rolloutlog.events.types import Event
 
 SUMMARY_KEYS = {
@@ -103,11 +106,21 @@ def test_replay_reports_what_came_before_bad_input(tmp_path: Path) -> None:
     )
 
 
+def test_replay_tables_say_where_bad_input_stopped_the_checks(tmp_path: Path) -> None:
+    log, index = tampered("batch_shipped", step=2)
+    result = run("replay", written(tmp_path, log))
+    one_line_error(result)
+    assert "every property holds" not in result.stdout
+    assert f"stopped at seq {index}: no property broken before it" in result.stdout
+
+
 def test_replay_of_a_missing_or_damaged_file_is_one_line(tmp_path: Path) -> None:
     assert "no such log file" in one_line_error(run("replay", tmp_path / "missing.arrow"))
     damaged = tmp_path / "damaged.arrow"
     damaged.write_bytes(b"not a log at all")
-    one_line_error(run("replay", damaged))
+    result = run("replay", damaged)
+    assert "not a rolloutlog log" in one_line_error(result)
+    assert result.stdout == ""  # no event was read: no table of zeros, no verdict
 
 
 def test_verify_passes_and_fails_at_the_tampered_seq(tmp_path: Path) -> None:
@@ -140,6 +153,10 @@ def test_show_refuses_what_is_not_there(tmp_path: Path) -> None:
     path = written(tmp_path, small_log())
     assert "past the end" in one_line_error(run("show", path, "--at", 999))
     assert "g42" in one_line_error(run("show", path, "--group", "g42"))
+    for episode in ("g1/7", "g42/0"):  # g1 exists, with two members
+        assert f"no event of the log names {episode}" in one_line_error(
+            run("show", path, "--episode", episode)
+        )
     assert run("show", path).exit_code == 2  # a usage error: one of --at/--group/--episode
 
 
@@ -151,3 +168,59 @@ def test_diff_names_the_first_divergent_event(tmp_path: Path) -> None:
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert (report["seq"], report["a"]["reward"], report["b"]["reward"]) == (index, 1.0, 0.5)
+
+
+def test_diff_with_a_file_that_is_no_log_or_is_damaged_prints_the_error_alone(
+    tmp_path: Path,
+) -> None:
+    a = written(tmp_path, small_log(), "a.arrow")
+    text = tmp_path / "text.arrow"
+    text.write_text("hello\n")
+    damaged = tmp_path / "damaged.arrow"
+    with ipc.new_stream(str(damaged), LOG_SCHEMA) as stream:
+        stamp = BatchStamp(0, len(small_log()) - 1, checksum=0)
+        stream.write_batch(events_to_batch(small_log()), custom_metadata=stamp.to_metadata())
+    for bad, problem in ((text, "not a rolloutlog log"), (damaged, "checksum mismatch")):
+        for pair in ((a, bad), (bad, a)):
+            result = run("diff", *pair)
+            line = one_line_error(result)
+            assert result.stdout == "", result.stdout  # no "(nothing)" where it stopped
+            assert problem in line and line.count(str(bad)) == 1, line
+
+
+def test_diff_names_the_log_that_stopped_in_front_of_the_fold_error(tmp_path: Path) -> None:
+    log, index = tampered("batch_shipped", step=2)
+    b = written(tmp_path, log, "b.arrow")
+    result = run("diff", written(tmp_path, small_log(), "a.arrow"), b)
+    line = one_line_error(result)
+    assert line == f"rolloutlog: error: {b}: seq {index} (batch_shipped): expected step 1"
+    assert f"first divergence at seq {index}" in result.stdout  # the step differs: shown
+
+
+def torn(tmp_path: Path, log: list[Event], name: str) -> Path:
+    """`log` written in commits of 5 events, its last commit cut short: a torn tail."""
+    path = tmp_path / name
+    write_log(path, log, batch_events=5)
+    path.write_bytes(path.read_bytes()[:-40])
+    return path
+
+
+def torn_tail_warnings(result: Result) -> list[str]:
+    """The logs named by the torn tail warnings on stderr, in order."""
+    found = re.findall(r"^rolloutlog: warning: (.*): torn tail: ", result.stderr, re.MULTILINE)
+    return list(found)
+
+
+def test_show_and_diff_warn_of_a_torn_tail(tmp_path: Path) -> None:
+    cut = torn(tmp_path, small_log(), "cut.arrow")
+    past_the_end = run("show", cut, "--at", 99)
+    assert torn_tail_warnings(past_the_end) == [str(cut)]
+    assert "past the end of the log (15 events)" in past_the_end.stderr.splitlines()[-1]
+    assert torn_tail_warnings(run("show", cut, "--group", "g1")) == [str(cut)]
+    full = written(tmp_path, small_log())
+    assert torn_tail_warnings(run("diff", full, cut)) == [str(cut)]
+    log, index = tampered("episode_completed", reward=0.5)
+    cut_too = torn(tmp_path, log, "cut_too.arrow")
+    both = run("diff", cut, cut_too)  # differ before either tail: each read up to seq `index`
+    assert both.exit_code == 1 and f"first divergence at seq {index}" in both.stdout
+    assert torn_tail_warnings(both) == [str(cut), str(cut_too)]

@@ -1,4 +1,5 @@
-"""docs/replay.md defines every key that `replay --json` prints."""
+"""docs/replay.md defines every key that `replay --json` prints, and its worked example
+prints what the docs show."""
 
 from __future__ import annotations
 
@@ -6,13 +7,23 @@ import json
 import re
 from pathlib import Path
 
+import attrs
+import pytest
 from click.testing import CliRunner
 from replay_helpers import small_log
 
 from rolloutlog.cli import main
+from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.log_writer import write_log
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "replay.md"
+# What the docs show of the worked example's runs; tables are rich's, 80 columns wide.
+SHOWN_TABLES = (
+    "verify edited.arrow",
+    "show run.arrow --at 14",
+    "show run.arrow --episode g3/1",
+    "diff run.arrow edited.arrow",
+)
 
 
 def documented_keys() -> set[str]:
@@ -29,3 +40,40 @@ def test_every_key_of_replay_json_is_defined_in_the_docs(tmp_path: Path) -> None
     result = CliRunner().invoke(main, ["replay", "--json", str(log)])
     assert result.exit_code == 0, result.output
     assert set(json.loads(result.stdout)) == documented_keys()
+
+
+def shown(command: str) -> str:
+    """What docs/replay.md shows `rolloutlog COMMAND` printing: the lines after its prompt,
+    up to the next prompt or the end of the block."""
+    text = DOCS.read_text(encoding="utf-8")
+    after = text.split(f"\n$ rolloutlog {command}", 1)[1].split("\n", 1)[1]
+    return after.split("```", 1)[0].split("\n$ ", 1)[0].strip("\n")
+
+
+@pytest.fixture
+def worked_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.arrow from the docs' own script, and edited.arrow: seq 9 not admitted (its sed)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
+    text = DOCS.read_text(encoding="utf-8").split("## A worked example", 1)[1]
+    exec(text.split("```python\n", 1)[1].split("```", 1)[0], {})  # writes run.arrow
+    log = read_log("run.arrow")
+    assert log[9].kind == "group_scored"
+    log[9] = attrs.evolve(log[9], admitted=False)
+    write_log("edited.arrow", log)
+
+
+@pytest.mark.usefixtures("worked_example")
+def test_the_worked_example_prints_what_the_docs_show() -> None:
+    result = CliRunner().invoke(main, ["replay", "run.arrow", "--json"])
+    replay = json.loads(result.stdout)
+    pairs = re.findall(r'"([^"]+)": (\{[^}]*\}|\[[^]]*\]|"[^"]*"|[-\w.]+)', shown("replay"))
+    assert len(pairs) > 10 and {key: replay[key] for key, _ in pairs} == {
+        key: json.loads(value) for key, value in pairs
+    }
+    for command in SHOWN_TABLES:
+        result = CliRunner().invoke(main, command.split())
+        printed = "\n".join(line.rstrip() for line in result.stdout.splitlines())
+        assert printed == shown(command), command

@@ -80,3 +80,10 @@ def test_group_and_episode_timelines() -> None:
         ("group_scored", 2, 1),
     ]
     assert group_timeline(MemoryLog(log), "g99") == []
+
+
+def test_an_episode_no_event_names_has_no_timeline() -> None:
+    """g1 opened and scored, but it has two members: nothing is about g1/7."""
+    log = small_log()
+    assert episode_timeline(MemoryLog(log), "g1/7") == []
+    assert episode_timeline(MemoryLog(log), "g99/0") == []

@@ -141,6 +141,34 @@ def test_the_command_takes_a_time_range(worked_log: Path, tmp_path: Path) -> Non
     assert result.exit_code == 2 and "--from 6.0 is not before --to 1.0" in result.output
 
 
+def test_a_time_range_wider_than_float32_seconds_is_refused(worked_log: Path) -> None:
+    """Finite, but the page's float32 range would be inf, which its JSON cannot hold."""
+    for window in (Window(t_from=-1e300), Window(t_to=1e39), Window(-1.7e308, 1.7e308)):
+        with pytest.raises(WindowError, match="too wide to draw"):
+            data_for(worked_log, window)
+    assert data_for(worked_log, Window(t_to=1e38))[1]["range"][1] < np.inf
+
+
+@pytest.mark.parametrize(
+    ("window", "refused"),
+    [
+        (["--to", "inf"], "--to inf"),
+        (["--from", "nan"], "--from nan"),
+        (["--from", "-inf", "--to", "inf"], "--from -inf"),
+    ],
+)
+def test_the_command_refuses_a_time_that_is_not_finite(
+    worked_log: Path, tmp_path: Path, window: list[str], refused: str
+) -> None:
+    out = tmp_path / "run.html"
+    result = CliRunner().invoke(main, ["timeline", str(worked_log), "-o", str(out), *window])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"rolloutlog: error: {refused} is not a finite number of log seconds"
+    ]
+    assert not out.exists()
+
+
 def test_the_script_styles_every_marker_kind() -> None:
     script = (resources.files(ASSETS) / "timeline.js").read_text(encoding="utf-8")
     assert [name for name in MARKERS if f"{name}: [" not in script] == []
