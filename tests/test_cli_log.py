@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -201,3 +203,18 @@ def test_a_config_that_is_no_json_object_is_one_clear_line(tmp_path: Path, text:
         line = one_line_error(run(command[0], str(log), *command[1:]))
         assert line.startswith(f"rolloutlog: error: {log}: record batch of seq 0..3: "), line
         assert "run_started.config: " in line, line
+
+
+def test_a_reader_that_leaves_the_pipe_early_is_no_error(tmp_path: Path) -> None:
+    """`rolloutlog export LOG | head` is normal use: no error line when head leaves."""
+    log = tmp_path / "run.arrow"
+    assert run("simulate", "--scenario", "smoke", "--steps", "30", "--log", str(log)).exit_code == 0
+    command = [sys.executable, "-c", "from rolloutlog.cli.main import main; main()"]
+    export = subprocess.Popen(
+        [*command, "export", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert export.stdout is not None and export.stderr is not None
+    export.stdout.read(300)
+    export.stdout.close()
+    stderr = export.stderr.read()
+    assert (export.wait(timeout=60), stderr) == (1, b"")

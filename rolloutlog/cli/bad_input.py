@@ -38,6 +38,8 @@ def reports_bad_input(command: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
+        except BrokenPipeError:
+            raise  # the reader of stdout left (`| head`): click's main exits quietly
         except BAD_INPUT_ERRORS as error:
             fail(str(error))
 
