@@ -385,7 +385,7 @@ def test_a_seq_gap_between_batches_is_refused_naming_the_seq(tmp_path: Path) -> 
     later = [with_seq(event, event.seq + 2) for event in events[3:]]
     write_raw(tmp_path / "gap.arrow", [(events[:3], 0, 2), (later, 5, 7)])
     with pytest.raises(
-        LogSeqError, match="expected seq 3, next record batch starts at seq 5"
+        LogSeqError, match=r"gap\.arrow: seq gap: expected seq 3, next record batch starts at seq 5"
     ) as caught:
         read_log(tmp_path / "gap.arrow")
     assert caught.value.seq == 3
@@ -395,7 +395,9 @@ def test_a_seq_gap_inside_a_batch_is_refused_naming_the_seq(tmp_path: Path) -> N
     events = sequenced(run_events(4))
     events[2] = with_seq(events[2], 9)
     write_raw(tmp_path / "gap.arrow", [(events, 0, 3)])
-    with pytest.raises(LogSeqError, match="expected seq 2, found seq 9") as caught:
+    with pytest.raises(
+        LogSeqError, match=r"gap\.arrow: seq gap: expected seq 2, found seq 9"
+    ) as caught:
         read_log(tmp_path / "gap.arrow")
     assert caught.value.seq == 2
 
@@ -422,7 +424,7 @@ def test_files_that_are_not_logs_are_refused_clearly(tmp_path: Path) -> None:
     foreign = tmp_path / "foreign.arrow"
     with ipc.new_stream(str(foreign), pa.schema([("x", pa.int64())])) as stream:
         stream.write_batch(pa.record_batch([pa.array([1])], names=["x"]))
-    with pytest.raises(LogSchemaError, match="not a rolloutlog log"):
+    with pytest.raises(LogSchemaError, match=r"foreign\.arrow: not a rolloutlog log"):
         read_log(foreign)
     (tmp_path / "text.arrow").write_text('{"kind": "run_started"}\n')
     with pytest.raises(LogCorruptError, match="not a rolloutlog log"):

@@ -34,6 +34,7 @@ from rolloutlog.events.errors import (
     EventError,
     LogCorruptError,
     LogError,
+    LogSchemaError,
     LogSeqError,
     LogTornTailError,
     TornTailWarning,
@@ -140,7 +141,10 @@ class LogReader:
         self.torn_tail, self.closed = None, None
         with pa.OSFile(str(self.path)) as source:
             stream = self._open_stream(source)
-            self.schema_version = version = check_schema(stream.schema)
+            try:
+                self.schema_version = version = check_schema(stream.schema)
+            except LogSchemaError as error:
+                raise LogSchemaError(f"{self.path}: {error}") from error
             self.valid_bytes = source.tell()
             last_seq = -1
             while True:
@@ -222,7 +226,7 @@ class LogReader:
             raise corrupt("the work dictionary is damaged")
         if batch.num_rows == 0 or batch.num_rows != stamp.last_seq - stamp.first_seq + 1:
             raise corrupt(f"holds {batch.num_rows} rows")
-        _check_seqs(batch, stamp, last_seq + 1)
+        _check_seqs(batch, stamp, last_seq + 1, self.path)
         if stamp.first_seq == 0:
             self._check_opening(batch, corrupt)
 
@@ -293,11 +297,12 @@ class LogReader:
             warnings.warn(TornTailWarning(f"{self.path}: {tail.describe()}"), stacklevel=3)
 
 
-def _check_seqs(batch: pa.RecordBatch, stamp: BatchStamp, expected: int) -> None:
+def _check_seqs(batch: pa.RecordBatch, stamp: BatchStamp, expected: int, path: Path) -> None:
     """Seqs continue the log: the batch starts at `expected` and counts up by one."""
     if stamp.first_seq != expected:
         raise LogSeqError(
-            f"seq gap: expected seq {expected}, next record batch starts at seq {stamp.first_seq}",
+            f"{path}: seq gap: expected seq {expected}, next record batch starts at seq "
+            f"{stamp.first_seq}",
             expected,
         )
     seqs = batch.column("seq").to_numpy()
@@ -305,7 +310,8 @@ def _check_seqs(batch: pa.RecordBatch, stamp: BatchStamp, expected: int) -> None
     if wrong.size:
         row = int(wrong[0])
         raise LogSeqError(
-            f"seq gap: expected seq {expected + row}, found seq {int(seqs[row])}", expected + row
+            f"{path}: seq gap: expected seq {expected + row}, found seq {int(seqs[row])}",
+            expected + row,
         )
 
 
