@@ -20,6 +20,7 @@ from rolloutlog.runtime.sim.scenario import (
     resolve_overrides,
     run_overrides,
 )
+from rolloutlog.studies.policy_runs import policy_runs
 from rolloutlog.studies.run_report import policy_name
 
 Settings = tuple[tuple[str, Any], ...]
@@ -117,7 +118,8 @@ def expand(
     """Every cell of the grid, each checked by building its scenario (errors name the cell).
 
     Without presets a scenario runs under its own policy; without seeds, its own seed;
-    without steps, its own steps.
+    without steps, its own steps. Two presets that a `--set` makes one policy are refused,
+    as `simulate --compare` refuses them.
     """
     cells: list[Cell] = []
     combos = [
@@ -139,6 +141,11 @@ def expand(
                     )
                     _require_valid(cell)
                     cells.append(cell)
+        if presets:
+            for settings in combos:
+                explicit = dict(settings)
+                with_sets = load_scenario(source, explicit)
+                policy_runs(with_sets, presets, run_overrides(explicit), "--compare")
     return cells
 
 

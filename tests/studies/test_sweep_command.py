@@ -117,6 +117,10 @@ def test_best_and_plot(tmp_path: Path) -> None:
         (["--address", "127.0.0.1:1", "--engine", "processes"], "runs on a Ray cluster"),
         (["--address", "127.0.0.1:1", "--workers", "2"], "exclude each other"),
         (["--best", "max speed"], "unknown metric 'speed'"),
+        (
+            ["--set", "staleness=per-group", "--compare", "per-episode,per-group"],
+            "--compare: presets per-episode and per-group both run per-group",
+        ),
     ],
 )
 def test_bad_options_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:

@@ -52,6 +52,19 @@ def test_the_grid_is_the_product_and_every_cell_is_checked() -> None:
         expand(["smoke"], ["per-episode"], [0], parse_set_ranges(["target_lag=9"]), 2)
 
 
+def test_two_presets_that_a_set_makes_one_policy_are_refused_as_simulate_does() -> None:
+    """`--set staleness=per-group` made per-episode run per-group, under its own label."""
+    presets = ["per-episode", "per-group"]
+    clash = "--compare: presets per-episode and per-group both run"
+    with pytest.raises(ConfigError, match=f"{clash} per-group under --set staleness=per-group"):
+        expand(["smoke"], presets, [0], parse_set_ranges(["staleness=per-group"]), 1)
+    ranges = parse_set_ranges(["max_inflight=4,8", "staleness=per-episode,per-group"])
+    with pytest.raises(ConfigError, match=f"{clash} per-episode under --set staleness=per-episode"):
+        expand(["smoke"], presets, [0], ranges, 1)
+    ranges = parse_set_ranges(["max_inflight=4,8"])
+    assert len(expand(["smoke"], presets, [0], ranges, 1)) == 4
+
+
 def _row(scenario: str, preset: str, seed: int, trained: float, discarded: float) -> dict:
     return {
         "scenario": scenario,
