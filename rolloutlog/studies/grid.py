@@ -8,8 +8,8 @@ machine, and so that a results table can tell which cells it already holds.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Sequence
+from typing import Any, Final
 
 import attrs
 
@@ -24,6 +24,8 @@ from rolloutlog.studies.policy_runs import policy_runs
 from rolloutlog.studies.run_report import policy_name
 
 Settings = tuple[tuple[str, Any], ...]
+MAX_SEED: Final = 2**63 - 1  # the table's seed column is int64
+SCALAR_KINDS: Final = frozenset({"number", "boolean", "str"})
 
 
 @attrs.frozen(kw_only=True)
@@ -58,7 +60,8 @@ class Cell:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """`0-4`, `0,3,7` or a mix (`0-2,9`): distinct seeds >= 0, in the order given."""
+    """`0-4`, `0,3,7` or a mix (`0-2,9`): distinct seeds in 0..2**63-1 (a seed is an int64
+    column of the table), in the order given."""
     seeds: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         low, dash, high = part.partition("-")
@@ -70,9 +73,12 @@ def parse_seeds(text: str) -> list[int]:
             ) from None
         if not span or span.start < 0:
             raise ConfigError(f"--seeds {text!r}: {part!r} is an empty or negative range")
+        if span[-1] > MAX_SEED:
+            raise ConfigError(f"--seeds {text!r}: {span[-1]} is above the largest seed {MAX_SEED}")
         seeds.extend(span)
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"--seeds {text!r}: names a seed twice")
+    twice = _first_repeat(seeds)
+    if twice is not None:
+        raise ConfigError(f"--seeds {text!r}: names seed {twice} twice")
     return seeds
 
 
@@ -80,20 +86,33 @@ def parse_set_ranges(items: Sequence[str]) -> dict[str, list[Any]]:
     """`--set key=v1,v2,...` options to qualified keys (`run.key`, `world.key`) and values.
 
     Each value is read like `simulate --set` reads one (TOML, bare words as strings). The
-    values of one key are numbers or all of one type, so that they make one column.
+    values of one key are single values, all numbers or all of one type, so that they make
+    one column, and distinct, so that no cell runs twice.
     """
     ranges: dict[str, list[Any]] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip() or not raw.strip():
             raise ConfigError(f"--set {item!r}: expected key=value[,value...]")
-        values = [parse_overrides([f"{key}={v}"])[key.strip()] for v in raw.split(",")]
+        parts = raw.split(",")
+        empty = [str(n) for n, part in enumerate(parts, 1) if not part.strip()]
+        if empty:
+            raise ConfigError(f"--set {item!r}: value {', '.join(empty)} of {len(parts)} is empty")
+        values = [parse_overrides([f"{key}={v}"])[key.strip()] for v in parts]
         (qualified,) = resolve_overrides({key.strip(): None})
         if qualified in ranges:
             raise ConfigError(f"--set {item!r}: {qualified} is set twice")
         kinds = {_kind(value) for value in values}
+        if kinds - SCALAR_KINDS:
+            raise ConfigError(
+                f"--set {item!r}: a value to sweep is a number, true/false or a word, "
+                f"not a {(kinds - SCALAR_KINDS).pop()}"
+            )
         if len(kinds) > 1:
             raise ConfigError(f"--set {item!r}: mixes {' and '.join(sorted(kinds))} values")
+        twice = _first_repeat(values)
+        if twice is not None:
+            raise ConfigError(f"--set {item!r}: names {twice!r} twice")
         ranges[qualified] = values
     return ranges
 
@@ -104,6 +123,16 @@ def _kind(value: Any) -> str:
     if isinstance(value, int | float):
         return "number"
     return type(value).__name__
+
+
+def _first_repeat(values: Sequence[Hashable]) -> Hashable | None:
+    """The first value equal to an earlier one (4 and 4.0 alike: a table holds one cell)."""
+    seen: set[Hashable] = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
 
 
 def expand(
@@ -118,15 +147,15 @@ def expand(
     """Every cell of the grid, each checked by building its scenario (errors name the cell).
 
     Without presets a scenario runs under its own policy; without seeds, its own seed;
-    without steps, its own steps. Two presets that a `--set` makes one policy are refused,
-    as `simulate --compare` refuses them.
+    without steps, its own steps. Refused: two scenarios of one name (a table knows a cell
+    by the scenario's name), and two presets that a `--set` makes one policy (as `simulate
+    --compare` refuses them).
     """
     cells: list[Cell] = []
     combos = [
         tuple(zip(ranges, values, strict=True)) for values in itertools.product(*ranges.values())
     ]
-    for source in scenarios:
-        base = load_scenario(source)
+    for source, base in _scenarios(scenarios).items():
         for preset in presets or [policy_name(base)]:
             for settings in combos:
                 for seed in seeds or [base.seed]:
@@ -147,6 +176,24 @@ def expand(
                 with_sets = load_scenario(source, explicit)
                 policy_runs(with_sets, presets, run_overrides(explicit), "--compare")
     return cells
+
+
+def _scenarios(sources: Sequence[str]) -> dict[str, Scenario]:
+    """Each scenario by its source, refusing a source given twice or two of one name."""
+    loaded: dict[str, Scenario] = {}
+    by_name: dict[str, str] = {}
+    for source in sources:
+        if source in loaded:
+            raise ConfigError(f"--scenario {source}: given twice")
+        base = load_scenario(source)
+        if base.name in by_name:
+            raise ConfigError(
+                f"--scenario {by_name[base.name]} and --scenario {source} are both named "
+                f"{base.name!r}; a results table knows a cell by its scenario's name: "
+                "rename the file"
+            )
+        loaded[source], by_name[base.name] = base, source
+    return loaded
 
 
 def _require_valid(cell: Cell) -> None:

@@ -117,6 +117,10 @@ def test_best_and_plot(tmp_path: Path) -> None:
         (["--address", "127.0.0.1:1", "--engine", "processes"], "runs on a Ray cluster"),
         (["--address", "127.0.0.1:1", "--workers", "2"], "exclude each other"),
         (["--best", "max speed"], "unknown metric 'speed'"),
+        (["--seeds", "99999999999999999999999"], "99999999999999999999999 is above the largest"),
+        (["--set", "max_inflight=4,4"], "names 4 twice"),
+        (["--set", "max_inflight=4,"], "value 2 of 2 is empty"),
+        (["--scenario", "smoke"], "--scenario smoke: given twice"),
         (
             ["--set", "staleness=per-group", "--compare", "per-episode,per-group"],
             "--compare: presets per-episode and per-group both run per-group",
@@ -138,6 +142,19 @@ def test_bad_options_are_refused_in_one_line(tmp_path: Path, args: list[str], me
     assert result.exit_code == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_another_scenario_of_a_name_is_refused_in_a_sweep(tmp_path: Path) -> None:
+    """A file named like a built-in was merged with it into one row."""
+    other = tmp_path / "alt" / "smoke.toml"
+    other.parent.mkdir()
+    other.write_text("steps = 5\n[run]\nmax_inflight = 5\n")
+    output = tmp_path / "r.parquet"
+    cell = ["--steps", "1", "--engine", "processes", "--workers", "1", "-o", str(output)]
+    both = sweep("--scenario", "smoke", "--scenario", str(other), *cell)
+    assert both.exit_code == 2
+    assert f"--scenario smoke and --scenario {other} are both named 'smoke'" in both.stderr
+    assert not output.exists()
 
 
 def test_an_output_that_is_not_a_results_table_is_refused(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,16 @@ def test_seeds_take_ranges_and_lists() -> None:
     for bad in ("a", "3-1", "0,0", "-2", "1-"):
         with pytest.raises(ConfigError, match="--seeds"):
             parse_seeds(bad)
+    with pytest.raises(ConfigError, match="names seed 3 twice"):
+        parse_seeds("0-4,3")
+
+
+def test_seeds_past_int64_are_refused_naming_the_seed() -> None:
+    """A seed is an int64 column of the table: a larger one ran, then failed the save."""
+    assert parse_seeds(str(2**63 - 1)) == [2**63 - 1]
+    for bad, seed in [("99999999999999999999999",) * 2, (f"1,{2**63 - 2}-{2**63}", str(2**63))]:
+        with pytest.raises(ConfigError, match=rf"--seeds '{bad}': {seed} is above the largest"):
+            parse_seeds(bad)
 
 
 def test_set_ranges_are_qualified_typed_and_refused_by_name() -> None:
@@ -39,6 +50,23 @@ def test_set_ranges_are_qualified_typed_and_refused_by_name() -> None:
         parse_set_ranges(["group_size="])
 
 
+@pytest.mark.parametrize(
+    ("item", "problem"),
+    [
+        ("max_inflight=4,4", "names 4 twice"),
+        ("max_inflight=4,4.0", "names 4.0 twice"),  # one cell in a table: 4 == 4.0
+        ("staleness=per-group,per-episode,per-group", "names 'per-group' twice"),
+        ("max_inflight=4,", "value 2 of 2 is empty"),
+        ("max_inflight=,4, ,8", "value 1, 3 of 4 is empty"),
+        ("max_inflight=[4]", "a value to sweep is a number, true/false or a word, not a list"),
+    ],
+)
+def test_set_values_are_single_distinct_and_not_empty(item: str, problem: str) -> None:
+    """A repeated value ran the same cells twice, and an empty one read as the word ''."""
+    with pytest.raises(ConfigError, match=re.escape(f"--set {item!r}: {problem}")):
+        parse_set_ranges([item])
+
+
 def test_the_grid_is_the_product_and_every_cell_is_checked() -> None:
     ranges = parse_set_ranges(["max_off_policy_steps=1,2"])
     cells = expand(["smoke", "tight"], ["per-episode", "all"], [0, 1, 2], ranges, 4)
@@ -50,6 +78,17 @@ def test_the_grid_is_the_product_and_every_cell_is_checked() -> None:
         ConfigError, match=re.escape("smoke under per-episode --set run.target_lag=9")
     ):
         expand(["smoke"], ["per-episode"], [0], parse_set_ranges(["target_lag=9"]), 2)
+
+
+def test_a_scenario_is_refused_twice_and_two_scenarios_of_one_name(tmp_path: Path) -> None:
+    """Both ran, and their rows were merged into one configuration under one name."""
+    with pytest.raises(ConfigError, match="--scenario smoke: given twice"):
+        expand(["smoke", "smoke"], None, [0], {}, 1)
+    other = tmp_path / "alt" / "smoke.toml"
+    other.parent.mkdir()
+    other.write_text("steps = 5\n[run]\nmax_inflight = 5\n")
+    with pytest.raises(ConfigError, match=rf"--scenario smoke and --scenario {other} are both"):
+        expand(["smoke", str(other)], None, [0], {}, 1)
 
 
 def test_two_presets_that_a_set_makes_one_policy_are_refused_as_simulate_does() -> None:
