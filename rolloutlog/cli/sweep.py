@@ -40,7 +40,7 @@ from rolloutlog.studies.best import (
     parse_best,
 )
 from rolloutlog.studies.engines import Engine, EngineUnavailable, ray_installed, run_cells
-from rolloutlog.studies.grid import Cell, expand, parse_seeds, parse_set_ranges
+from rolloutlog.studies.grid import MAX_CELLS, Cell, expand, parse_seeds, parse_set_ranges
 from rolloutlog.studies.results import (
     read_rows,
     row_key,
@@ -105,6 +105,13 @@ SAVE_EVERY_S = 10.0
     help="Name the best configuration per scenario, e.g. "
     "'max trained_per_hour where discarded <= 0.25*per-episode'.",
 )
+@click.option(
+    "--max-cells",
+    type=click.IntRange(min=1),
+    default=MAX_CELLS,
+    show_default=True,
+    help="Refuse a larger grid before running any cell (a typo like --seeds 0-100000000).",
+)
 @check_option("Check the invariants on every event of every cell.")
 def sweep_command(
     scenarios: tuple[str, ...],
@@ -118,6 +125,7 @@ def sweep_command(
     output: Path,
     plot: Path | None,
     best: str | None,
+    max_cells: int,
     check: bool,
 ) -> None:
     """Run a grid of simulations in parallel and collect every report in one Parquet table."""
@@ -129,10 +137,11 @@ def sweep_command(
         cells = expand(
             scenarios,
             presets,
-            parse_seeds(seeds) if seeds else None,
+            parse_seeds(seeds, max_cells) if seeds else None,
             parse_set_ranges(ranges),
             steps,
             check=check,
+            most_cells=max_cells,
         )
     except ConfigError as error:
         raise click.UsageError(str(error)) from error

@@ -8,6 +8,7 @@ machine, and so that a results table can tell which cells it already holds.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Hashable, Sequence
 from typing import Any, Final
 
@@ -24,6 +25,7 @@ from rolloutlog.studies.policy_runs import policy_runs
 from rolloutlog.studies.run_report import policy_name
 
 Settings = tuple[tuple[str, Any], ...]
+MAX_CELLS: Final = 10_000  # `--max-cells`' default: a grid larger is more likely a typo
 MAX_SEED: Final = 2**63 - 1  # the table's seed column is int64
 SCALAR_KINDS: Final = frozenset({"number", "boolean", "str"})
 
@@ -59,10 +61,11 @@ class Cell:
         )
 
 
-def parse_seeds(text: str) -> list[int]:
+def parse_seeds(text: str, most: int = MAX_CELLS) -> list[int]:
     """`0-4`, `0,3,7` or a mix (`0-2,9`): distinct seeds in 0..2**63-1 (a seed is an int64
-    column of the table), in the order given."""
-    seeds: list[int] = []
+    column of the table), in the order given; more than `most` is refused before any list
+    is built, so that a typo like `0-100000000` fails at once instead of filling memory."""
+    spans: list[range] = []
     for part in (p.strip() for p in text.split(",")):
         low, dash, high = part.partition("-")
         try:
@@ -75,7 +78,11 @@ def parse_seeds(text: str) -> list[int]:
             raise ConfigError(f"--seeds {text!r}: {part!r} is an empty or negative range")
         if span[-1] > MAX_SEED:
             raise ConfigError(f"--seeds {text!r}: {span[-1]} is above the largest seed {MAX_SEED}")
-        seeds.extend(span)
+        spans.append(span)
+    count = sum(len(span) for span in spans)
+    if count > most:
+        raise ConfigError(f"--seeds {text!r}: {count:,} seeds, more than {_cap(most)}")
+    seeds = [seed for span in spans for seed in span]
     twice = _first_repeat(seeds)
     if twice is not None:
         raise ConfigError(f"--seeds {text!r}: names seed {twice} twice")
@@ -135,6 +142,10 @@ def _first_repeat(values: Sequence[Hashable]) -> Hashable | None:
     return None
 
 
+def _cap(most: int) -> str:
+    return f"the {most:,} cells a sweep may run (--max-cells)"
+
+
 def expand(
     scenarios: Sequence[str],
     presets: Sequence[str] | None,
@@ -143,23 +154,34 @@ def expand(
     steps: int | None,
     *,
     check: bool = False,
+    most_cells: int = MAX_CELLS,
 ) -> list[Cell]:
     """Every cell of the grid, each checked by building its scenario (errors name the cell).
 
     Without presets a scenario runs under its own policy; without seeds, its own seed;
-    without steps, its own steps. Refused: two scenarios of one name (a table knows a cell
-    by the scenario's name), and two presets that a `--set` makes one policy (as `simulate
-    --compare` refuses them).
+    without steps, its own steps. Refused: a grid of more than `most_cells` cells (before
+    any is made), two scenarios of one name (a table knows a cell by the scenario's name),
+    and two presets that a `--set` makes one policy (as `simulate --compare` refuses them).
     """
+    factors = {
+        "scenario": len(scenarios),
+        "preset": len(presets or [None]),
+        "--set combination": math.prod(len(values) for values in ranges.values()),
+        "seed": len(seeds or [None]),
+    }
+    count = math.prod(factors.values())
+    if count > most_cells:
+        shown = " × ".join(f"{n:,} {what}{'' if n == 1 else 's'}" for what, n in factors.items())
+        raise ConfigError(f"the grid has {count:,} cells ({shown}), more than {_cap(most_cells)}")
     cells: list[Cell] = []
     combos = [
         tuple(zip(ranges, values, strict=True)) for values in itertools.product(*ranges.values())
     ]
     for source, base in _scenarios(scenarios).items():
-        for preset in presets or [policy_name(base)]:
-            for settings in combos:
-                for seed in seeds or [base.seed]:
-                    cell = Cell(
+        for settings in combos:
+            for preset in presets or [policy_name(base)]:
+                first, *others = [
+                    Cell(
                         source=source,
                         name=base.name,
                         preset=preset,
@@ -168,10 +190,11 @@ def expand(
                         settings=settings,
                         check=check,
                     )
-                    _require_valid(cell)
-                    cells.append(cell)
-        if presets:
-            for settings in combos:
+                    for seed in seeds or [base.seed]
+                ]
+                _require_valid(first)  # the seed changes nothing a check could refuse
+                cells += [first, *others]
+            if presets:
                 explicit = dict(settings)
                 with_sets = load_scenario(source, explicit)
                 policy_runs(with_sets, presets, run_overrides(explicit), "--compare")

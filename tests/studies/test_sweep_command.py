@@ -125,6 +125,11 @@ def test_best_and_plot(tmp_path: Path) -> None:
             ["--set", "staleness=per-group", "--compare", "per-episode,per-group"],
             "--compare: presets per-episode and per-group both run per-group",
         ),
+        (["--seeds", "0-100000000"], "100,000,001 seeds, more than the 10,000 cells"),
+        (
+            ["--seeds", "0-1", "--set", "max_inflight=4,8", "--max-cells", "3"],
+            "the grid has 4 cells (1 scenario × 1 preset × 2 --set combinations × 2 seeds)",
+        ),
     ],
 )
 def test_bad_options_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:

@@ -37,6 +37,15 @@ def test_seeds_past_int64_are_refused_naming_the_seed() -> None:
             parse_seeds(bad)
 
 
+def test_too_many_seeds_are_refused_before_any_list_is_made() -> None:
+    """`0-100000000` took 8 GB within 20 s; now it is counted, not listed."""
+    with pytest.raises(ConfigError, match=r"100,000,001 seeds, more than the 10,000 cells"):
+        parse_seeds("0-100000000")
+    assert len(parse_seeds("0-9", most=10)) == 10
+    with pytest.raises(ConfigError, match=r"11 seeds, more than the 10 cells"):
+        parse_seeds("0-10", most=10)
+
+
 def test_set_ranges_are_qualified_typed_and_refused_by_name() -> None:
     ranges = parse_set_ranges(["max_off_policy_steps=1,2", "world.failure_rate=0,0.1"])
     assert ranges == {"run.max_off_policy_steps": [1, 2], "world.failure_rate": [0, 0.1]}
@@ -102,6 +111,14 @@ def test_two_presets_that_a_set_makes_one_policy_are_refused_as_simulate_does() 
         expand(["smoke"], presets, [0], ranges, 1)
     ranges = parse_set_ranges(["max_inflight=4,8"])
     assert len(expand(["smoke"], presets, [0], ranges, 1)) == 4
+
+
+def test_a_grid_larger_than_the_cap_is_refused_before_its_cells_are_made() -> None:
+    ranges = parse_set_ranges(["max_inflight=4,8,16"])
+    assert len(expand(["smoke", "tight"], ["per-episode"], [0, 1], ranges, 1, most_cells=12)) == 12
+    shown = "2 scenarios × 2 presets × 3 --set combinations × 2 seeds"
+    with pytest.raises(ConfigError, match=f"the grid has 24 cells \\({shown}\\), more than the 23"):
+        expand(["smoke", "tight"], ["per-episode", "all"], [0, 1], ranges, 1, most_cells=23)
 
 
 def _row(scenario: str, preset: str, seed: int, trained: float, discarded: float) -> dict:
