@@ -42,7 +42,10 @@ from rolloutlog.studies.best import (
 from rolloutlog.studies.engines import Engine, EngineUnavailable, ray_installed, run_cells
 from rolloutlog.studies.grid import MAX_CELLS, Cell, expand, parse_seeds, parse_set_ranges
 from rolloutlog.studies.results import (
+    probe_row,
     read_rows,
+    require_kinds,
+    require_writable,
     row_key,
     setting_columns,
     sorted_rows,
@@ -145,12 +148,7 @@ def sweep_command(
         )
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    if not output.parent.is_dir():
-        raise BadInput(f"-o {output}: no directory {output.parent}")
-    try:
-        rows = read_rows(output)
-    except (OSError, ValueError) as error:
-        raise BadInput(f"-o {output}: {error}") from error
+    rows = _table(output, probe_row(cells[0]))
     keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
     finished = {row_key(row, keys) for row in rows}
     to_run = [cell for cell in cells if cell.key(keys) not in finished]
@@ -172,6 +170,26 @@ def sweep_command(
     console.print(_overview(found, title))
     if best is not None:
         _print_best(best, grid_rows, found, console)
+
+
+def _table(output: Path, sample: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows already in the results table, checked before any cell runs: that its folder
+    takes a new table (else every result would be lost at the first save), and that its
+    rows hold the kinds of value a new row (`sample`) has."""
+    if not output.parent.is_dir():
+        raise BadInput(f"-o {output}: no directory {output.parent}")
+    try:
+        require_writable(output)
+    except OSError as error:
+        raise BadInput(
+            f"-o {output}: cannot write the table in {output.parent} ({error.strerror})"
+        ) from error
+    try:
+        rows = read_rows(output)
+        require_kinds(rows, sample)
+    except (OSError, ValueError) as error:
+        raise BadInput(f"-o {output}: {error}") from error
+    return rows
 
 
 def _engine(engine: str, address: str | None) -> Engine:

@@ -109,7 +109,7 @@ def parse_set_ranges(items: Sequence[str]) -> dict[str, list[Any]]:
         (qualified,) = resolve_overrides({key.strip(): None})
         if qualified in ranges:
             raise ConfigError(f"--set {item!r}: {qualified} is set twice")
-        kinds = {_kind(value) for value in values}
+        kinds = {value_kind(value) for value in values}
         if kinds - SCALAR_KINDS:
             raise ConfigError(
                 f"--set {item!r}: a value to sweep is a number, true/false or a word, "
@@ -124,7 +124,8 @@ def parse_set_ranges(items: Sequence[str]) -> dict[str, list[Any]]:
     return ranges
 
 
-def _kind(value: Any) -> str:
+def value_kind(value: Any) -> str:
+    """What kind of column a value makes: number (int or float), boolean, str, ..."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int | float):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -149,6 +150,53 @@ def test_bad_options_are_refused_in_one_line(tmp_path: Path, args: list[str], me
     assert "Traceback" not in result.stderr
 
 
+@pytest.fixture
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder no file can be made in: read-only, or (for root, whom modes do not stop)
+    /sys, if that refuses."""
+    folder = tmp_path / "read-only"
+    folder.mkdir(mode=0o555)
+    for candidate in (folder, Path("/sys")):
+        try:
+            (candidate / "probe").touch()
+        except OSError:
+            return candidate
+        (candidate / "probe").unlink()
+    pytest.skip("no folder here refuses new files")
+
+
+def test_an_output_folder_that_takes_no_file_is_refused_before_any_cell_runs(
+    unwritable_folder: Path,
+) -> None:
+    """The whole grid ran, and every result was lost at the first save."""
+    output = unwritable_folder / "r.parquet"
+    result = sweep(
+        "--scenario", "smoke", "--steps", "1", "--engine", "processes", "-o", str(output)
+    )
+    assert result.exit_code == 2
+    assert f"-o {output}: cannot write the table in {unwritable_folder}" in result.stderr
+    assert "running" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_table_edited_by_hand_is_refused_before_any_cell_runs(tmp_path: Path) -> None:
+    """Seeds edited into text made every cell run again, then sorting failed, losing them."""
+    output = tmp_path / "r.parquet"
+    cell = ["--scenario", "smoke", "--steps", "1", "--engine", "processes", "-o", str(output)]
+    assert sweep(*cell).exit_code == 0
+    table = pq.read_table(output)
+    edited = table.set_column(
+        table.column_names.index("seed"),
+        "seed",
+        pa.array([str(s) for s in table["seed"].to_pylist()]),
+    )
+    pq.write_table(edited, output)
+    result = sweep(*cell, "--seeds", "0-1")
+    assert result.exit_code == 2
+    assert f"-o {output}: column 'seed' holds str values ('0')" in result.stderr
+    assert "running" not in result.stderr
+    assert pq.read_table(output).equals(edited)
+
+
 def test_another_scenario_of_a_name_is_refused_in_a_sweep(tmp_path: Path) -> None:
     """A file named like a built-in was merged with it into one row."""
     other = tmp_path / "alt" / "smoke.toml"
@@ -171,8 +219,6 @@ def test_an_output_that_is_not_a_results_table_is_refused(tmp_path: Path) -> Non
 
 
 def _write_any(tmp_path: Path) -> Path:
-    import pyarrow as pa
-
     path = tmp_path / "any.parquet"
     pq.write_table(pa.table({"x": [1, 2]}), path)
     return path

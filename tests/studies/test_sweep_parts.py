@@ -11,7 +11,7 @@ import pytest
 from rolloutlog.core.config import ConfigError
 from rolloutlog.studies.best import BestSyntaxError, best_per_scenario, configurations, parse_best
 from rolloutlog.studies.grid import expand, parse_seeds, parse_set_ranges
-from rolloutlog.studies.results import row_key, setting_columns, to_table
+from rolloutlog.studies.results import require_kinds, row_key, setting_columns, to_table
 from rolloutlog.studies.run_report import policy_name
 from rolloutlog.studies.sweep_plot import pareto_front, place_labels
 
@@ -182,6 +182,19 @@ def test_a_preset_bound_needs_that_preset_in_the_sweep() -> None:
     objective = parse_best("max trained_per_hour where discarded <= per-episode", COLUMNS)
     with pytest.raises(BestSyntaxError, match=r"needs preset 'per-episode'.*add it to --compare"):
         best_per_scenario(found, objective)
+
+
+def test_a_table_edited_to_other_kinds_of_value_is_refused() -> None:
+    """A seed edited into text matched no cell, and sorting the table with the new rows
+    failed after the whole grid ran, losing them."""
+    sample = {**ROWS[0], "run.max_inflight": 4, "invariant_violations": None}
+    require_kinds(
+        [*ROWS, {**ROWS[0], "run.max_inflight": 8.5, "invariant_violations": "[]"}], sample
+    )
+    with pytest.raises(ValueError, match=r"column 'seed' holds str values \('0'\) where a sweep"):
+        require_kinds([*ROWS, {**ROWS[0], "seed": "0"}], sample)
+    with pytest.raises(ValueError, match=r"column 'run\.max_inflight' holds boolean values"):
+        require_kinds([{**ROWS[0], "run.max_inflight": True}], sample)
 
 
 def test_pareto_front_keeps_the_undominated_points_by_discards() -> None:
