@@ -45,6 +45,7 @@ from rolloutlog.studies.results import (
     probe_row,
     read_rows,
     require_kinds,
+    require_same_scenarios,
     require_writable,
     row_key,
     setting_columns,
@@ -148,7 +149,7 @@ def sweep_command(
         )
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    rows = _table(output, probe_row(cells[0]))
+    rows = _table(output, cells, probe_row(cells[0]))
     keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
     finished = {row_key(row, keys) for row in rows}
     to_run = [cell for cell in cells if cell.key(keys) not in finished]
@@ -172,10 +173,10 @@ def sweep_command(
         _print_best(best, grid_rows, found, console)
 
 
-def _table(output: Path, sample: dict[str, Any]) -> list[dict[str, Any]]:
+def _table(output: Path, cells: Sequence[Cell], sample: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows already in the results table, checked before any cell runs: that its folder
     takes a new table (else every result would be lost at the first save), and that its
-    rows hold the kinds of value a new row (`sample`) has."""
+    rows hold the kinds of value and the scenarios this grid writes."""
     if not output.parent.is_dir():
         raise BadInput(f"-o {output}: no directory {output.parent}")
     try:
@@ -187,6 +188,7 @@ def _table(output: Path, sample: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         rows = read_rows(output)
         require_kinds(rows, sample)
+        require_same_scenarios(rows, cells)
     except (OSError, ValueError) as error:
         raise BadInput(f"-o {output}: {error}") from error
     return rows

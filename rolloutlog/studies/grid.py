@@ -7,7 +7,9 @@ machine, and so that a results table can tell which cells it already holds.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 from collections.abc import Hashable, Sequence
 from typing import Any, Final
@@ -36,6 +38,7 @@ class Cell:
 
     source: str
     name: str
+    digest: str  # `scenario_digest` of the scenario
     preset: str
     seed: int
     steps: int
@@ -179,12 +182,14 @@ def expand(
         tuple(zip(ranges, values, strict=True)) for values in itertools.product(*ranges.values())
     ]
     for source, base in _scenarios(scenarios).items():
+        digest = scenario_digest(base)
         for settings in combos:
             for preset in presets or [policy_name(base)]:
                 first, *others = [
                     Cell(
                         source=source,
                         name=base.name,
+                        digest=digest,
                         preset=preset,
                         seed=seed,
                         steps=steps or base.steps,
@@ -218,6 +223,18 @@ def _scenarios(sources: Sequence[str]) -> dict[str, Scenario]:
             )
         loaded[source], by_name[base.name] = base, source
     return loaded
+
+
+def scenario_digest(scenario: Scenario) -> str:
+    """A fingerprint of what a scenario runs, apart from what a cell sets itself (seed,
+    steps) and its description: its run and world keys and its recorded world. A table
+    keeps it per row, so that resuming can tell an edited or other scenario of the name."""
+    run = {k: v for k, v in scenario.run.to_dict().items() if k != "seed"}
+    trace = None if scenario.trace is None else scenario.trace.to_mapping()
+    text = json.dumps(
+        {"run": run, "world": scenario.world.to_dict(), "trace": trace}, sort_keys=True
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _require_valid(cell: Cell) -> None:

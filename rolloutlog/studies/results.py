@@ -1,10 +1,11 @@
 """The results table of a sweep: one row per cell, kept in one Parquet file.
 
 A row holds the cell (`scenario`, `preset`, `seed`, `steps` and one column per `--set`
-key, named `run.KEY` or `world.KEY`) beside every key of the cell's `simulate --json`
-report under the same name (`policy` is the policy the report names). Report values that
-are objects or lists (`episodes_cancelled`, `trained_age_histogram`, ...) are stored as
-JSON text; `decode_row` turns them back. Rows are sorted by the cell, so that the same
+key, named `run.KEY` or `world.KEY`), the `scenario_digest` of its scenario (see
+`grid.scenario_digest`), and every key of the cell's `simulate --json` report under the
+same name (`policy` is the policy the report names). Report values that are objects or
+lists (`episodes_cancelled`, `trained_age_histogram`, ...) are stored as JSON text;
+`decode_row` turns them back. Rows are sorted by the cell, so that the same
 cells give the same table whichever engine ran them and in whatever order they finished.
 """
 
@@ -25,6 +26,7 @@ from rolloutlog.studies.grid import Cell, value_kind
 from rolloutlog.studies.run_report import run_policy
 
 CELL_COLUMNS = ("scenario", "preset", "seed", "steps")
+DIGEST_COLUMN = "scenario_digest"
 R = TypeVar("R", bound=Mapping[str, Any])
 DROPPED_KEYS = frozenset({"log"})  # a sweep writes no logs
 
@@ -38,6 +40,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         "seed": cell.seed,
         "steps": cell.steps,
         **dict(cell.settings),
+        DIGEST_COLUMN: cell.digest,
     }
     for key, value in report.items():
         if key not in DROPPED_KEYS and key not in row:
@@ -101,6 +104,21 @@ def require_kinds(rows: Iterable[Mapping[str, Any]], sample: Mapping[str, Any]) 
                     f"column {name!r} holds {value_kind(value)} values ({value!r}) where a sweep "
                     f"writes {kind} (edited by hand?)"
                 )
+
+
+def require_same_scenarios(rows: Iterable[Mapping[str, Any]], cells: Iterable[Cell]) -> None:
+    """Refuse rows of a scenario name run from other settings than this grid's scenario of
+    that name (an edited file, another file of the name, a changed default): resuming would
+    mix two scenarios under one name. Rows without a digest (older tables) pass unchecked."""
+    ours = {cell.name: cell for cell in cells}
+    for row in rows:
+        cell = ours.get(row["scenario"])
+        if cell is not None and row.get(DIGEST_COLUMN) not in (None, cell.digest):
+            raise ValueError(
+                f"its rows of scenario {cell.name!r} ran other settings than {cell.source} "
+                "has now (an edited or another scenario of that name, or a changed default); "
+                "write to another -o, or rename the scenario"
+            )
 
 
 def require_writable(path: Path) -> None:

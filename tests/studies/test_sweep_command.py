@@ -67,7 +67,7 @@ def test_ray_and_processes_give_one_table_equal_to_simulate_alone(tmp_path: Path
     assert table.equals(pq.read_table(in_processes))
     assert table.num_rows == 4
     for row in table.to_pylist():
-        cell_only = ("preset", "steps", "world.failure_rate")
+        cell_only = ("preset", "steps", "world.failure_rate", "scenario_digest")
         figures = {k: v for k, v in decode_row(row, JSON_COLUMNS).items() if k not in cell_only}
         report = alone(row)
         assert figures == report
@@ -197,8 +197,11 @@ def test_a_table_edited_by_hand_is_refused_before_any_cell_runs(tmp_path: Path) 
     assert pq.read_table(output).equals(edited)
 
 
-def test_another_scenario_of_a_name_is_refused_in_a_sweep(tmp_path: Path) -> None:
-    """A file named like a built-in was merged with it into one row."""
+def test_another_scenario_of_a_name_is_refused_in_a_sweep_and_in_its_table(
+    tmp_path: Path,
+) -> None:
+    """A file named like a built-in was merged with it into one row, and resuming with it
+    mixed its rows with the built-in's. A table without digests (older) still resumes."""
     other = tmp_path / "alt" / "smoke.toml"
     other.parent.mkdir()
     other.write_text("steps = 5\n[run]\nmax_inflight = 5\n")
@@ -207,7 +210,15 @@ def test_another_scenario_of_a_name_is_refused_in_a_sweep(tmp_path: Path) -> Non
     both = sweep("--scenario", "smoke", "--scenario", str(other), *cell)
     assert both.exit_code == 2
     assert f"--scenario smoke and --scenario {other} are both named 'smoke'" in both.stderr
-    assert not output.exists()
+    assert sweep("--scenario", "smoke", *cell).exit_code == 0
+    before = pq.read_table(output)
+    resumed = sweep("--scenario", str(other), *cell)
+    assert resumed.exit_code == 2
+    assert f"scenario 'smoke' ran other settings than {other} has now" in resumed.stderr
+    assert pq.read_table(output).equals(before)
+    pq.write_table(before.drop_columns(["scenario_digest"]), output)
+    older = sweep("--scenario", "smoke", *cell)
+    assert older.exit_code == 0 and "1 already in" in older.stderr
 
 
 def test_an_output_that_is_not_a_results_table_is_refused(tmp_path: Path) -> None:

@@ -10,8 +10,14 @@ import pytest
 
 from rolloutlog.core.config import ConfigError
 from rolloutlog.studies.best import BestSyntaxError, best_per_scenario, configurations, parse_best
-from rolloutlog.studies.grid import expand, parse_seeds, parse_set_ranges
-from rolloutlog.studies.results import require_kinds, row_key, setting_columns, to_table
+from rolloutlog.studies.grid import expand, parse_seeds, parse_set_ranges, scenario_digest
+from rolloutlog.studies.results import (
+    require_kinds,
+    require_same_scenarios,
+    row_key,
+    setting_columns,
+    to_table,
+)
 from rolloutlog.studies.run_report import policy_name
 from rolloutlog.studies.sweep_plot import pareto_front, place_labels
 
@@ -119,6 +125,38 @@ def test_a_grid_larger_than_the_cap_is_refused_before_its_cells_are_made() -> No
     shown = "2 scenarios × 2 presets × 3 --set combinations × 2 seeds"
     with pytest.raises(ConfigError, match=f"the grid has 24 cells \\({shown}\\), more than the 23"):
         expand(["smoke", "tight"], ["per-episode", "all"], [0, 1], ranges, 1, most_cells=23)
+
+
+def test_the_digest_tells_scenarios_apart_by_what_they_run(tmp_path: Path) -> None:
+    """Seed, steps and description are a cell's own or change nothing; settings do."""
+    from rolloutlog.runtime.sim.scenario import load_scenario
+
+    smoke = load_scenario("smoke")
+    same = tmp_path / "same.toml"
+    same.write_text(
+        (Path(__file__).parents[2] / "rolloutlog/runtime/sim/scenarios/smoke.toml")
+        .read_text()
+        .replace("steps = 5", "steps = 7")
+        .replace("seed = 0", "seed = 3")
+        .replace("A tiny run", "Another")
+    )
+    assert scenario_digest(load_scenario(str(same))) == scenario_digest(smoke)
+    assert scenario_digest(smoke.with_run(max_inflight=5)) != scenario_digest(smoke)
+    assert scenario_digest(load_scenario("smoke", {"world.failure_rate": 0.2})) != (
+        scenario_digest(smoke)
+    )
+
+
+def test_rows_of_a_scenario_run_from_other_settings_are_refused(tmp_path: Path) -> None:
+    """Resuming with another scenario of a name (or an edited one) mixed the two."""
+    other = tmp_path / "smoke.toml"
+    other.write_text("steps = 5\n[run]\nmax_inflight = 5\n")
+    (builtin,) = expand(["smoke"], None, [0], {}, 1)
+    (from_file,) = expand([str(other)], None, [0], {}, 1)
+    row = {"scenario": "smoke", "scenario_digest": builtin.digest}
+    require_same_scenarios([row, {"scenario": "smoke"}, {"scenario": "tight"}], [builtin])
+    with pytest.raises(ValueError, match=f"scenario 'smoke' ran other settings than {other}"):
+        require_same_scenarios([row], [from_file])
 
 
 def _row(scenario: str, preset: str, seed: int, trained: float, discarded: float) -> dict:
