@@ -35,9 +35,12 @@ from rolloutlog.runtime.sim.scenario import scenario_names
 from rolloutlog.studies.best import (
     BestSyntaxError,
     Configuration,
+    Objective,
     best_per_scenario,
     configurations,
+    metric_columns,
     parse_best,
+    require_bound_presets,
 )
 from rolloutlog.studies.engines import Engine, EngineUnavailable, ray_installed, run_cells
 from rolloutlog.studies.grid import MAX_CELLS, Cell, expand, parse_seeds, parse_set_ranges
@@ -149,7 +152,9 @@ def sweep_command(
         )
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    rows = _table(output, cells, probe_row(cells[0]))
+    sample = probe_row(cells[0])
+    rows = _table(output, cells, sample)
+    objective = None if best is None else _objective(best, cells, sample)
     keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
     finished = {row_key(row, keys) for row in rows}
     to_run = [cell for cell in cells if cell.key(keys) not in finished]
@@ -169,8 +174,8 @@ def sweep_command(
             raise BadInput(f"--plot {plot}: {error}") from error
     console = Console()
     console.print(_overview(found, title))
-    if best is not None:
-        _print_best(best, grid_rows, found, console)
+    if objective is not None:
+        _print_best(objective, found, console)
 
 
 def _table(output: Path, cells: Sequence[Cell], sample: dict[str, Any]) -> list[dict[str, Any]]:
@@ -192,6 +197,17 @@ def _table(output: Path, cells: Sequence[Cell], sample: dict[str, Any]) -> list[
     except (OSError, ValueError) as error:
         raise BadInput(f"-o {output}: {error}") from error
     return rows
+
+
+def _objective(text: str, cells: Sequence[Cell], sample: dict[str, Any]) -> Objective:
+    """`--best`, parsed and checked against the grid before any cell runs: its metrics are
+    columns of a row (`sample`), its PRESET bounds presets the grid runs."""
+    try:
+        objective = parse_best(text, metric_columns(sample))
+        require_bound_presets(objective, {(c.name, c.preset, c.steps, c.settings) for c in cells})
+    except BestSyntaxError as error:
+        raise BadInput(str(error)) from error
+    return objective
 
 
 def _engine(engine: str, address: str | None) -> Engine:
@@ -278,16 +294,9 @@ def _figure(config: Configuration, key: str, fmt: str) -> str:
     return "–" if value is None else fmt.format(value)
 
 
-def _print_best(
-    text: str, rows: Sequence[dict[str, Any]], found: Sequence[Configuration], console: Console
-) -> None:
-    try:
-        objective = parse_best(text, list(found[0].means) if found else [])
-        choices = best_per_scenario(found, objective)
-    except BestSyntaxError as error:
-        raise BadInput(str(error)) from error
+def _print_best(objective: Objective, found: Sequence[Configuration], console: Console) -> None:
     console.print(f"best: {objective.describe()}")
-    for choice in choices:
+    for choice in best_per_scenario(found, objective):
         if choice.best is None:
             console.print(
                 f"  {choice.scenario}: none of {choice.candidates} configurations qualifies"

@@ -118,6 +118,8 @@ def test_best_and_plot(tmp_path: Path) -> None:
         (["--address", "127.0.0.1:1", "--engine", "processes"], "runs on a Ray cluster"),
         (["--address", "127.0.0.1:1", "--workers", "2"], "exclude each other"),
         (["--best", "max speed"], "unknown metric 'speed'"),
+        (["--best", "max trained_per_hour where"], "the 'where' clause is empty"),
+        (["--best", "max trained_per_hour where discarded <= all"], "needs preset 'all'"),
         (["--seeds", "99999999999999999999999"], "99999999999999999999999 is above the largest"),
         (["--set", "max_inflight=4,4"], "names 4 twice"),
         (["--set", "max_inflight=4,"], "value 2 of 2 is empty"),
@@ -134,6 +136,7 @@ def test_best_and_plot(tmp_path: Path) -> None:
     ],
 )
 def test_bad_options_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    """Each before any cell runs: nothing is written."""
     result = sweep(
         "--scenario",
         "smoke",
@@ -148,6 +151,7 @@ def test_bad_options_are_refused_in_one_line(tmp_path: Path, args: list[str], me
     assert result.exit_code == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    assert "running" not in result.stderr and not (tmp_path / "r.parquet").exists()
 
 
 @pytest.fixture

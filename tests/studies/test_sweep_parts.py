@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from rolloutlog.core.config import ConfigError
-from rolloutlog.studies.best import BestSyntaxError, best_per_scenario, configurations, parse_best
+from rolloutlog.studies.best import (
+    BestSyntaxError,
+    best_per_scenario,
+    configurations,
+    parse_best,
+    require_bound_presets,
+)
 from rolloutlog.studies.grid import expand, parse_seeds, parse_set_ranges, scenario_digest
 from rolloutlog.studies.results import (
     require_kinds,
@@ -208,6 +214,8 @@ def test_best_finds_the_fastest_configuration_within_the_constraint() -> None:
         ("max trained_per_hour where discarded == 3", "is not 'METRIC"),
         ("max trained_per_hour where discarded <= 0.25*turbo", "bound '0.25\\*turbo'"),
         ("max trained_per_hour where discarded <= x*per-episode", "bound 'x\\*per-episode'"),
+        ("max trained_per_hour where", "the 'where' clause is empty"),
+        ("max trained_per_hour  where  ", "the 'where' clause is empty"),
     ],
 )
 def test_bad_best_texts_are_refused_naming_the_part(text: str, problem: str) -> None:
@@ -220,6 +228,10 @@ def test_a_preset_bound_needs_that_preset_in_the_sweep() -> None:
     objective = parse_best("max trained_per_hour where discarded <= per-episode", COLUMNS)
     with pytest.raises(BestSyntaxError, match=r"needs preset 'per-episode'.*add it to --compare"):
         best_per_scenario(found, objective)
+    settings = (("run.max_inflight", 4),)
+    require_bound_presets(objective, {("a", "all", 10, ()), ("a", "per-episode", 10, ())})
+    with pytest.raises(BestSyntaxError, match=r"on scenario 'a' with run.max_inflight=4 \(add"):
+        require_bound_presets(objective, {("a", "per-episode", 10, ()), ("a", "all", 10, settings)})
 
 
 def test_a_table_edited_to_other_kinds_of_value_is_refused() -> None:
