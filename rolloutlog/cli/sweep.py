@@ -274,9 +274,14 @@ def _grid_rows(
 
 
 def _overview(found: Sequence[Configuration], title: str) -> Table:
+    """One line per configuration. No column cuts its text short (a word longer than its
+    column folds onto the next line), so that two configurations that differ in one
+    setting read differently at any terminal width."""
     table = Table(title=title, title_justify="left")
-    for name in ("scenario", "configuration", "seeds", "trained / h", "discarded", "wasted"):
-        table.add_column(name, justify="left" if name in ("scenario", "configuration") else "right")
+    for name in ("scenario", "configuration"):
+        table.add_column(name, overflow="fold")
+    for name in ("seeds", "trained / h", "discarded", "wasted"):
+        table.add_column(name, justify="right", overflow="fold")
     for config in found:
         table.add_row(
             config.scenario,

@@ -182,25 +182,6 @@ def test_an_output_folder_that_takes_no_file_is_refused_before_any_cell_runs(
     assert "running" not in result.stderr and "Traceback" not in result.stderr
 
 
-def test_a_table_edited_by_hand_is_refused_before_any_cell_runs(tmp_path: Path) -> None:
-    """Seeds edited into text made every cell run again, then sorting failed, losing them."""
-    output = tmp_path / "r.parquet"
-    cell = ["--scenario", "smoke", "--steps", "1", "--engine", "processes", "-o", str(output)]
-    assert sweep(*cell).exit_code == 0
-    table = pq.read_table(output)
-    edited = table.set_column(
-        table.column_names.index("seed"),
-        "seed",
-        pa.array([str(s) for s in table["seed"].to_pylist()]),
-    )
-    pq.write_table(edited, output)
-    result = sweep(*cell, "--seeds", "0-1")
-    assert result.exit_code == 2
-    assert f"-o {output}: column 'seed' holds str values ('0')" in result.stderr
-    assert "running" not in result.stderr
-    assert pq.read_table(output).equals(edited)
-
-
 def test_another_scenario_of_a_name_is_refused_in_a_sweep_and_in_its_table(
     tmp_path: Path,
 ) -> None:
@@ -223,6 +204,70 @@ def test_another_scenario_of_a_name_is_refused_in_a_sweep_and_in_its_table(
     pq.write_table(before.drop_columns(["scenario_digest"]), output)
     older = sweep("--scenario", "smoke", *cell)
     assert older.exit_code == 0 and "1 already in" in older.stderr
+
+
+def test_a_table_edited_by_hand_is_refused_before_any_cell_runs(tmp_path: Path) -> None:
+    """Seeds edited into text made every cell run again, then sorting failed, losing them."""
+    output = tmp_path / "r.parquet"
+    cell = ["--scenario", "smoke", "--steps", "1", "--engine", "processes", "-o", str(output)]
+    assert sweep(*cell).exit_code == 0
+    table = pq.read_table(output)
+    edited = table.set_column(
+        table.column_names.index("seed"),
+        "seed",
+        pa.array([str(s) for s in table["seed"].to_pylist()]),
+    )
+    pq.write_table(edited, output)
+    result = sweep(*cell, "--seeds", "0-1")
+    assert result.exit_code == 2
+    assert f"-o {output}: column 'seed' holds str values ('0')" in result.stderr
+    assert "running" not in result.stderr
+    assert pq.read_table(output).equals(edited)
+
+
+def test_the_overview_tells_configurations_apart_at_80_columns(tmp_path: Path) -> None:
+    """Labels were cut at the column's width: two rows read `max_off_policy_steps…`."""
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(
+        sweep_command,
+        [
+            "--scenario",
+            "smoke",
+            "--compare",
+            "per-episode+straggler+oldest-first",
+            "--set",
+            "max_off_policy_steps=1,2",
+            "--set",
+            "world.late_arrival_rate=0.1,0.25",
+            "--steps",
+            "2",
+            "--engine",
+            "processes",
+            "-o",
+            str(tmp_path / "r.parquet"),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    labels = [
+        f"per-episode+straggler+oldest-first max_off_policy_steps={m} late_arrival_rate={r}"
+        for m in (1, 2)
+        for r in (0.1, 0.25)
+    ]
+    assert _configurations(result.stdout) == [label.replace(" ", "") for label in labels]
+
+
+def _configurations(table: str) -> list[str]:
+    """The configuration column of a printed overview, each cell's lines joined."""
+    cells: list[str] = []
+    for line in table.splitlines():
+        parts = line.split("│")
+        if len(parts) < 3:
+            continue
+        if parts[1].strip():  # a scenario: a new configuration starts
+            cells.append("")
+        cells[-1] += parts[2].strip()
+    return cells
 
 
 def test_an_output_that_is_not_a_results_table_is_refused(tmp_path: Path) -> None:
