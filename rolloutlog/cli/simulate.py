@@ -36,7 +36,7 @@ from rolloutlog.cli.options import (
 )
 from rolloutlog.cli.output import emit_json
 from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import NAMED, parse_policy_list, preset_overrides
+from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.events.errors import LogError
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
@@ -47,6 +47,7 @@ from rolloutlog.runtime.sim.scenario import (
     run_overrides,
     scenario_names,
 )
+from rolloutlog.studies.policy_runs import policy_runs
 from rolloutlog.studies.run_report import policy_name, run_policy
 
 
@@ -88,32 +89,21 @@ def _policies(
     """The scenario to run for each preset, by the name of the policy it actually runs.
 
     An explicit `--set` of a policy key wins over the preset, and a note on stderr says
-    so; two presets that `--set` makes the same policy are refused, naming both.
+    so; two presets that `--set` makes the same policy are refused (`policy_runs`).
     """
     if presets is None:
         return {policy_name(base): base}
-    runs: dict[str, Scenario] = {}
-    chosen: dict[str, str] = {}
-    for preset in presets:
-        try:
-            scenario = base.with_policy(preset, explicit)
-        except ConfigError as error:
-            raise click.UsageError(f"{option} {preset}: {error}") from error
-        name = policy_name(scenario)
-        keys = preset_overrides(preset)
-        sets = " ".join(f"--set {k}={_toml(v)}" for k, v in explicit.items() if k in keys)
-        if name in runs:
-            raise click.UsageError(
-                f"{option}: presets {chosen[name]} and {preset} both run {name} under {sets}"
+    try:
+        runs = policy_runs(base, presets, explicit, option)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from error
+    for run in runs:
+        if run.policy != run.preset:
+            click.echo(
+                f"rolloutlog: note: {run.sets} wins over preset {run.preset}: runs {run.policy}",
+                err=True,
             )
-        if name != preset:
-            click.echo(f"rolloutlog: note: {sets} wins over preset {preset}: runs {name}", err=True)
-        runs[name], chosen[name] = scenario, preset
-    return runs
-
-
-def _toml(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    return {run.policy: run.scenario for run in runs}
 
 
 def _advance(progress: Progress, task: TaskID) -> Callable[[int], None]:

@@ -35,14 +35,21 @@ from rolloutlog.runtime.sim.scenario import scenario_names
 from rolloutlog.studies.best import (
     BestSyntaxError,
     Configuration,
+    Objective,
     best_per_scenario,
     configurations,
+    metric_columns,
     parse_best,
+    require_bound_presets,
 )
 from rolloutlog.studies.engines import Engine, EngineUnavailable, ray_installed, run_cells
-from rolloutlog.studies.grid import Cell, expand, parse_seeds, parse_set_ranges
+from rolloutlog.studies.grid import MAX_CELLS, Cell, expand, parse_seeds, parse_set_ranges
 from rolloutlog.studies.results import (
+    probe_row,
     read_rows,
+    require_kinds,
+    require_same_scenarios,
+    require_writable,
     row_key,
     setting_columns,
     sorted_rows,
@@ -105,6 +112,13 @@ SAVE_EVERY_S = 10.0
     help="Name the best configuration per scenario, e.g. "
     "'max trained_per_hour where discarded <= 0.25*per-episode'.",
 )
+@click.option(
+    "--max-cells",
+    type=click.IntRange(min=1),
+    default=MAX_CELLS,
+    show_default=True,
+    help="Refuse a larger grid before running any cell (a typo like --seeds 0-100000000).",
+)
 @check_option("Check the invariants on every event of every cell.")
 def sweep_command(
     scenarios: tuple[str, ...],
@@ -118,6 +132,7 @@ def sweep_command(
     output: Path,
     plot: Path | None,
     best: str | None,
+    max_cells: int,
     check: bool,
 ) -> None:
     """Run a grid of simulations in parallel and collect every report in one Parquet table."""
@@ -129,19 +144,17 @@ def sweep_command(
         cells = expand(
             scenarios,
             presets,
-            parse_seeds(seeds) if seeds else None,
+            parse_seeds(seeds, max_cells) if seeds else None,
             parse_set_ranges(ranges),
             steps,
             check=check,
+            most_cells=max_cells,
         )
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    if not output.parent.is_dir():
-        raise BadInput(f"-o {output}: no directory {output.parent}")
-    try:
-        rows = read_rows(output)
-    except (OSError, ValueError) as error:
-        raise BadInput(f"-o {output}: {error}") from error
+    sample = probe_row(cells[0])
+    rows = _table(output, cells, sample)
+    objective = None if best is None else _objective(best, cells, sample)
     keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
     finished = {row_key(row, keys) for row in rows}
     to_run = [cell for cell in cells if cell.key(keys) not in finished]
@@ -161,8 +174,40 @@ def sweep_command(
             raise BadInput(f"--plot {plot}: {error}") from error
     console = Console()
     console.print(_overview(found, title))
-    if best is not None:
-        _print_best(best, grid_rows, found, console)
+    if objective is not None:
+        _print_best(objective, found, console)
+
+
+def _table(output: Path, cells: Sequence[Cell], sample: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows already in the results table, checked before any cell runs: that its folder
+    takes a new table (else every result would be lost at the first save), and that its
+    rows hold the kinds of value and the scenarios this grid writes."""
+    if not output.parent.is_dir():
+        raise BadInput(f"-o {output}: no directory {output.parent}")
+    try:
+        require_writable(output)
+    except OSError as error:
+        raise BadInput(
+            f"-o {output}: cannot write the table in {output.parent} ({error.strerror})"
+        ) from error
+    try:
+        rows = read_rows(output)
+        require_kinds(rows, sample)
+        require_same_scenarios(rows, cells)
+    except (OSError, ValueError) as error:
+        raise BadInput(f"-o {output}: {error}") from error
+    return rows
+
+
+def _objective(text: str, cells: Sequence[Cell], sample: dict[str, Any]) -> Objective:
+    """`--best`, parsed and checked against the grid before any cell runs: its metrics are
+    columns of a row (`sample`), its PRESET bounds presets the grid runs."""
+    try:
+        objective = parse_best(text, metric_columns(sample))
+        require_bound_presets(objective, {(c.name, c.preset, c.steps, c.settings) for c in cells})
+    except BestSyntaxError as error:
+        raise BadInput(str(error)) from error
+    return objective
 
 
 def _engine(engine: str, address: str | None) -> Engine:
@@ -229,9 +274,14 @@ def _grid_rows(
 
 
 def _overview(found: Sequence[Configuration], title: str) -> Table:
+    """One line per configuration. No column cuts its text short (a word longer than its
+    column folds onto the next line), so that two configurations that differ in one
+    setting read differently at any terminal width."""
     table = Table(title=title, title_justify="left")
-    for name in ("scenario", "configuration", "seeds", "trained / h", "discarded", "wasted"):
-        table.add_column(name, justify="left" if name in ("scenario", "configuration") else "right")
+    for name in ("scenario", "configuration"):
+        table.add_column(name, overflow="fold")
+    for name in ("seeds", "trained / h", "discarded", "wasted"):
+        table.add_column(name, justify="right", overflow="fold")
     for config in found:
         table.add_row(
             config.scenario,
@@ -249,16 +299,9 @@ def _figure(config: Configuration, key: str, fmt: str) -> str:
     return "–" if value is None else fmt.format(value)
 
 
-def _print_best(
-    text: str, rows: Sequence[dict[str, Any]], found: Sequence[Configuration], console: Console
-) -> None:
-    try:
-        objective = parse_best(text, list(found[0].means) if found else [])
-        choices = best_per_scenario(found, objective)
-    except BestSyntaxError as error:
-        raise BadInput(str(error)) from error
+def _print_best(objective: Objective, found: Sequence[Configuration], console: Console) -> None:
     console.print(f"best: {objective.describe()}")
-    for choice in choices:
+    for choice in best_per_scenario(found, objective):
         if choice.best is None:
             console.print(
                 f"  {choice.scenario}: none of {choice.candidates} configurations qualifies"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -41,6 +41,7 @@ OPERATORS: Final = {
     ">=": lambda a, b: a >= b,
     ">": lambda a, b: a > b,
 }
+Key = tuple[str, str, int, tuple[tuple[str, Any], ...]]  # scenario, preset, steps, settings
 _CONDITION = re.compile(r"^(?P<metric>\S+?)\s*(?P<op><=|>=|<|>)\s*(?P<bound>\S+)$")
 _BOUND = re.compile(r"^(?:(?P<factor>[0-9.eE+-]+)\*)?(?P<preset>[A-Za-z][\w+-]*)$")
 
@@ -77,12 +78,17 @@ class Objective:
 
 def parse_best(text: str, columns: Sequence[str]) -> Objective:
     """Parse a `--best` text; metrics must name numeric columns of the results table."""
-    head, where, tail = text.strip().partition(" where ")
+    # Single spaces and one at the end, so that a `where` ending the text splits off too.
+    head, where, tail = (" ".join(text.split()) + " ").partition(" where ")
     words = head.split()
     if len(words) != 2 or words[0] not in ("max", "min"):
         raise BestSyntaxError(f"--best {text!r}: must start with 'max METRIC' or 'min METRIC'")
     conditions = []
     if where:
+        if not tail.strip():
+            raise BestSyntaxError(
+                f"--best {text!r}: the 'where' clause is empty; e.g. 'where discarded <= 10'"
+            )
         for part in re.split(r"\s+and\s+", tail.strip()):
             conditions.append(_condition(part, text, columns))
     return Objective(words[0], _metric(words[1], text, columns), tuple(conditions))
@@ -140,10 +146,15 @@ def configurations(
         groups.setdefault((row["scenario"], row["preset"], row["steps"], settings), []).append(row)
     found = []
     for (scenario, preset, steps, settings), members in groups.items():
-        numeric = [k for k, v in members[0].items() if _is_number(v) or v is None]
-        means = {key: _mean([m.get(key) for m in members]) for key in numeric}
+        means = {key: _mean([m.get(key) for m in members]) for key in metric_columns(members[0])}
         found.append(Configuration(scenario, preset, steps, settings, len(members), means))
     return found
+
+
+def metric_columns(row: Mapping[str, Any]) -> list[str]:
+    """The columns of a row that a configuration averages and `--best` may name: numbers,
+    and nulls (a figure a run may leave out)."""
+    return [key for key, value in row.items() if _is_number(value) or value is None]
 
 
 def _is_number(value: Any) -> bool:
@@ -168,6 +179,7 @@ class Choice:
 def best_per_scenario(found: Sequence[Configuration], objective: Objective) -> list[Choice]:
     """Per scenario, the configuration that meets every condition and is best by the metric."""
     index = {(c.scenario, c.preset, c.steps, c.settings): c for c in found}
+    require_bound_presets(objective, index)
     choices = []
     for scenario in dict.fromkeys(c.scenario for c in found):
         mine = [c for c in found if c.scenario == scenario]
@@ -185,23 +197,31 @@ def best_per_scenario(found: Sequence[Configuration], objective: Objective) -> l
     return choices
 
 
-def _meets(
-    config: Configuration, condition: Condition, index: Mapping[tuple[Any, ...], Configuration]
-) -> bool:
+def require_bound_presets(objective: Objective, keys: Collection[Key]) -> None:
+    """Refuse a PRESET bound for a configuration (`Key`) whose like under that preset is not
+    among `keys`: a sweep checks its grid's cells so before it runs any."""
+    for scenario, _, steps, settings in keys:
+        for condition in objective.conditions:
+            if (
+                condition.preset is not None
+                and (scenario, condition.preset, steps, settings) not in keys
+            ):
+                raise BestSyntaxError(
+                    f"--best: {condition.describe()} needs preset {condition.preset!r}, which "
+                    f"this sweep does not run on scenario {scenario!r}"
+                    + (f" with {_settings_text(settings)}" if settings else "")
+                    + " (add it to --compare)"
+                )
+
+
+def _meets(config: Configuration, condition: Condition, index: Mapping[Key, Configuration]) -> bool:
     value = config.means.get(condition.metric)
     if value is None:
         return False
     if condition.preset is None:
         bound = condition.number
     else:
-        base = index.get((config.scenario, condition.preset, config.steps, config.settings))
-        if base is None:
-            raise BestSyntaxError(
-                f"--best: {condition.describe()} needs preset {condition.preset!r}, which this "
-                f"sweep did not run on scenario {config.scenario!r}"
-                + (f" with {_settings_text(config.settings)}" if config.settings else "")
-                + " (add it to --compare)"
-            )
+        base = index[(config.scenario, condition.preset, config.steps, config.settings)]
         base_value = base.means.get(condition.metric)
         bound = None if base_value is None else condition.factor * base_value
     return bound is not None and bool(OPERATORS[condition.op](value, bound))

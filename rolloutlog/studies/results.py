@@ -1,28 +1,32 @@
 """The results table of a sweep: one row per cell, kept in one Parquet file.
 
 A row holds the cell (`scenario`, `preset`, `seed`, `steps` and one column per `--set`
-key, named `run.KEY` or `world.KEY`) beside every key of the cell's `simulate --json`
-report under the same name (`policy` is the policy the report names). Report values that
-are objects or lists (`episodes_cancelled`, `trained_age_histogram`, ...) are stored as
-JSON text; `decode_row` turns them back. Rows are sorted by the cell, so that the same
+key, named `run.KEY` or `world.KEY`), the `scenario_digest` of its scenario (see
+`grid.scenario_digest`), and every key of the cell's `simulate --json` report under the
+same name (`policy` is the policy the report names). Report values that are objects or
+lists (`episodes_cancelled`, `trained_age_histogram`, ...) are stored as JSON text;
+`decode_row` turns them back. Rows are sorted by the cell, so that the same
 cells give the same table whichever engine ran them and in whatever order they finished.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rolloutlog.events.whole_file import written_whole
-from rolloutlog.studies.grid import Cell
+from rolloutlog.studies.grid import Cell, value_kind
 from rolloutlog.studies.run_report import run_policy
 
 CELL_COLUMNS = ("scenario", "preset", "seed", "steps")
+DIGEST_COLUMN = "scenario_digest"
 R = TypeVar("R", bound=Mapping[str, Any])
 DROPPED_KEYS = frozenset({"log"})  # a sweep writes no logs
 
@@ -36,11 +40,18 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         "seed": cell.seed,
         "steps": cell.steps,
         **dict(cell.settings),
+        DIGEST_COLUMN: cell.digest,
     }
     for key, value in report.items():
         if key not in DROPPED_KEYS and key not in row:
             row[key] = _encoded(value)
     return row
+
+
+def probe_row(cell: Cell) -> dict[str, Any]:
+    """The row of `cell` run for one step (milliseconds): the columns and kinds of value
+    every row of its sweep has, known before the grid runs."""
+    return run_cell(attrs.evolve(cell, steps=1))
 
 
 def _encoded(value: Any) -> Any:
@@ -78,6 +89,43 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     if missing:
         raise ValueError(f"{path}: not a sweep results table (no {missing[0]!r} column)")
     return list(table.to_pylist())
+
+
+def require_kinds(rows: Iterable[Mapping[str, Any]], sample: Mapping[str, Any]) -> None:
+    """Refuse rows (a table read back) with another kind of value in a column than a new row
+    (`sample`) has: a seed edited into text matches no cell, and breaks sorting and writing
+    the table only after the whole grid ran."""
+    kinds = {name: value_kind(value) for name, value in sample.items() if value is not None}
+    for row in rows:
+        for name, kind in kinds.items():
+            value = row.get(name)
+            if value is not None and value_kind(value) != kind:
+                raise ValueError(
+                    f"column {name!r} holds {value_kind(value)} values ({value!r}) where a sweep "
+                    f"writes {kind} (edited by hand?)"
+                )
+
+
+def require_same_scenarios(rows: Iterable[Mapping[str, Any]], cells: Iterable[Cell]) -> None:
+    """Refuse rows of a scenario name run from other settings than this grid's scenario of
+    that name (an edited file, another file of the name, a changed default): resuming would
+    mix two scenarios under one name. Rows without a digest (older tables) pass unchecked."""
+    ours = {cell.name: cell for cell in cells}
+    for row in rows:
+        cell = ours.get(row["scenario"])
+        if cell is not None and row.get(DIGEST_COLUMN) not in (None, cell.digest):
+            raise ValueError(
+                f"its rows of scenario {cell.name!r} ran other settings than {cell.source} "
+                "has now (an edited or another scenario of that name, or a changed default); "
+                "write to another -o, or rename the scenario"
+            )
+
+
+def require_writable(path: Path) -> None:
+    """Create and remove a file beside `path`, as saving the table does: a folder it cannot
+    be written to fails now, not at the first save after cells ran."""
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"):
+        pass
 
 
 def sorted_rows(rows: Sequence[R]) -> list[R]:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -66,7 +67,7 @@ def test_ray_and_processes_give_one_table_equal_to_simulate_alone(tmp_path: Path
     assert table.equals(pq.read_table(in_processes))
     assert table.num_rows == 4
     for row in table.to_pylist():
-        cell_only = ("preset", "steps", "world.failure_rate")
+        cell_only = ("preset", "steps", "world.failure_rate", "scenario_digest")
         figures = {k: v for k, v in decode_row(row, JSON_COLUMNS).items() if k not in cell_only}
         report = alone(row)
         assert figures == report
@@ -117,9 +118,25 @@ def test_best_and_plot(tmp_path: Path) -> None:
         (["--address", "127.0.0.1:1", "--engine", "processes"], "runs on a Ray cluster"),
         (["--address", "127.0.0.1:1", "--workers", "2"], "exclude each other"),
         (["--best", "max speed"], "unknown metric 'speed'"),
+        (["--best", "max trained_per_hour where"], "the 'where' clause is empty"),
+        (["--best", "max trained_per_hour where discarded <= all"], "needs preset 'all'"),
+        (["--seeds", "99999999999999999999999"], "99999999999999999999999 is above the largest"),
+        (["--set", "max_inflight=4,4"], "names 4 twice"),
+        (["--set", "max_inflight=4,"], "value 2 of 2 is empty"),
+        (["--scenario", "smoke"], "--scenario smoke: given twice"),
+        (
+            ["--set", "staleness=per-group", "--compare", "per-episode,per-group"],
+            "--compare: presets per-episode and per-group both run per-group",
+        ),
+        (["--seeds", "0-100000000"], "100,000,001 seeds, more than the 10,000 cells"),
+        (
+            ["--seeds", "0-1", "--set", "max_inflight=4,8", "--max-cells", "3"],
+            "the grid has 4 cells (1 scenario × 1 preset × 2 --set combinations × 2 seeds)",
+        ),
     ],
 )
 def test_bad_options_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    """Each before any cell runs: nothing is written."""
     result = sweep(
         "--scenario",
         "smoke",
@@ -134,6 +151,123 @@ def test_bad_options_are_refused_in_one_line(tmp_path: Path, args: list[str], me
     assert result.exit_code == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    assert "running" not in result.stderr and not (tmp_path / "r.parquet").exists()
+
+
+@pytest.fixture
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder no file can be made in: read-only, or (for root, whom modes do not stop)
+    /sys, if that refuses."""
+    folder = tmp_path / "read-only"
+    folder.mkdir(mode=0o555)
+    for candidate in (folder, Path("/sys")):
+        try:
+            (candidate / "probe").touch()
+        except OSError:
+            return candidate
+        (candidate / "probe").unlink()
+    pytest.skip("no folder here refuses new files")
+
+
+def test_an_output_folder_that_takes_no_file_is_refused_before_any_cell_runs(
+    unwritable_folder: Path,
+) -> None:
+    """The whole grid ran, and every result was lost at the first save."""
+    output = unwritable_folder / "r.parquet"
+    result = sweep(
+        "--scenario", "smoke", "--steps", "1", "--engine", "processes", "-o", str(output)
+    )
+    assert result.exit_code == 2
+    assert f"-o {output}: cannot write the table in {unwritable_folder}" in result.stderr
+    assert "running" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_another_scenario_of_a_name_is_refused_in_a_sweep_and_in_its_table(
+    tmp_path: Path,
+) -> None:
+    """A file named like a built-in was merged with it into one row, and resuming with it
+    mixed its rows with the built-in's. A table without digests (older) still resumes."""
+    other = tmp_path / "alt" / "smoke.toml"
+    other.parent.mkdir()
+    other.write_text("steps = 5\n[run]\nmax_inflight = 5\n")
+    output = tmp_path / "r.parquet"
+    cell = ["--steps", "1", "--engine", "processes", "--workers", "1", "-o", str(output)]
+    both = sweep("--scenario", "smoke", "--scenario", str(other), *cell)
+    assert both.exit_code == 2
+    assert f"--scenario smoke and --scenario {other} are both named 'smoke'" in both.stderr
+    assert sweep("--scenario", "smoke", *cell).exit_code == 0
+    before = pq.read_table(output)
+    resumed = sweep("--scenario", str(other), *cell)
+    assert resumed.exit_code == 2
+    assert f"scenario 'smoke' ran other settings than {other} has now" in resumed.stderr
+    assert pq.read_table(output).equals(before)
+    pq.write_table(before.drop_columns(["scenario_digest"]), output)
+    older = sweep("--scenario", "smoke", *cell)
+    assert older.exit_code == 0 and "1 already in" in older.stderr
+
+
+def test_a_table_edited_by_hand_is_refused_before_any_cell_runs(tmp_path: Path) -> None:
+    """Seeds edited into text made every cell run again, then sorting failed, losing them."""
+    output = tmp_path / "r.parquet"
+    cell = ["--scenario", "smoke", "--steps", "1", "--engine", "processes", "-o", str(output)]
+    assert sweep(*cell).exit_code == 0
+    table = pq.read_table(output)
+    edited = table.set_column(
+        table.column_names.index("seed"),
+        "seed",
+        pa.array([str(s) for s in table["seed"].to_pylist()]),
+    )
+    pq.write_table(edited, output)
+    result = sweep(*cell, "--seeds", "0-1")
+    assert result.exit_code == 2
+    assert f"-o {output}: column 'seed' holds str values ('0')" in result.stderr
+    assert "running" not in result.stderr
+    assert pq.read_table(output).equals(edited)
+
+
+def test_the_overview_tells_configurations_apart_at_80_columns(tmp_path: Path) -> None:
+    """Labels were cut at the column's width: two rows read `max_off_policy_steps…`."""
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(
+        sweep_command,
+        [
+            "--scenario",
+            "smoke",
+            "--compare",
+            "per-episode+straggler+oldest-first",
+            "--set",
+            "max_off_policy_steps=1,2",
+            "--set",
+            "world.late_arrival_rate=0.1,0.25",
+            "--steps",
+            "2",
+            "--engine",
+            "processes",
+            "-o",
+            str(tmp_path / "r.parquet"),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    labels = [
+        f"per-episode+straggler+oldest-first max_off_policy_steps={m} late_arrival_rate={r}"
+        for m in (1, 2)
+        for r in (0.1, 0.25)
+    ]
+    assert _configurations(result.stdout) == [label.replace(" ", "") for label in labels]
+
+
+def _configurations(table: str) -> list[str]:
+    """The configuration column of a printed overview, each cell's lines joined."""
+    cells: list[str] = []
+    for line in table.splitlines():
+        parts = line.split("│")
+        if len(parts) < 3:
+            continue
+        if parts[1].strip():  # a scenario: a new configuration starts
+            cells.append("")
+        cells[-1] += parts[2].strip()
+    return cells
 
 
 def test_an_output_that_is_not_a_results_table_is_refused(tmp_path: Path) -> None:
@@ -145,8 +279,6 @@ def test_an_output_that_is_not_a_results_table_is_refused(tmp_path: Path) -> Non
 
 
 def _write_any(tmp_path: Path) -> Path:
-    import pyarrow as pa
-
     path = tmp_path / "any.parquet"
     pq.write_table(pa.table({"x": [1, 2]}), path)
     return path
