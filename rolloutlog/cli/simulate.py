@@ -98,7 +98,7 @@ def _policies(
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
     for run in runs:
-        if run.policy != run.preset:
+        if run.sets and run.policy != run.preset:  # else only the rules' order differs
             click.echo(
                 f"rolloutlog: note: {run.sets} wins over preset {run.preset}: runs {run.policy}",
                 err=True,

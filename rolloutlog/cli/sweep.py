@@ -26,6 +26,7 @@ from rolloutlog.cli.bad_input import BadInput
 from rolloutlog.cli.options import (
     check_option,
     file_option,
+    plot_option,
     set_option,
     steps_option,
 )
@@ -101,11 +102,7 @@ SAVE_EVERY_S = 10.0
     help="The results table (Parquet); cells it already holds are skipped.",
     output=True,
 )
-@file_option(
-    "--plot",
-    help="Draw trained/h against discarded rollouts per scenario to this PNG.",
-    output=True,
-)
+@plot_option("Draw trained/h against discarded rollouts per scenario to this figure.")
 @click.option(
     "--best",
     metavar="EXPR",

@@ -45,8 +45,9 @@ def policy_runs(
         keys = preset_overrides(preset)
         sets = " ".join(f"--set {k}={_toml(v)}" for k, v in explicit.items() if k in keys)
         if name in runs:
+            why = f" under {sets}" if sets else ""  # else the presets name one policy two ways
             raise ConfigError(
-                f"{option}: presets {runs[name].preset} and {preset} both run {name} under {sets}"
+                f"{option}: presets {runs[name].preset} and {preset} both run {name}{why}"
             )
         runs[name] = PolicyRun(preset, name, scenario, sets)
     return list(runs.values())

@@ -41,3 +41,12 @@ def test_a_set_that_does_not_touch_the_preset_changes_nothing_in_its_name() -> N
     result = invoke("--policy", "per-group", "--set", "group_size=2")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["policy"] == "per-group" and "note" not in result.stderr
+
+
+def test_presets_that_name_one_policy_in_two_rule_orders_are_refused_without_a_set() -> None:
+    result = invoke("--compare", "per-episode+straggler+capacity,per-episode+capacity+straggler")
+    assert result.exit_code == 2
+    assert result.output.rstrip().endswith("both run per-episode+capacity+straggler")
+    alone = invoke("--policy", "per-episode+straggler+capacity")
+    assert alone.exit_code == 0, alone.output
+    assert "note:" not in alone.output  # no --set won over anything
