@@ -74,7 +74,9 @@ class ServerProcess:
             "--exit-with-parent",
         ]
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(threads)}
-        # stdin stays open as a lifeline: when this process dies, the server sees EOF and exits.
+        # stdin stays open as a lifeline: when this process dies (even by SIGKILL), the
+        # server sees EOF and exits. Its own session keeps a terminal's Ctrl-C, meant for the
+        # driver, from killing it too: the driver records `interrupted`, not lost episodes.
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -82,6 +84,7 @@ class ServerProcess:
             stderr=None,
             text=True,
             env=environment,
+            start_new_session=True,
         )
         self.url = self._await_url(start_timeout_s)
 
@@ -97,12 +100,13 @@ class ServerProcess:
                 if line.startswith(_READY_PREFIX):
                     return line[len(_READY_PREFIX) :].strip()
                 if not line and self.process.poll() is not None:
-                    break
+                    self._close_pipe()
+                    raise RuntimeError(
+                        "CPU inference server exited before it listened "
+                        f"(exit code {self.process.returncode}; its stderr is above)"
+                    )
         self.stop()
-        raise RuntimeError(
-            f"CPU inference server did not start within {timeout_s} s "
-            f"(exit code {self.process.poll()})"
-        )
+        raise RuntimeError(f"CPU inference server did not start within {timeout_s} s")
 
     @property
     def running(self) -> bool:
