@@ -28,6 +28,9 @@ def test_keys_go_to_their_section_and_the_train_defaults_apply():
         ({"hidden_size": 100}, "multiple of 32"),
         ({"server_mode": "fork"}, "must be one of"),
         ({"temperature": 3.0}, "must be in [0.0, 2.0]"),
+        ({"frozen_fraction": 0.5}, "frozen_fraction=0.5: the live runtime has no frozen policy"),
+        ({"server_threads": 100000}, "server_threads: must be in [1, 256]"),
+        ({"trainer_threads": 257}, "trainer_threads: must be in [1, 256]"),
     ],
 )
 def test_bad_settings_are_refused_by_name(overrides, message):

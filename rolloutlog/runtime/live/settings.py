@@ -34,6 +34,9 @@ TRAIN_RUN_DEFAULTS: Final[dict[str, Any]] = {
     "max_inflight": 128,
     "max_off_policy_steps": 1,
 }
+# torch threads of one process: more than any CPU machine has cores (a server asked for
+# 100,000 threads dies at start rather than refusing)
+MAX_THREADS: Final = 256
 
 
 @attrs.frozen(kw_only=True)
@@ -49,11 +52,11 @@ class LiveSettings:
     layers: int = checked(2, at_least(1), "decoder layers")
     servers: int = checked(1, at_least(1), "local CPU inference servers (--backend cpu)")
     server_mode: ServerMode = checked("process", None, "local servers as processes or threads")
-    server_threads: int = checked(1, at_least(1), "torch threads per local server")
+    server_threads: int = checked(1, between(1, MAX_THREADS), "torch threads per local server")
     server_min_step_s: float = checked(
         0.0, between(0.0, 10.0), "local servers: a decode step lasts at least this long"
     )
-    trainer_threads: int = checked(1, at_least(1), "torch threads of the trainer")
+    trainer_threads: int = checked(1, between(1, MAX_THREADS), "torch threads of the trainer")
     generate_timeout_s: float = checked(120.0, at_least(0.01), "one generate call, at most")
     publish_attempts: int = checked(3, at_least(1), "tries of a weight update that failed")
     check_invariants: bool = checked(False, None, "check every property on every event")
@@ -77,10 +80,13 @@ def build_settings(overrides: Mapping[str, Any], *, seed: int) -> tuple[RunConfi
         section, name = _qualify(key)
         (run if section == "run" else live)[name] = value
     run = apply_overrides(TRAIN_RUN_DEFAULTS, {**run, "seed": seed})
-    return (
-        RunConfig.from_mapping(run, where="run"),
-        build_config(LiveSettings, live, where="live"),
-    )
+    config = RunConfig.from_mapping(run, where="run")
+    if config.frozen_fraction > 0:  # refused here, before a run creates any file
+        raise ConfigError(
+            f"--set frozen_fraction={config.frozen_fraction}: the live runtime has no frozen "
+            "policy (leave it 0)"
+        )
+    return config, build_config(LiveSettings, live, where="live")
 
 
 def _qualify(key: str) -> tuple[str, str]:
