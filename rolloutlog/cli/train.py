@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import time
 import warnings
@@ -22,6 +23,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import attrs
 import click
@@ -29,7 +31,7 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.bad_input import fail
 from rolloutlog.cli.options import (
     file_option,
     folder_option,
@@ -49,7 +51,6 @@ from rolloutlog.replay.source import open_log
 from rolloutlog.runtime.live.settings import LiveSettings, build_settings
 
 if TYPE_CHECKING:  # the driver needs torch: imported when a run starts, not with the CLI
-    from rolloutlog.runtime.live.broadcast import WeightBroadcast
     from rolloutlog.runtime.live.reports import StepStats
     from rolloutlog.runtime.live.resume import ResumePoint
     from rolloutlog.runtime.live.rollout_store import StoredRun
@@ -74,14 +75,14 @@ def run_training(
     urls: tuple[str, ...] = (),
     weights_dir: Path | None = None,
     on_step: Callable[[StepStats], None] | None = None,
-    resume: StoredRun | None = None,
+    resume: ResumePoint | None = None,
 ) -> dict[str, Any]:
     """Train, write the log, replay it: the `--json` report (with `error` on a fault).
 
-    With `resume` (the crashed run's rollout store), the log is continued instead.
+    With `resume` (the crashed run folded by `prepare_resume`, which checked everything
+    the resume needs), the log and its rollout store are continued instead.
     """
-    from rolloutlog.runtime.live.driver import RunOutputs, new_request_prefix
-    from rolloutlog.runtime.live.resume import prepare
+    from rolloutlog.runtime.live.driver import RunOutputs
     from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
     from rolloutlog.runtime.live.session import train_live
 
@@ -100,6 +101,7 @@ def run_training(
 
     # Commits happen where the driver says (settled points), never mid-reaction; lz4 keeps
     # a commit of a few hundred events cheap. Appending cuts a torn tail first.
+    weights = None if weights_dir is None else str(weights_dir.resolve())
     with (
         _open_log(log_path, append=resume is not None) as log,
         contextlib.closing(RolloutStore(store_path(log_path), append=resume is not None)) as store,
@@ -109,24 +111,11 @@ def run_training(
                 seed=seed,
                 steps=steps,
                 settings=attrs.asdict(settings),
-                weights_dir=None if weights_dir is None else str(weights_dir.resolve()),
+                weights_dir=weights,
                 urls=list(urls),
             )
-
-        def fold(broadcast: WeightBroadcast) -> ResumePoint:
-            if resume is None:
-                raise RuntimeError("fold called for a new run")
-            return prepare(
-                log_path,
-                stored=resume,
-                broadcast=broadcast,
-                request_prefix=new_request_prefix(),
-                seed=seed,
-                temperature=settings.temperature,
-                torn_tail=log.recovered_tail,
-                observers=(Account(config),) if settings.check_invariants else (),
-            )
-
+        else:  # the next resume looks where this one publishes (an override, maybe)
+            store.note(weights_dir=weights)
         result = asyncio.run(
             _until_terminated(
                 train_live(
@@ -137,7 +126,7 @@ def run_training(
                     urls=urls,
                     weights_dir=weights_dir,
                     outputs=RunOutputs(log=log, on_events=on_events, on_step=on_step, store=store),
-                    resume=None if resume is None else fold,
+                    resume=resume,
                 )
             )
         )
@@ -287,6 +276,7 @@ def train_command(
     if resume_log is not None:
         resume_command(resume_log, steps, urls, weights_dir, as_json)
         return
+    check_urls(urls)
     try:
         config, settings = build_settings(parse_overrides(overrides), seed=seed)
     except ConfigError as error:
@@ -294,13 +284,16 @@ def train_command(
     if initial_dir is not None:
         from rolloutlog.runtime.live.session import save_initial
 
-        click.echo(f"wrote the v0 checkpoint to {save_initial(settings, seed, initial_dir)}")
+        check_folder(initial_dir, "--save-initial")
+        try:
+            click.echo(f"wrote the v0 checkpoint to {save_initial(settings, seed, initial_dir)}")
+        except OSError as error:
+            fail(f"--save-initial {initial_dir}: {error.strerror or error}")
         return
     if backend == "vllm" and (not urls or weights_dir is None):
         raise click.UsageError("--backend vllm needs --url (one per server) and --weights-dir")
     log_path = log_path or default_log_path()
-    if log_path.exists():
-        raise BadInput(f"--log {log_path}: exists; name a new file")
+    check_new_outputs(log_path, weights_dir)
     try:
         with _progress(steps, quiet=as_json) as on_step:
             report = run_training(
@@ -313,9 +306,85 @@ def train_command(
                 weights_dir=weights_dir,
                 on_step=on_step,
             )
-    except (OSError, LogError) as error:
-        raise BadInput(f"--log {log_path}: {error}") from error
+    except LogError as error:
+        fail(f"--log {log_path}: {error}")
+    except OSError as error:  # the message names the file
+        fail(str(error))
     finish(report, as_json)
+
+
+def check_urls(urls: tuple[str, ...]) -> None:
+    """Refuse a `--url` that is not `http(s)://HOST[:PORT]` before anything starts (an
+    out-of-range port raised deep in the client, a bare word was retried)."""
+    for url in urls:
+        parts = urlsplit(url)
+        try:
+            parts.port  # noqa: B018 (raises on a port out of range)
+        except ValueError as error:
+            fail(f"--url {url}: {error}")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            fail(f"--url {url}: expected http://HOST[:PORT] or https://HOST[:PORT]")
+
+
+def check_folder(path: Path, option: str) -> None:
+    """Refuse a folder that cannot be created or written (a file on its way, no write
+    permission), before the command creates anything."""
+    existing = path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        fail(f"{option} {path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        fail(f"{option} {path}: {existing} is not writable")
+
+
+def check_new_outputs(log_path: Path, weights_dir: Path | None) -> None:
+    """Everything a new run creates, checked before it creates any of it; the weights
+    directory is made last (a folder `mkdir` cannot make is only found by trying)."""
+    from rolloutlog.runtime.live.broadcast import WeightBroadcast
+    from rolloutlog.runtime.live.rollout_store import store_path
+
+    if log_path.exists():
+        fail(f"--log {log_path}: exists; name a new file")
+    store = store_path(log_path)
+    if store.exists():
+        fail(f"--log {log_path}: {store} exists (another run's rollout store?); name a new log")
+    check_folder(log_path.parent, "--log")
+    if weights_dir is None:
+        return
+    check_folder(weights_dir, "--weights-dir")
+    held = WeightBroadcast(weights_dir).versions()
+    if held:  # publishing would overwrite and prune them
+        fail(
+            f"--weights-dir {weights_dir}: holds checkpoints v{held[0]}..v{held[-1]}, maybe of "
+            "another run (whose --resume needs them); choose an empty directory"
+        )
+    try:
+        weights_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        fail(f"--weights-dir {weights_dir}: {error.strerror or error}")
+
+
+# Options a resume takes from the run, and why each is refused beside --resume.
+NOT_WITH_RESUME = {
+    "overrides": ("--set", "the run's own settings are used"),
+    "log_path": ("--log", "the run's own log is continued"),
+    "initial_dir": ("--save-initial", "it writes a new run's v0 checkpoint"),
+    "seed": ("--seed", "the run's own is used"),
+}
+
+
+@attrs.frozen(kw_only=True)
+class CrashedRun:
+    """What `--resume` takes from the run itself: its `run_started` and its store's notes."""
+
+    config: RunConfig
+    settings: LiveSettings
+    stored: StoredRun
+    seed: int
+    steps: int
+    weights_dir: Path | None
+    urls: tuple[str, ...]
 
 
 def resume_command(
@@ -325,50 +394,105 @@ def resume_command(
     weights_dir: Path | None,
     as_json: bool,
 ) -> None:
-    """`train --resume LOG`: the run as it was started, continued (docs/runtime.md)."""
-    from rolloutlog.runtime.live.resume import ResumeError
-    from rolloutlog.runtime.live.rollout_store import StoreError, read_store, store_path
+    """`train --resume LOG`: the run as it was started, continued (docs/runtime.md).
 
+    Everything is checked and the log folded before anything is opened for writing, so a
+    refused resume leaves the log, the store and the weights directory as they were.
+    """
     context = click.get_current_context()
-    for name in ("overrides", "log_path", "initial_dir", "seed"):
+    for name, (option, why) in NOT_WITH_RESUME.items():
         if context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
-            option = name.replace("overrides", "set").replace("_path", "").replace("_dir", "")
-            raise click.UsageError(f"--{option}: not with --resume (the run's own is used)")
-    try:
-        stored = read_store(store_path(log_path))
-        meta = stored.meta
-        settings = LiveSettings(**meta["settings"])
-        first = next(iter(LogReader(log_path, warn=False)), None)
-        if not isinstance(first, RunStarted):
-            raise BadInput(f"--resume {log_path}: the log holds no event; start the run anew")
-        config = RunConfig.from_mapping(first.config, where="run_started.config")
-    except (OSError, LogError, StoreError, ConfigError, KeyError, TypeError) as error:
-        raise BadInput(f"--resume {log_path}: {error}") from error
-    weights = weights_dir or (
-        None if meta.get("weights_dir") is None else Path(meta["weights_dir"])
-    )
+            raise click.UsageError(f"{option}: not with --resume ({why})")
+    check_urls(urls)
+    run = read_crashed_run(log_path)
+    weights = weights_dir or run.weights_dir
     if weights is None:
-        raise BadInput(
+        fail(
             f"--resume {log_path}: the run kept its weights in a temporary directory "
             "(it had no --weights-dir), so there is no checkpoint to restart from"
         )
+    point = prepare_resume(log_path, run, weights)
     explicit = context.get_parameter_source("steps") is ParameterSource.COMMANDLINE
+    if explicit and steps <= point.shipped:
+        fail(
+            f"--steps {steps}: the run already shipped {point.shipped} batches; "
+            f"a resume needs more (or leave --steps out: the run's own is {run.steps})"
+        )
     try:
         with _progress(steps, quiet=as_json) as on_step:
             report = run_training(
-                config,
-                settings,
-                steps=steps if explicit else int(meta["steps"]),
-                seed=int(meta["seed"]),
+                run.config,
+                run.settings,
+                steps=steps if explicit else run.steps,
+                seed=run.seed,
                 log_path=log_path,
-                urls=urls or tuple(meta.get("urls", ())),
+                urls=urls or run.urls,
                 weights_dir=weights,
                 on_step=on_step,
-                resume=stored,
+                resume=point,
             )
-    except (OSError, LogError, ResumeError) as error:
-        raise BadInput(f"--resume {log_path}: {error}") from error
+    except (OSError, LogError) as error:
+        fail(f"--resume {log_path}: {error}")
     finish(report, as_json)
+
+
+def read_crashed_run(log_path: Path) -> CrashedRun:
+    """The run to resume, read (never written) from its log and its rollout store."""
+    from rolloutlog.runtime.live.rollout_store import StoreError, read_store, store_path
+
+    if not log_path.is_file():
+        fail(f"--resume {log_path}: no such log")
+    store = store_path(log_path)
+    try:  # a process killed as it created the log leaves it empty
+        first = (
+            next(iter(LogReader(log_path, warn=False)), None) if log_path.stat().st_size else None
+        )
+    except (OSError, LogError) as error:
+        fail(f"--resume {log_path}: {error}")
+    if not isinstance(first, RunStarted):
+        fail(
+            f"--resume {log_path}: the run never started (its process died before it "
+            f"recorded run_started), so there is nothing to resume; start it anew (remove "
+            f"{log_path} and {store}, or name a new --log)"
+        )
+    try:
+        stored = read_store(store)
+    except (OSError, StoreError) as error:
+        fail(f"--resume {log_path}: {error}")
+    meta = stored.meta
+    try:
+        return CrashedRun(
+            config=RunConfig.from_mapping(first.config, where="run_started.config"),
+            settings=LiveSettings(**meta["settings"]),
+            stored=stored,
+            seed=int(meta["seed"]),
+            steps=int(meta["steps"]),
+            weights_dir=None if meta.get("weights_dir") is None else Path(meta["weights_dir"]),
+            urls=tuple(meta.get("urls", ())),
+        )
+    except (ConfigError, KeyError, TypeError, ValueError) as error:
+        fail(f"--resume {log_path}: {store}: the run's notes are unusable ({error!r})")
+
+
+def prepare_resume(log_path: Path, run: CrashedRun, weights_dir: Path) -> ResumePoint:
+    """Fold the crashed run against its weights directory (`resume.prepare`); it only
+    reads, so a refusal here changes nothing."""
+    from rolloutlog.runtime.live.broadcast import WeightBroadcast
+    from rolloutlog.runtime.live.driver import new_request_prefix
+    from rolloutlog.runtime.live.resume import ResumeError, prepare
+
+    try:
+        return prepare(
+            log_path,
+            stored=run.stored,
+            broadcast=WeightBroadcast(weights_dir),
+            request_prefix=new_request_prefix(),
+            seed=run.seed,
+            temperature=run.settings.temperature,
+            observers=(Account(run.config),) if run.settings.check_invariants else (),
+        )
+    except (OSError, LogError, ResumeError) as error:
+        fail(f"--resume {log_path}: {error}")
 
 
 def finish(report: dict[str, Any], as_json: bool) -> None:

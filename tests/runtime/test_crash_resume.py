@@ -121,7 +121,7 @@ def test_resume_refuses_what_the_run_already_fixed(tmp_path: Path) -> None:
     seeded = runner.invoke(main, ["train", "--resume", str(tmp_path / "x.arrow"), "--seed", "3"])
     assert seeded.exit_code == 2 and "--seed: not with --resume" in seeded.stderr
     missing = runner.invoke(main, ["train", "--resume", str(tmp_path / "x.arrow")])
-    assert missing.exit_code == 2 and "no rollout store" in missing.stderr
+    assert missing.exit_code == 2 and "x.arrow: no such log" in missing.stderr
 
 
 def test_crash_points_are_named_and_counted() -> None:

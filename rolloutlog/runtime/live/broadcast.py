@@ -58,12 +58,15 @@ class WeightBroadcast:
     def __init__(self, root: Path, keep: int = 3) -> None:
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
-        self.root = root
+        self.root = root  # created by the first `publish`: reading one never creates it
         self.keep = keep
-        root.mkdir(parents=True, exist_ok=True)
 
     def path(self, version: int) -> Path:
         return self.root / f"v{version}"
+
+    def versions(self) -> list[int]:
+        """The versions with a folder under the root (complete or not), oldest first."""
+        return sorted(int(d.name[1:]) for d in self.root.glob("v*") if d.name[1:].isdigit())
 
     def publish(self, model: LlamaForCausalLM, version: int) -> Path:
         """Write version `version` (replacing a partial earlier attempt), READY last."""

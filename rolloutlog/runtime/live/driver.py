@@ -159,6 +159,7 @@ class LiveDriver:
         self._error: str | None = None
         self._closed = False  # no more events: run_finished is recorded, or the loop broke
         self._finishing = False
+        self._first_seq = self.loop.next_seq  # a resumed loop starts where the log ends
         self._start = time.monotonic()
         self._committed_seq = self.loop.next_seq
         self._commit_due = False
@@ -239,8 +240,12 @@ class LiveDriver:
         self._done.set()
 
     def _finish(self) -> None:
-        """Record `run_finished` (the loop cancels what is owed); nothing is fed after it."""
-        if not self._closed and not self._finishing and self.loop.next_seq > 0:
+        """Record `run_finished` (the loop cancels what is owed); nothing is fed after it.
+
+        Only a process that recorded its start (`run_started` or `run_resumed`) ends the
+        run: a resume that failed before `run_resumed` leaves the crashed run resumable.
+        """
+        if not self._closed and not self._finishing and self.loop.next_seq > self._first_seq:
             self._finishing = True
             self._feed(RunFinished(t=self._now(), reason=self._reason or "interrupted"))
         self._closed = True

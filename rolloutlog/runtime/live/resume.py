@@ -1,6 +1,6 @@
 """Resuming a live run whose driver died: the state is a fold of the log.
 
-`prepare` reads the log (its torn tail already cut by the appending writer), feeds every
+`prepare` reads the log (keeping what precedes a torn tail, as the reader does), feeds every
 world event to fresh deciders and checks that each recorded decision is re-decided
 exactly (a log that does not verify is never continued), and folds the driver's
 `EpisodeBook` alongside, with the rollouts from the rollout store. It finds the newest
@@ -31,7 +31,7 @@ from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.events.errors import LogError
-from rolloutlog.events.log_reader import LogReader, TornTail
+from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.types import WORLD_KINDS, EpisodeCompleted, Event, RunResumed, RunStarted
 from rolloutlog.runtime.live.broadcast import BroadcastError, WeightBroadcast
 from rolloutlog.runtime.live.episodes import BookError, EpisodeBook, ShippedBatch
@@ -84,12 +84,8 @@ class ResumePoint:
 
 def newest_checkpoint(broadcast: WeightBroadcast) -> int:
     """The newest version in the broadcast directory whose READY marker checks out."""
-    versions = sorted(
-        (int(d.name[1:]) for d in broadcast.root.glob("v*") if d.name[1:].isdigit()),
-        reverse=True,
-    )
     problems = []
-    for version in versions:
+    for version in reversed(broadcast.versions()):
         try:
             broadcast.require_ready(version)
             return version
@@ -109,15 +105,19 @@ def prepare(
     request_prefix: str,
     seed: int,
     temperature: float,
-    torn_tail: TornTail | None = None,
     observers: tuple[Observer, ...] = (),
 ) -> ResumePoint:
-    """Fold the log and the store into the point a resumed run continues from."""
+    """Fold the log and the store into the point a resumed run continues from.
+
+    It only reads (the log, the store, the broadcast directory), so a refused resume
+    changes nothing; the appending writer opened afterwards cuts the torn tail it saw.
+    """
     checkpoint = newest_checkpoint(broadcast)
     book = EpisodeBook(run_seed=seed, temperature=temperature, request_prefix=request_prefix)
     fold = _Fold(book, checkpoint)
+    reader = LogReader(log_path, warn=False)
     try:
-        loop = fold.run(LogReader(log_path, warn=False), stored, observers)
+        loop = fold.run(reader, stored, observers)
     except (LogError, ConfigError, BookError, InconsistentLogError, InvariantViolation) as error:
         raise ResumeError(f"{log_path}: {error}") from error
     announced = loop.dispatcher_state.version
@@ -130,7 +130,7 @@ def prepare(
     if announced != checkpoint and not _ready(broadcast, announced):
         raise ResumeError(f"{broadcast.root}: v{announced}, which inference served, is gone")
     book.forget_cancelled()
-    cut = "" if torn_tail is None else f"; {torn_tail.describe()} was cut"
+    cut = "" if reader.torn_tail is None else f"; {reader.torn_tail.describe()} was cut"
     return ResumePoint(
         loop=loop,
         book=book,

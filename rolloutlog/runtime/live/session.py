@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -98,15 +98,15 @@ async def train_live(
     weights_dir: Path | None = None,
     outputs: RunOutputs | None = None,
     client_limits: ClientLimits | None = None,
-    resume: Callable[[WeightBroadcast], ResumePoint] | None = None,
+    resume: ResumePoint | None = None,
 ) -> LiveResult:
     """Train for `steps` shipped batches (or until a fault); see the module docstring.
 
     `weights_dir` holds the broadcast (`v<k>/`): external servers must be able to read it.
     Without one, a temporary directory is used and removed afterwards. `outputs` says where
-    the run's facts go (`outputs.store` keeps the rollouts a resume needs); `resume` folds
-    a crashed run's log against the broadcast (`resume.prepare`), and the trainer restarts
-    from the checkpoint it names.
+    the run's facts go (`outputs.store` keeps the rollouts a resume needs); `resume` is a
+    crashed run's log folded against `weights_dir` (`resume.prepare`, done before anything
+    is opened for writing), and the trainer restarts from the checkpoint it names.
     """
     limits = client_limits or ClientLimits(generate_timeout_s=settings.generate_timeout_s)
     options = DriverOptions(
@@ -125,9 +125,8 @@ async def train_live(
         model = initial_model(settings, seed)
         broadcast = WeightBroadcast(root, keep=BROADCAST_KEEP)
         trainer = GRPOTrainer(model, broadcast, trainer_config)
-        point = None if resume is None else resume(broadcast)
-        if point is not None:
-            trainer.restore(point.checkpoint)
+        if resume is not None:
+            trainer.restore(resume.checkpoint)
         with contextlib.ExitStack() as stack:
             if not urls:
                 save_checkpoint(model, root / "initial")
@@ -139,7 +138,7 @@ async def train_live(
                 trainer=trainer,
                 options=options,
                 outputs=outputs,
-                resume=point,
+                resume=resume,
             )
             try:
                 return await driver.run()

@@ -1,0 +1,150 @@
+"""`rolloutlog train` refuses bad input in one line (exit 2) before it writes anything: a
+refused `--resume` leaves the log, its rollout store and the weights directory as they were,
+and a refused new run creates no file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from rolloutlog.cli.main import main
+from rolloutlog.events.log_reader import LogReader
+from rolloutlog.events.log_writer import LogWriter
+from rolloutlog.runtime.live.crash_points import ENVIRONMENT_VARIABLE
+from rolloutlog.runtime.live.rollout_store import read_store
+
+SETTINGS = ("group_size=4", "batch_size=16", "max_inflight=16", "server_mode=thread")
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run SIGKILLed mid-commit (a torn tail) after its first shipped batch: run.arrow,
+    run.arrow.rollouts and weights/ (v0, v1)."""
+    root = tmp_path_factory.mktemp("crashed")
+    command = [sys.executable, "-c", "from rolloutlog.cli.main import main; main()", "train"]
+    command += ["--steps", "4", "--seed", "1", "--log", "run.arrow", "--weights-dir", "weights"]
+    for setting in SETTINGS:
+        command += ["--set", setting]
+    environment = {**os.environ, ENVIRONMENT_VARIABLE: "commit:2"}
+    done = subprocess.run(command, cwd=root, env=environment, capture_output=True, timeout=240)
+    assert done.returncode == -9, done.stderr[-2000:]
+    return root
+
+
+@pytest.fixture
+def run(crashed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of the crashed run, as the working directory (its store still names
+    the original weights directory: a test that may resume passes --weights-dir)."""
+    copy = tmp_path / "run"
+    shutil.copytree(crashed, copy)
+    monkeypatch.chdir(copy)
+    return copy
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def _train(*arguments: str) -> Result:
+    return CliRunner().invoke(main, ["train", *arguments])
+
+
+def _refused(result: Result, message: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and "Traceback" not in result.output
+
+
+def test_a_resume_refused_for_the_weights_directory_changes_nothing(run: Path) -> None:
+    shutil.copytree(run / "weights" / "v0", run / "other" / "v5")  # another run's, further on
+    ready = run / "other" / "v5" / "READY"
+    ready.write_text(json.dumps({**json.loads(ready.read_text()), "version": 5}))
+    before = _files(run)
+    _refused(_train("--resume", "run.arrow", "--weights-dir", "other"), "not this run's weights")
+    assert _files(run) == before
+    _refused(_train("--resume", "run.arrow", "--weights-dir", "gone"), "no complete checkpoint")
+    assert _files(run) == before and not (run / "gone").exists()
+
+
+def test_a_resume_asking_for_no_more_steps_than_shipped_is_refused(run: Path) -> None:
+    before = _files(run)
+    _refused(
+        _train("--resume", "run.arrow", "--steps", "1"), "--steps 1: the run already shipped 1"
+    )
+    assert _files(run) == before
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_a_run_killed_before_its_first_event_is_said_never_to_have_started(
+    header: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    writer = LogWriter(tmp_path / "started.arrow", mode="create")
+    written = (tmp_path / "started.arrow").read_bytes()  # the header, no event
+    writer.close()
+    Path("e1.arrow").write_bytes(written if header else b"")
+    Path("e1.arrow.rollouts").touch()
+    before = _files(tmp_path)
+    _refused(_train("--resume", "e1.arrow"), "e1.arrow: the run never started")
+    assert _files(tmp_path) == before
+
+
+def test_resume_names_what_is_missing_and_the_options_it_refuses(tmp_path: Path) -> None:
+    _refused(_train("--resume", str(tmp_path / "x.arrow")), "x.arrow: no such log")
+    with_initial = _train("--resume", str(tmp_path / "x.arrow"), "--save-initial", "v0")
+    assert (
+        with_initial.exit_code == 2 and "--save-initial: not with --resume" in with_initial.stderr
+    )
+    _refused(_train("--resume", "x.arrow", "--url", "foo"), "--url foo: expected http://")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--set", "frozen_fraction=0.5"], "no frozen policy"),
+        (["--url", "http://127.0.0.1:99999"], "--url http://127.0.0.1:99999: Port out of range"),
+        (["--url", "foo"], "--url foo: expected http://"),
+        (["--weights-dir", "afile/sub"], "--weights-dir afile/sub: "),
+        (["--weights-dir", "held"], "--weights-dir held: holds checkpoints v3..v3"),
+        (["--save-initial", "afile/sub"], "--save-initial afile/sub: "),
+        (["--save-initial", "/proc/si"], "--save-initial /proc/si: "),
+        (["--log", "kept.arrow"], "kept.arrow.rollouts exists"),
+    ],
+)
+def test_a_refused_new_run_creates_nothing(
+    arguments: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("afile").touch()
+    Path("kept.arrow.rollouts").touch()
+    (tmp_path / "held" / "v3").mkdir(parents=True)
+    before = _files(tmp_path)
+    log = [] if "--log" in arguments else ["--log", "new.arrow"]
+    result = _train("--steps", "1", *log, *arguments)
+    assert result.exit_code == 2 and message in result.stderr, result.output
+    assert "Traceback" not in result.output
+    assert _files(tmp_path) == before and sorted(os.listdir(tmp_path)) == [
+        "afile",
+        "held",
+        "kept.arrow.rollouts",
+    ]
+
+
+def test_a_resume_that_cannot_reach_inference_leaves_the_run_resumable(run: Path) -> None:
+    shutil.copytree(run / "weights", run / "moved")
+    failed = _train(
+        "--resume", "run.arrow", "--url", "http://127.0.0.1:9", "--weights-dir", "moved"
+    )
+    assert failed.exit_code == 1, failed.output
+    kinds = [event.kind for event in LogReader(run / "run.arrow", warn=False)]
+    assert "run_finished" not in kinds and "run_resumed" not in kinds
+    # the override is remembered: the next resume finds its checkpoints without it
+    assert read_store(run / "run.arrow.rollouts").meta["weights_dir"] == str(run / "moved")
