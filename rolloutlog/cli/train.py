@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
@@ -294,6 +294,8 @@ def train_command(
         raise click.UsageError("--backend vllm needs --url (one per server) and --weights-dir")
     log_path = log_path or default_log_path()
     check_new_outputs(log_path, weights_dir)
+    from rolloutlog.runtime.live.twin.launch import ServerStartError  # torch: a run starts
+
     try:
         with _progress(steps, quiet=as_json) as on_step:
             report = run_training(
@@ -310,6 +312,8 @@ def train_command(
         fail(f"--log {log_path}: {error}")
     except OSError as error:  # the message names the file
         fail(str(error))
+    except ServerStartError as error:
+        fault(str(error))
     finish(report, as_json)
 
 
@@ -418,6 +422,8 @@ def resume_command(
             f"--steps {steps}: the run already shipped {point.shipped} batches; "
             f"a resume needs more (or leave --steps out: the run's own is {run.steps})"
         )
+    from rolloutlog.runtime.live.twin.launch import ServerStartError  # torch: a run starts
+
     try:
         with _progress(steps, quiet=as_json) as on_step:
             report = run_training(
@@ -433,6 +439,8 @@ def resume_command(
             )
     except (OSError, LogError) as error:
         fail(f"--resume {log_path}: {error}")
+    except ServerStartError as error:
+        fault(str(error))
     finish(report, as_json)
 
 
@@ -495,6 +503,12 @@ def prepare_resume(log_path: Path, run: CrashedRun, weights_dir: Path) -> Resume
         fail(f"--resume {log_path}: {error}")
 
 
+def fault(message: str) -> NoReturn:
+    """Stop on a fault that is not bad input (a server that would not start): exit 1."""
+    click.echo(f"rolloutlog: error: {message}", err=True)
+    raise SystemExit(FAULT)
+
+
 def finish(report: dict[str, Any], as_json: bool) -> None:
     """Print the report; exit 1 on a fault or a log that breaks a property."""
     if as_json:
@@ -502,12 +516,10 @@ def finish(report: dict[str, Any], as_json: bool) -> None:
     else:
         print_report(report)
     if report["error"] is not None:
-        click.echo(f"rolloutlog: error: {report['finished_reason']}: {report['error']}", err=True)
-        raise SystemExit(FAULT)
+        fault(f"{report['finished_reason']}: {report['error']}")
     broken = report["invariant_violations"] or report["replay_error"]
     if broken:  # the deciders never break a property; if the log does, say so loudly
-        click.echo(f"rolloutlog: error: the log breaks a property: {broken}", err=True)
-        raise SystemExit(FAULT)
+        fault(f"the log breaks a property: {broken}")
 
 
 def print_report(report: dict[str, Any]) -> None:

@@ -4,11 +4,13 @@ and a refused new run creates no file."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,10 @@ from click.testing import CliRunner, Result
 from rolloutlog.cli.main import main
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.log_writer import LogWriter
+from rolloutlog.runtime.live import session
 from rolloutlog.runtime.live.crash_points import ENVIRONMENT_VARIABLE
 from rolloutlog.runtime.live.rollout_store import read_store
+from rolloutlog.runtime.live.twin.launch import ServerStartError
 
 SETTINGS = ("group_size=4", "batch_size=16", "max_inflight=16", "server_mode=thread")
 
@@ -148,3 +152,19 @@ def test_a_resume_that_cannot_reach_inference_leaves_the_run_resumable(run: Path
     assert "run_finished" not in kinds and "run_resumed" not in kinds
     # the override is remembered: the next resume finds its checkpoints without it
     assert read_store(run / "run.arrow.rollouts").meta["weights_dir"] == str(run / "moved")
+
+
+def test_a_server_that_will_not_start_is_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @contextlib.contextmanager
+    def exits(*args: object, **kwargs: object) -> Iterator[list[str]]:
+        raise ServerStartError("CPU inference server exited before it listened (exit code 1)")
+        yield []
+
+    monkeypatch.setattr(session, "local_servers", exits)
+    result = _train("--steps", "1", "--log", str(tmp_path / "s.arrow"))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip() == (
+        "rolloutlog: error: CPU inference server exited before it listened (exit code 1)"
+    )

@@ -26,6 +26,10 @@ from rolloutlog.runtime.live.twin.server import DEFAULT_KEEPALIVE_S, InferenceSe
 _READY_PREFIX: Final = "listening on "
 
 
+class ServerStartError(RuntimeError):
+    """A CPU server process exited, or never listened, before the run could use it."""
+
+
 def serve_in_thread(
     weights_dir: Path,
     *,
@@ -101,12 +105,12 @@ class ServerProcess:
                     return line[len(_READY_PREFIX) :].strip()
                 if not line and self.process.poll() is not None:
                     self._close_pipe()
-                    raise RuntimeError(
+                    raise ServerStartError(
                         "CPU inference server exited before it listened "
                         f"(exit code {self.process.returncode}; its stderr is above)"
                     )
         self.stop()
-        raise RuntimeError(f"CPU inference server did not start within {timeout_s} s")
+        raise ServerStartError(f"CPU inference server did not start within {timeout_s} s")
 
     @property
     def running(self) -> bool:
