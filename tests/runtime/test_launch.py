@@ -49,10 +49,7 @@ def test_a_server_exits_when_its_parent_is_killed(checkpoints):
         server_pid = int(parent.stdout.readline())
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        deadline = time.monotonic() + 10
-        while not _gone(server_pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _gone(server_pid), "the server outlived its parent"
+        _await_gone(server_pid)
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -72,15 +69,11 @@ def test_a_terminal_ctrl_c_does_not_reach_the_server(checkpoints):
     )
     try:
         server_pid = int(parent.stdout.readline())
-        os.killpg(parent.pid, signal.SIGINT)
-        time.sleep(1.0)
-        assert not _gone(server_pid), "Ctrl-C to the parent's group killed the server"
+        assert os.getpgid(server_pid) != os.getpgid(parent.pid), "Ctrl-C would reach it"
+        os.killpg(parent.pid, signal.SIGINT)  # the parent ignores it
         parent.stdin.close()  # the parent exits; the server follows it
         parent.wait(10)
-        deadline = time.monotonic() + 10
-        while not _gone(server_pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _gone(server_pid), "the server outlived its parent"
+        _await_gone(server_pid)
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -90,3 +83,11 @@ def test_a_terminal_ctrl_c_does_not_reach_the_server(checkpoints):
 def test_a_server_that_exits_at_start_is_reported_as_exited(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"exited before it listened \(exit code 1"):
         ServerProcess(tmp_path / "no-weights", start_timeout_s=60)
+
+
+def _await_gone(pid: int) -> None:
+    """The server exits once its parent has: within 10 s, checked as it happens."""
+    deadline = time.monotonic() + 10
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid), "the server outlived its parent"
