@@ -9,7 +9,6 @@ seq, after the report of everything before it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,13 @@ from rolloutlog.cli.options import (
     FILE,
     json_option,
 )
-from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail, warn_unstartable_config
+from rolloutlog.cli.output import (
+    emit_json,
+    key_values,
+    run_age_split,
+    warn_torn_tail,
+    warn_unstartable_config,
+)
 from rolloutlog.core.digest import event_payload
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import Event
@@ -32,7 +37,6 @@ from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import LogFile, open_log
 from rolloutlog.replay.state_view import state_at
-from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
 from rolloutlog.replay.verify import verify_log
 
@@ -61,7 +65,7 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     source = _open(log)
     replay = replay_log(source, columnar=not plain)
     warn_torn_tail(source.torn_tail, log)
-    summary = {**replay.summary, **_run_metrics(source)}
+    summary = {**replay.summary, **run_age_split(source)}
     if as_json:
         error = None if replay.error is None else str(replay.error)
         emit_json({**summary, "digest": replay.digest.hex(), "error": error})
@@ -70,14 +74,6 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     if replay.error is not None:
         fail(str(replay.error))
     raise SystemExit(DIFFERS if replay.violations else OK)
-
-
-def _run_metrics(source: Any) -> dict[str, Any]:
-    """The run-level age split (`replay.step_metrics`) of what could be read of the log."""
-    metrics = StepMetrics()
-    with contextlib.suppress(EventError, LogError):  # replay reported where the log stops
-        metrics.read(source.batches())
-    return metrics.run_values()
 
 
 def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> None:

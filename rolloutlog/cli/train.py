@@ -4,10 +4,10 @@ Here the live driver (`rolloutlog.runtime.live`) meets replay's run summary: the
 trains while it writes the log, then the log is replayed (the columnar fold, every
 property checked on every event) for the report, so the report says what the log says.
 torch is imported only when a run starts, so the rest of the CLI stays light.
-`--json` prints that summary plus `reward_curve` (mean reward of each shipped batch) and
-`wall_seconds`. Exit status: 0 when the run shipped its steps, 1 when a fault ended it
-(the log is still valid up to the fault) or replaying the log found a broken property,
-2 for bad input.
+`--json` prints every key of `replay --json` (its `error` as `replay_error`) plus
+`reward_curve` (mean reward of each shipped batch), `wall_seconds` and the driver's own.
+Exit status: 0 when the run shipped its steps, 1 when a fault ended it (the log is still
+valid up to the fault) or replaying the log found a broken property, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from rolloutlog.cli.options import (
     seed_option,
     set_option,
 )
-from rolloutlog.cli.output import emit_json, key_values
+from rolloutlog.cli.output import emit_json, key_values, run_age_split
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
 from rolloutlog.events.errors import LogError, TornTailWarning
@@ -130,10 +130,13 @@ def run_training(
                 )
             )
         )
-    replay = replay_log(open_log(log_path))
+    source = open_log(log_path)
+    replay = replay_log(source)
     return {
         "log": str(log_path),
         **replay.summary,
+        **run_age_split(source),
+        "digest": replay.digest.hex(),
         "replay_error": None if replay.error is None else str(replay.error),
         "reward_curve": list(result.reward_curve),
         "wall_seconds": round(result.wall_seconds, 3),

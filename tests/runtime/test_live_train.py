@@ -57,6 +57,9 @@ def test_train_learns_records_and_verifies_on_two_servers(tmp_path):
     assert summary == {k: report[k] for k in summary}
     verify = CliRunner().invoke(main, ["verify", str(log)])
     assert verify.exit_code == 0 and "every decision matches" in verify.output
+    replayed = json.loads(CliRunner().invoke(main, ["replay", "--json", str(log)]).stdout)
+    assert replayed.pop("error") is None  # train names it replay_error; its error is a fault
+    assert {key: report[key] for key in replayed} == replayed  # every key of replay --json
 
 
 def test_train_refuses_bad_settings_and_existing_logs(tmp_path):
