@@ -176,10 +176,12 @@ class _Fold:
             if event.kind in WORLD_KINDS:
                 if owed:
                     raise ResumeError(f"seq {event.seq}: the log lacks {owed[0].kind} before it")
-                if event.kind == "run_finished":
+                if event.kind == "run_finished":  # final: nothing may follow it in a log
                     raise ResumeError(
                         f"the run finished at seq {event.seq} ({event.reason}); "  # type: ignore[union-attr]
-                        "there is nothing to resume"
+                        "a log ends at run_finished, so there is nothing to resume (--resume "
+                        "continues a run whose process died without one, as SIGKILL or a "
+                        "crash leaves it; Ctrl-C and SIGTERM finish the run): start a new run"
                     )
                 appended = loop.feed(event)
                 owed.extend(appended[1:])
