@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from strategies_events import event_lists
 
 from rolloutlog.events import log_writer
@@ -329,6 +331,67 @@ def _message_starts(data: bytes) -> list[int]:
         message = ipc.read_message(pa.BufferReader(data[offset:]))
         offset += 8 + message.metadata.size + message.body.size
     return starts
+
+
+@functools.cache
+def closed_log() -> tuple[bytes, tuple[int, ...], tuple[Event, ...]]:
+    """A closed log of three record batches (12 events): its bytes, where each commit
+    starts, and its events; written once, then cut or damaged in memory."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "closed.arrow"
+        events = run_events(12)
+        starts = write_batches(path, events, batch_events=4)
+        return path.read_bytes(), tuple(starts), tuple(sequenced(events))
+
+
+def read_bytes_as_log(data: bytes, folder: Path) -> LogReader:
+    path = folder / "cut.arrow"
+    path.write_bytes(data)
+    return LogReader(path, warn=False)
+
+
+@given(st.data())
+def test_any_cut_keeps_exactly_the_whole_batches_before_it(data: st.DataObject) -> None:
+    """A crash can stop the writer at any byte: the reader keeps every commit the cut
+    spared, reports the rest as a torn tail unless the cut fell between commits, and
+    never calls a cut log closed."""
+    whole, starts, events = closed_log()
+    cut = data.draw(st.integers(starts[0], len(whole)), label="cut")
+    with tempfile.TemporaryDirectory() as folder:
+        reader = read_bytes_as_log(whole[:cut], Path(folder))
+        kept = list(reader)
+    spared = sum(1 for start in starts[1:] if start <= cut)  # commits whole before the cut
+    eos = len(whole) - 8
+    whole_batches = 3 if cut >= eos else spared
+    assert kept == list(events[: 4 * whole_batches])
+    assert reader.closed is (cut == len(whole))
+    between_commits = cut in (*starts, eos, len(whole))
+    assert (reader.torn_tail is None) is between_commits
+
+
+@given(st.data())
+def test_one_flipped_bit_of_a_closed_log_is_refused_or_changes_no_event(
+    data: st.DataObject,
+) -> None:
+    """Damage is refused or harmless (padding, the end marker): it never yields other
+    events, and never turns events a closed log holds into a tail that append would cut.
+    Half the flips hit the messages' framing (marker and length), where that can happen."""
+    whole, starts, events = closed_log()
+    framing = [start + i for start in _message_starts(whole[:-8])[1:] for i in range(8)]
+    anywhere = st.integers(starts[0], len(whole) - 1)
+    offset = data.draw(st.one_of(st.sampled_from(framing), anywhere), label="offset")
+    bit = data.draw(st.integers(0, 7), label="bit")
+    flipped = bytearray(whole)
+    flipped[offset] ^= 1 << bit
+    with tempfile.TemporaryDirectory() as folder:
+        reader = read_bytes_as_log(bytes(flipped), Path(folder))
+        try:
+            kept = list(reader)
+        except (LogError, EventError):
+            return
+        assert kept == list(events)
+        cut = reader.torn_tail
+        assert cut is None or cut.valid_bytes == len(whole) - 8  # only the end marker
 
 
 # --- damage and refusals -----------------------------------------------------------------
