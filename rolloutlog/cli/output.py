@@ -30,6 +30,17 @@ def warn_torn_tail(tail: TornTail | None, log: Path) -> None:
         click.echo(f"rolloutlog: warning: {log}: {tail.describe()}", err=True)
 
 
+def warn_no_event(events: int, log: Path) -> None:
+    """Say on stderr that LOG holds no event, so a clean verdict on it checked nothing (a
+    writer opened and closed, or a run that died before it recorded run_started)."""
+    if events == 0:
+        click.echo(
+            f"rolloutlog: warning: {log}: the log holds no event (not even run_started): "
+            "nothing was checked",
+            err=True,
+        )
+
+
 def warn_unstartable_config(source: LogSource, log: Path) -> None:
     """Say on stderr when LOG records a config that rolloutlog would not start a run with.
 

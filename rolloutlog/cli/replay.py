@@ -26,6 +26,7 @@ from rolloutlog.cli.output import (
     emit_json,
     key_values,
     run_age_split,
+    warn_no_event,
     warn_torn_tail,
     warn_unstartable_config,
 )
@@ -65,6 +66,8 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     source = _open(log)
     replay = replay_log(source, columnar=not plain)
     warn_torn_tail(source.torn_tail, log)
+    if replay.error is None:  # else the error says where the log stops
+        warn_no_event(replay.events, log)
     summary = {**replay.summary, **run_age_split(source)}
     if as_json:
         error = None if replay.error is None else str(replay.error)
@@ -106,6 +109,8 @@ def verify_command(log: Path, as_json: bool) -> None:
     source = _open(log)
     verdict = verify_log(source)
     warn_torn_tail(source.torn_tail, log)
+    if verdict.error is None:
+        warn_no_event(verdict.events, log)
     divergence = verdict.divergence
     if as_json:
         emit_json(

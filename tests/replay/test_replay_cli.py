@@ -224,3 +224,18 @@ def test_show_and_diff_warn_of_a_torn_tail(tmp_path: Path) -> None:
     both = run("diff", cut, cut_too)  # differ before either tail: each read up to seq `index`
     assert both.exit_code == 1 and f"first divergence at seq {index}" in both.stdout
     assert torn_tail_warnings(both) == [str(cut), str(cut_too)]
+
+
+def test_a_log_without_events_is_no_error_but_is_said_to_hold_nothing(tmp_path: Path) -> None:
+    """A writer opened and closed (or a run that died before run_started) leaves a valid
+    empty log: the verdicts hold vacuously, and stderr says that nothing was checked."""
+    empty = tmp_path / "empty.arrow"
+    write_log(empty, [])
+    for command in ("replay", "verify"):
+        result = CliRunner().invoke(main, [command, str(empty)])
+        assert result.exit_code == 0, result.output
+        assert "the log holds no event (not even run_started)" in result.stderr
+    full = tmp_path / "full.arrow"
+    write_log(full, small_log())
+    result = CliRunner().invoke(main, ["verify", str(full)])
+    assert "holds no event" not in result.stderr
