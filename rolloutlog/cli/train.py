@@ -82,6 +82,7 @@ def run_training(
     With `resume` (the crashed run folded by `prepare_resume`, which checked everything
     the resume needs), the log and its rollout store are continued instead.
     """
+    from rolloutlog.runtime.live.broadcast import new_run_id
     from rolloutlog.runtime.live.driver import RunOutputs
     from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
     from rolloutlog.runtime.live.session import train_live
@@ -102,6 +103,7 @@ def run_training(
     # Commits happen where the driver says (settled points), never mid-reaction; lz4 keeps
     # a commit of a few hundred events cheap. Appending cuts a torn tail first.
     weights = None if weights_dir is None else str(weights_dir.resolve())
+    run_id = new_run_id() if resume is None else resume.run_id
     with (
         _open_log(log_path, append=resume is not None) as log,
         contextlib.closing(RolloutStore(store_path(log_path), append=resume is not None)) as store,
@@ -113,9 +115,11 @@ def run_training(
                 settings=attrs.asdict(settings),
                 weights_dir=weights,
                 urls=list(urls),
+                run_id=run_id,
             )
         else:  # the next resume looks where this one publishes (an override, maybe)
-            store.note(weights_dir=weights)
+            store.note(weights_dir=weights, run_id=run_id)
+        store.sync()  # the run's id is durable before any checkpoint names it
         result = asyncio.run(
             _until_terminated(
                 train_live(
@@ -127,6 +131,7 @@ def run_training(
                     weights_dir=weights_dir,
                     outputs=RunOutputs(log=log, on_events=on_events, on_step=on_step, store=store),
                     resume=resume,
+                    run_id=run_id,
                 )
             )
         )

@@ -13,10 +13,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 from rolloutlog.cli.main import main
+from rolloutlog.cli.train import prepare_resume, read_crashed_run
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.runtime.live import session
@@ -76,6 +78,40 @@ def test_a_resume_refused_for_the_weights_directory_changes_nothing(run: Path) -
     assert _files(run) == before
     _refused(_train("--resume", "run.arrow", "--weights-dir", "gone"), "no complete checkpoint")
     assert _files(run) == before and not (run / "gone").exists()
+
+
+def _rewrite_ready(weights: Path, **changes: object) -> None:
+    """Set (or, for None, drop) keys of every READY marker under `weights`."""
+    for ready in weights.glob("v*/READY"):
+        marker = {**json.loads(ready.read_text()), **changes}
+        ready.write_text(json.dumps({k: v for k, v in marker.items() if v is not None}))
+
+
+def test_a_resume_refuses_another_runs_checkpoints_and_names_both_runs(run: Path) -> None:
+    run_id = read_store(run / "run.arrow.rollouts").meta["run_id"]
+    assert {json.loads(r.read_text())["run"] for r in run.glob("weights/v*/READY")} == {run_id}
+    shutil.copytree(run / "weights", run / "other")  # the versions fit; the run does not
+    _rewrite_ready(run / "other", run="0123456789abcdef")
+    before = _files(run)
+    result = _train("--resume", "run.arrow", "--weights-dir", "other")
+    _refused(result, "written by run 0123456789abcdef, but this run is " + run_id)
+    assert _files(run) == before
+
+
+@pytest.mark.parametrize("checkpoint_id", [False, True])
+def test_runs_and_checkpoints_from_before_run_ids(run: Path, checkpoint_id: bool) -> None:
+    """Checkpoints without an id are accepted as before; a run without one (its store has
+    none) gets one, and refuses checkpoints that name a run."""
+    _rewrite_ready(run / "weights", run="0123456789abcdef" if checkpoint_id else None)
+    with (run / "run.arrow.rollouts").open("a") as store:
+        store.write('{"meta":{"run_id":null}}\n')
+    crashed = read_crashed_run(Path("run.arrow"))
+    if checkpoint_id:
+        with pytest.raises(click.ClickException, match="this run is unnamed"):
+            prepare_resume(Path("run.arrow"), crashed, run / "weights")
+    else:
+        point = prepare_resume(Path("run.arrow"), crashed, run / "weights")
+        assert point.checkpoint == 1 and len(point.run_id) == 16
 
 
 def test_a_resume_asking_for_no_more_steps_than_shipped_is_refused(run: Path) -> None:
