@@ -64,7 +64,8 @@ class LiveSettings:
     def __attrs_post_init__(self) -> None:
         if self.hidden_size % 32 != 0:
             raise ConfigError(
-                f"hidden_size: must be a multiple of 32, the head size (got {self.hidden_size})"
+                "live.hidden_size: must be a multiple of 32, the head size "
+                f"(got {self.hidden_size})"
             )
 
 
