@@ -292,6 +292,7 @@ def train_command(
     if initial_dir is not None:
         from rolloutlog.runtime.live.session import save_initial
 
+        refuse_beside("--save-initial", NOT_WITH_SAVE_INITIAL)
         check_folder(initial_dir, "--save-initial")
         try:
             click.echo(f"wrote the v0 checkpoint to {save_initial(settings, seed, initial_dir)}")
@@ -383,7 +384,28 @@ NOT_WITH_RESUME = {
     "log_path": ("--log", "the run's own log is continued"),
     "initial_dir": ("--save-initial", "it writes a new run's v0 checkpoint"),
     "seed": ("--seed", "the run's own is used"),
+    "backend": ("--backend", "the run's --url servers, or local CPU ones, are used"),
 }
+# Options `--save-initial` would ignore: it only writes the v0 checkpoint.
+NOT_WITH_SAVE_INITIAL = {
+    name: (option, "it only writes the v0 checkpoint")
+    for name, option in [
+        ("steps", "--steps"),
+        ("log_path", "--log"),
+        ("backend", "--backend"),
+        ("urls", "--url"),
+        ("weights_dir", "--weights-dir"),
+        ("as_json", "--json"),
+    ]
+}
+
+
+def refuse_beside(option: str, refused: dict[str, tuple[str, str]]) -> None:
+    """Refuse options given on the command line that `option` would silently ignore."""
+    context = click.get_current_context()
+    for name, (other, why) in refused.items():
+        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            fail(f"{other}: not with {option} ({why})")
 
 
 @attrs.frozen(kw_only=True)
@@ -411,10 +433,8 @@ def resume_command(
     Everything is checked and the log folded before anything is opened for writing, so a
     refused resume leaves the log, the store and the weights directory as they were.
     """
+    refuse_beside("--resume", NOT_WITH_RESUME)
     context = click.get_current_context()
-    for name, (option, why) in NOT_WITH_RESUME.items():
-        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
-            raise click.UsageError(f"{option}: not with --resume ({why})")
     check_urls(urls)
     run = read_crashed_run(log_path)
     weights = weights_dir or run.weights_dir

@@ -168,7 +168,8 @@ def test_a_refused_new_run_creates_nothing(
     (tmp_path / "held" / "v3").mkdir(parents=True)
     before = _files(tmp_path)
     log = [] if "--log" in arguments else ["--log", "new.arrow"]
-    result = _train("--steps", "1", *log, *arguments)
+    run = [] if "--save-initial" in arguments else ["--steps", "1", *log]  # it takes none
+    result = _train(*run, *arguments)
     assert result.exit_code == 2 and message in result.stderr, result.output
     assert "Traceback" not in result.output
     assert _files(tmp_path) == before and sorted(os.listdir(tmp_path)) == [
@@ -176,6 +177,24 @@ def test_a_refused_new_run_creates_nothing(
         "held",
         "kept.arrow.rollouts",
     ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--save-initial", "v0", "--log", "x.arrow"], "--log: not with --save-initial"),
+        (["--save-initial", "v0", "--steps", "5"], "--steps: not with --save-initial"),
+        (["--save-initial", "v0", "--weights-dir", "w"], "--weights-dir: not with --save-initial"),
+        (["--resume", "x.arrow", "--backend", "vllm"], "--backend: not with --resume"),
+    ],
+)
+def test_options_that_would_be_ignored_are_refused(
+    arguments: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = _train(*arguments)
+    _refused(result, "rolloutlog: error: " + message)
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_resume_that_cannot_reach_inference_leaves_the_run_resumable(run: Path) -> None:
