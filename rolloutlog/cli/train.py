@@ -288,7 +288,7 @@ def train_command(
     try:
         config, settings = build_settings(parse_overrides(overrides), seed=seed)
     except ConfigError as error:
-        raise click.UsageError(str(error)) from error
+        fail(str(error))
     if initial_dir is not None:
         from rolloutlog.runtime.live.session import save_initial
 
@@ -300,7 +300,7 @@ def train_command(
             fail(f"--save-initial {initial_dir}: {error.strerror or error}")
         return
     if backend == "vllm" and (not urls or weights_dir is None):
-        raise click.UsageError("--backend vllm needs --url (one per server) and --weights-dir")
+        fail("--backend vllm needs --url (one per server) and --weights-dir")
     log_path = log_path or default_log_path()
     check_new_outputs(log_path, weights_dir)
     from rolloutlog.runtime.live.twin.launch import ServerStartError  # torch: a run starts

@@ -197,6 +197,24 @@ def test_options_that_would_be_ignored_are_refused(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--set", "hidden_size=40"], "live.hidden_size: must be a multiple of 32"),
+        (
+            ["--set", "batch_size=64", "--set", "run.batch_size=128"],
+            "--set batch_size and --set run.batch_size: two values for run.batch_size",
+        ),
+        (["--backend", "vllm"], "--backend vllm needs --url"),
+    ],
+)
+def test_bad_settings_are_one_line(arguments: list[str], message: str, tmp_path: Path) -> None:
+    result = _train("--log", str(tmp_path / "x.arrow"), *arguments)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert result.stderr.startswith("rolloutlog: error: " + message)
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_resume_that_cannot_reach_inference_leaves_the_run_resumable(run: Path) -> None:
     shutil.copytree(run / "weights", run / "moved")
     failed = _train(
