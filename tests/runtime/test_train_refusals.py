@@ -98,6 +98,14 @@ def test_a_resume_refuses_another_runs_checkpoints_and_names_both_runs(run: Path
     assert _files(run) == before
 
 
+def test_a_resumed_run_publishes_under_its_own_id(run: Path) -> None:
+    run_id = read_store(run / "run.arrow.rollouts").meta["run_id"]
+    resumed = _train("--resume", "run.arrow", "--weights-dir", "weights")
+    assert resumed.exit_code == 0, resumed.output
+    readies = [json.loads(r.read_text()) for r in run.glob("weights/v*/READY")]
+    assert {r["run"] for r in readies} == {run_id} and max(r["version"] for r in readies) == 4
+
+
 @pytest.mark.parametrize("checkpoint_id", [False, True])
 def test_runs_and_checkpoints_from_before_run_ids(run: Path, checkpoint_id: bool) -> None:
     """Checkpoints without an id are accepted as before; a run without one (its store has
