@@ -82,6 +82,7 @@ def run_training(
     With `resume` (the crashed run folded by `prepare_resume`, which checked everything
     the resume needs), the log and its rollout store are continued instead.
     """
+    from rolloutlog.runtime.live.broadcast import new_run_id
     from rolloutlog.runtime.live.driver import RunOutputs
     from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
     from rolloutlog.runtime.live.session import train_live
@@ -102,6 +103,7 @@ def run_training(
     # Commits happen where the driver says (settled points), never mid-reaction; lz4 keeps
     # a commit of a few hundred events cheap. Appending cuts a torn tail first.
     weights = None if weights_dir is None else str(weights_dir.resolve())
+    run_id = new_run_id() if resume is None else resume.run_id
     with (
         _open_log(log_path, append=resume is not None) as log,
         contextlib.closing(RolloutStore(store_path(log_path), append=resume is not None)) as store,
@@ -113,9 +115,11 @@ def run_training(
                 settings=attrs.asdict(settings),
                 weights_dir=weights,
                 urls=list(urls),
+                run_id=run_id,
             )
         else:  # the next resume looks where this one publishes (an override, maybe)
-            store.note(weights_dir=weights)
+            store.note(weights_dir=weights, run_id=run_id)
+        store.sync()  # the run's id is durable before any checkpoint names it
         result = asyncio.run(
             _until_terminated(
                 train_live(
@@ -127,6 +131,7 @@ def run_training(
                     weights_dir=weights_dir,
                     outputs=RunOutputs(log=log, on_events=on_events, on_step=on_step, store=store),
                     resume=resume,
+                    run_id=run_id,
                 )
             )
         )
@@ -283,10 +288,11 @@ def train_command(
     try:
         config, settings = build_settings(parse_overrides(overrides), seed=seed)
     except ConfigError as error:
-        raise click.UsageError(str(error)) from error
+        fail(str(error))
     if initial_dir is not None:
         from rolloutlog.runtime.live.session import save_initial
 
+        refuse_beside("--save-initial", NOT_WITH_SAVE_INITIAL)
         check_folder(initial_dir, "--save-initial")
         try:
             click.echo(f"wrote the v0 checkpoint to {save_initial(settings, seed, initial_dir)}")
@@ -294,7 +300,7 @@ def train_command(
             fail(f"--save-initial {initial_dir}: {error.strerror or error}")
         return
     if backend == "vllm" and (not urls or weights_dir is None):
-        raise click.UsageError("--backend vllm needs --url (one per server) and --weights-dir")
+        fail("--backend vllm needs --url (one per server) and --weights-dir")
     log_path = log_path or default_log_path()
     check_new_outputs(log_path, weights_dir)
     from rolloutlog.runtime.live.twin.launch import ServerStartError  # torch: a run starts
@@ -378,7 +384,28 @@ NOT_WITH_RESUME = {
     "log_path": ("--log", "the run's own log is continued"),
     "initial_dir": ("--save-initial", "it writes a new run's v0 checkpoint"),
     "seed": ("--seed", "the run's own is used"),
+    "backend": ("--backend", "the run's --url servers, or local CPU ones, are used"),
 }
+# Options `--save-initial` would ignore: it only writes the v0 checkpoint.
+NOT_WITH_SAVE_INITIAL = {
+    name: (option, "it only writes the v0 checkpoint")
+    for name, option in [
+        ("steps", "--steps"),
+        ("log_path", "--log"),
+        ("backend", "--backend"),
+        ("urls", "--url"),
+        ("weights_dir", "--weights-dir"),
+        ("as_json", "--json"),
+    ]
+}
+
+
+def refuse_beside(option: str, refused: dict[str, tuple[str, str]]) -> None:
+    """Refuse options given on the command line that `option` would silently ignore."""
+    context = click.get_current_context()
+    for name, (other, why) in refused.items():
+        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            fail(f"{other}: not with {option} ({why})")
 
 
 @attrs.frozen(kw_only=True)
@@ -406,10 +433,8 @@ def resume_command(
     Everything is checked and the log folded before anything is opened for writing, so a
     refused resume leaves the log, the store and the weights directory as they were.
     """
+    refuse_beside("--resume", NOT_WITH_RESUME)
     context = click.get_current_context()
-    for name, (option, why) in NOT_WITH_RESUME.items():
-        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
-            raise click.UsageError(f"{option}: not with --resume ({why})")
     check_urls(urls)
     run = read_crashed_run(log_path)
     weights = weights_dir or run.weights_dir

@@ -25,12 +25,17 @@ def test_keys_go_to_their_section_and_the_train_defaults_apply():
         ({"world.batch_size": 1}, "section must be `run` or `live`"),
         ({"run.learning_rate": 1e-3}, "unknown key"),
         ({"run.seed": 3}, "use --seed"),
-        ({"hidden_size": 100}, "multiple of 32"),
+        ({"hidden_size": 100}, "live.hidden_size: must be a multiple of 32"),
         ({"server_mode": "fork"}, "must be one of"),
         ({"temperature": 3.0}, "must be in [0.0, 2.0]"),
         ({"frozen_fraction": 0.5}, "frozen_fraction=0.5: the live runtime has no frozen policy"),
         ({"server_threads": 100000}, "server_threads: must be in [1, 256]"),
         ({"trainer_threads": 257}, "trainer_threads: must be in [1, 256]"),
+        (
+            {"batch_size": 64, "run.batch_size": 128},
+            "--set batch_size and --set run.batch_size: two values for run.batch_size",
+        ),
+        ({"live.layers": 3, "layers": 4}, "--set live.layers and --set layers: two values"),
     ],
 )
 def test_bad_settings_are_refused_by_name(overrides, message):

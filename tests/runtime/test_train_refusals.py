@@ -13,10 +13,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 from rolloutlog.cli.main import main
+from rolloutlog.cli.train import prepare_resume, read_crashed_run
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.runtime.live import session
@@ -78,6 +80,48 @@ def test_a_resume_refused_for_the_weights_directory_changes_nothing(run: Path) -
     assert _files(run) == before and not (run / "gone").exists()
 
 
+def _rewrite_ready(weights: Path, **changes: object) -> None:
+    """Set (or, for None, drop) keys of every READY marker under `weights`."""
+    for ready in weights.glob("v*/READY"):
+        marker = {**json.loads(ready.read_text()), **changes}
+        ready.write_text(json.dumps({k: v for k, v in marker.items() if v is not None}))
+
+
+def test_a_resume_refuses_another_runs_checkpoints_and_names_both_runs(run: Path) -> None:
+    run_id = read_store(run / "run.arrow.rollouts").meta["run_id"]
+    assert {json.loads(r.read_text())["run"] for r in run.glob("weights/v*/READY")} == {run_id}
+    shutil.copytree(run / "weights", run / "other")  # the versions fit; the run does not
+    _rewrite_ready(run / "other", run="0123456789abcdef")
+    before = _files(run)
+    result = _train("--resume", "run.arrow", "--weights-dir", "other")
+    _refused(result, "written by run 0123456789abcdef, but this run is " + run_id)
+    assert _files(run) == before
+
+
+def test_a_resumed_run_publishes_under_its_own_id(run: Path) -> None:
+    run_id = read_store(run / "run.arrow.rollouts").meta["run_id"]
+    resumed = _train("--resume", "run.arrow", "--weights-dir", "weights")
+    assert resumed.exit_code == 0, resumed.output
+    readies = [json.loads(r.read_text()) for r in run.glob("weights/v*/READY")]
+    assert {r["run"] for r in readies} == {run_id} and max(r["version"] for r in readies) == 4
+
+
+@pytest.mark.parametrize("checkpoint_id", [False, True])
+def test_runs_and_checkpoints_from_before_run_ids(run: Path, checkpoint_id: bool) -> None:
+    """Checkpoints without an id are accepted as before; a run without one (its store has
+    none) gets one, and refuses checkpoints that name a run."""
+    _rewrite_ready(run / "weights", run="0123456789abcdef" if checkpoint_id else None)
+    with (run / "run.arrow.rollouts").open("a") as store:
+        store.write('{"meta":{"run_id":null}}\n')
+    crashed = read_crashed_run(Path("run.arrow"))
+    if checkpoint_id:
+        with pytest.raises(click.ClickException, match="this run is unnamed"):
+            prepare_resume(Path("run.arrow"), crashed, run / "weights")
+    else:
+        point = prepare_resume(Path("run.arrow"), crashed, run / "weights")
+        assert point.checkpoint == 1 and len(point.run_id) == 16
+
+
 def test_a_resume_asking_for_no_more_steps_than_shipped_is_refused(run: Path) -> None:
     before = _files(run)
     _refused(
@@ -132,7 +176,8 @@ def test_a_refused_new_run_creates_nothing(
     (tmp_path / "held" / "v3").mkdir(parents=True)
     before = _files(tmp_path)
     log = [] if "--log" in arguments else ["--log", "new.arrow"]
-    result = _train("--steps", "1", *log, *arguments)
+    run = [] if "--save-initial" in arguments else ["--steps", "1", *log]  # it takes none
+    result = _train(*run, *arguments)
     assert result.exit_code == 2 and message in result.stderr, result.output
     assert "Traceback" not in result.output
     assert _files(tmp_path) == before and sorted(os.listdir(tmp_path)) == [
@@ -140,6 +185,42 @@ def test_a_refused_new_run_creates_nothing(
         "held",
         "kept.arrow.rollouts",
     ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--save-initial", "v0", "--log", "x.arrow"], "--log: not with --save-initial"),
+        (["--save-initial", "v0", "--steps", "5"], "--steps: not with --save-initial"),
+        (["--save-initial", "v0", "--weights-dir", "w"], "--weights-dir: not with --save-initial"),
+        (["--resume", "x.arrow", "--backend", "vllm"], "--backend: not with --resume"),
+    ],
+)
+def test_options_that_would_be_ignored_are_refused(
+    arguments: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = _train(*arguments)
+    _refused(result, "rolloutlog: error: " + message)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--set", "hidden_size=40"], "live.hidden_size: must be a multiple of 32"),
+        (
+            ["--set", "batch_size=64", "--set", "run.batch_size=128"],
+            "--set batch_size and --set run.batch_size: two values for run.batch_size",
+        ),
+        (["--backend", "vllm"], "--backend vllm needs --url"),
+    ],
+)
+def test_bad_settings_are_one_line(arguments: list[str], message: str, tmp_path: Path) -> None:
+    result = _train("--log", str(tmp_path / "x.arrow"), *arguments)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert result.stderr.startswith("rolloutlog: error: " + message)
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_resume_that_cannot_reach_inference_leaves_the_run_resumable(run: Path) -> None:

@@ -7,7 +7,8 @@ version and the SHA-256 of the weights file, which `require_ready` re-checks: wh
 inference loads is what the trainer wrote, and that the checkpoint is complete and readable
 by a server running as another user (files 0644, directories 0755): a vLLM engine asked to
 load weights it cannot read fails, and may die. Only the newest `keep` versions stay on
-disk.
+disk. READY also names the run that wrote it (`run`, when the broadcast has a `run_id`), so
+a resume can tell its own checkpoints from another run's with fitting version numbers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 from pathlib import Path
 from typing import Any, Final
@@ -30,6 +32,11 @@ from rolloutlog.runtime.live.model import (
 
 READY_FILE: Final = "READY"
 DIRECTORY_MODE: Final = 0o755
+
+
+def new_run_id() -> str:
+    """A run's identity, chosen when it starts; its checkpoints carry it."""
+    return secrets.token_hex(8)
 
 
 class BroadcastError(RuntimeError):
@@ -53,13 +60,15 @@ def _fsync(path: Path) -> None:
 
 
 class WeightBroadcast:
-    """Publishes checkpoints by version under `root`, keeping the newest `keep`."""
+    """Publishes checkpoints by version under `root`, keeping the newest `keep`; each READY
+    names `run_id` (when given)."""
 
-    def __init__(self, root: Path, keep: int = 3) -> None:
+    def __init__(self, root: Path, keep: int = 3, run_id: str | None = None) -> None:
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         self.root = root  # created by the first `publish`: reading one never creates it
         self.keep = keep
+        self.run_id = run_id
 
     def path(self, version: int) -> Path:
         return self.root / f"v{version}"
@@ -79,7 +88,9 @@ class WeightBroadcast:
         directory.chmod(DIRECTORY_MODE)
         for name in sorted(p.name for p in directory.iterdir()):
             _fsync(directory / name)
-        marker = {"version": version, "sha256": _sha256(directory / WEIGHTS_FILE)}
+        marker: dict[str, Any] = {"version": version, "sha256": _sha256(directory / WEIGHTS_FILE)}
+        if self.run_id is not None:
+            marker["run"] = self.run_id
         (directory / READY_FILE).write_text(json.dumps(marker) + "\n")
         (directory / READY_FILE).chmod(CHECKPOINT_FILE_MODE)
         _fsync(directory / READY_FILE)
@@ -100,6 +111,12 @@ class WeightBroadcast:
         except CheckpointError as error:
             raise BroadcastError(str(error)) from error
         return directory
+
+    def run_of(self, version: int) -> str | None:
+        """The run that wrote `version` (READY's `run`); None for a checkpoint written by an
+        older rolloutlog, which named none."""
+        run = self._marker(self.path(version)).get("run")
+        return None if run is None else str(run)
 
     def _marker(self, directory: Path) -> dict[str, Any]:
         ready = directory / READY_FILE

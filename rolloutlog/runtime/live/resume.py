@@ -4,7 +4,8 @@
 world event to fresh deciders and checks that each recorded decision is re-decided
 exactly (a log that does not verify is never continued), and folds the driver's
 `EpisodeBook` alongside, with the rollouts from the rollout store. It finds the newest
-complete checkpoint in the broadcast directory and works out what was outstanding:
+complete checkpoint in the broadcast directory (refused if its READY names another run)
+and works out what was outstanding:
 
 - episodes in flight at the crash: `run_resumed` names them and the dispatcher cancels
   them (reason `restart`); the driver aborts them on the servers;
@@ -33,7 +34,7 @@ from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.types import WORLD_KINDS, EpisodeCompleted, Event, RunResumed, RunStarted
-from rolloutlog.runtime.live.broadcast import BroadcastError, WeightBroadcast
+from rolloutlog.runtime.live.broadcast import BroadcastError, WeightBroadcast, new_run_id
 from rolloutlog.runtime.live.episodes import BookError, EpisodeBook, ShippedBatch
 from rolloutlog.runtime.live.rollout_store import StoredRun
 
@@ -57,6 +58,7 @@ class ResumePoint:
     outstanding: tuple[str, ...]  # in flight at the crash
     previous_prefix: str  # the dead driver's request prefix (its requests are aborted)
     reason: str
+    run_id: str  # the run's identity (new if an older rolloutlog started it without one)
 
     def resumed(self, t: float) -> RunResumed:
         """The world event that records the restart."""
@@ -113,6 +115,13 @@ def prepare(
     changes nothing; the appending writer opened afterwards cuts the torn tail it saw.
     """
     checkpoint = newest_checkpoint(broadcast)
+    run_id, writer = stored.meta.get("run_id"), broadcast.run_of(checkpoint)
+    if writer is not None and writer != run_id:  # publishing would overwrite the other run's
+        raise ResumeError(
+            f"{broadcast.path(checkpoint)}: written by run {writer}, but this run is "
+            f"{run_id or 'unnamed (started by an older rolloutlog)'}: "
+            "not this run's weights directory"
+        )
     book = EpisodeBook(run_seed=seed, temperature=temperature, request_prefix=request_prefix)
     fold = _Fold(book, checkpoint)
     reader = LogReader(log_path, warn=False)
@@ -143,6 +152,7 @@ def prepare(
         outstanding=tuple(loop.dispatcher_state.inflight),
         previous_prefix=str(stored.meta.get("request_prefix", request_prefix)),
         reason=f"the driver died at seq {loop.next_seq - 1} without run_finished{cut}",
+        run_id=str(run_id or new_run_id()),
     )
 
 

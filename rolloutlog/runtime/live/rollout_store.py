@@ -7,7 +7,8 @@ trained. The store appends each kept rollout as one JSON line to `<log>.rollouts
 made durable (`sync`) right before each log commit, so every completion the durable log
 holds has its rollout on disk. Resuming reads it back (the last line of an episode wins; a
 torn last line is cut). Metadata lines (`{"meta": {...}}`) record how the run was started
-(settings, seed, steps, weights directory, endpoints) and each process's request prefix.
+(settings, seed, steps, weights directory, endpoints, the run id its checkpoints carry)
+and each process's request prefix.
 
 Floats are written with the shortest repr that round-trips, so a resumed run trains on
 exactly the logprobs inference reported.

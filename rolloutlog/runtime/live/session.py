@@ -99,6 +99,7 @@ async def train_live(
     outputs: RunOutputs | None = None,
     client_limits: ClientLimits | None = None,
     resume: ResumePoint | None = None,
+    run_id: str | None = None,
 ) -> LiveResult:
     """Train for `steps` shipped batches (or until a fault); see the module docstring.
 
@@ -106,7 +107,8 @@ async def train_live(
     Without one, a temporary directory is used and removed afterwards. `outputs` says where
     the run's facts go (`outputs.store` keeps the rollouts a resume needs); `resume` is a
     crashed run's log folded against `weights_dir` (`resume.prepare`, done before anything
-    is opened for writing), and the trainer restarts from the checkpoint it names.
+    is opened for writing), and the trainer restarts from the checkpoint it names. Every
+    checkpoint's READY names `run_id`, which a resume checks.
     """
     limits = client_limits or ClientLimits(generate_timeout_s=settings.generate_timeout_s)
     options = DriverOptions(
@@ -123,7 +125,7 @@ async def train_live(
     )
     with _weights_root(weights_dir) as root, _torch_threads(settings.trainer_threads):
         model = initial_model(settings, seed)
-        broadcast = WeightBroadcast(root, keep=BROADCAST_KEEP)
+        broadcast = WeightBroadcast(root, keep=BROADCAST_KEEP, run_id=run_id)
         trainer = GRPOTrainer(model, broadcast, trainer_config)
         if resume is not None:
             trainer.restore(resume.checkpoint)

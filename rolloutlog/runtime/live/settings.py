@@ -64,7 +64,8 @@ class LiveSettings:
     def __attrs_post_init__(self) -> None:
         if self.hidden_size % 32 != 0:
             raise ConfigError(
-                f"hidden_size: must be a multiple of 32, the head size (got {self.hidden_size})"
+                "live.hidden_size: must be a multiple of 32, the head size "
+                f"(got {self.hidden_size})"
             )
 
 
@@ -76,8 +77,15 @@ def build_settings(overrides: Mapping[str, Any], *, seed: int) -> tuple[RunConfi
     """The run config (train defaults, then overrides, then `seed`) and the live settings."""
     run: dict[str, Any] = {}
     live: dict[str, Any] = {}
+    given: dict[tuple[str, str], str] = {}  # `batch_size` and `run.batch_size` are one key
     for key, value in overrides.items():
         section, name = _qualify(key)
+        if (section, name) in given:
+            raise ConfigError(
+                f"--set {given[section, name]} and --set {key}: two values for "
+                f"{section}.{name}; give one"
+            )
+        given[section, name] = key
         (run if section == "run" else live)[name] = value
     run = apply_overrides(TRAIN_RUN_DEFAULTS, {**run, "seed": seed})
     config = RunConfig.from_mapping(run, where="run")
