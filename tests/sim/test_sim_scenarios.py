@@ -61,6 +61,8 @@ def test_overrides_apply_with_toml_values() -> None:
         (["cosmos.group_size=1"], "cosmos.group_size"),
         (["group_size"], "group_size"),
         (["run.seed=3"], "run.seed"),
+        (["batch_size=4", "batch_size=8"], "batch_size is given twice"),
+        (["batch_size=4", "run.batch_size=8"], "--set batch_size and --set run.batch_size"),
     ],
 )
 def test_bad_override_keys_are_refused_by_name(items: list[str], named: str) -> None:

@@ -131,8 +131,12 @@ def scenario_from_mapping(
 def resolve_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Qualify every override key as `run.key` or `world.key`; refuse unknown or ambiguous."""
     resolved: dict[str, Any] = {}
+    named: dict[str, str] = {}
     for key, value in overrides.items():
-        resolved[_qualify(key)] = value
+        qualified = _qualify(key)
+        if qualified in resolved:  # `batch_size` and `run.batch_size`: one would silently win
+            raise ConfigError(f"--set {named[qualified]} and --set {key}: both set {qualified}")
+        resolved[qualified], named[qualified] = value, key
     return resolved
 
 
