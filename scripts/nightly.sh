@@ -13,7 +13,7 @@ budget=${1:-3600}
 logdir=${2:-runs/nightly}
 # The swarm first, then the core's properties (the reference-model comparison among them),
 # then replay's. pytest collects a file named twice only once, at its directory's place.
-suites=(tests/sim/test_sim_swarm.py tests/core tests/replay)
+suites=(tests/runtime/sim/test_sim_swarm.py tests/core tests/replay)
 mkdir -p "$logdir"
 end=$(($(date +%s) + budget))
 round=0

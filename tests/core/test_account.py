@@ -8,7 +8,6 @@ import random
 
 import attrs
 import pytest
-from core_events import dispatched, opened
 
 from rolloutlog.core import cancellations, sink, staleness
 from rolloutlog.core.account import Account, InvariantViolation
@@ -26,6 +25,7 @@ from rolloutlog.events.types import (
     VersionPending,
 )
 from rolloutlog.testing.scripted_world import scripted_log
+from tests.core.core_events import dispatched, opened
 
 CONFIG = RunConfig.from_mapping(
     {"group_size": 4, "max_inflight": 8, "batch_size": 4, "max_off_policy_steps": 1}

@@ -15,7 +15,6 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from planted import account_for, config_of, fed, valid_restart
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.errors import InconsistentLogError
@@ -34,6 +33,7 @@ from rolloutlog.events.types import (
 )
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.testing.strategies import world_logs
+from tests.core.planted import account_for, config_of, fed, valid_restart
 
 NEVER_DISPATCHED = "g9999/0"
 

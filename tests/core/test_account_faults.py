@@ -16,7 +16,6 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from planted import account_for, config_of, fed, valid_restart
 
 from rolloutlog.core.account import Account, InvariantViolation
 from rolloutlog.core.errors import InconsistentLogError
@@ -36,6 +35,7 @@ from rolloutlog.events.types import (
     RunFinished,
 )
 from rolloutlog.testing.strategies import run_configs, world_logs
+from tests.core.planted import account_for, config_of, fed, valid_restart
 
 UNKNOWN = "g9999"
 Planted = tuple[list[Event], str]  # the events put where the matched one was; the problem

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from test_scenarios import Run
 
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import parse_policy_list, preset_overrides
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import OverloadCut, RunStarted
+from tests.core.test_scenarios import Run
 
 
 def test_capacity_admission_stops_train_dispatch_at_the_horizon():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from core_events import dispatched, opened
 
 from rolloutlog.core import dispatcher, sink
 from rolloutlog.core.account import Account
@@ -27,6 +26,7 @@ from rolloutlog.events.types import (
     RunStarted,
     VersionPending,
 )
+from tests.core.core_events import dispatched, opened
 
 
 class Run:

@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner, Result
-from replay_helpers import small_run
 
 from rolloutlog.cli import main
 from rolloutlog.core.config import RunConfig
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.types import Event
+from tests.replay.replay_helpers import small_run
 
 UNSTARTABLE = {"max_off_policy_steps": 0, "target_lag": 1}
 

@@ -10,12 +10,12 @@ import attrs
 import pyarrow.ipc as ipc
 import pytest
 from click.testing import CliRunner, Result
-from replay_helpers import small_log
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.schema import LOG_SCHEMA, BatchStamp, events_to_batch
 from rolloutlog.events.types import Event
+from tests.replay.replay_helpers import small_log
 
 SUMMARY_KEYS = {
     "events",

@@ -10,11 +10,11 @@ from pathlib import Path
 import attrs
 import pytest
 from click.testing import CliRunner
-from replay_helpers import small_log
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.log_writer import write_log
+from tests.replay.replay_helpers import small_log
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "replay.md"
 # What the docs show of the worked example's runs; tables are rich's, 80 columns wide.

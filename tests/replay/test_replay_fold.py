@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 from hypothesis import given
-from replay_helpers import small_log, unfinished_log
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
@@ -31,6 +30,7 @@ from rolloutlog.testing.equivalence import (
 )
 from rolloutlog.testing.scripted_world import ScriptedWorld
 from rolloutlog.testing.strategies import Tampered, equivalence_logs, tampered_logs
+from tests.replay.replay_helpers import small_log, unfinished_log
 
 
 @given(equivalence_logs())

@@ -9,7 +9,6 @@ from pathlib import Path
 import attrs
 import pytest
 from hypothesis import given
-from replay_helpers import small_log, unfinished_log
 
 from rolloutlog.events.jsonl import read_jsonl, write_jsonl
 from rolloutlog.events.log_writer import write_log
@@ -21,6 +20,7 @@ from rolloutlog.events.types import (
 from rolloutlog.replay.source import MemoryLog, open_log
 from rolloutlog.replay.verify import verify_log
 from rolloutlog.testing.strategies import Tampered, tampered_logs, world_logs
+from tests.replay.replay_helpers import small_log, unfinished_log
 
 
 @given(world_logs())

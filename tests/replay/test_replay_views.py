@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from replay_helpers import small_log
 
 from rolloutlog.replay.chain import DigestChain, first_difference
 from rolloutlog.replay.diff import diff_logs, event_at
@@ -13,6 +12,7 @@ from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.state_view import state_at
 from rolloutlog.replay.timeline import episode_timeline, group_timeline
 from rolloutlog.testing.strategies import Tampered, tampered_logs
+from tests.replay.replay_helpers import small_log
 
 
 def _chain(prefix: list[int]) -> DigestChain:

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The contract validators live beside the CPU-server tests; these tests check vLLM's
 # traffic against the same schemas.
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
-from vllm_contract import Recorder, recorder_fixture, run  # noqa: E402
+from tests.runtime.live.vllm_contract import Recorder, recorder_fixture, run  # noqa: E402
 
 VENV = Path(os.environ.get("ROLLOUTLOG_VLLM_VENV") or REPO / ".venv-vllm")
 REQUIRED = os.environ.get("ROLLOUTLOG_REQUIRE_VLLM") == "1"

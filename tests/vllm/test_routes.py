@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 import torch
-from vllm_contract import run, validate
 
 from rolloutlog.runtime.live.client import VLLMClient
 from rolloutlog.runtime.live.digits import EOS_ID, task_from_id
@@ -35,6 +34,7 @@ from rolloutlog.runtime.live.protocol import (
     InferenceRejected,
     SamplingParams,
 )
+from tests.runtime.live.vllm_contract import run, validate
 
 T = TypeVar("T")
 PROMPT = tuple(task_from_id("vllm").prompt_ids)

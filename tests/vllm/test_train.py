@@ -10,9 +10,9 @@ import json
 import logging
 
 from click.testing import CliRunner
-from live_helpers import failures, run_driver, verified_summary
 
 from rolloutlog.cli import main
+from tests.runtime.live.live_helpers import failures, run_driver, verified_summary
 
 STEPS = 30
 

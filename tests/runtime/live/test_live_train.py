@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-from live_helpers import verified_summary
 
 from rolloutlog.cli import main
+from tests.runtime.live.live_helpers import verified_summary
 
 STEPS = 30
 

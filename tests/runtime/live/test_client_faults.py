@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 
 import pytest
-from vllm_contract import run, wait_until
 
 from rolloutlog.runtime.live.protocol import (
     GenerateRequest,
@@ -13,6 +12,7 @@ from rolloutlog.runtime.live.protocol import (
     InferenceUnavailable,
     SamplingParams,
 )
+from tests.runtime.live.vllm_contract import run, wait_until
 
 REQUEST = GenerateRequest(
     request_id="x", token_ids=(11, 1, 2, 3, 4, 10), sampling=SamplingParams(max_tokens=3)

@@ -9,7 +9,6 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies_events import event_lists, event_of_kind
 
 from rolloutlog.events.errors import EventError
 from rolloutlog.events.schema import (
@@ -35,6 +34,7 @@ from rolloutlog.events.types import (
     with_seq,
 )
 from rolloutlog.events.validate import FIELD_RULES, validate_event
+from tests.events.strategies_events import event_lists, event_of_kind
 
 
 def exactly(event: Event) -> tuple[type, str]:

@@ -16,11 +16,11 @@ from collections.abc import AsyncIterator, Sequence
 
 import httpx
 import pytest
-from vllm_contract import run
 
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
 from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceUnavailable
 from rolloutlog.runtime.live.transport import DEFAULT_KEEPALIVE_EXPIRY_S, StreamTransport
+from tests.runtime.live.vllm_contract import run
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 

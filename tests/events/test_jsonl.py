@@ -9,11 +9,11 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies_events import event_lists, event_of_kind
 
 from rolloutlog.events.errors import JsonlError
 from rolloutlog.events.jsonl import event_to_json, read_jsonl, write_jsonl
 from rolloutlog.events.types import EVENT_TYPES, UNSEQUENCED, Event, with_seq
+from tests.events.strategies_events import event_lists, event_of_kind
 
 
 def exactly(event: Event) -> tuple[type, str]:

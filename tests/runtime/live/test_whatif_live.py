@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-from live_helpers import run_driver
 
 from rolloutlog.cli import main
+from tests.runtime.live.live_helpers import run_driver
 
 
 def test_whatif_fits_and_reports_on_a_live_log(tmp_path, slow_server):

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 import torch
-from vllm_contract import Recorder, recorder_fixture
 
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
 from rolloutlog.runtime.live.model import build_model, save_checkpoint
 from rolloutlog.runtime.live.transport import StreamTransport
 from rolloutlog.runtime.live.twin.launch import serve_in_thread
 from rolloutlog.runtime.live.twin.server import InferenceServer
+from tests.runtime.live.vllm_contract import Recorder, recorder_fixture
 
 
 @pytest.fixture(autouse=True, scope="session")

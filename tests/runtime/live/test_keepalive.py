@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vllm_contract import run
 
 from rolloutlog.runtime.live.client import VLLMClient
 from rolloutlog.runtime.live.protocol import GenerateRequest, SamplingParams
 from rolloutlog.runtime.live.twin.launch import serve_in_thread
 from rolloutlog.runtime.live.twin.server import DEFAULT_KEEPALIVE_S, InferenceServer
+from tests.runtime.live.vllm_contract import run
 
 SERVER_KEEPALIVE_S = 0.3
 BURST = 8

@@ -12,14 +12,14 @@ import tempfile
 from pathlib import Path
 
 from hypothesis import example, given
-from sim_helpers import run_collect, write_and_read
-from sim_strategies import world_scenarios
 
 from rolloutlog.events.types import WORLD_KINDS
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.verify import verify_log
 from rolloutlog.runtime.sim.scenario import Scenario, scenario_from_mapping
+from tests.runtime.sim.sim_helpers import run_collect, write_and_read
+from tests.runtime.sim.sim_strategies import world_scenarios
 
 ENDINGS = {"steps", "zero_output"}
 

@@ -15,15 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from vllm_contract import (
-    CONTRACT,
-    Exchange,
-    check_response,
-    run,
-    validate,
-    wait_for_engine_requests,
-    wait_until,
-)
 
 from rolloutlog.runtime.live.digits import EOS_ID, task_from_id
 from rolloutlog.runtime.live.model import load_checkpoint
@@ -35,6 +26,15 @@ from rolloutlog.runtime.live.protocol import (
 )
 from rolloutlog.runtime.live.trainer import TrainSample, completion_logprobs
 from rolloutlog.runtime.live.twin.server import InferenceServer
+from tests.runtime.live.vllm_contract import (
+    CONTRACT,
+    Exchange,
+    check_response,
+    run,
+    validate,
+    wait_for_engine_requests,
+    wait_until,
+)
 
 PROMPT = tuple(task_from_id("contract").prompt_ids)
 

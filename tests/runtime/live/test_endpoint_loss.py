@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from vllm_contract import run
 
 from rolloutlog.runtime.live.endpoints import EndpointPool
 from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceRejected
+from tests.runtime.live.vllm_contract import run
 
 
 class RejectingBackend:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-CONTRACT = Path(__file__).resolve().parents[1] / "contract" / "vllm"
+CONTRACT = Path(__file__).resolve().parents[3] / "tests" / "contract" / "vllm"
 T = TypeVar("T")
 
 

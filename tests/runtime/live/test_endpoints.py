@@ -11,7 +11,6 @@ import logging
 
 import attrs
 import pytest
-from vllm_contract import run, wait_for_engine_requests, wait_until
 
 from rolloutlog.runtime.live.digits import task_from_id
 from rolloutlog.runtime.live.endpoints import (
@@ -26,6 +25,7 @@ from rolloutlog.runtime.live.protocol import (
     SamplingParams,
 )
 from rolloutlog.runtime.live.twin.launch import server_processes, server_threads
+from tests.runtime.live.vllm_contract import run, wait_for_engine_requests, wait_until
 
 PROMPT = tuple(task_from_id("pool").prompt_ids)
 

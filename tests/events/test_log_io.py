@@ -15,7 +15,6 @@ import pyarrow.ipc as ipc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies_events import event_lists
 
 from rolloutlog.events import log_writer
 from rolloutlog.events.errors import (
@@ -44,6 +43,7 @@ from rolloutlog.events.types import (
     RunStarted,
     with_seq,
 )
+from tests.events.strategies_events import event_lists
 
 STARTED = RunStarted(
     t=0.0, config={"group_size": 2}, seed=7, schema_version=SCHEMA_VERSION, code_version="t"

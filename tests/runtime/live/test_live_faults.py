@@ -9,12 +9,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from live_helpers import failures, run_driver, verified_summary
-
 from rolloutlog.runtime.live.client import ClientLimits
 from rolloutlog.runtime.live.model import WEIGHTS_FILE
 from rolloutlog.runtime.live.twin.launch import server_processes, server_threads
 from rolloutlog.runtime.live.twin.server import InferenceServer
+from tests.runtime.live.live_helpers import failures, run_driver, verified_summary
 
 
 def test_a_server_killed_mid_run_fails_its_episodes_and_the_run_goes_on(checkpoints, tmp_path):

@@ -23,12 +23,12 @@ from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import GroupOpened
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 V1_LOG = DATA / "schema-v1.arrow"
 V1_COMMAND = (
     "simulate --scenario smoke --set frozen_fraction=0.5 --set eval_interval=2 --steps 3 --seed 7"
 )
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_the_fixture_is_a_version_1_log_with_frozen_and_other_groups() -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from hypothesis import event, example, given
 from hypothesis import strategies as st
-from sim_helpers import decided_payloads, first_divergence, run_collect, straddles
-from sim_strategies import world_scenarios
 
 from rolloutlog.runtime.sim.scenario import Scenario, load_scenario, scenario_from_mapping
+from tests.runtime.sim.sim_helpers import decided_payloads, first_divergence, run_collect, straddles
+from tests.runtime.sim.sim_strategies import world_scenarios
 
 # Found by a search over small worlds: three version bumps and 52 stale cancellations and
 # drops, yet no group ever straddles a version, so the policies must agree on every event.

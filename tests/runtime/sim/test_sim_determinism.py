@@ -7,10 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sim_helpers import run_collect
-
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.runtime.sim.scenario import load_scenario
+from tests.runtime.sim.sim_helpers import run_collect
 
 # Every world feature on, so that every kind of draw is covered by the comparison.
 CHAOS_STEPS = 12

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from test_log_io import config_cell_log
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
+from tests.events.test_log_io import config_cell_log
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "small.arrow"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "small.arrow"
 
 
 def run(*args: str) -> Result:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pyarrow.ipc as ipc
 import pytest
-from test_log_io import STARTED, run_events, sequenced
 
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import EpisodeDispatched, Event, RunFinished
+from tests.events.test_log_io import STARTED, run_events, sequenced
 
 PLAIN_PYARROW = """
 import json, sys
