@@ -21,10 +21,6 @@ class LoopBoundError(RuntimeError):
     """The reaction loop exceeded a bound: a decider kept deciding and would never settle."""
 
 
-class ZeroOutputError(RuntimeError):
-    """Finalized work kept arriving and nothing was admitted for training; the run must stop."""
-
-
 def require(condition: bool, seq: int, kind: str, problem: str) -> None:
     """Raise `InconsistentLogError` unless `condition`; a check that survives `python -O`."""
     if not condition:

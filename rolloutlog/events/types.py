@@ -274,11 +274,6 @@ SINK_KINDS: Final = frozenset({"episode_dropped", "group_scored", "batch_shipped
 DECIDED_KINDS: Final = DISPATCHER_KINDS | SINK_KINDS
 
 
-def is_world_event(event: Event) -> bool:
-    """True for events that enter from outside the deciders."""
-    return event.kind in WORLD_KINDS
-
-
 def with_seq(event: Event, seq: int) -> Event:
     """The same fact, placed at `seq` in a log."""
     return attrs.evolve(event, seq=seq)

@@ -74,9 +74,3 @@ def reward(task: DigitTask, completion_ids: Sequence[int]) -> float:
     target = task.target_ids
     right = sum(1 for got, want in zip(completion_ids, target, strict=False) if got == want)
     return right / max(len(target), len(completion_ids))
-
-
-def render(token_ids: Sequence[int]) -> str:
-    """A readable form of token ids for logs and errors: `<bos>3 1 4 1<sep>`."""
-    names = {SEP_ID: "<sep>", BOS_ID: "<bos>", EOS_ID: "<eos>", PAD_ID: "<pad>"}
-    return " ".join(names.get(token, str(token)) for token in token_ids)
