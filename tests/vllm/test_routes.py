@@ -11,11 +11,16 @@ pause, then the server is resumed and paused again at once, a few decode steps a
 until vLLM's own metrics (`vllm:num_requests_running`, as of the last step before the
 pause) count them all running. They are then frozen mid-generation, whatever the
 machine's speed, and the test acts (reloads, aborts) on a paused server.
+
+A request sent to a paused server is shown held by what it carries, not by how long it
+waited: the test waits until the client has sent it, changes the weight label while the
+server stays paused, and the answer must carry only the label set after it was sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -34,7 +39,7 @@ from rolloutlog.runtime.live.protocol import (
     InferenceRejected,
     SamplingParams,
 )
-from tests.runtime.live.vllm_contract import run, validate
+from tests.runtime.live.vllm_contract import Recorder, run, validate, wait_until
 
 T = TypeVar("T")
 PROMPT = tuple(task_from_id("vllm").prompt_ids)
@@ -100,6 +105,18 @@ async def requests_running(client: VLLMClient, prefix: str) -> list[asyncio.Task
     raise AssertionError(f"vLLM never counted {REQUESTS} requests running: {tasks}")
 
 
+async def sent(recorder: Recorder, request_id: str) -> None:
+    """Wait until the client has sent the generate named `request_id` (a hang's guard only)."""
+
+    def seen() -> bool:
+        return any(
+            path == "/inference/v1/generate" and json.loads(body)["request_id"] == request_id
+            for _, path, body in recorder.sent
+        )
+
+    await wait_until(seen, f"generate {request_id!r} to be sent")
+
+
 def test_generate_health_pause_resume_and_labels_answer_as_the_contract_says(
     vllm_client, vllm_checkpoint, recorder
 ):
@@ -154,7 +171,7 @@ def test_reload_and_relabel_change_the_weights_and_the_label(
 
 
 def test_a_keep_mode_pause_holds_requests_across_a_reload(
-    vllm_client, vllm_checkpoint, other_weights
+    vllm_client, vllm_checkpoint, other_weights, recorder
 ):
     """Requests sent while paused wait, then run wholly on the new weights and label; those
     caught mid-generation straddle the reload: their tokens come from both versions."""
@@ -164,10 +181,10 @@ def test_a_keep_mode_pause_holds_requests_across_a_reload(
         await client.update_weight_version("old")
         running = await requests_running(client, "straddle-")  # the server is paused
         queued = asyncio.create_task(client.generate(request("queued", 8)))
-        await asyncio.sleep(0.5)
-        held = not queued.done()
+        await sent(recorder, "queued")
         await client.reload_weights(str(other_weights))
         await client.update_weight_version("new")
+        held = not queued.done()
         await client.resume()
         return held, await queued, await asyncio.gather(*running)
 
@@ -195,20 +212,26 @@ def test_aborting_requests_in_flight_ends_them_with_their_partial_tokens(vllm_cl
         assert sum(s.end - s.start for s in generation.weight_versions) == len(generation.token_ids)
 
 
-def test_a_generate_sent_during_an_abort_mode_pause_is_answered_after_resume(vllm_client):
+def test_a_generate_sent_during_an_abort_mode_pause_is_answered_after_resume(vllm_client, recorder):
     """0.33 answers 503 (the client retries until resume); 0.32 queues it. Either way the
-    caller gets its generation once the server resumes."""
+    caller gets its generation once the server resumes, under the label set after it was
+    sent."""
 
     async def scenario(client: VLLMClient):
+        await client.update_weight_version("before-abort-pause")
         await client.pause("abort")
         waiting = asyncio.create_task(client.generate(request("after-abort-pause", 4)))
-        await asyncio.sleep(0.5)
+        await sent(recorder, "after-abort-pause")
+        await client.update_weight_version("set-while-paused")
         held = not waiting.done()
         await client.resume()
         return held, await waiting
 
     held, generation = with_client(vllm_client, scenario)
     assert held and generation.finish_reason == "length" and len(generation.token_ids) == 4
+    assert [(s.version, s.start, s.end) for s in generation.weight_versions] == [
+        ("set-while-paused", 0, 4)
+    ]
 
 
 def test_stop_reason_at_eos_is_the_token_id_or_null(vllm_client):

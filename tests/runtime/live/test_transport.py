@@ -4,7 +4,9 @@ The script says, per connection, how each request on it is answered: `ok` (a com
 answer, the connection kept open), `drop` (closed without reading the request, as a
 server closing an idle connection does), `partial` (the first bytes of an answer, then
 closed) or `hang` (never answered). The server counts connections and requests read, so
-the tests can tell a request that was resent from one that was not.
+the tests can tell a request that was resent from one that was not. The transport's clock
+is the test's (`clock`): a connection's idle time is what the test says, not how fast the
+machine ran, and the clients' timeouts only guard against a hang.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Sequence
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
+from rolloutlog.runtime.live import transport as transport_module
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
 from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceUnavailable
 from rolloutlog.runtime.live.transport import DEFAULT_KEEPALIVE_EXPIRY_S, StreamTransport
@@ -75,9 +79,26 @@ async def scripted(*scripts: Sequence[str]) -> AsyncIterator[ScriptedServer]:
         listener.close()
 
 
+class Clock:
+    """The transport's `time.monotonic`, moved only by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(transport_module, "time", SimpleNamespace(monotonic=lambda: fake.now))
+    return fake
+
+
 def client(keepalive_expiry_s: float = DEFAULT_KEEPALIVE_EXPIRY_S) -> httpx.AsyncClient:
     transport = StreamTransport(keepalive_expiry_s=keepalive_expiry_s)
-    return httpx.AsyncClient(transport=transport, timeout=1.0)
+    return httpx.AsyncClient(transport=transport, timeout=30.0)  # only a hang's guard
 
 
 def test_the_default_expiry_is_below_vllms_five_second_keepalive():
@@ -89,21 +110,22 @@ def test_the_default_expiry_is_below_vllms_five_second_keepalive():
         ClientLimits(keepalive_expiry_s=-1)
 
 
-def test_an_idle_connection_is_reused_within_its_expiry():
+def test_an_idle_connection_is_reused_within_its_expiry(clock):
     async def scenario():
-        async with scripted() as server, client() as http:
+        async with scripted() as server, client(keepalive_expiry_s=1.0) as http:
             for _ in range(3):
                 assert (await http.post(server.url, json={})).status_code == 200
+                clock.advance(0.9)
             return server.connections
 
     assert run(scenario()) == 1
 
 
-def test_an_idle_connection_past_its_expiry_is_never_reused():
+def test_an_idle_connection_past_its_expiry_is_never_reused(clock):
     async def scenario():
-        async with scripted() as server, client(keepalive_expiry_s=0.05) as http:
+        async with scripted() as server, client(keepalive_expiry_s=1.0) as http:
             await http.get(server.url)
-            await asyncio.sleep(0.15)
+            clock.advance(1.0)
             await http.get(server.url)
             return server.connections
 
