@@ -1,7 +1,7 @@
 """Hypothesis strategies for run configurations and valid logs, built by construction.
 
 Public so that a future change to the deciders can be checked against the previous one
-the same way the project's own suites do (see `replay.equivalence`). Needs hypothesis
+the same way the project's own suites do (see `testing.equivalence`). Needs hypothesis
 (the `test` extra).
 """
 

@@ -1,0 +1,248 @@
+"""Every file path and every dotted name that docs/ and README.md mention resolves in this tree.
+
+Why: docs name modules, tests and scripts so that a reader can open them; a rename that
+leaves a doc behind sends the reader to nothing. A path resolves from the repository root
+or from a folder of the repository that it starts with (`core/sink.py` from `rolloutlog/`,
+`live/driver.py` from `rolloutlog/runtime/`); a bare file name (`test_account.py`) must
+name some file of the tree. A dotted name is ours when its first part names a module (at
+any depth: `core.sink.decide`, `digest.canonical`, `rolloutlog.events.types.RunStarted`)
+or a class or function defined at the top of one (`Account.on_scored`); it must then
+resolve by import and attribute. Other dotted text (`time.monotonic`), `--set` keys
+(`run.batch_size`, `world.KEY`), the log's metadata keys (`rolloutlog.schema_version`) and
+placeholders (`<key>`, `*`, `...`, `KEY`) are not names of this tree and are left alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+import textwrap
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "rolloutlog"
+DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
+URL = re.compile(r"[a-z]+://\S+")
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+PATH = re.compile(r"(?<![\w./~-])((?:\.ci|\.?[\w-]+)/[\w./-]*[\w/](?:::\w+)?)")
+FILE_NAME = re.compile(r"(?<![\w./-])([\w-]+\.(?:py|md|sh|toml|txt|js|css))(?![\w/])")
+QUALIFIED = re.compile(r"(?<![\w./])(rolloutlog(?:\.\w+)+)")
+DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
+DATA_FILE = re.compile(r"\.(?:json|safetensors|arrow|jsonl|png|svg|pdf|html|csv|log)$")
+SETTING_QUALIFIERS = frozenset({"run", "world", "live"})
+PLACEHOLDER = re.compile(r"[<>*{}|]|\.\.\.|\bKEY\b")
+
+
+def tree_files() -> list[Path]:
+    skip = {".git", ".venv", ".venv-vllm", "__pycache__", ".ruff_cache", ".mypy_cache"}
+    return [
+        path
+        for path in REPO.rglob("*")
+        if path.is_file() and not skip.intersection(path.relative_to(REPO).parts)
+    ]
+
+
+@cache
+def folders() -> dict[str, list[Path]]:
+    """Each folder name of the tree, and the folders that hold a folder of that name."""
+    named: dict[str, list[Path]] = {}
+    for path in tree_files():
+        for parent in path.relative_to(REPO).parents:
+            if parent.name:
+                named.setdefault(parent.name, [])
+                if REPO / parent.parent not in named[parent.name]:
+                    named[parent.name].append(REPO / parent.parent)
+    return named
+
+
+@cache
+def file_names() -> frozenset[str]:
+    return frozenset(path.name for path in tree_files())
+
+
+@cache
+def modules() -> dict[str, list[str]]:
+    """Every dotted suffix of every module of the package (`sink`, `core.sink`, ...) and
+    the full module names it may stand for."""
+    suffixes: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        for start in range(len(parts)):
+            suffixes.setdefault(".".join(parts[start:]), []).append(".".join(parts))
+    return suffixes
+
+
+@cache
+def top_level_names() -> dict[str, list[str]]:
+    """Each class and function defined at the top of a package module, and its modules."""
+    names: dict[str, list[str]] = {}
+    for suffix, full_names in modules().items():
+        for full in full_names:
+            if suffix != full:
+                continue
+            path = REPO / Path(*full.split("."))
+            source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+            for node in ast.parse(source.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                    names.setdefault(node.name, []).append(full)
+    return names
+
+
+def mentions() -> Iterator[tuple[str, str]]:
+    """(doc, text) for each doc: its whole text, URLs removed."""
+    for doc in DOCS:
+        yield doc.relative_to(REPO).as_posix(), URL.sub(" ", doc.read_text(encoding="utf-8"))
+
+
+def paths_in(text: str) -> set[str]:
+    found = {match.rstrip(".") for match in PATH.findall(text)}
+    for span in CODE_SPAN.findall(text):
+        found.update(FILE_NAME.findall(span))
+    return {path for path in found if not PLACEHOLDER.search(path)}
+
+
+def dotted_names_in(text: str) -> set[str]:
+    found = set(QUALIFIED.findall(text))
+    for span in CODE_SPAN.findall(text):
+        name = re.sub(r"\(.*\)$", "", span.strip())
+        if DOTTED.match(name) and not FILE_NAME.fullmatch(name) and not DATA_FILE.search(name):
+            found.add(name)
+    return {name for name in found if not PLACEHOLDER.search(name)}
+
+
+def path_resolves(mention: str) -> bool:
+    path, _, test_name = mention.partition("::")
+    if "/" not in path:
+        return path in file_names()
+    first = path.split("/", 1)[0]
+    if not (REPO / first).exists() and not path.endswith("/") and "." not in path[-5:]:
+        return True  # `events/s`: a unit, not a file of this tree
+    roots = [REPO, *folders().get(first, [])]
+    for root in roots:
+        target = root / path
+        if target.exists():
+            return not test_name or f"def {test_name}(" in target.read_text(encoding="utf-8")
+    return first not in folders() and not (REPO / first).exists()  # not a path of this tree
+
+
+def instance_attributes(cls: type) -> set[str]:
+    """The names a class's methods assign on `self` (`self.digest = ...`)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return set()
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    }
+
+
+def has(target: object, attribute: str) -> bool:
+    """An attribute of `target`; of a class, also one its instances are given; of a module,
+    also one of its classes' (`loop.digest`: the digest of the module's `ReactionLoop`)."""
+    if hasattr(target, attribute):
+        return True
+    if isinstance(target, type):
+        return attribute in instance_attributes(target)
+    if isinstance(target, ModuleType):
+        classes = [
+            value
+            for value in vars(target).values()
+            if isinstance(value, type) and value.__module__ == target.__name__
+        ]
+        return any(has(cls, attribute) for cls in classes)
+    return False
+
+
+def resolves(full_module: str, attributes: list[str]) -> bool:
+    try:
+        target: object = importlib.import_module(full_module)
+    except ImportError:
+        return False
+    for index, attribute in enumerate(attributes):
+        submodule = f"{full_module}.{attribute}"
+        if isinstance(target, ModuleType) and submodule in modules().get(submodule, []):
+            return resolves(submodule, attributes[index + 1 :])
+        if not has(target, attribute):
+            return False
+        if not hasattr(target, attribute):
+            return True  # an instance's attribute: its own attributes are not checked
+        target = getattr(target, attribute)
+    return True
+
+
+def docstrings() -> Iterator[tuple[str, str]]:
+    """(module, text) for each package module: its docstrings, URLs removed."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        kinds = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+        texts = [ast.get_docstring(node) for node in ast.walk(tree) if isinstance(node, kinds)]
+        yield path.relative_to(REPO).as_posix(), URL.sub(" ", "\n".join(filter(None, texts)))
+
+
+def name_resolves(name: str, *, classes: bool = True) -> bool:
+    parts = name.split(".")
+    if parts[0] == "rolloutlog" and len(parts) == 2 and name not in modules():
+        return True  # a key of the log's metadata (`rolloutlog.schema_version`)
+    if parts[0] in SETTING_QUALIFIERS and len(parts) == 2:
+        return True  # a `--set` key (`world.pause_inference_on_update`), not a module's name
+    for cut in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:cut])
+        if prefix in modules():
+            return any(resolves(full, parts[cut:]) for full in modules()[prefix])
+    if classes and parts[0] in top_level_names():
+        return any(resolves(full, parts) for full in top_level_names()[parts[0]])
+    return not name.startswith("rolloutlog.")  # not a name of this tree
+
+
+def test_the_checks_catch_a_wrong_path_and_a_wrong_name() -> None:
+    assert path_resolves("rolloutlog/core/sink.py") and path_resolves("core/sink.py")
+    assert path_resolves("live/driver.py") and path_resolves("test_replay_docs.py")
+    assert not path_resolves("rolloutlog/core/sinks.py") and not path_resolves("core/sinks.py")
+    assert not path_resolves("tests/replay/test_replay_docs.py::test_nothing")
+    assert not path_resolves("no_such_test.py")
+    assert name_resolves("core.sink.decide") and name_resolves("testing.equivalence")
+    assert name_resolves("rolloutlog.events.types.RunStarted")
+    assert not name_resolves("replay.equivalence") and not name_resolves("core.sink.decides")
+    assert not name_resolves("rolloutlog.core.nothing")
+    assert name_resolves("loop.digest") and name_resolves("LogReader.schema_version")
+    assert not name_resolves("loop.digests") and not name_resolves("LogReader.schema")
+    assert name_resolves("run.batch_size")  # a setting's name, not a module's
+    assert not dotted_names_in("`model.safetensors` and `config.json`")  # files, not names
+
+
+@pytest.mark.parametrize(("doc", "text"), list(mentions()), ids=[d.name for d in DOCS])
+def test_every_path_a_doc_mentions_exists(doc: str, text: str) -> None:
+    missing = sorted(path for path in paths_in(text) if not path_resolves(path))
+    assert not missing, f"{doc} names paths that are not in the tree: {missing}"
+
+
+@pytest.mark.parametrize(("doc", "text"), list(mentions()), ids=[d.name for d in DOCS])
+def test_every_dotted_name_a_doc_mentions_resolves(doc: str, text: str) -> None:
+    missing = sorted(name for name in dotted_names_in(text) if not name_resolves(name))
+    assert not missing, f"{doc} names modules or attributes that do not resolve: {missing}"
+
+
+def test_every_path_and_module_name_a_docstring_mentions_resolves() -> None:
+    """The package's docstrings too; there a class's dotted name may be another library's
+    (vLLM's `SamplingParams`), so only names that start with a module's are checked."""
+    missing = {
+        module: sorted(
+            [path for path in paths_in(text) if not path_resolves(path)]
+            + [name for name in dotted_names_in(text) if not name_resolves(name, classes=False)]
+        )
+        for module, text in docstrings()
+    }
+    assert not {module: names for module, names in missing.items() if names}
