@@ -1,4 +1,4 @@
-"""Every file path and every dotted name that docs/ and README.md mention resolves in this tree.
+"""Every file path, dotted name and link that docs/ and README.md mention resolves in this tree.
 
 Why: docs name modules, tests and scripts so that a reader can open them; a rename that
 leaves a doc behind sends the reader to nothing. A path resolves from the repository root
@@ -10,6 +10,8 @@ or a class or function defined at the top of one (`Account.on_scored`); it must 
 resolve by import and attribute. Other dotted text (`time.monotonic`), `--set` keys
 (`run.batch_size`, `world.KEY`), the log's metadata keys (`rolloutlog.schema_version`) and
 placeholders (`<key>`, `*`, `...`, `KEY`) are not names of this tree and are left alone.
+A link (`[text](replay.md#digests)`) must name a file of the tree and, after `#`, a heading
+of that file (as GitHub makes anchors of headings).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ QUALIFIED = re.compile(r"(?<![\w./])(rolloutlog(?:\.\w+)+)")
 DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 DATA_FILE = re.compile(r"\.(?:json|safetensors|arrow|jsonl|png|svg|pdf|html|csv|log)$")
 SETTING_QUALIFIERS = frozenset({"run", "world", "live"})
+LINK = re.compile(r"\]\(([^)\s]+)\)")
 PLACEHOLDER = re.compile(r"[<>*{}|]|\.\.\.|\bKEY\b")
 
 
@@ -207,6 +210,20 @@ def name_resolves(name: str, *, classes: bool = True) -> bool:
     return not name.startswith("rolloutlog.")  # not a name of this tree
 
 
+def anchors(doc: Path) -> set[str]:
+    """The anchors GitHub gives the headings of `doc`."""
+    headings = re.findall(r"^#+ (.+)$", doc.read_text(encoding="utf-8"), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def link_resolves(doc: Path, link: str) -> bool:
+    if re.match(r"[a-z]+:", link):
+        return True  # a URL
+    target, _, anchor = link.partition("#")
+    path = (doc.parent / target).resolve() if target else doc
+    return path.exists() and (not anchor or anchor in anchors(path))
+
+
 def test_the_checks_catch_a_wrong_path_and_a_wrong_name() -> None:
     assert path_resolves("rolloutlog/core/sink.py") and path_resolves("core/sink.py")
     assert path_resolves("live/driver.py") and path_resolves("test_replay_docs.py")
@@ -221,6 +238,11 @@ def test_the_checks_catch_a_wrong_path_and_a_wrong_name() -> None:
     assert not name_resolves("loop.digests") and not name_resolves("LogReader.schema")
     assert name_resolves("run.batch_size")  # a setting's name, not a module's
     assert not dotted_names_in("`model.safetensors` and `config.json`")  # files, not names
+    replay = REPO / "docs" / "replay.md"
+    assert link_resolves(replay, "#every-key-of-replay---json")
+    assert link_resolves(replay, "log-format.md#torn-tails") and link_resolves(replay, "img")
+    assert not link_resolves(replay, "#no-such-heading")
+    assert not link_resolves(replay, "log-formats.md") and not link_resolves(replay, "x.md#a")
 
 
 @pytest.mark.parametrize(("doc", "text"), list(mentions()), ids=[d.name for d in DOCS])
@@ -233,6 +255,13 @@ def test_every_path_a_doc_mentions_exists(doc: str, text: str) -> None:
 def test_every_dotted_name_a_doc_mentions_resolves(doc: str, text: str) -> None:
     missing = sorted(name for name in dotted_names_in(text) if not name_resolves(name))
     assert not missing, f"{doc} names modules or attributes that do not resolve: {missing}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_every_link_of_a_doc_resolves(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    missing = sorted(link for link in LINK.findall(text) if not link_resolves(doc, link))
+    assert not missing, f"{doc.name} links to files or headings that do not exist: {missing}"
 
 
 def test_every_path_and_module_name_a_docstring_mentions_resolves() -> None:
