@@ -35,11 +35,11 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json
+from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.events.errors import LogError
 from rolloutlog.runtime.sim.plot import plot_runs
-from rolloutlog.runtime.sim.report import print_report
 from rolloutlog.runtime.sim.scenario import (
     Scenario,
     load_scenario,

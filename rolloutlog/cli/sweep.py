@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from rolloutlog.cli.options import (
     set_option,
     steps_option,
 )
+from rolloutlog.cli.output import duration, per_unit, rate_unit
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.runtime.sim.scenario import scenario_names
@@ -274,26 +275,27 @@ def _overview(found: Sequence[Configuration], title: str) -> Table:
     """One line per configuration. No column cuts its text short (a word longer than its
     column folds onto the next line), so that two configurations that differ in one
     setting read differently at any terminal width."""
+    unit = rate_unit(config.means.get("virtual_seconds") for config in found)
     table = Table(title=title, title_justify="left")
     for name in ("scenario", "configuration"):
         table.add_column(name, overflow="fold")
-    for name in ("seeds", "trained / h", "discarded", "wasted"):
+    for name in ("seeds", f"trained / {unit[0]}", "discarded", "wasted"):
         table.add_column(name, justify="right", overflow="fold")
     for config in found:
         table.add_row(
             config.scenario,
             label(config),
             str(config.seeds),
-            _figure(config, "trained_episodes_per_hour", "{:,.0f}"),
-            _figure(config, "finished_rollouts_discarded", "{:,.1f}"),
-            _figure(config, "rollout_seconds_wasted", "{:,.0f} s"),
+            _figure(config, "trained_episodes_per_hour", lambda v: per_unit(v, unit)),
+            _figure(config, "finished_rollouts_discarded", "{:,.1f}".format),
+            _figure(config, "rollout_seconds_wasted", duration),
         )
     return table
 
 
-def _figure(config: Configuration, key: str, fmt: str) -> str:
+def _figure(config: Configuration, key: str, show: Callable[[float], str]) -> str:
     value = config.means.get(key)
-    return "–" if value is None else fmt.format(value)
+    return "–" if value is None else show(value)
 
 
 def _print_best(objective: Objective, found: Sequence[Configuration], console: Console) -> None:

@@ -26,13 +26,13 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json, warn_torn_tail
+from rolloutlog.cli.sim_report import print_report
 from rolloutlog.cli.simulate import _advance, _parse_policies, _progress
 from rolloutlog.core.config import ConfigError
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
 from rolloutlog.runtime.sim.plot import plot_runs
-from rolloutlog.runtime.sim.report import print_report
 from rolloutlog.runtime.sim.scenario import Scenario, parse_set_options
 from rolloutlog.runtime.sim.scenario_toml import scenario_toml
 from rolloutlog.runtime.sim.simulation import SimResult
@@ -179,7 +179,8 @@ def whatif_command(
         emit_json({"recorded": recorded, "policies": runs})
     else:
         console = Console()
-        print_report({"recorded": recorded, **runs}, title, console)
+        # the recorded column is on the log's clock: wall time for a live run
+        print_report({"recorded": recorded, **runs}, title, console, time_label="run time")
         if races is not None and any(run[INTERVAL_KEY] is not None for run in runs.values()):
             low, high = rate_interval(races)
             console.print(

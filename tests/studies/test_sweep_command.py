@@ -295,3 +295,12 @@ def test_an_address_where_no_cluster_answers_is_refused_at_once(tmp_path: Path) 
     assert not output.exists()  # nothing ran, nothing written
     result = sweep("--scenario", "smoke", "-o", str(tmp_path / "missing" / "r.parquet"))
     assert result.exit_code == 2 and "no directory" in result.stderr
+
+
+def test_its_overview_prints_waste_and_rate_as_simulate_does(tmp_path: Path) -> None:
+    cell = ["--scenario", "smoke", "--compare", "per-episode", "--steps", "5"]
+    result = sweep(*cell, "--engine", "processes", "--workers", "1", "-o", str(tmp_path / "r"))
+    assert result.exit_code == 0, result.stderr
+    simulated = CliRunner().invoke(simulate_command, ["--scenario", "smoke"])
+    assert "1.71 min (40.2%)" in simulated.stdout
+    assert "1.71 min" in result.stdout and "trained / s" in result.stdout

@@ -202,3 +202,11 @@ def test_plot_without_matplotlib_is_refused_before_the_run(
     assert result.exit_code == 2, result.output
     assert "drawing needs matplotlib (pip install 'rolloutlog[plot]')" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_short_run_prints_its_durations_and_rate_in_units_that_fit() -> None:
+    result = invoke("--scenario", "smoke")
+    assert result.exit_code == 0, result.output
+    for shown in ("46.2 s", "4.25 min", "1.71 min (40.2%)", "trained episodes / second"):
+        assert shown in result.output
+    assert " h " not in result.output and "/ hour" not in result.output
