@@ -94,6 +94,8 @@ def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> No
     elif stopped:
         events = summary["events"]
         console.print(f"[yellow]stopped at seq {events}: no property broken before it[/]")
+    elif summary["events"] == 0:  # warned on stderr: nothing was checked
+        console.print("[yellow]no event: no property was checked[/]")
     else:
         console.print("[green]every property holds on every event[/]")
 
@@ -125,6 +127,8 @@ def verify_command(log: Path, as_json: bool) -> None:
         _print_divergence(divergence.seq, divergence.expected, divergence.recorded)
         _print_counters(divergence.state, f"state before seq {divergence.seq}")
         _print_groups(divergence.state["groups"], "the groups involved")
+    elif verdict.error is None and verdict.events == 0:  # warned on stderr
+        Console().print("[yellow]no event: no decision was checked[/]")
     elif verdict.error is None:
         Console().print(f"[green]verified {verdict.events} events: every decision matches[/]")
     if verdict.error is not None:

@@ -235,6 +235,9 @@ def test_a_log_without_events_is_no_error_but_is_said_to_hold_nothing(tmp_path: 
         result = CliRunner().invoke(main, [command, str(empty)])
         assert result.exit_code == 0, result.output
         assert "the log holds no event (not even run_started)" in result.stderr
+        assert "no event: no" in result.stdout
+        assert "every property holds" not in result.stdout
+        assert "every decision matches" not in result.stdout
     full = tmp_path / "full.arrow"
     write_log(full, small_log())
     result = CliRunner().invoke(main, ["verify", str(full)])
