@@ -68,7 +68,7 @@ def _rate(unit: Unit) -> Callable[[Mapping[str, Any]], str]:
 TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels vary
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
-    ("run finished", lambda run: str(run.get("run_finished"))),
+    ("run finished", lambda run: run.get("run_finished") or "unfinished"),  # a torn log
     (TIME_ROW, _duration("virtual_seconds")),
     ("episodes dispatched", _number("episodes_dispatched")),
     ("episodes trained", _number("episodes_trained")),

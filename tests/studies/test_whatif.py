@@ -471,3 +471,14 @@ def test_whatif_of_a_short_run_labels_its_clock_and_keeps_its_rate_in_range(tmp_
     assert result.exit_code == 0, result.output
     assert "run time" in result.output and "virtual time" not in result.output
     assert "trained episodes / second" in result.output and "/ hour" not in result.output
+
+
+def test_whatif_of_a_torn_log_says_the_recorded_run_is_unfinished(tmp_path):
+    log, torn = tmp_path / "run.arrow", tmp_path / "torn.arrow"
+    args = ["simulate", "--scenario", "smoke", "--steps", "300", "--log", str(log)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    torn.write_bytes(log.read_bytes()[: log.stat().st_size * 2 // 3])
+    result = CliRunner().invoke(main, ["whatif", str(torn), "--steps", "5"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "run finished" in line)
+    assert "unfinished" in row and "None" not in row
