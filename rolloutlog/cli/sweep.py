@@ -19,7 +19,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rolloutlog.cli.bad_input import BadInput
@@ -31,6 +30,7 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import duration, per_unit, rate_unit
+from rolloutlog.cli.progress import progress
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.runtime.sim.scenario import scenario_names
@@ -161,7 +161,7 @@ def sweep_command(
         f"sweep: {len(cells)} cells, {len(cells) - len(to_run)} already in {output}, "
         f"running {len(to_run)} on {chosen}"
     )
-    _run(to_run, rows, output, chosen, workers or os.cpu_count() or 1, address, errors)
+    _run(to_run, rows, output, chosen, workers or os.cpu_count() or 1, address)
     grid_rows = _grid_rows(rows, cells, keys)
     found = configurations(grid_rows, keys)
     title = f"sweep of {len(cells)} cells: {', '.join(dict.fromkeys(c.name for c in cells))}"
@@ -225,28 +225,17 @@ def _run(
     engine: Engine,
     workers: int,
     address: str | None,
-    errors: Console,
 ) -> None:
     """Run the cells, saving the table every few seconds and at the end (or on failure)."""
     if not cells:
         return
     known, saved = len(rows), time.monotonic()
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("cells"),
-        TimeElapsedColumn(),
-        console=errors,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task(engine, total=len(cells))
+    with progress("cell", len(cells), first=engine) as update:
 
         def on_row(row: dict[str, Any]) -> None:
             nonlocal saved
             rows.append(row)
-            progress.advance(task)
+            update(len(rows) - known, engine)
             if time.monotonic() - saved > SAVE_EVERY_S:
                 write_rows(output, rows)
                 saved = time.monotonic()
