@@ -6,7 +6,7 @@ import contextlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 from rich.table import Table
@@ -17,6 +17,39 @@ from rolloutlog.events.log_reader import TornTail
 from rolloutlog.events.types import RunStarted
 from rolloutlog.replay.source import LogSource
 from rolloutlog.replay.step_metrics import StepMetrics
+
+# name in a value, name in a rate's label ("trained / h"), in words ("/ hour"), seconds
+DURATION_UNITS: Final = (("h", "hour", 3600.0), ("min", "minute", 60.0), ("s", "second", 1.0))
+Unit = tuple[str, str, float]
+
+
+def duration_unit(seconds: float) -> Unit:
+    """The largest unit that `seconds` fills at least once (seconds below a second)."""
+    return next((u for u in DURATION_UNITS if abs(seconds) >= u[2]), DURATION_UNITS[-1])
+
+
+def duration(seconds: float) -> str:
+    """A duration for people, in the unit that fits it, to three figures (one decimal at
+    least): `0.42 s`, `42.0 s`, `5.50 min`, `3.01 h`, `100.0 h`. Every command prints
+    durations with it; `--json` keeps plain seconds."""
+    name, _, size = duration_unit(seconds)
+    value = seconds / size
+    return f"{value:,.{2 if abs(value) < 10 else 1}f} {name}"
+
+
+def rate_unit(durations: Iterable[float | None]) -> Unit:
+    """The time unit for a rate measured over runs of these lengths: the unit of the
+    shortest, so that no run's figure extrapolates past its own length (a 10 s run's rate
+    is per second, not an hour's worth of it). Hours when no length is known."""
+    known = [seconds for seconds in durations if seconds is not None]
+    return duration_unit(min(known)) if known else DURATION_UNITS[0]
+
+
+def per_unit(per_hour: float, unit: Unit) -> str:
+    """A rate given per hour (as `--json` keeps it), shown per `unit`, to three figures at
+    least: `4,092`, `24.4`, `0.41`."""
+    value = per_hour * unit[2] / 3600.0
+    return f"{value:,.{0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2}f}"
 
 
 def emit_json(data: Any) -> None:

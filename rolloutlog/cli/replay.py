@@ -94,6 +94,8 @@ def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> No
     elif stopped:
         events = summary["events"]
         console.print(f"[yellow]stopped at seq {events}: no property broken before it[/]")
+    elif summary["events"] == 0:  # warned on stderr: nothing was checked
+        console.print("[yellow]no event: no property was checked[/]")
     else:
         console.print("[green]every property holds on every event[/]")
 
@@ -125,6 +127,8 @@ def verify_command(log: Path, as_json: bool) -> None:
         _print_divergence(divergence.seq, divergence.expected, divergence.recorded)
         _print_counters(divergence.state, f"state before seq {divergence.seq}")
         _print_groups(divergence.state["groups"], "the groups involved")
+    elif verdict.error is None and verdict.events == 0:  # warned on stderr
+        Console().print("[yellow]no event: no decision was checked[/]")
     elif verdict.error is None:
         Console().print(f"[green]verified {verdict.events} events: every decision matches[/]")
     if verdict.error is not None:
@@ -139,11 +143,13 @@ def _print_divergence(seq: int, left: Event | None, right: Event | None, names: 
     table.add_column(left_name)
     table.add_column(right_name)
     ours, theirs = _payload(left), _payload(right)
+    console = Console()
+    marker = "" if console.is_terminal else "> "  # a differing row is red on a terminal
     for key in dict.fromkeys([*ours, *theirs]):
         a, b = ours.get(key, ""), theirs.get(key, "")
-        style = "" if a == b else "bold red"
-        table.add_row(key, _cell(a), _cell(b), style=style)
-    Console().print(table)
+        field, style = (key, "") if a == b else (marker + key, "bold red")
+        table.add_row(field, _cell(a), _cell(b), style=style)
+    console.print(table)
 
 
 def _payload(event: Event | None) -> dict[str, Any]:
@@ -276,10 +282,15 @@ def _print_timeline(target: str, moments: list[Moment]) -> None:
 @click.argument("a", type=FILE)
 @click.argument("b", type=FILE)
 @AS_JSON
-def diff_command(a: Path, b: Path, as_json: bool) -> None:
+@click.option(
+    "--ignore-config",
+    is_flag=True,
+    help="Leave run_started's config out: compare the decisions of two runs set up apart.",
+)
+def diff_command(a: Path, b: Path, as_json: bool, ignore_config: bool) -> None:
     """The first event where logs A and B diverge, by bisection over their digest chains."""
     source_a, source_b = _open(a), _open(b)
-    result = diff_logs(source_a, source_b)
+    result = diff_logs(source_a, source_b, ignore_config=ignore_config)
     warn_torn_tail(source_a.torn_tail, a)
     warn_torn_tail(source_b.torn_tail, b)
     if as_json:
@@ -287,7 +298,8 @@ def diff_command(a: Path, b: Path, as_json: bool) -> None:
     elif result.seq is not None:
         _print_divergence(result.seq, result.a, result.b, names=(str(a), str(b)))
     elif result.error is None:
-        Console().print(f"[green]identical: {result.a_events} events, the same digest chain[/]")
+        same = "the same events but for the config" if ignore_config else "the same digest chain"
+        Console().print(f"[green]identical: {result.a_events} events, {same}[/]")
     if result.error is not None:
         name, error = result.error
         fail(_naming(a if name == "a" else b, error))

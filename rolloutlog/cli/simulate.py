@@ -8,20 +8,12 @@ without holding the log in memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from rolloutlog.cli.bad_input import BadInput
 from rolloutlog.cli.options import (
@@ -35,11 +27,12 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json
+from rolloutlog.cli.progress import progress
+from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.events.errors import LogError
 from rolloutlog.runtime.sim.plot import plot_runs
-from rolloutlog.runtime.sim.report import print_report
 from rolloutlog.runtime.sim.scenario import (
     Scenario,
     load_scenario,
@@ -47,6 +40,7 @@ from rolloutlog.runtime.sim.scenario import (
     run_overrides,
     scenario_names,
 )
+from rolloutlog.runtime.sim.simulation import SimResult
 from rolloutlog.studies.policy_runs import policy_runs
 from rolloutlog.studies.run_report import policy_name, run_policy
 
@@ -56,6 +50,16 @@ def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None
     if log is None or not compare:
         return log
     return log.with_name(f"{log.stem}.{policy}{log.suffix}")
+
+
+def run_with_progress(
+    name: str, scenario: Scenario, log_path: Path | None = None, *, check: bool, quiet: bool = False
+) -> tuple[dict[str, Any], SimResult]:
+    """`run_policy`, its shipped steps shown on stderr (`cli.progress`) as policy `name`."""
+    with progress("step", scenario.steps, quiet=quiet, first=name) as update:
+        return run_policy(
+            scenario, log_path=log_path, on_step=lambda step: update(step, name), check=check
+        )
 
 
 def _parse_policies(text: str, option: str) -> list[str]:
@@ -104,25 +108,6 @@ def _policies(
                 err=True,
             )
     return {run.policy: run.scenario for run in runs}
-
-
-def _advance(progress: Progress, task: TaskID) -> Callable[[int], None]:
-    def on_step(step: int) -> None:
-        progress.update(task, completed=step)
-
-    return on_step
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("steps"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
 
 
 @click.command("simulate")
@@ -179,23 +164,15 @@ def simulate_command(
     for log_path in log_paths.values():
         if log_path is not None and log_path.exists() and not force:
             raise BadInput(f"--log {log_path}: already exists (pass --force to replace it)")
-    errors = Console(stderr=True)
     runs: dict[str, dict[str, Any]] = {}
     series: dict[str, list[tuple[float, float]]] = {}
-    with _progress(errors) as progress:
-        for name, policy_scenario in policies.items():
-            task = progress.add_task(name, total=base.steps)
-            log_path = log_paths[name]
-            try:
-                report, result = run_policy(
-                    policy_scenario,
-                    log_path=log_path,
-                    on_step=_advance(progress, task),
-                    check=check,
-                )
-            except (OSError, LogError) as error:
-                raise BadInput(f"--log {log_path}: {error}") from error
-            runs[name], series[name] = report, result.wasted_series
+    for name, policy_scenario in policies.items():
+        log_path = log_paths[name]
+        try:
+            report, result = run_with_progress(name, policy_scenario, log_path, check=check)
+        except (OSError, LogError) as error:
+            raise BadInput(f"--log {log_path}: {error}") from error
+        runs[name], series[name] = report, result.wasted_series
     title = f"scenario {base.name!r}, seed {base.seed}, {base.steps} steps"
     if plot is not None:
         try:

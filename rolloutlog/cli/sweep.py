@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rolloutlog.cli.bad_input import BadInput
@@ -30,6 +29,8 @@ from rolloutlog.cli.options import (
     set_option,
     steps_option,
 )
+from rolloutlog.cli.output import duration, per_unit, rate_unit
+from rolloutlog.cli.progress import progress
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.runtime.sim.scenario import scenario_names
@@ -160,7 +161,7 @@ def sweep_command(
         f"sweep: {len(cells)} cells, {len(cells) - len(to_run)} already in {output}, "
         f"running {len(to_run)} on {chosen}"
     )
-    _run(to_run, rows, output, chosen, workers or os.cpu_count() or 1, address, errors)
+    _run(to_run, rows, output, chosen, workers or os.cpu_count() or 1, address)
     grid_rows = _grid_rows(rows, cells, keys)
     found = configurations(grid_rows, keys)
     title = f"sweep of {len(cells)} cells: {', '.join(dict.fromkeys(c.name for c in cells))}"
@@ -224,28 +225,17 @@ def _run(
     engine: Engine,
     workers: int,
     address: str | None,
-    errors: Console,
 ) -> None:
     """Run the cells, saving the table every few seconds and at the end (or on failure)."""
     if not cells:
         return
     known, saved = len(rows), time.monotonic()
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("cells"),
-        TimeElapsedColumn(),
-        console=errors,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task(engine, total=len(cells))
+    with progress("cell", len(cells), first=engine) as update:
 
         def on_row(row: dict[str, Any]) -> None:
             nonlocal saved
             rows.append(row)
-            progress.advance(task)
+            update(len(rows) - known, engine)
             if time.monotonic() - saved > SAVE_EVERY_S:
                 write_rows(output, rows)
                 saved = time.monotonic()
@@ -274,26 +264,27 @@ def _overview(found: Sequence[Configuration], title: str) -> Table:
     """One line per configuration. No column cuts its text short (a word longer than its
     column folds onto the next line), so that two configurations that differ in one
     setting read differently at any terminal width."""
+    unit = rate_unit(config.means.get("virtual_seconds") for config in found)
     table = Table(title=title, title_justify="left")
     for name in ("scenario", "configuration"):
         table.add_column(name, overflow="fold")
-    for name in ("seeds", "trained / h", "discarded", "wasted"):
+    for name in ("seeds", f"trained / {unit[0]}", "discarded", "wasted"):
         table.add_column(name, justify="right", overflow="fold")
     for config in found:
         table.add_row(
             config.scenario,
             label(config),
             str(config.seeds),
-            _figure(config, "trained_episodes_per_hour", "{:,.0f}"),
-            _figure(config, "finished_rollouts_discarded", "{:,.1f}"),
-            _figure(config, "rollout_seconds_wasted", "{:,.0f} s"),
+            _figure(config, "trained_episodes_per_hour", lambda v: per_unit(v, unit)),
+            _figure(config, "finished_rollouts_discarded", "{:,.1f}".format),
+            _figure(config, "rollout_seconds_wasted", duration),
         )
     return table
 
 
-def _figure(config: Configuration, key: str, fmt: str) -> str:
+def _figure(config: Configuration, key: str, show: Callable[[float], str]) -> str:
     value = config.means.get(key)
-    return "–" if value is None else fmt.format(value)
+    return "–" if value is None else show(value)
 
 
 def _print_best(objective: Objective, found: Sequence[Configuration], console: Console) -> None:

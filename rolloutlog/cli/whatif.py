@@ -26,17 +26,17 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json, warn_torn_tail
-from rolloutlog.cli.simulate import _advance, _parse_policies, _progress
+from rolloutlog.cli.sim_report import print_report
+from rolloutlog.cli.simulate import _parse_policies, run_with_progress
 from rolloutlog.core.config import ConfigError
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
 from rolloutlog.runtime.sim.plot import plot_runs
-from rolloutlog.runtime.sim.report import print_report
 from rolloutlog.runtime.sim.scenario import Scenario, parse_set_options
 from rolloutlog.runtime.sim.scenario_toml import scenario_toml
 from rolloutlog.runtime.sim.simulation import SimResult
-from rolloutlog.studies.run_report import policy_name, run_policy
+from rolloutlog.studies.run_report import policy_name
 from rolloutlog.studies.whatif import FittedRun, fit_log, recorded_report, with_overrides
 from rolloutlog.studies.whatif.fit import FitError
 from rolloutlog.studies.whatif.interval import RaceSample, discarded_interval, rate_interval
@@ -75,8 +75,8 @@ def fit_recorded(
 def run_whatif(
     base: Scenario,
     policies: list[str],
-    console: Console | None = None,
     *,
+    quiet: bool = True,
     check: bool = False,
     races: RaceSample | None = None,
 ) -> tuple[Runs, Series]:
@@ -85,16 +85,15 @@ def run_whatif(
     Each object also has `discarded_interval`: the 95% interval of its finished rollouts
     discarded where that count rests on the late-arrival rate fitted from `races` (a
     policy that cuts stragglers), else None (`discarded_interval_for`).
-    `check`: run the invariant checker on every event (as `simulate --check`)."""
+    `check`: run the invariant checker on every event (as `simulate --check`); `quiet=False`
+    shows each run's progress on stderr."""
     runs: Runs = {}
     series: Series = {}
-    with _progress(console or Console(stderr=True, quiet=True)) as progress:
-        for name in policies:
-            task = progress.add_task(name, total=base.steps)
-            scenario = base.with_policy(name)
-            report, result = run_policy(scenario, on_step=_advance(progress, task), check=check)
-            report[INTERVAL_KEY] = discarded_interval_for(scenario, report, result, races)
-            runs[name], series[name] = report, result.wasted_series
+    for name in policies:
+        scenario = base.with_policy(name)
+        report, result = run_with_progress(name, scenario, check=check, quiet=quiet)
+        report[INTERVAL_KEY] = discarded_interval_for(scenario, report, result, races)
+        runs[name], series[name] = report, result.wasted_series
     return runs, series
 
 
@@ -164,7 +163,7 @@ def whatif_command(
             raise BadInput(f"--save-world {save_world}: {error}") from error
     fitted_rate = base.world.late_arrival_rate == fitted.scenario.world.late_arrival_rate
     races = fitted.races if fitted_rate else None
-    runs, series = run_whatif(base, policies, Console(stderr=True), check=check, races=races)
+    runs, series = run_whatif(base, policies, quiet=False, check=check, races=races)
     title = f"whatif {log.name}: fitted world, seed {seed}, {base.steps} steps"
     if recorded["steps_shipped"] != base.steps:  # the recorded column stays as recorded
         title += f" (recorded: {recorded['steps_shipped']})"
@@ -179,7 +178,8 @@ def whatif_command(
         emit_json({"recorded": recorded, "policies": runs})
     else:
         console = Console()
-        print_report({"recorded": recorded, **runs}, title, console)
+        # the recorded column is on the log's clock: wall time for a live run
+        print_report({"recorded": recorded, **runs}, title, console, time_label="run time")
         if races is not None and any(run[INTERVAL_KEY] is not None for run in runs.values()):
             low, high = rate_interval(races)
             console.print(

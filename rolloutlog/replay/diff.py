@@ -5,6 +5,10 @@ seq where the chains differ is then found by bisection, in O(log n) digest compa
 and only the two events at that seq are read back. Two runs of the same deciders on the
 same world events give identical chains, so this names the first event where two runs,
 or a run and its re-recording, parted ways.
+
+Two runs started with different configs (two policies on one world) differ at seq 0, and
+so does every digest after it: with `ignore_config` the logs are compared event by event,
+`run_started.config` left out, so the answer is the first decision that differs.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class LogDiff:
         }
 
 
-def diff_logs(a: LogSource, b: LogSource) -> LogDiff:
+def diff_logs(a: LogSource, b: LogSource, *, ignore_config: bool = False) -> LogDiff:
     """Replay both logs into digest chains and bisect them for the first difference.
 
     A log that stops early (inconsistent, or unreadable past some batch) is compared as far
@@ -57,7 +61,12 @@ def diff_logs(a: LogSource, b: LogSource) -> LogDiff:
     """
     replay_a = replay_log(a, keep_digests=True, check_invariants=False)
     replay_b = replay_log(b, keep_digests=True, check_invariants=False)
-    seq = first_difference(_chain(replay_a), _chain(replay_b))
+    if ignore_config:
+        seq = _first_unequal(a, b, min(replay_a.events, replay_b.events))
+        if seq is None and replay_a.events != replay_b.events:
+            seq = min(replay_a.events, replay_b.events)  # one log ends there
+    else:
+        seq = first_difference(_chain(replay_a), _chain(replay_b))
     error = _stopping_error(replay_a, replay_b, seq)
     if seq is None:
         return LogDiff(None, None, None, replay_a.events, replay_b.events, error)
@@ -65,6 +74,21 @@ def diff_logs(a: LogSource, b: LogSource) -> LogDiff:
     if error is not None and _only_the_error(error[0], event_a, event_b):
         return LogDiff(None, None, None, replay_a.events, replay_b.events, error)
     return LogDiff(seq, event_a, event_b, replay_a.events, replay_b.events, error)
+
+
+def _first_unequal(a: LogSource, b: LogSource, events: int) -> int | None:
+    """The first of the first `events` seqs (both logs folded that far) where the two
+    events differ, `run_started.config` left out."""
+    for seq, event_a, event_b in zip(range(events), a.events(), b.events(), strict=False):
+        if _without_config(event_a) != _without_config(event_b):
+            return seq
+    return None
+
+
+def _without_config(event: Event) -> dict[str, Any]:
+    payload = event_payload(event)
+    payload.pop("config", None)
+    return payload
 
 
 def _chain(replay: Replay) -> DigestChain:

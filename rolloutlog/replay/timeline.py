@@ -33,20 +33,34 @@ class Moment:
 
     event: Event
     step: int
-    age: int | None  # the episode's rollout age at `step` (episode timelines only)
+    age: int | None  # the rollout age at `step` of the episode (of a group: its oldest named)
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "age": self.age, **event_payload(self.event)}
 
 
 def group_timeline(source: LogSource, group_id: str) -> list[Moment]:
-    """Every event about group `group_id`, in seq order."""
+    """Every event about group `group_id`, in seq order; an event that names members
+    (a dispatch, an arrival, a cancellation, a shipped batch) carries the rollout age of
+    the oldest of them at its step."""
     prefix = f"{group_id}/"
-    moments = []
+    moments: list[Moment] = []
+    versions: dict[str, int] = {}
     for event, step in _scan(source, lambda batch: _rows_naming(batch, group_id, prefix)):
-        if group_id in groups_named(event):
-            moments.append(Moment(event, step, None))
+        if group_id not in groups_named(event):
+            continue
+        if event.kind == "episode_dispatched":
+            versions[event.episode_id] = event.policy_version  # type: ignore[union-attr]
+        ages = [rollout_age(versions[e], step) for e in _members_named(event) if e in versions]
+        moments.append(Moment(event, step, max(ages, default=None)))
     return moments
+
+
+def _members_named(event: Event) -> list[str]:
+    """The episode ids an event names: its own, those it cancels, those a batch trains."""
+    own = getattr(event, "episode_id", None)
+    many = (*getattr(event, "episode_ids", ()), *getattr(event, "trained_ids", ()))
+    return [*([own] if own else []), *many]
 
 
 def episode_timeline(source: LogSource, episode_id: str) -> list[Moment]:

@@ -74,6 +74,24 @@ def timeline_page(source: LogSource, window: Window, title: str) -> tuple[str, d
     return render_page(data), data
 
 
+def summary_rows(summary: dict[str, Any]) -> list[list[str]]:
+    """The summary panel's rows, as people read them: a mapping's entries one a row
+    (`episodes_cancelled · stale`), a list by its length, a fraction to three decimals."""
+    rows = []
+    for key, value in summary.items():
+        if isinstance(value, dict):
+            rows += [[f"{key} · {k}", _shown(v)] for k, v in value.items()]
+        else:
+            rows.append([key, _shown(len(value) if isinstance(value, list) else value)])
+    return rows
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{round(value, 3):g}"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def page_data(spans: Spans, summary: dict[str, Any], window: Window, title: str) -> dict[str, Any]:
     """Everything the page draws, as plain data with the columns in base64."""
     keep = _selected(spans, window)
@@ -128,6 +146,7 @@ def page_data(spans: Spans, summary: dict[str, Any], window: Window, title: str)
             if e >= lo and s <= hi
         ],
         "summary": summary,
+        "summary_rows": summary_rows(summary),
         "columns": {
             "start": _column(spans.start[episodes] - lo, "<f4"),
             "end": _column(spans.end[episodes] - lo, "<f4"),

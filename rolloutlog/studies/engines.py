@@ -11,6 +11,7 @@ already initialized in this process (a test session, a notebook) is used as it i
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import re
 import socket
@@ -24,10 +25,14 @@ from rolloutlog.studies.results import run_cell
 Engine = Literal["ray", "processes"]
 Row = dict[str, Any]
 CONNECT_TIMEOUT_S: Final = 5.0
+RAY_QUIET: Final[dict[str, Any]] = {  # Ray's own INFO and WARNING lines (its auth token, its
+    "log_to_driver": False,  # start-up) are not the sweep's news; its errors still show
+    "logging_level": logging.ERROR,
+}
 RAY_LOCAL_OPTIONS: Final[dict[str, Any]] = {
     "include_dashboard": False,
-    "log_to_driver": False,
     "object_store_memory": 100 * 2**20,
+    **RAY_QUIET,
 }
 
 
@@ -103,7 +108,7 @@ def _on_ray(
         if address is None:
             ray.init(num_cpus=workers, **RAY_LOCAL_OPTIONS)
         else:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, **RAY_QUIET)
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(run_cell)
         outstanding = [remote.remote(cell) for cell in cells]

@@ -16,13 +16,11 @@ from typing import Any
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.presets import NAMED, RULES, preset_overrides
-from rolloutlog.events.log_writer import LogWriter
+from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, DEFAULT_BATCH_EVENTS, LogWriter
 from rolloutlog.events.types import Event
 from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
-
-WRITE_CHUNK_EVENTS = 1024
 
 
 def run_policy(
@@ -56,22 +54,30 @@ def _log_writer(
     """A function that appends events to the Arrow log at `path` (None: no log).
 
     A simulated log is reproducible from its scenario and seed, so `--log` overwrites, and
-    commits stay in the OS cache until `close()` fsyncs once.
+    commits stay in the OS cache until `close()` fsyncs once. The simulator hands over one
+    world event and everything it set off at a time, and a batch is committed only between
+    two such reactions, as the live driver does: a run killed at any moment leaves a log
+    whose every committed event is settled, so it verifies.
     """
     if path is None:
         yield None
         return
-    with LogWriter(path, mode="overwrite", fsync=False, check_events=check_events) as writer:
-        # The loop answers each world event with two or three events; the writer is handed
-        # them a chunk at a time, since its per-call checks cost as much as buffering them.
-        # Batches are cut at the same seqs either way, and what is pending is written even
-        # when the run fails.
+    with LogWriter(
+        path,
+        mode="overwrite",
+        batch_events=BATCH_EVENTS_MAX,
+        fsync=False,
+        check_events=check_events,
+    ) as writer:
+        # The writer is handed a batch's worth at a time, since its per-call checks cost as
+        # much as buffering the events; what is pending is written even when the run fails.
         pending: list[Event] = []
 
         def write(events: list[Event]) -> None:
             pending.extend(events)
-            if len(pending) >= WRITE_CHUNK_EVENTS:
+            if len(pending) >= DEFAULT_BATCH_EVENTS:
                 writer.extend(pending)
+                writer.commit()
                 pending.clear()
 
         try:

@@ -170,6 +170,27 @@ def test_diff_names_the_first_divergent_event(tmp_path: Path) -> None:
     assert (report["seq"], report["a"]["reward"], report["b"]["reward"]) == (index, 1.0, 0.5)
 
 
+def test_diff_ignore_config_compares_two_policies_past_their_configs(tmp_path: Path) -> None:
+    log = tmp_path / "run.arrow"
+    args = ["--scenario", "smoke", "--compare", "per-episode,per-group", "--log", log]
+    assert run("simulate", *args).exit_code == 0
+    a, b = tmp_path / "run.per-episode.arrow", tmp_path / "run.per-group.arrow"
+    assert json.loads(run("diff", "--json", a, b).stdout)["seq"] == 0
+    past = run("diff", "--json", "--ignore-config", a, b)
+    assert past.exit_code == 1
+    report = json.loads(past.stdout)
+    assert report["seq"] > 0 and report["a"] != report["b"]
+    assert run("diff", "--ignore-config", a, a).exit_code == 0
+
+
+def test_the_fields_that_differ_are_marked_when_the_output_is_no_terminal(tmp_path: Path) -> None:
+    a = written(tmp_path, small_log(), "a.arrow")
+    log, _ = tampered("episode_completed", reward=0.5)
+    result = run("diff", a, written(tmp_path, log, "b.arrow"))
+    marked = [line.split("│")[1].strip() for line in result.stdout.splitlines() if "> " in line]
+    assert marked == ["> reward"]
+
+
 def test_diff_with_a_file_that_is_no_log_or_is_damaged_prints_the_error_alone(
     tmp_path: Path,
 ) -> None:
@@ -235,6 +256,9 @@ def test_a_log_without_events_is_no_error_but_is_said_to_hold_nothing(tmp_path: 
         result = CliRunner().invoke(main, [command, str(empty)])
         assert result.exit_code == 0, result.output
         assert "the log holds no event (not even run_started)" in result.stderr
+        assert "no event: no" in result.stdout
+        assert "every property holds" not in result.stdout
+        assert "every decision matches" not in result.stdout
     full = tmp_path / "full.arrow"
     write_log(full, small_log())
     result = CliRunner().invoke(main, ["verify", str(full)])

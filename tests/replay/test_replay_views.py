@@ -87,3 +87,15 @@ def test_an_episode_no_event_names_has_no_timeline() -> None:
     log = small_log()
     assert episode_timeline(MemoryLog(log), "g1/7") == []
     assert episode_timeline(MemoryLog(log), "g99/0") == []
+
+
+def test_a_group_timeline_gives_the_age_of_the_members_each_event_names() -> None:
+    group = group_timeline(MemoryLog(small_log()), "g2")
+    assert [(m.event.kind, m.step, m.age) for m in group] == [
+        ("group_opened", 1, None),
+        ("episode_dispatched", 1, 0),
+        ("episode_dispatched", 1, 0),
+        ("episode_completed", 2, 1),
+        ("episodes_cancelled", 2, 1),
+        ("group_scored", 2, 1),
+    ]

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +298,28 @@ def test_an_address_where_no_cluster_answers_is_refused_at_once(tmp_path: Path) 
     assert not output.exists()  # nothing ran, nothing written
     result = sweep("--scenario", "smoke", "-o", str(tmp_path / "missing" / "r.parquet"))
     assert result.exit_code == 2 and "no directory" in result.stderr
+
+
+def test_its_overview_prints_waste_and_rate_as_simulate_does(tmp_path: Path) -> None:
+    cell = ["--scenario", "smoke", "--compare", "per-episode", "--steps", "5"]
+    result = sweep(*cell, "--engine", "processes", "--workers", "1", "-o", str(tmp_path / "r"))
+    assert result.exit_code == 0, result.stderr
+    simulated = CliRunner().invoke(simulate_command, ["--scenario", "smoke"])
+    assert "1.71 min (40.2%)" in simulated.stdout
+    assert "1.71 min" in result.stdout and "trained / s" in result.stdout
+
+
+def test_rays_own_info_and_warning_lines_stay_out_of_its_output(tmp_path: Path) -> None:
+    """Ray logs through handlers it sets up itself, so only a real process shows them."""
+    command = "from rolloutlog.cli.main import main; main()"
+    args = ["sweep", "--scenario", "smoke", "--steps", "1", "--engine", "ray", "--workers", "1"]
+    result = subprocess.run(
+        [sys.executable, "-c", command, *args, "-o", str(tmp_path / "r.parquet")],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "running 1 on ray" in " ".join(result.stderr.split())
+    assert not [line for line in result.stderr.splitlines() if "INFO" in line or "WARNING" in line]

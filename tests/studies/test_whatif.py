@@ -462,3 +462,23 @@ def test_the_title_says_when_the_what_if_runs_other_steps_than_were_recorded(tmp
     assert "seed 0, 2 steps (recorded: 3)" in " ".join(shorter.stdout.split())  # may wrap
     same = CliRunner().invoke(main, ["whatif", str(log)])
     assert "seed 0, 3 steps" in same.stdout and "(recorded:" not in same.stdout
+
+
+def test_whatif_of_a_short_run_labels_its_clock_and_keeps_its_rate_in_range(tmp_path):
+    log = tmp_path / "smoke.arrow"
+    CliRunner().invoke(main, ["simulate", "--scenario", "smoke", "--log", str(log)])
+    result = CliRunner().invoke(main, ["whatif", str(log)])
+    assert result.exit_code == 0, result.output
+    assert "run time" in result.output and "virtual time" not in result.output
+    assert "trained episodes / second" in result.output and "/ hour" not in result.output
+
+
+def test_whatif_of_a_torn_log_says_the_recorded_run_is_unfinished(tmp_path):
+    log, torn = tmp_path / "run.arrow", tmp_path / "torn.arrow"
+    args = ["simulate", "--scenario", "smoke", "--steps", "300", "--log", str(log)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    torn.write_bytes(log.read_bytes()[: log.stat().st_size * 2 // 3])
+    result = CliRunner().invoke(main, ["whatif", str(torn), "--steps", "5"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "run finished" in line)
+    assert "unfinished" in row and "None" not in row

@@ -65,7 +65,8 @@
     stats.draw_ms = stats.last_draw_ms - began;
     if (stats.first_draw_ms === null) stats.first_draw_ms = stats.last_draw_ms;
     document.getElementById("range").textContent =
-      "showing " + L.xmin.toFixed(2) + " s … " + L.xmax.toFixed(2) + " s";
+      "showing " + Math.max(L.xmin, D.range[0]).toFixed(2) + " s … " +
+      Math.min(L.xmax, D.range[1]).toFixed(2) + " s"; // not the padding past either end
   }
 
   function clampX(L, x) { return Math.max(L.b.left - 2, Math.min(L.b.left + L.b.width + 2, x)); }
@@ -335,11 +336,7 @@
     const tr = table.insertRow();
     tr.insertCell().textContent = key; tr.insertCell().textContent = value;
   }
-  for (const [key, value] of Object.entries(D.summary)) {
-    if (value !== null && typeof value === "object" && !Array.isArray(value)) {
-      for (const [k, v] of Object.entries(value)) addRow(key + " · " + k, v);
-    } else addRow(key, Array.isArray(value) ? value.length : value);
-  }
+  for (const [key, value] of D.summary_rows) addRow(key, value);
   document.getElementById("summary").append(table);
 
   // --- the chart ---------------------------------------------------------------------------

@@ -77,6 +77,8 @@ def test_the_page_draws_every_bar_and_marker_without_errors_or_requests(
     assert drawn["ships"] == len(shown.ships)
     assert drawn["trainer_spans"] == len(shown.trainer)
     assert browser.evaluate(INK) > 20_000
+    shown_range = browser.evaluate("document.getElementById('range').textContent")
+    assert shown_range.startswith("showing 0.00 s … "), shown_range  # not the padding's -0.46
     screenshot = tmp_path / "timeline.png"
     browser.screenshot(screenshot)
     assert (

@@ -172,3 +172,15 @@ def test_the_command_refuses_a_time_that_is_not_finite(
 def test_the_script_styles_every_marker_kind() -> None:
     script = (resources.files(ASSETS) / "timeline.js").read_text(encoding="utf-8")
     assert [name for name in MARKERS if f"{name}: [" not in script] == []
+
+
+def test_the_summary_panel_rounds_what_it_shows_and_keeps_the_summary_whole() -> None:
+    summary = {"mean_trained_age": 1 / 3, "episodes_cancelled": {"stale": 3}, "run_finished": None}
+    spans = read_spans(open_log(Path(__file__).resolve().parents[3] / "examples/simulated.arrow"))
+    data = page_data(spans, summary, WHOLE, title="t")
+    assert data["summary"] == summary
+    assert data["summary_rows"] == [
+        ["mean_trained_age", "0.333"],
+        ["episodes_cancelled · stale", "3"],
+        ["run_finished", "null"],
+    ]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from rolloutlog.cli import progress
 from rolloutlog.cli.simulate import simulate_command
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.replay.fold import fold_events
@@ -39,7 +40,7 @@ def test_json_has_every_replay_key_and_the_simulator_keys(tmp_path: Path, scenar
     log = tmp_path / f"{scenario}.arrow"
     result = invoke("--scenario", scenario, "--steps", "8", "--json", "--check", "--log", str(log))
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     folded = fold_events(read_log(log))
     assert folded.fold is not None
     replay_summary = folded.fold.summary()
@@ -51,8 +52,8 @@ def test_json_has_every_replay_key_and_the_simulator_keys(tmp_path: Path, scenar
 
 
 def test_invariants_are_checked_only_on_request() -> None:
-    unchecked = json.loads(invoke("--scenario", "smoke", "--json").output)
-    checked = json.loads(invoke("--scenario", "smoke", "--json", "--check").output)
+    unchecked = json.loads(invoke("--scenario", "smoke", "--json").stdout)
+    checked = json.loads(invoke("--scenario", "smoke", "--json", "--check").stdout)
     assert unchecked["invariant_violations"] is None
     assert checked["invariant_violations"] == []
     assert {**unchecked, "invariant_violations": []} == checked
@@ -82,7 +83,7 @@ def test_compare_runs_both_policies_and_writes_a_log_and_plot_each(tmp_path: Pat
         "--json",
     )
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert list(report) == ["per-episode", "per-group"]
     assert report["per-group"]["policy"] == "per-group"
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -112,7 +113,7 @@ def test_seed_steps_policy_and_overrides_reach_the_run() -> None:
         "--json",
     )
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert (report["seed"], report["policy"]) == (4, "per-group")
     assert report["steps_shipped"] >= 2
 
@@ -141,7 +142,7 @@ def test_compare_takes_any_list_of_presets() -> None:
         "--check",
     )
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert list(report) == ["per-episode", "per-episode+straggler+oldest-first", "all"]
     assert report["all"]["policy"] == "all"
     for run in report.values():
@@ -202,3 +203,20 @@ def test_plot_without_matplotlib_is_refused_before_the_run(
     assert result.exit_code == 2, result.output
     assert "drawing needs matplotlib (pip install 'rolloutlog[plot]')" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_short_run_prints_its_durations_and_rate_in_units_that_fit() -> None:
+    result = invoke("--scenario", "smoke")
+    assert result.exit_code == 0, result.output
+    for shown in ("46.2 s", "4.25 min", "1.71 min (40.2%)", "trained episodes / second"):
+        assert shown in result.output
+    assert " h " not in result.output and "/ hour" not in result.output
+
+
+def test_off_a_terminal_progress_is_a_plain_line_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.0)  # a line at every update
+    result = invoke("--scenario", "smoke", "--compare", "per-episode,per-group", "--json")
+    assert result.exit_code == 0, result.output
+    lines = [" ".join(line.split()[:3]) for line in result.stderr.splitlines()]
+    assert lines == [f"step {s}/5 {p}" for p in ("per-episode", "per-group") for s in range(1, 6)]
+    assert set(json.loads(result.stdout)) == {"per-episode", "per-group"}

@@ -1,7 +1,9 @@
-"""The readable report of `simulate`: one run, or policies side by side.
+"""The readable report of `simulate` and `whatif`: one run, or policies side by side.
 
 It renders the plain `simulate --json` object (the replay summary plus the simulator's
 metrics), so it needs neither the deciders nor the replay package: a report is a view.
+Durations are in the unit that fits each (`cli.output.duration`); the trained-episode rate
+is per the unit of the shortest run's length (`cli.output.rate_unit`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from rolloutlog.cli.output import DURATION_UNITS, Unit, duration, per_unit, rate_unit
 
 Row = tuple[str, Callable[[Mapping[str, Any]], str]]
 
@@ -23,8 +27,8 @@ def _number(key: str, digits: int = 0) -> Callable[[Mapping[str, Any]], str]:
     return show
 
 
-def _hours(key: str) -> Callable[[Mapping[str, Any]], str]:
-    return lambda run: f"{run[key] / 3600.0:,.2f} h"
+def _duration(key: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda run: duration(run[key])
 
 
 def _percent(key: str) -> Callable[[Mapping[str, Any]], str]:
@@ -34,7 +38,7 @@ def _percent(key: str) -> Callable[[Mapping[str, Any]], str]:
 def _wasted(run: Mapping[str, Any]) -> str:
     total, wasted = run["rollout_seconds_total"], run["rollout_seconds_wasted"]
     share = f" ({100.0 * wasted / total:.1f}%)" if total else ""
-    return f"{wasted / 3600.0:,.1f} h{share}"
+    return f"{duration(wasted)}{share}"
 
 
 def _discarded(run: Mapping[str, Any]) -> str:
@@ -53,15 +57,24 @@ def _cancelled(reason: str) -> Callable[[Mapping[str, Any]], str]:
     return lambda run: f"{run['episodes_cancelled'].get(reason, 0):,}"
 
 
+def _rate(unit: Unit) -> Callable[[Mapping[str, Any]], str]:
+    def show(run: Mapping[str, Any]) -> str:
+        value = run.get("trained_episodes_per_hour")
+        return "–" if value is None else per_unit(value, unit)
+
+    return show
+
+
+TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels vary
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
-    ("run finished", lambda run: str(run.get("run_finished"))),
-    ("virtual time", _hours("virtual_seconds")),
+    ("run finished", lambda run: run.get("run_finished") or "unfinished"),  # a torn log
+    (TIME_ROW, _duration("virtual_seconds")),
     ("episodes dispatched", _number("episodes_dispatched")),
     ("episodes trained", _number("episodes_trained")),
-    ("trained episodes / hour", _number("trained_episodes_per_hour")),
+    (RATE_ROW, _rate(DURATION_UNITS[0])),
     ("trainer idle", _percent("trainer_idle_fraction")),
-    ("rollout time, total", lambda run: f"{run['rollout_seconds_total'] / 3600.0:,.1f} h"),
+    ("rollout time, total", _duration("rollout_seconds_total")),
     ("rollout time, wasted", _wasted),
     ("finished rollouts discarded", _discarded),
     ("dropped stale (sink)", _number("episodes_dropped_stale")),
@@ -80,14 +93,20 @@ ROWS: tuple[Row, ...] = (
 )
 
 
-def report_table(runs: Mapping[str, Mapping[str, Any]], title: str) -> Table:
-    """A table with one column per run (policy), one row per metric."""
+def report_table(
+    runs: Mapping[str, Mapping[str, Any]], title: str, *, time_label: str = TIME_ROW
+) -> Table:
+    """A table with one column per run (policy), one row per metric; `time_label` names
+    the run's length (`whatif`'s recorded column is on the log's clock, not virtual)."""
+    unit = rate_unit(run.get("virtual_seconds") for run in runs.values())
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     for name in runs:
         table.add_column(name, justify="right")
     for label, show in ROWS:
-        table.add_row(label, *(show(run) for run in runs.values()))
+        if label == RATE_ROW:
+            label, show = f"trained episodes / {unit[1]}", _rate(unit)
+        table.add_row(time_label if label == TIME_ROW else label, *map(show, runs.values()))
     return table
 
 
@@ -97,9 +116,15 @@ def age_histogram_line(run: Mapping[str, Any]) -> str:
     return "  ".join(f"{age}:{count:,}" for age, count in histogram.items()) or "none"
 
 
-def print_report(runs: Mapping[str, Mapping[str, Any]], title: str, console: Console) -> None:
+def print_report(
+    runs: Mapping[str, Mapping[str, Any]],
+    title: str,
+    console: Console,
+    *,
+    time_label: str = TIME_ROW,
+) -> None:
     """Print the table, then the trained-age histogram of every run."""
-    console.print(report_table(runs, title))
+    console.print(report_table(runs, title, time_label=time_label))
     for name, run in runs.items():
         console.print(f"trained age histogram, {name}: {age_histogram_line(run)}")
         for violation in (run.get("invariant_violations") or [])[:5]:
