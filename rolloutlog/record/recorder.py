@@ -15,6 +15,7 @@ to check.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, cast
@@ -268,11 +269,13 @@ class Recorder:
         self,
         t: float,
         group: ForeignId,
-        advantages: Mapping[ForeignId, float],
+        advantages: Mapping[str, float] | Mapping[uuid.UUID, float],
         *,
         admitted: bool,
     ) -> None:
-        """The group finalized: its scored members with their advantages, and the verdict."""
+        """The group finalized: its scored members with their advantages, and the verdict.
+
+        An eval group is measured, never trained: its advantages are recorded empty."""
         call = "score"
         found = self._group(call, group)
         if found.scored:
@@ -282,7 +285,8 @@ class Recorder:
             raise RecordError(f"{call}: group {group!s} still owes {owes} of G={found.size}")
         scored = {self._episode(call, e): a for e, a in advantages.items()}
         order = sorted(scored, key=lambda e: found.arrived.get(e, (found.size,))[0])
-        self._append_scored(call, t, found, order, [scored[e] for e in order], admitted)
+        values = [scored[e] for e in order] if found.train else []
+        self._append_scored(call, t, found, order, values, admitted)
 
     def ship(
         self,
