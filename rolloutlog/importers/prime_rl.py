@@ -5,40 +5,44 @@ prime-rl writes one verifiers Episode record per arrived episode
 (`.../train/effective/traces.jsonl`), a row per shipped step (`metrics.jsonl`) and its
 resolved config (`configs/orchestrator.json`). From them the import rebuilds what a
 what-if needs, through `rolloutlog.record.Recorder` (so the log closes clean), and says
-which facts it reconstructed and which it had to assume (`IMPORT_NOTE`, docs/foreign-runs.md).
+which facts it reconstructed and which it had to assume (`IMPORT_NOTE`,
+docs/foreign-runs.md).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-import attrs
-
 from rolloutlog.core.scoring import grpo_advantages
-from rolloutlog.importers.errors import ForeignRunError, field, read_json, read_jsonl
+from rolloutlog.importers.errors import ForeignRunError, read_json
+from rolloutlog.importers.prime_rl_records import (
+    Arrival,
+    read_arrivals,
+    read_step_times,
+    read_trained,
+)
 from rolloutlog.record import Recorder
 
 IMPORT_NOTE: Final = "import"
 CODE_VERSION: Final = "prime-rl (imported by rolloutlog)"
-_STEP_DIR: Final = re.compile(r"step_(\d+)$")
-# prime-rl's orchestrator config key -> ours, where the meaning is the same
+# prime-rl 559b447's orchestrator config (a path of keys) -> ours, where the meaning is the same
 CONFIG_KEYS: Final = {
-    "batch_size": "batch_size",
-    "rollouts_per_example": "group_size",
-    "max_off_policy_steps": "max_off_policy_steps",
+    ("group_size",): "group_size",
+    ("batch_size",): "batch_size",
+    ("token_batch_size",): "token_batch_size",
+    ("max_off_policy_steps",): "max_off_policy_steps",
+    ("train", "filter_zero_advantages"): "filter_zero_advantages",
 }
 RECONSTRUCTED: Final = (
     "rewards (sum of score * weight over each episode's traces)",
     "prompt and completion tokens (each model call's usage)",
     "environment-side durations (a trace's timing.start to its last span's end)",
-    "group membership (group.id) and task (task.key or task.hash)",
-    "batch membership (train/effective: the trained episodes of each step)",
-    "batch times (metrics.jsonl time)",
+    "groups (group.id), tasks (task.key, else task.hash), frozen groups (no run.work.policy)",
+    "batch membership (train/effective: the episodes trained in batch N)",
+    "batch times (metrics.jsonl time, no earlier than the batch's groups finalized)",
 )
 ASSUMED: Final = (
     "dispatch times: the environment's timing.start (prime-rl does not write dispatch times)",
@@ -48,22 +52,8 @@ ASSUMED: Final = (
     "the cut of each batch is its trained episodes (the batch before pruning is not written)",
     "late arrivals: none can show (completions that lose their race are dropped unwritten), "
     "so the what-if's late_arrival_rate is fitted as 0: set it with --set",
+    "max_inflight: the peak of episodes in flight, if above concurrency.max_inflight",
 )
-
-
-@attrs.frozen
-class _Arrival:
-    t0: float  # the environment's start (epoch seconds)
-    t1: float  # its last span's end
-    episode_id: str
-    group_id: str
-    env: str
-    task: str
-    work: str
-    reward: float | None
-    error: str
-    prompt_tokens: int
-    completion_tokens: int
 
 
 def import_prime_rl(
@@ -74,27 +64,20 @@ def import_prime_rl(
     config_path = root / "configs" / "orchestrator.json"
     if not config_path.is_file():
         raise ForeignRunError(f"{root}: not a prime-rl run: no configs/orchestrator.json")
-    prime_config = read_json(config_path)
-    config = {
-        ours: prime_config[theirs] for theirs, ours in CONFIG_KEYS.items() if theirs in prime_config
-    }
-    config["staleness"] = "per-group"  # members carry their group's version
-    config["target_lag"] = config.get("max_off_policy_steps", 8)
-    arrivals = sorted(_arrivals(root), key=lambda a: (a.t0, a.episode_id))
+    theirs = read_json(config_path)
+    arrivals = read_arrivals(root)
     if not arrivals:
-        raise ForeignRunError(f"{root / 'rollouts'}: no step_N/train/all/traces.jsonl with records")
-    trained = _trained(root)
-    shipped = _ship_times(root / "metrics.jsonl")
-    peak = _peak_inflight(arrivals)
-    config["max_inflight"] = max(peak, int(prime_config.get("max_concurrent") or 0))
+        raise ForeignRunError(f"{root / 'rollouts'}: no step_N/train/all/traces.jsonl records")
+    config, read = _config(theirs, arrivals)
     note = {
         "source": "prime-rl",
         "folder": str(root),
-        "config_read": sorted(k for k in CONFIG_KEYS if k in prime_config),
+        "config_read": read,
         "reconstructed": list(RECONSTRUCTED),
         "assumed": list(ASSUMED),
     }
-    origin = arrivals[0].t0
+    replayer = _Replayer(arrivals, read_trained(root), read_step_times(root / "metrics.jsonl"))
+    replayer.check_steps(root)
     with Recorder(
         output,
         config=config,
@@ -102,86 +85,29 @@ def import_prime_rl(
         overwrite=True,
         notes={IMPORT_NOTE: json.dumps(note)},
     ) as rec:
-        _Replayer(rec, arrivals, trained, shipped, origin, config.get("group_size")).run()
+        replayer.run(rec, config.get("group_size"))
     return note
 
 
-def _arrivals(root: Path) -> Iterator[_Arrival]:
-    for work in ("train", "eval"):
-        for path in _step_files(root, work, "all"):
-            for line, record in read_jsonl(path):
-                yield _arrival(path, line, record, work)
+def _config(theirs: dict[str, Any], arrivals: list[Arrival]) -> tuple[dict[str, Any], list[str]]:
+    """Our run config from prime-rl's, and the prime-rl keys it was read from."""
+    config: dict[str, Any] = {}
+    read = []
+    for path, ours in CONFIG_KEYS.items():
+        value: Any = theirs
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            config[ours] = value
+            read.append(".".join(path))
+    config["staleness"] = "per-group"  # a group shares one dispatch version
+    config["target_lag"] = config.get("max_off_policy_steps", 8)  # no separate gate knob
+    limit = (theirs.get("concurrency") or {}).get("max_inflight") or 0
+    config["max_inflight"] = max(int(limit), _peak_inflight(arrivals))
+    return config, read
 
 
-def _step_files(root: Path, work: str, cohort: str) -> list[Path]:
-    found = []
-    for step_dir in (root / "rollouts").glob("step_*"):
-        match = _STEP_DIR.search(step_dir.name)
-        path = step_dir / work / cohort / "traces.jsonl"
-        if match and path.is_file():
-            found.append((int(match.group(1)), path))
-    return [path for _, path in sorted(found)]
-
-
-def _arrival(path: Path, line: int, record: dict[str, Any], work: str) -> _Arrival:
-    where = f"{path}: line {line}"
-    traces = field(record, "traces", list, where)
-    ok = bool(field(record, "ok", bool, where))
-    rewards = [
-        field(reward, "score", float, where) * field(reward, "weight", float, where)
-        for trace in traces
-        for reward in (trace.get("rewards") or {}).values()
-        if reward is not None
-    ]
-    calls = [call for trace in traces for call in trace.get("calls") or []]
-    usage = [call.get("usage") or {} for call in calls]
-    starts = [field(field(trace, "timing", dict, where), "start", float, where) for trace in traces]
-    if not starts:
-        raise ForeignRunError(f"{where}: traces: empty, so no timing.start to place the episode")
-    ends = [_last_end(trace["timing"]) for trace in traces]
-    task = field(record, "task", dict, where)
-    errors = record.get("errors") or []
-    return _Arrival(
-        t0=min(starts),
-        t1=max(max(ends), min(starts)),
-        episode_id=field(record, "id", str, where),
-        group_id=field(field(record, "group", dict, where), "id", str, where),
-        env=str(
-            (record.get("env") or {}).get("name") or (record.get("env") or {}).get("id") or "main"
-        ),
-        task=str(task.get("key") or task.get("hash") or task.get("type") or "task"),
-        work=work,
-        reward=sum(rewards) if ok else None,
-        error=str(errors[-1].get("type", "error")) if errors else "failed",
-        prompt_tokens=sum(int(u.get("prompt_tokens") or 0) for u in usage),
-        completion_tokens=sum(int(u.get("completion_tokens") or 0) for u in usage),
-    )
-
-
-def _last_end(timing: dict[str, Any]) -> float:
-    ends = [span.get("end") or 0.0 for span in timing.values() if isinstance(span, dict)]
-    return float(max(ends, default=0.0))
-
-
-def _trained(root: Path) -> dict[int, list[str]]:
-    trained = {}
-    for path in _step_files(root, "train", "effective"):
-        step = int(_STEP_DIR.search(path.parents[2].name).group(1))  # type: ignore[union-attr]
-        trained[step] = [field(r, "id", str, f"{path}: line {n}") for n, r in read_jsonl(path)]
-    return trained
-
-
-def _ship_times(path: Path) -> dict[int, float]:
-    if not path.is_file():
-        return {}
-    times = {}
-    for line, row in read_jsonl(path):
-        where = f"{path}: line {line}"
-        times[int(field(row, "step", int, where))] = float(field(row, "time", float, where))
-    return times
-
-
-def _peak_inflight(arrivals: list[_Arrival]) -> int:
+def _peak_inflight(arrivals: list[Arrival]) -> int:
     edges = sorted([(a.t0, 1) for a in arrivals] + [(a.t1, -1) for a in arrivals])
     peak = held = 0
     for _, change in edges:
@@ -191,84 +117,95 @@ def _peak_inflight(arrivals: list[_Arrival]) -> int:
 
 
 class _Replayer:
-    """Feeds the recorder the reconstructed world in time order."""
+    """Feeds the recorder the reconstructed world, in time order."""
 
     def __init__(
         self,
-        rec: Recorder,
-        arrivals: list[_Arrival],
-        trained: dict[int, list[str]],
-        shipped: dict[int, float],
-        origin: float,
-        group_size: int | None,
+        arrivals: list[Arrival],
+        trained: dict[int, tuple[Path, list[str]]],
+        step_times: dict[int, float],
     ) -> None:
-        self.rec, self.origin = rec, origin
-        self.members: dict[str, list[_Arrival]] = {}
+        self.arrivals, self.trained, self.step_times = arrivals, trained, step_times
+        self.members: dict[str, list[Arrival]] = {}
         for arrival in arrivals:
             self.members.setdefault(arrival.group_id, []).append(arrival)
-        self.size = {g: max(group_size or 0, len(m)) for g, m in self.members.items()}
-        self.trained, self.shipped = trained, shipped
-        self.batch_of = {e: s for s, ids in trained.items() for e in ids}
-        self.arrivals = arrivals
-        known = {a.episode_id for a in arrivals}
-        for step, ids in trained.items():
+        self.trained_ids = {e for _, ids in trained.values() for e in ids}
+
+    def check_steps(self, root: Path) -> None:
+        """Every trained id is an arrival; the steps run from 1 (a resumed run does not)."""
+        known = {a.episode_id for a in self.arrivals}
+        for path, ids in self.trained.values():
             for episode_id in ids:
                 if episode_id not in known:
-                    path = f"rollouts/step_{step}/train/effective/traces.jsonl"
-                    raise ForeignRunError(
-                        f"{path}: id: {episode_id} trained, but no train/all record has it"
-                    )
+                    problem = "trained, but no train/all record has it"
+                    raise ForeignRunError(f"{path}: id: {episode_id} {problem}")
+        steps = sorted(self.trained.keys() | self.step_times.keys())
+        if steps and steps[0] != 1:
+            raise ForeignRunError(
+                f"{root / 'rollouts'}: step_{steps[0]}: the steps start after 1 "
+                "(a resumed run): its earlier steps are not in this folder"
+            )
 
-    def run(self) -> None:
+    def run(self, rec: Recorder, group_size: int | None) -> None:
         timeline: list[tuple[float, int, str, Any]] = []
         for arrival in self.arrivals:
             timeline += [(arrival.t0, 0, "dispatch", arrival), (arrival.t1, 1, "arrive", arrival)]
-        last_arrival = {g: max(a.t1 for a in m) for g, m in self.members.items()}
+        finalized = {g: max(a.t1 for a in m) for g, m in self.members.items()}
         group_of = {a.episode_id: a.group_id for a in self.arrivals}
-        for step in sorted(self.trained):
-            done = [last_arrival[group_of[e]] for e in self.trained[step]]
-            t = max([self.shipped.get(step, 0.0), *done, self.arrivals[0].t0])
+        origin = t = self.arrivals[0].t0
+        for step in range(1, max(self.trained.keys() | self.step_times.keys(), default=0) + 1):
+            ids = self.trained.get(step, (None, []))[1]
+            finalized_t = (finalized[group_of[e]] for e in ids)  # batches ship in step order:
+            t = max([t, self.step_times.get(step, origin), *finalized_t])
             timeline.append((t, 2, "ship", step))
-        rec, opened = self.rec, set()
-        arrived: dict[str, list[_Arrival]] = {}
+        size = {g: max(group_size or 0, len(m)) for g, m in self.members.items()}
+        arrived: dict[str, int] = {}
         for t, _, kind, what in sorted(timeline, key=lambda item: item[:2]):
-            now = t - self.origin
+            now = t - origin
             if kind == "dispatch":
-                if what.group_id not in opened:
-                    opened.add(what.group_id)
-                    size = self.size[what.group_id]
+                if what.group_id not in arrived:
+                    arrived[what.group_id] = 0
                     rec.open_group(
-                        now, what.group_id, env=what.env, task=what.task, work=what.work, size=size
+                        now,
+                        what.group_id,
+                        env=what.env,
+                        task=what.task,
+                        work=what.work,
+                        size=size[what.group_id],
+                        frozen=what.frozen,
                     )
                 rec.dispatch(now, what.group_id, what.episode_id)
             elif kind == "arrive":
-                if what.reward is None:
-                    rec.fail(now, what.episode_id, error=what.error)
-                else:
-                    rec.complete(
-                        now,
-                        what.episode_id,
-                        reward=what.reward,
-                        prompt_tokens=what.prompt_tokens,
-                        completion_tokens=what.completion_tokens,
-                    )
-                group = arrived.setdefault(what.group_id, [])
-                group.append(what)
-                if len(group) == len(self.members[what.group_id]):
-                    self._finalize(now, what.group_id, group)
+                self._arrive(rec, now, what)
+                arrived[what.group_id] += 1
+                if arrived[what.group_id] == len(self.members[what.group_id]):
+                    self._finalize(rec, now, what.group_id, size[what.group_id])
             else:
-                ids = self.trained[what]
+                ids = self.trained.get(what, (None, []))[1]
                 rec.ship(now, ids, trained=ids)
                 rec.version_pending(now, what)
                 rec.version_live(now, what)
-        rec.finish(max(t for t, *_ in timeline) - self.origin, reason="steps")
+        rec.finish(max(t for t, *_ in timeline) - origin, reason="steps")
 
-    def _finalize(self, now: float, group_id: str, members: list[_Arrival]) -> None:
-        missing = self.size[group_id] - len(members)
-        if missing:
-            self.rec.cancel(now, group_id, unscheduled=missing, reason="stale")
+    @staticmethod
+    def _arrive(rec: Recorder, now: float, arrival: Arrival) -> None:
+        if arrival.reward is None:
+            rec.fail(now, arrival.episode_id, error=arrival.error)
+        else:
+            rec.complete(
+                now,
+                arrival.episode_id,
+                reward=arrival.reward,
+                prompt_tokens=arrival.prompt_tokens,
+                completion_tokens=arrival.completion_tokens,
+            )
+
+    def _finalize(self, rec: Recorder, now: float, group_id: str, size: int) -> None:
+        members = self.members[group_id]
+        if size > len(members):
+            rec.cancel(now, group_id, unscheduled=size - len(members), reason="stale")
         scored = [m for m in members if m.reward is not None]
         rewards = grpo_advantages([m.reward for m in scored if m.reward is not None])
         advantages = {m.episode_id: a for m, a in zip(scored, rewards, strict=True)}
-        admitted = members[0].work == "train" and any(m.episode_id in self.batch_of for m in scored)
-        self.rec.score(now, group_id, advantages, admitted=admitted)
+        admitted = any(m.episode_id in self.trained_ids for m in scored)
+        rec.score(now, group_id, advantages, admitted=admitted)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_reader import LogReader, read_log
-from rolloutlog.events.types import BatchShipped, EpisodeCompleted
+from rolloutlog.events.types import BatchShipped, EpisodeCompleted, EpisodeFailed, GroupOpened
 from rolloutlog.importers import IMPORT_NOTE, import_prime_rl
 from rolloutlog.record import read_foreign_ids
 from tests.record.clean import replay_problems
@@ -42,6 +42,32 @@ def test_the_import_keeps_the_world_facts_and_replays_clean(prime_run: Path, tmp
     assert [b.step for b in shipped] == [1, 2, 3, 4]
     assert json.loads(LogReader(log).notes(IMPORT_NOTE)[0]) == note
     assert any("late_arrival_rate" in fact for fact in note["assumed"])
+
+
+def test_failures_without_a_trace_eval_and_frozen_groups_are_imported(
+    prime_run: Path, tmp_path: Path
+):
+    log = tmp_path / "run.arrow"
+    import_prime_rl(prime_run, log)
+    events = read_log(log)
+    ours = {foreign: mine for mine, foreign in read_foreign_ids(log).items()}
+    failed = {e.episode_id for e in events if isinstance(e, EpisodeFailed)}
+    traceless = [r["id"] for r in records(prime_run, "all") if not r["traces"]]
+    assert traceless and {ours[e] for e in traceless} <= failed
+    opened = [e for e in events if isinstance(e, GroupOpened)]
+    assert {e.work for e in opened} == {"train", "eval"}
+    assert sum(e.frozen for e in opened) == 1  # its records have no run.work.policy
+    assert replay_problems(log) == []
+
+
+def test_a_resumed_run_is_refused_naming_its_first_step(prime_run: Path, tmp_path: Path):
+    (prime_run / "rollouts/step_1").rename(tmp_path / "step_1")
+    (prime_run / "metrics.jsonl").write_text("")
+    line = bad_input(["import", "--from", "prime-rl", str(prime_run), "-o", str(tmp_path / "x")])
+    assert line == (
+        f"rolloutlog: error: {prime_run / 'rollouts'}: step_2: the steps start after 1 "
+        "(a resumed run): its earlier steps are not in this folder"
+    )
 
 
 def test_import_says_on_stderr_what_it_assumed(prime_run: Path, tmp_path: Path):
@@ -98,5 +124,6 @@ def test_a_trained_id_without_its_arrival_cannot_be_mapped(prime_run: Path):
     kept = [line for line in path.read_text().splitlines() if json.loads(line)["id"] not in trained]
     path.write_text("".join(line + "\n" for line in kept))
     line = bad_input(["whatif", str(prime_run)])
-    assert line.startswith("rolloutlog: error: rollouts/step_1/train/effective/traces.jsonl: id: ")
+    effective = prime_run / "rollouts/step_1/train/effective/traces.jsonl"
+    assert line.startswith(f"rolloutlog: error: {effective}: id: ")
     assert line.endswith("trained, but no train/all record has it")
