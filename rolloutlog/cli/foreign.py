@@ -10,15 +10,15 @@ import click
 from rolloutlog.cli.bad_input import BadInput
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.whole_file import written_whole
-from rolloutlog.importers import ForeignRunError, import_prime_rl
+from rolloutlog.importers import IMPORTERS, ForeignRunError, detect
 
 
-def import_foreign(folder: Path, output: Path) -> int:
-    """Import the prime-rl run in `folder` as the log `output` (all or nothing); says on
+def import_foreign(folder: Path, output: Path, source: str = "prime-rl") -> int:
+    """Import the `source` run in `folder` as the log `output` (all or nothing); says on
     stderr what was reconstructed and what assumed. Returns the number of events."""
     try:
         with written_whole(output) as temporary:
-            note = import_prime_rl(folder, temporary)
+            note = IMPORTERS[source](folder, temporary)
     except ForeignRunError as error:
         raise BadInput(str(error)) from error
     for fact in note["reconstructed"]:
@@ -29,11 +29,15 @@ def import_foreign(folder: Path, output: Path) -> int:
 
 
 def log_of(path: Path) -> Path:
-    """`path` itself when it is a log; for a prime-rl output folder, its import, written to
-    a temporary folder that lives as long as the command."""
+    """`path` itself when it is a log; for a prime-rl or AReaL run folder, its import,
+    written to a temporary folder that lives as long as the command."""
     if not path.is_dir():
         return path
+    try:
+        source = detect(path)
+    except ForeignRunError as error:
+        raise BadInput(str(error)) from error
     folder = click.get_current_context().with_resource(tempfile.TemporaryDirectory())
     log = Path(folder) / f"{path.name}.arrow"
-    import_foreign(path, log)
+    import_foreign(path, log, source)
     return log

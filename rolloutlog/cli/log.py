@@ -82,21 +82,22 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
 @click.option(
     "--from",
     "source",
-    type=click.Choice(["jsonl", "prime-rl"]),
+    type=click.Choice(["jsonl", "prime-rl", "areal"]),
     default="jsonl",
     show_default=True,
-    help="What JSONL is: a rolloutlog export, or a prime-rl output folder.",
+    help="What JSONL is: a rolloutlog export, a prime-rl output folder or an AReaL run folder.",
 )
 @reports_bad_input
 def import_command(jsonl: Path, output: Path, force: bool, source: str) -> None:
     """Check every line of JSONL and write it as the log OUTPUT; all or nothing.
 
-    With --from prime-rl, JSONL is a prime-rl output folder: its world facts are imported,
-    and what was reconstructed and what assumed is said on stderr (docs/foreign-runs.md)."""
+    With --from prime-rl or areal, JSONL is that stack's run folder: its world facts are
+    imported, and what was reconstructed and what assumed is said on stderr
+    (docs/foreign-runs.md)."""
     if output.exists() and not force:
         fail(f"{output}: already exists (pass --force to replace it)")
-    if source == "prime-rl":
-        count = import_foreign(jsonl, output)
+    if source != "jsonl":
+        count = import_foreign(jsonl, output, source)
         click.echo(f"imported {count} events into {output}")
         return
     with jsonl.open("rb") as lines:

@@ -149,7 +149,7 @@ def whatif_command(
 ) -> None:
     """Fit a world to LOG and report what other staleness policies would have cost on it.
 
-    LOG may be a prime-rl output folder: it is imported first (docs/foreign-runs.md)."""
+    LOG may be a prime-rl or AReaL run folder: it is imported first (docs/foreign-runs.md)."""
     fitted, recorded, recorded_series = fit_recorded(log_of(log), seed)
     try:
         base = with_overrides(fitted.scenario, parse_set_options(overrides))

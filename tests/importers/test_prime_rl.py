@@ -12,6 +12,7 @@ from rolloutlog.events.log_reader import LogReader, read_log
 from rolloutlog.events.types import BatchShipped, EpisodeCompleted, EpisodeFailed, GroupOpened
 from rolloutlog.importers import IMPORT_NOTE, import_prime_rl
 from rolloutlog.record import read_foreign_ids
+from tests.importers.one_line import bad_input
 from tests.record.clean import replay_problems
 
 
@@ -86,14 +87,6 @@ def test_whatif_takes_the_folder_straight_away(prime_run: Path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["recorded"]["steps_shipped"] == 4
-
-
-def bad_input(args: list[str]) -> str:
-    result = CliRunner().invoke(main, args)
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
 
 
 def test_a_folder_that_is_not_a_prime_rl_run_is_one_line(tmp_path: Path):
