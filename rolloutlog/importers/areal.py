@@ -63,6 +63,7 @@ def import_areal(folder: str | os.PathLike[str], output: str | os.PathLike[str])
             f"{root}: not an AReaL run: no sessions*.jsonl under it (SessionTracerConfig.enabled)"
         )
     sessions = [s for path in session_files for s in _sessions(path)]
+    _refuse_repeats(sessions)
     dumps = _dumps(root)
     note = {
         "source": "areal",
@@ -141,6 +142,18 @@ def _sessions(path: Path) -> list[_Session]:
         if status != "pending" and end is None:
             raise ForeignRunError(f"{where}: finalized_ts: missing, and no phase has an end_ts")
     return found
+
+
+def _refuse_repeats(sessions: list[_Session]) -> None:
+    """Each (task_id, session_id) once: two ranks' traces number their sessions apart only
+    if their task ids differ, and nothing else tells their sessions apart."""
+    seen: dict[tuple[int, int], str] = {}
+    for session in sessions:
+        key = (session.task, session.session)
+        if key in seen:
+            problem = f"session {session.session} of task {session.task} is also at {seen[key]}"
+            raise ForeignRunError(f"{session.where}: session_id: {problem}")
+        seen[key] = session.where
 
 
 def _dumps(root: Path) -> dict[tuple[int, int], tuple[str, dict[str, Any]]]:

@@ -57,6 +57,7 @@ def read_arrivals(root: Path) -> list[Arrival]:
                 t0, t1 = _times(entry)
                 placed.append((entry, t0, t1 if t1 is not None else previous))
                 previous = t1 if t1 is not None else previous
+    _refuse_repeats(placed)
     first: dict[str, float] = {}
     for entry, t0, _ in placed:
         if t0 is not None:
@@ -64,6 +65,16 @@ def read_arrivals(root: Path) -> list[Arrival]:
             first[group] = min(first.get(group, t0), t0)
     arrivals = [_arrival(entry, t0, t1, first) for entry, t0, t1 in placed]
     return sorted(arrivals, key=lambda a: (a.t0, a.episode_id))
+
+
+def _refuse_repeats(placed: list[tuple[_Record, float | None, float | None]]) -> None:
+    """Each episode id once: a second record of it could be mapped to neither."""
+    seen: dict[str, str] = {}
+    for entry, _, _ in placed:
+        episode_id = field(entry.record, "id", str, entry.where)
+        if episode_id in seen:
+            raise ForeignRunError(f"{entry.where}: id: {episode_id} is also at {seen[episode_id]}")
+        seen[episode_id] = entry.where
 
 
 def step_files(root: Path, work: str, cohort: str) -> list[Path]:

@@ -94,3 +94,15 @@ def test_a_session_without_a_status_is_named(tmp_path: Path) -> None:
     sessions.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
     line = bad_input(["import", "--from", "areal", str(run), "-o", str(tmp_path / "x")])
     assert line == f"rolloutlog: error: {sessions}: line 1: status: missing"
+
+
+def test_a_session_twice_is_named_with_both_places(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "areal", RUN)
+    sessions = run / "logs/user/exp/trial/session_tracer/sessions-r0.jsonl"
+    other = sessions.with_name("sessions-r1.jsonl")
+    other.write_text(sessions.read_text().splitlines()[0] + "\n")
+    line = bad_input(["import", "--from", "areal", str(run), "-o", str(tmp_path / "x")])
+    assert line == (
+        f"rolloutlog: error: {other}: line 1: session_id: session 0 of task 0 is also at "
+        f"{sessions}: line 1"
+    )

@@ -120,3 +120,17 @@ def test_a_trained_id_without_its_arrival_cannot_be_mapped(prime_run: Path):
     effective = prime_run / "rollouts/step_1/train/effective/traces.jsonl"
     assert line.startswith(f"rolloutlog: error: {effective}: id: ")
     assert line.endswith("trained, but no train/all record has it")
+
+
+def test_an_episode_recorded_twice_is_named_with_both_places(prime_run: Path):
+    path = prime_run / "rollouts/step_3/train/all/traces.jsonl"
+    first = path.read_text().splitlines()[0]
+    later = prime_run / "rollouts/step_4/train/all/traces.jsonl"
+    lines = later.read_text().splitlines()
+    later.write_text("\n".join([*lines, first]) + "\n")
+    line = bad_input(["import", "--from", "prime-rl", str(prime_run), "-o", str(prime_run / "x")])
+    episode_id = json.loads(first)["id"]
+    assert line == (
+        f"rolloutlog: error: {later}: line {len(lines) + 1}: id: {episode_id} is also at "
+        f"{path}: line 1"
+    )
