@@ -20,10 +20,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, cast
 
-import attrs
-
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.scoring import grpo_advantages
 from rolloutlog.events.log_writer import LogWriter, Notes
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
@@ -47,31 +44,8 @@ from rolloutlog.events.types import (
     VersionPending,
     Work,
 )
+from rolloutlog.record.groups import GroupBook
 from rolloutlog.record.ids import ForeignId, ForeignIds, RecordError, foreign_text
-
-
-@attrs.define
-class _Group:
-    ours: str
-    size: int
-    train: bool
-    frozen: bool
-    version: int
-    dispatched: int = 0
-    owed_cancelled: int = 0  # unscheduled members cancelled
-    inflight: dict[str, int] = attrs.Factory(dict)  # episode -> its dispatch version
-    arrived: dict[str, tuple[int, int, float | None, int]] = attrs.Factory(dict)  # m, v, r, tok
-    cancelled: int = 0
-    stale_cancelled: bool = False
-    dropped: set[str] = attrs.Factory(set)
-    scored: bool = False
-
-    @property
-    def unscheduled(self) -> int:
-        return self.size - self.dispatched - self.owed_cancelled
-
-    def complete(self) -> bool:
-        return len(self.arrived) + self.cancelled == self.size
 
 
 class Recorder:
@@ -103,8 +77,8 @@ class Recorder:
         self._t, self._last_call = t, "start"
         self.step, self.version = 1, 0
         self.finished = False
-        self._groups: dict[str, _Group] = {}  # ours -> group
-        self._episode_group: dict[str, _Group] = {}  # ours -> its group
+        self._groups: dict[str, GroupBook] = {}  # ours -> group
+        self._episode_group: dict[str, GroupBook] = {}  # ours -> its group
         self._queued: dict[str, int] = {}  # admitted, not shipped: ours -> dispatch version
         self._append(
             "start",
@@ -154,7 +128,7 @@ class Recorder:
             ),
             ("group", key, ours),
         )
-        self._groups[ours] = _Group(ours, size, work == "train", frozen, self.version)
+        self._groups[ours] = GroupBook(ours, size, work == "train", frozen, self.version)
         return ours
 
     def dispatch(self, t: float, group: ForeignId, episode: ForeignId) -> str:
@@ -385,7 +359,7 @@ class Recorder:
         self._t, self._last_call = t, call
 
     def _append_cancel(
-        self, call: str, t: float, group: _Group, ours: list[str], owed: int, reason: str
+        self, call: str, t: float, group: GroupBook, ours: list[str], owed: int, reason: str
     ) -> None:
         checked = cast(CancelReason, reason)  # checked against CANCEL_REASONS by the callers
         event = EpisodesCancelled(
@@ -402,7 +376,7 @@ class Recorder:
         self,
         call: str,
         t: float,
-        group: _Group,
+        group: GroupBook,
         ours: list[str],
         advantages: list[float],
         admitted: bool,
@@ -419,27 +393,14 @@ class Recorder:
         if admitted and group.train:
             self._queued |= {e: group.arrived[e][1] for e in ours if e in group.arrived}
 
-    def _score_at_shutdown(self, t: float, group: _Group) -> None:
+    def _score_at_shutdown(self, t: float, group: GroupBook) -> None:
         """The sink's finalization of a group the shutdown cancellations completed."""
-        ages = group.train and not group.frozen
-        per_group = self.config.staleness == "per-group"
-        bound, step = self.config.max_off_policy_steps, self.step
-        for episode, (_, version, _, _) in sorted(group.arrived.items(), key=lambda i: i[1][0]):
-            stale = step - 1 - version > bound or (per_group and group.stale_cancelled)
-            if ages and stale and episode not in group.dropped:
-                age = step - 1 - version
-                self._append(
-                    "finish", t, EpisodeDropped(t=t, episode_id=episode, reason="stale", age=age)
-                )
-                group.dropped.add(episode)
-        fresh = sorted(
-            (member, episode, reward)
-            for episode, (member, _, reward, _) in group.arrived.items()
-            if reward is not None and episode not in group.dropped
-        )
-        ours = [episode for _, episode, _ in fresh]
-        rewards = [reward for _, _, reward in fresh if reward is not None]
-        advantages = list(grpo_advantages(rewards)) if group.train else []
+        for episode, age in group.stale_arrivals(self.config, self.step):
+            self._append(
+                "finish", t, EpisodeDropped(t=t, episode_id=episode, reason="stale", age=age)
+            )
+            group.dropped.add(episode)
+        ours, advantages = group.fresh_scores()
         self._append_scored("finish", t, group, ours, advantages, admitted=False)
 
     def _arrive(self, ours: str, reward: float | None, tokens: int) -> None:
@@ -459,7 +420,7 @@ class Recorder:
             raise RecordError(f"{call}: {what} {value!s} was recorded before")
         return key
 
-    def _group(self, call: str, value: ForeignId) -> _Group:
+    def _group(self, call: str, value: ForeignId) -> GroupBook:
         ours = self._ids.ours.get(("group", foreign_text(value, call, "group")))
         if ours is None:
             raise RecordError(f"{call}: group {value!s} was never opened")
