@@ -19,9 +19,11 @@ ALLOWED = {
     "core": {"events.types"},
     "replay": {"core", "events"},
     "runtime": {"core", "events"},
+    "record": {"core", "events"},
+    "importers": {"core", "events", "record"},
     "testing": {"core", "events", "replay"},
     "studies": {"core", "events", "replay", "runtime"},
-    "cli": {"core", "events", "replay", "runtime", "studies"},
+    "cli": {"core", "events", "replay", "runtime", "studies", "record", "importers"},
 }
 # The core is pure: no clocks, no randomness, no I/O.
 IMPURE = {

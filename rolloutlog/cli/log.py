@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 
 from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.foreign import import_foreign
 from rolloutlog.cli.options import FILE, OUTPUT, json_option
 from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
 from rolloutlog.events.errors import JsonlError
@@ -75,14 +76,30 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
 
 
 @click.command("import")
-@click.argument("jsonl", type=FILE)
+@click.argument("jsonl", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=FILE, required=True, help="The log to write.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option(
+    "--from",
+    "source",
+    type=click.Choice(["jsonl", "prime-rl", "areal"]),
+    default="jsonl",
+    show_default=True,
+    help="What JSONL is: a rolloutlog export, a prime-rl output folder or an AReaL run folder.",
+)
 @reports_bad_input
-def import_command(jsonl: Path, output: Path, force: bool) -> None:
-    """Check every line of JSONL and write it as the log OUTPUT; all or nothing."""
+def import_command(jsonl: Path, output: Path, force: bool, source: str) -> None:
+    """Check every line of JSONL and write it as the log OUTPUT; all or nothing.
+
+    With --from prime-rl or areal, JSONL is that stack's run folder: its world facts are
+    imported, and what was reconstructed and what assumed is said on stderr
+    (docs/foreign-runs.md)."""
     if output.exists() and not force:
         fail(f"{output}: already exists (pass --force to replace it)")
+    if source != "jsonl":
+        count = import_foreign(jsonl, output, source)
+        click.echo(f"imported {count} events into {output}")
+        return
     with jsonl.open("rb") as lines:
         try:
             count = write_log(output, import_lines(lines), overwrite=True)

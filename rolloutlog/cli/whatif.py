@@ -14,8 +14,8 @@ import click
 from rich.console import Console
 
 from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.foreign import log_of
 from rolloutlog.cli.options import (
-    FILE,
     PLOT_HELP,
     check_option,
     file_option,
@@ -116,7 +116,7 @@ def discarded_interval_for(
 
 
 @click.command("whatif")
-@click.argument("log", type=FILE)
+@click.argument("log", type=click.Path(path_type=Path))
 @click.option(
     "--compare",
     metavar="P1,P2",
@@ -146,8 +146,10 @@ def whatif_command(
     check: bool,
     save_world: Path | None,
 ) -> None:
-    """Fit a world to LOG and report what other staleness policies would have cost on it."""
-    fitted, recorded, recorded_series = fit_recorded(log, seed)
+    """Fit a world to LOG and report what other staleness policies would have cost on it.
+
+    LOG may be a prime-rl or AReaL run folder: it is imported first (docs/foreign-runs.md)."""
+    fitted, recorded, recorded_series = fit_recorded(log_of(log), seed)
     try:
         base = with_overrides(fitted.scenario, parse_set_options(overrides))
         if steps is not None:

@@ -41,6 +41,7 @@ from rolloutlog.events.errors import (
 )
 from rolloutlog.events.schema import (
     KIND_NAMES,
+    NOTE_PREFIX,
     WORK_DICTIONARY,
     BatchStamp,
     batch_checksum,
@@ -117,6 +118,7 @@ class LogReader:
         self.torn_tail: TornTail | None = None
         self.closed: bool | None = None
         self.valid_bytes: int | None = None
+        self._batch_notes: list[dict[str, str]] = []  # per batch of the latest iteration
 
     def __iter__(self) -> Iterator[Event]:
         return self.events()
@@ -138,7 +140,7 @@ class LogReader:
         A batch of an older schema version is verified as written, then upgraded to
         `LOG_SCHEMA` (`schema.upgrade_batch`), so readers see one schema.
         """
-        self.torn_tail, self.closed = None, None
+        self.torn_tail, self.closed, self._batch_notes = None, None, []
         with pa.OSFile(str(self.path)) as source:
             stream = self._open_stream(source)
             try:
@@ -164,9 +166,17 @@ class LogReader:
                         first_seq=last_seq + 1,
                     )
                 self._verify(batch, stamp, last_seq)
+                self._batch_notes.append(_notes_of(metadata))
                 last_seq = stamp.last_seq
                 self.valid_bytes = source.tell()
                 yield upgrade_batch(batch, version)
+
+    def notes(self, key: str) -> list[str]:
+        """The text each verified batch carries under note `key` (`LogWriter`'s `notes`), in
+        batch order; batches without it are left out."""
+        for _ in self.batches():
+            pass
+        return [notes[key] for notes in self._batch_notes if key in notes]
 
     def info(self) -> LogInfo:
         """Schema version, seq range, config of run_started and counts by kind, in one scan."""
@@ -353,6 +363,16 @@ def _message_end(source: pa.NativeFile, offset: int, size: int) -> int | None:
         return offset + 8 + length  # the header itself is cut; no need to read it
     body = _body_length(source.read(length)) if length else 0
     return None if body is None else offset + 8 + length + body
+
+
+def _notes_of(metadata: Any) -> dict[str, str]:
+    """A batch's notes: its custom metadata under `rolloutlog.note.`, prefix taken off."""
+    prefix = NOTE_PREFIX.encode()
+    return {
+        key[len(prefix) :].decode(): value.decode(errors="replace")
+        for key, value in (metadata or {}).items()
+        if key.startswith(prefix)
+    }
 
 
 def _body_length(metadata: bytes) -> int | None:

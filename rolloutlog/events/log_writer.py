@@ -19,6 +19,11 @@ call `commit()` where your orchestrator needs a durable point.
         log.commit()                   # durable from here on
         log.append(RunFinished(t=60.0, reason="steps"))
 
+A recorder that has more to say about a batch than its events (the orchestrator's own ids,
+what an import reconstructed) passes `notes`: called with each batch's events at its
+commit, it returns text stored in that batch's custom metadata under `rolloutlog.note.KEY`
+(`LogReader.notes(KEY)` reads them back, in batch order).
+
 Appending to an existing log (`mode="append"`): the stream format has an end-of-stream
 marker, after which nothing may follow. Reopening verifies the whole log, truncates the
 marker (and a torn tail, with a `TornTailWarning`), continues at the next seq and writes
@@ -34,7 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -44,6 +49,7 @@ from rolloutlog.events.log_reader import LogReader, TornTail
 from rolloutlog.events.schema import (
     KIND_NAMES,
     LOG_SCHEMA,
+    NOTE_PREFIX,
     SCHEMA_VERSION,
     BatchStamp,
     batch_checksum,
@@ -58,6 +64,7 @@ Compression = Literal["zstd", "lz4"] | None
 DEFAULT_BATCH_EVENTS: Final = 4096
 BATCH_EVENTS_MAX: Final = 1 << 20  # one buffered batch must stay small beside the run
 _SEQ_OF: Final = attrgetter("seq")
+Notes: TypeAlias = Callable[[Sequence[Event]], dict[str, str]]
 
 
 class LogWriter:
@@ -69,7 +76,8 @@ class LogWriter:
     makes a log about 20 times smaller for under a microsecond per event, and every Arrow
     reader decompresses it transparently. `check_events=False` skips `validate_event` on
     append, for a producer whose events are built by the deciders themselves (the
-    simulator); `verify` still checks every value of the written log.
+    simulator); `verify` still checks every value of the written log. `notes`: the text
+    each committed batch carries besides its events (see the module docstring).
     """
 
     def __init__(
@@ -81,6 +89,7 @@ class LogWriter:
         fsync: bool = True,
         compression: Compression = "zstd",
         check_events: bool = True,
+        notes: Notes | None = None,
     ) -> None:
         if not 1 <= batch_events <= BATCH_EVENTS_MAX:
             raise ValueError(f"batch_events must be in [1, {BATCH_EVENTS_MAX}], got {batch_events}")
@@ -88,6 +97,7 @@ class LogWriter:
         self.batch_events = batch_events
         self._fsync = fsync
         self._check_events = check_events
+        self._notes = notes
         self._buffer: list[Event] = []
         self._state: Literal["open", "failed", "closed"] = "open"
         self._fd = _open_locked(self.path, mode)
@@ -169,6 +179,9 @@ class LogWriter:
         batch = events_to_batch(events)
         stamp = BatchStamp(events[0].seq, events[-1].seq, batch_checksum(batch))
         metadata = stamp.to_metadata()
+        if self._notes is not None:
+            notes = self._notes(events).items()
+            metadata |= {f"{NOTE_PREFIX}{key}".encode(): text.encode() for key, text in notes}
         self._guarded(
             lambda: self._stream.write_batch(batch, custom_metadata=metadata), self._fsync
         )

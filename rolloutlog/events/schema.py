@@ -35,6 +35,7 @@ SCHEMA_VERSION_KEY: Final = b"rolloutlog.schema_version"
 CHECKSUM_KEY: Final = b"rolloutlog.crc32c"
 FIRST_SEQ_KEY: Final = b"rolloutlog.first_seq"
 LAST_SEQ_KEY: Final = b"rolloutlog.last_seq"
+NOTE_PREFIX: Final = "rolloutlog.note."  # a batch's notes: what a recorder says of its events
 
 # Fixed dictionaries: the writer emits each once per stream, indices stay stable across
 # batches and versions (new kinds are appended), and the reader can check them for damage.

@@ -1,0 +1,60 @@
+"""What the recorder keeps of each group: enough to number members, refuse impossible calls
+and finalize at shutdown the way rolloutlog's sink does (docs/contract.md § Sink)."""
+
+from __future__ import annotations
+
+import attrs
+
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.scoring import grpo_advantages
+
+
+@attrs.define
+class GroupBook:
+    """One group, in the log's ids."""
+
+    ours: str
+    size: int
+    train: bool
+    frozen: bool
+    version: int
+    dispatched: int = 0
+    owed_cancelled: int = 0  # unscheduled members cancelled
+    inflight: dict[str, int] = attrs.Factory(dict)  # episode -> its dispatch version
+    arrived: dict[str, tuple[int, int, float | None, int]] = attrs.Factory(dict)  # m, v, r, tok
+    cancelled: int = 0
+    stale_cancelled: bool = False
+    dropped: set[str] = attrs.Factory(set)
+    scored: bool = False
+
+    @property
+    def unscheduled(self) -> int:
+        return self.size - self.dispatched - self.owed_cancelled
+
+    def complete(self) -> bool:
+        return len(self.arrived) + self.cancelled == self.size
+
+    def stale_arrivals(self, config: RunConfig, step: int) -> list[tuple[str, int]]:
+        """(episode, age) of the arrivals the sink drops at finalization, in member order:
+        past the bound at `step`, or (per-group) all of them after a stale cancellation."""
+        if not self.train or self.frozen:
+            return []
+        per_group = config.staleness == "per-group" and self.stale_cancelled
+        return [
+            (episode, step - 1 - version)
+            for episode, (_, version, _, _) in sorted(self.arrived.items(), key=lambda i: i[1][0])
+            if episode not in self.dropped
+            and (per_group or step - 1 - version > config.max_off_policy_steps)
+        ]
+
+    def fresh_scores(self) -> tuple[list[str], list[float]]:
+        """The fresh successful members in member order, and their GRPO advantages (none
+        for an eval group: it is measured, never trained)."""
+        fresh = sorted(
+            (member, episode, reward)
+            for episode, (member, _, reward, _) in self.arrived.items()
+            if reward is not None and episode not in self.dropped
+        )
+        rewards = [reward for _, _, reward in fresh if reward is not None]
+        advantages = list(grpo_advantages(rewards)) if self.train else []
+        return [episode for _, episode, _ in fresh], advantages

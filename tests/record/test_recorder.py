@@ -1,0 +1,132 @@
+"""The recording API: calls in, a log that replays clean out; misuse refused in one line."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rolloutlog.events.log_reader import read_log
+from rolloutlog.record import Recorder, RecordError, read_foreign_ids
+from tests.record.clean import replay_problems
+
+CONFIG = {"group_size": 2, "batch_size": 2}
+
+
+def recorder(path: Path, **config: object) -> Recorder:
+    path.mkdir(parents=True, exist_ok=True)
+    return Recorder(path / "run.arrow", config={**CONFIG, **config}, code_version="test")
+
+
+def test_an_unfinished_block_is_finished_at_the_last_time(tmp_path: Path) -> None:
+    group = uuid.uuid4()
+    with recorder(tmp_path) as rec:
+        rec.open_group(1.0, group, env="math", task="t1")
+        rec.dispatch(2.0, group, "e0")
+    events = read_log(tmp_path / "run.arrow")
+    assert [(e.kind, e.t) for e in events[-3:]] == [
+        ("run_finished", 2.0),
+        ("episodes_cancelled", 2.0),
+        ("group_scored", 2.0),
+    ]
+    assert replay_problems(tmp_path / "run.arrow") == []
+    assert read_foreign_ids(tmp_path / "run.arrow") == {"g1": str(group), "g1/0": "e0"}
+
+
+def test_a_block_that_raises_leaves_the_run_unfinished(tmp_path: Path) -> None:
+    with pytest.raises(KeyError), recorder(tmp_path) as rec:
+        rec.open_group(1.0, "a", env="math", task="t1")
+        raise KeyError("the orchestrator crashed")
+    assert [e.kind for e in read_log(tmp_path / "run.arrow")] == ["run_started", "group_opened"]
+
+
+def test_time_going_backwards_is_refused_naming_the_call_and_both_times(tmp_path: Path) -> None:
+    with recorder(tmp_path) as rec:
+        rec.open_group(1.0, "a", env="math", task="t1")
+        rec.dispatch(4.5, "a", "e0")
+        with pytest.raises(RecordError) as caught:
+            rec.complete(3.0, "e0", reward=1.0, prompt_tokens=1, completion_tokens=1)
+        assert (
+            str(caught.value) == "complete: t=3.0 is before t=4.5 of the previous call (dispatch)"
+        )
+    assert replay_problems(tmp_path / "run.arrow") == []  # the refused call wrote nothing
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda r: r.dispatch(1.0, "zz", "e9"), "dispatch: group zz was never opened"),
+        (
+            lambda r: r.complete(1.0, "e9", reward=0.0, prompt_tokens=1, completion_tokens=1),
+            "complete: episode e9 was never dispatched",
+        ),
+        (
+            lambda r: r.open_group(1.0, "a", env="m", task="t"),
+            "open_group: group a was recorded before",
+        ),
+        (lambda r: r.dispatch(1.0, "a", "e0"), "dispatch: episode e0 was recorded before"),
+        (
+            lambda r: (r.dispatch(1.0, "a", "e1"), r.dispatch(1.0, "a", "e2")),
+            "dispatch: group a owes no member (G=2)",
+        ),
+        (
+            lambda r: r.cancel(1.0, "a", ["e0"], unscheduled=2, reason="overload"),
+            "cancel: 2 unscheduled, group a owes 1",
+        ),
+        (
+            lambda r: r.cancel(1.0, "a", ["e0"], reason="bored"),
+            "cancel: reason must be one of ('stale', 'overload', 'straggler', 'shutdown', "
+            "'restart'), got 'bored'",
+        ),
+        (lambda r: r.score(1.0, "a", {}, admitted=False), "score: group a still owes 2 of G=2"),
+        (lambda r: r.drop(1.0, "e0"), "drop: episode e0 is neither arrived nor queued"),
+        (
+            lambda r: r.open_group(1.0, "b", env="m", task="t", work="play"),
+            "open_group: work must be one of ('train', 'eval'), got 'play'",
+        ),
+        (
+            lambda r: r.dispatch(1.0, "a", ""),
+            "dispatch: episode must be a non-empty string or a uuid, got ''",
+        ),
+        (
+            lambda r: r.finish(1.0) or r.version_pending(2.0, 1),
+            "version_pending: the run finished at t=1.0",
+        ),
+    ],
+)
+def test_misuse_is_one_line_naming_the_call(tmp_path: Path, call, message: str) -> None:
+    with recorder(tmp_path) as rec:
+        rec.open_group(1.0, "a", env="math", task="t1")
+        rec.dispatch(1.0, "a", "e0")
+        with pytest.raises(RecordError) as caught:
+            call(rec)
+        assert str(caught.value) == message
+    assert replay_problems(tmp_path / "run.arrow") == []
+
+
+def test_cancelling_an_episode_that_arrived_is_refused(tmp_path: Path) -> None:
+    with recorder(tmp_path) as rec:
+        rec.open_group(1.0, "a", env="math", task="t1")
+        rec.dispatch(1.0, "a", "e0")
+        rec.complete(2.0, "e0", reward=1.0, prompt_tokens=1, completion_tokens=1)
+        with pytest.raises(RecordError, match=r"^cancel: episode e0 is not in flight in a$"):
+            rec.cancel(3.0, "a", ["e0"], reason="overload")
+        rec.cancel(3.0, "a", unscheduled=1, reason="overload")
+        rec.complete(4.0, "e0", reward=1.0, prompt_tokens=1, completion_tokens=1)  # late
+        rec.score(4.0, "a", {"e0": 0.0}, admitted=True)
+    assert replay_problems(tmp_path / "run.arrow") == []
+
+
+def test_each_dispatch_is_stamped_as_the_staleness_policy_says(tmp_path: Path) -> None:
+    stamps = {}
+    for staleness in ("per-episode", "per-group"):
+        with recorder(tmp_path / staleness, staleness=staleness) as rec:
+            rec.open_group(1.0, "a", env="math", task="t1")
+            rec.dispatch(1.0, "a", "e0")
+            rec.version_pending(2.0, 1)
+            rec.dispatch(3.0, "a", "e1")
+        events = read_log(tmp_path / staleness / "run.arrow")
+        stamps[staleness] = [e.policy_version for e in events if e.kind == "episode_dispatched"]
+        assert replay_problems(tmp_path / staleness / "run.arrow") == []
+    assert stamps == {"per-episode": [0, 1], "per-group": [0, 0]}
