@@ -28,6 +28,8 @@ from types import ModuleType
 
 import pytest
 
+from rolloutlog.events.schema import NOTE_PREFIX
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "rolloutlog"
 DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
@@ -199,6 +201,8 @@ def name_resolves(name: str, *, classes: bool = True) -> bool:
     parts = name.split(".")
     if parts[0] == "rolloutlog" and len(parts) == 2 and name not in modules():
         return True  # a key of the log's metadata (`rolloutlog.schema_version`)
+    if name.startswith(NOTE_PREFIX) and len(parts) == 3:
+        return True  # a note in the log's metadata (`rolloutlog.note.import`)
     if parts[0] in SETTING_QUALIFIERS and len(parts) == 2:
         return True  # a `--set` key (`world.pause_inference_on_update`), not a module's name
     for cut in range(len(parts), 0, -1):
