@@ -14,69 +14,21 @@ than `max_reactions` events, or nests deeper than `max_depth`, raises `LoopBound
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
 
 import attrs
 
 from rolloutlog.core import dispatcher as dispatcher_module
-from rolloutlog.core import sink as sink_module
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.decider import DISPATCHER, SINK, Combined, Decider, Pair
 from rolloutlog.core.digest import GENESIS, canonical, chain
+from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.errors import LoopBoundError
+from rolloutlog.core.sink import SinkState
 from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, LimitSet, RunStarted
 
-S = TypeVar("S")
-
-
-@attrs.frozen
-class Decider(Generic[S]):
-    """One decider as pure functions, so implementations can be swapped and compared.
-
-    `check` refuses an event without writing; `apply` writes an event `check` accepted.
-    Kept apart so that the loop can check an event against both deciders before either
-    applies it: a refused event leaves both states exactly as they were.
-    """
-
-    name: str
-    initial_state: Callable[[RunConfig], S]
-    check: Callable[[S, Event], None]
-    apply: Callable[[S, Event], S]
-    decide: Callable[[S, Event], list[Event]]
-    fingerprint: Callable[[S], tuple[int, ...]]  # the few counts each digest covers
-    stop_reason: Callable[[S], str | None] = lambda state: None
-
-    def evolve(self, state: S, event: Event) -> S:
-        """All of `event`, or (raising `InconsistentLogError`) none of it."""
-        self.check(state, event)
-        return self.apply(state, event)
-
-
-def _dispatcher_fingerprint(state: dispatcher_module.DispatcherState) -> tuple[int, ...]:
-    return (state.step, state.version, state.limit, len(state.inflight), len(state.groups))
-
-
-def _sink_fingerprint(state: sink_module.SinkState) -> tuple[int, ...]:
-    return (state.step, state.version, len(state.queue), len(state.groups), len(state.inflight))
-
-
-DISPATCHER: Decider[dispatcher_module.DispatcherState] = Decider(
-    "dispatcher",
-    dispatcher_module.initial_state,
-    dispatcher_module.check,
-    dispatcher_module.apply,
-    dispatcher_module.decide,
-    _dispatcher_fingerprint,
-)
-SINK: Decider[sink_module.SinkState] = Decider(
-    "sink",
-    sink_module.initial_state,
-    sink_module.check,
-    sink_module.apply,
-    sink_module.decide,
-    _sink_fingerprint,
-    sink_module.zero_output_reason,
-)
+__all__ = ["DISPATCHER", "SINK", "Decider", "Observer", "ReactionLoop"]
 
 
 class Observer(Protocol):
@@ -98,23 +50,32 @@ class ReactionLoop:
         self,
         config: RunConfig,
         *,
-        sink: Decider[Any] = SINK,
-        dispatcher: Decider[Any] = DISPATCHER,
+        sink: Decider[SinkState] = SINK,
+        dispatcher: Decider[DispatcherState] = DISPATCHER,
         observers: tuple[Observer, ...] = (),
         max_reactions: int = MAX_REACTIONS,
         max_depth: int = MAX_DEPTH,
         digest: bool = True,
     ) -> None:
         self.config = config
-        self.sink, self.dispatcher = sink, dispatcher
-        self.sink_state = sink.initial_state(config)
-        self.dispatcher_state = dispatcher.initial_state(config)
+        self.decider = Combined(sink, dispatcher)
+        self.state: Pair = self.decider.initial_state(config)
         self.observers = observers
         self.max_reactions, self.max_depth = max_reactions, max_depth
         self.next_seq = 0
         # The chain costs a `repr` and a hash per event; a driver whose log is digested
         # where it is read (replay, verify) may leave it off: then `digest` is None.
         self.digest: bytes | None = GENESIS if digest else None
+
+    @property
+    def sink_state(self) -> SinkState:
+        """The sink's state after the last appended event."""
+        return self.state.sink
+
+    @property
+    def dispatcher_state(self) -> DispatcherState:
+        """The dispatcher's state after the last appended event."""
+        return self.state.dispatcher
 
     @classmethod
     def from_run_started(cls, event: RunStarted, **options: Any) -> ReactionLoop:
@@ -146,8 +107,7 @@ class ReactionLoop:
         Takes a decider's whole answer at once: the per-event work is the loop body, not a
         call per event (the loop runs once per event of a simulated run).
         """
-        sink_check, sink_apply = self.sink.check, self.sink.apply
-        dispatcher_check, dispatcher_apply = self.dispatcher.check, self.dispatcher.apply
+        check, apply, state = self.decider.check, self.decider.apply, self.state
         observers = self.observers
         for event in events:
             seq = self.next_seq
@@ -161,11 +121,9 @@ class ReactionLoop:
                     object.__setattr__(event, "seq", seq)
                 else:
                     event = attrs.evolve(event, seq=seq)
-            sink_check(self.sink_state, event)  # both check before either writes
-            dispatcher_check(self.dispatcher_state, event)
+            check(state, event)  # both deciders check before either writes
             self.next_seq = seq + 1
-            self.sink_state = sink_apply(self.sink_state, event)
-            self.dispatcher_state = dispatcher_apply(self.dispatcher_state, event)
+            apply(state, event)
             if self.digest is not None:
                 self.digest = chain(self.digest, canonical(event), self.fingerprint())
             appended.append(event)
@@ -179,11 +137,11 @@ class ReactionLoop:
 
     def _settle(self, appended: list[Event]) -> None:
         """Depth-first over decision rounds, with an explicit stack instead of recursion."""
-        append, sink_decide, dispatcher_decide = (
-            self._append,
-            self.sink.decide,
-            self.dispatcher.decide,
-        )
+        decide, state = self.decider.decide, self.state
+
+        def append(decided: list[Event]) -> None:
+            self._append(decided, appended, fresh=True)
+
         owed: list[Iterator[Event]] = [iter(appended[:1])]
         while owed:
             event = next(owed[-1], None)
@@ -191,12 +149,7 @@ class ReactionLoop:
                 owed.pop()
                 continue
             start = len(appended)
-            decided = sink_decide(self.sink_state, event)
-            if decided:  # most events set off nothing: no call for an empty answer
-                append(decided, appended, fresh=True)
-            decided = dispatcher_decide(self.dispatcher_state, event)
-            if decided:
-                append(decided, appended, fresh=True)
+            decide(state, event, append)
             if len(appended) > start:
                 if len(owed) >= self.max_depth:
                     raise LoopBoundError(
@@ -206,20 +159,18 @@ class ReactionLoop:
 
     def fingerprint(self) -> tuple[int, ...]:
         """The few counts of both states that each digest covers."""
-        return self.dispatcher.fingerprint(self.dispatcher_state) + self.sink.fingerprint(
-            self.sink_state
-        )
+        return self.decider.fingerprint(self.state)
 
     def zero_output_reason(self) -> str | None:
         """Why the run should stop for lack of admitted work, or None (see `core.sink`);
         a driver that sees a reason stops the run with `run_finished(reason="zero_output")`."""
-        return self.sink.stop_reason(self.sink_state)
+        return self.decider.stop_reason(self.state)
 
     def next_tick(self, now: float) -> float | None:
         """When the driver's timer should `tick` (admission smoothing), or None."""
-        return dispatcher_module.next_tick(self.dispatcher_state, now)
+        return dispatcher_module.next_tick(self.state.dispatcher, now)
 
     def tick(self, t: float) -> LimitSet:
         """The world event a driver feeds when its timer fires at `next_tick`: the limit,
         restated (see `core.dispatcher.next_tick`)."""
-        return dispatcher_module.tick(self.dispatcher_state, t)
+        return dispatcher_module.tick(self.state.dispatcher, t)
