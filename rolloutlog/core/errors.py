@@ -21,6 +21,10 @@ class LoopBoundError(RuntimeError):
     """The reaction loop exceeded a bound: a decider kept deciding and would never settle."""
 
 
+class LoopFailedError(RuntimeError):
+    """The loop was fed after a reaction failed half-way; its states hold part of it."""
+
+
 class ZeroOutputError(RuntimeError):
     """Finalized work kept arriving and nothing was admitted for training; the run must stop."""
 

@@ -10,6 +10,12 @@ decision is never computed on a state that misses an earlier decision.
 The loop is pure: no clock, no randomness, no I/O. Decided events carry the `t` of the
 world event that caused them. Every bound is explicit: a world event that sets off more
 than `max_reactions` events, or nests deeper than `max_depth`, raises `LoopBoundError`.
+
+A world event is taken whole or not at all. One that either decider refuses changes
+nothing: the states, `next_seq` and the event itself (its `seq` is restored) stay as they
+were, and the loop goes on. A reaction that fails after its world event was applied (a
+bound, an observer's `InvariantViolation`) leaves part of a reaction in the states, which no
+log can hold: the loop then refuses every later `feed` with `LoopFailedError`.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.decider import DISPATCHER, SINK, Combined, Decider, Pair
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.dispatcher_state import DispatcherState
-from rolloutlog.core.errors import LoopBoundError
+from rolloutlog.core.errors import LoopBoundError, LoopFailedError
 from rolloutlog.core.sink import SinkState
 from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, LimitSet, RunStarted
 
@@ -63,6 +69,10 @@ class ReactionLoop:
         self.observers = observers
         self.max_reactions, self.max_depth = max_reactions, max_depth
         self.next_seq = 0
+        # Why the loop stopped taking events: set when a reaction fails after its world
+        # event was applied (a bound, an observer's violation), since the states then hold
+        # part of a reaction, which no log can hold.
+        self.failure: str | None = None
         # The chain costs a `repr` and a hash per event; a driver whose log is digested
         # where it is read (replay, verify) may leave it off: then `digest` is None.
         self.digest: bytes | None = GENESIS if digest else None
@@ -94,11 +104,22 @@ class ReactionLoop:
             raise ValueError(f"feed takes world events; {event.kind} is decided by the deciders")
         if (event.kind == "run_started") != (self.next_seq == 0):
             raise ValueError("run_started must be the first event of a log, and only the first")
+        if self.failure is not None:
+            raise LoopFailedError(f"the loop takes no more events: {self.failure}")
         appended: list[Event] = []
-        self._append((event,), appended, fresh=fresh)
-        self._settle(appended)
-        for observer in self.observers:
-            observer.settled(appended[0], self)
+        start = self.next_seq
+        try:
+            self._append((event,), appended, fresh=fresh)
+            self._settle(appended)
+            for observer in self.observers:
+                observer.settled(appended[0], self)
+        except BaseException as error:
+            if self.next_seq != start:  # refused before it was applied: nothing moved
+                self.failure = (
+                    f"the reaction to seq {start} ({event.kind}) failed half-way "
+                    f"({type(error).__name__}: {error})"
+                )
+            raise
         return appended
 
     def _append(self, events: Iterable[Event], appended: list[Event], *, fresh: bool) -> None:
@@ -111,6 +132,7 @@ class ReactionLoop:
         observers = self.observers
         for event in events:
             seq = self.next_seq
+            placed = False
             if event.seq != seq:
                 if fresh and event.seq == UNSEQUENCED:
                     # A decided event (or a driver's fresh world event) is a new object that
@@ -119,9 +141,15 @@ class ReactionLoop:
                     # (a decider handing back an event twice) is copied: appended events
                     # never change.
                     object.__setattr__(event, "seq", seq)
+                    placed = True
                 else:
                     event = attrs.evolve(event, seq=seq)
-            check(state, event)  # both deciders check before either writes
+            try:
+                check(state, event)  # both deciders check before either writes
+            except BaseException:
+                if placed:  # refused: the caller gets its event back as it handed it over
+                    object.__setattr__(event, "seq", UNSEQUENCED)
+                raise
             self.next_seq = seq + 1
             apply(state, event)
             if self.digest is not None:
