@@ -8,7 +8,7 @@ the dispatcher" is written here and nowhere else:
 
 - `check` asks the sink, then the dispatcher, and writes nothing: a refused event leaves
   both states exactly as they were;
-- `apply` applies to the sink, then the dispatcher;
+- `apply` applies to the sink, then the dispatcher (`evolve`: `check`, then `apply`);
 - `decide` asks the sink, has its whole answer appended, then asks the dispatcher, which
   so sees the sink's answer (its own events included in the state it decides on).
 """
@@ -82,44 +82,81 @@ class Pair:
     dispatcher: DispatcherState
 
 
+class HoldsPair:
+    """Anything that holds the pair of states (the loop, replay's fold): each by name."""
+
+    state: Pair
+
+    @property
+    def sink_state(self) -> SinkState:
+        """The sink's state after the last event."""
+        return self.state.sink
+
+    @property
+    def dispatcher_state(self) -> DispatcherState:
+        """The dispatcher's state after the last event."""
+        return self.state.dispatcher
+
+
 Append = Callable[[list[Event]], None]
 
 
-@attrs.frozen
 class Combined:
-    """Both deciders as one: the sink first, then the dispatcher, written once."""
+    """Both deciders as one: the sink first, then the dispatcher, written once.
 
-    sink: Decider[SinkState] = SINK
-    dispatcher: Decider[DispatcherState] = DISPATCHER
+    Its steps are closures over the two deciders' functions, built once: the loop calls
+    them once per event of a simulated run, where each attribute lookup shows.
+    """
+
+    __slots__ = ("apply", "check", "decide", "dispatcher", "evolve", "sink")
+
+    def __init__(
+        self, sink: Decider[SinkState] = SINK, dispatcher: Decider[DispatcherState] = DISPATCHER
+    ) -> None:
+        self.sink, self.dispatcher = sink, dispatcher
+        sink_check, sink_apply, sink_decide = sink.check, sink.apply, sink.decide
+        dispatcher_check, dispatcher_apply = dispatcher.check, dispatcher.apply
+        dispatcher_decide = dispatcher.decide
+
+        def check(state: Pair, event: Event) -> None:
+            """Refuse `event` (InconsistentLogError naming its seq) unless both can apply it."""
+            sink_check(state.sink, event)
+            dispatcher_check(state.dispatcher, event)
+
+        def apply(state: Pair, event: Event) -> None:
+            """Apply an event both deciders accepted (`check`), in place."""
+            state.sink = sink_apply(state.sink, event)
+            state.dispatcher = dispatcher_apply(state.dispatcher, event)
+
+        def evolve(state: Pair, event: Event) -> None:
+            """`check`, then `apply`: all of `event` in both states, or (raising) none."""
+            sink_check(state.sink, event)
+            dispatcher_check(state.dispatcher, event)
+            state.sink = sink_apply(state.sink, event)
+            state.dispatcher = dispatcher_apply(state.dispatcher, event)
+
+        def decide(state: Pair, event: Event, append: Append) -> None:
+            """Both deciders' reactions to `event`, each answer handed whole to `append`.
+
+            `append` must check and apply the answer (as the loop's does) before it
+            returns: the dispatcher decides on the state that includes the sink's answer.
+            An empty answer is not handed over (most events set off nothing).
+            """
+            decided = sink_decide(state.sink, event)
+            if decided:
+                append(decided)
+            decided = dispatcher_decide(state.dispatcher, event)
+            if decided:
+                append(decided)
+
+        self.check: Callable[[Pair, Event], None] = check
+        self.apply: Callable[[Pair, Event], None] = apply
+        self.evolve: Callable[[Pair, Event], None] = evolve
+        self.decide: Callable[[Pair, Event, Append], None] = decide
 
     def initial_state(self, config: RunConfig) -> Pair:
         """Both deciders before `run_started`."""
         return Pair(self.sink.initial_state(config), self.dispatcher.initial_state(config))
-
-    def check(self, state: Pair, event: Event) -> None:
-        """Refuse `event` (InconsistentLogError naming its seq) unless both can apply it."""
-        self.sink.check(state.sink, event)
-        self.dispatcher.check(state.dispatcher, event)
-
-    def apply(self, state: Pair, event: Event) -> Pair:
-        """Apply an event both deciders accepted (`check`), in place."""
-        state.sink = self.sink.apply(state.sink, event)
-        state.dispatcher = self.dispatcher.apply(state.dispatcher, event)
-        return state
-
-    def decide(self, state: Pair, event: Event, append: Append) -> None:
-        """Both deciders' reactions to `event`, each answer handed whole to `append`.
-
-        `append` must check and apply the answer (as the loop's does) before it returns:
-        the dispatcher decides on the state that includes the sink's answer. An empty
-        answer is not handed over (most events set off nothing).
-        """
-        decided = self.sink.decide(state.sink, event)
-        if decided:
-            append(decided)
-        decided = self.dispatcher.decide(state.dispatcher, event)
-        if decided:
-            append(decided)
 
     def fingerprint(self, state: Pair) -> tuple[int, ...]:
         """The counts of both states that each digest covers (`core.digest.fingerprint`)."""

@@ -27,7 +27,7 @@ import attrs
 
 from rolloutlog.core import dispatcher as dispatcher_module
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.decider import DISPATCHER, SINK, Combined, Decider, Pair
+from rolloutlog.core.decider import DISPATCHER, SINK, Combined, Decider, HoldsPair, Pair
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.errors import LoopBoundError, LoopFailedError
@@ -49,7 +49,7 @@ MAX_REACTIONS = 1_000_000
 MAX_DEPTH = 64
 
 
-class ReactionLoop:
+class ReactionLoop(HoldsPair):
     """Both deciders over one growing log; `feed` a world event, get back what was appended."""
 
     def __init__(
@@ -76,16 +76,6 @@ class ReactionLoop:
         # The chain costs a `repr` and a hash per event; a driver whose log is digested
         # where it is read (replay, verify) may leave it off: then `digest` is None.
         self.digest: bytes | None = GENESIS if digest else None
-
-    @property
-    def sink_state(self) -> SinkState:
-        """The sink's state after the last appended event."""
-        return self.state.sink
-
-    @property
-    def dispatcher_state(self) -> DispatcherState:
-        """The dispatcher's state after the last appended event."""
-        return self.state.dispatcher
 
     @classmethod
     def from_run_started(cls, event: RunStarted, **options: Any) -> ReactionLoop:
@@ -128,7 +118,7 @@ class ReactionLoop:
         Takes a decider's whole answer at once: the per-event work is the loop body, not a
         call per event (the loop runs once per event of a simulated run).
         """
-        check, apply, state = self.decider.check, self.decider.apply, self.state
+        evolve, state = self.decider.evolve, self.state
         observers = self.observers
         for event in events:
             seq = self.next_seq
@@ -145,13 +135,12 @@ class ReactionLoop:
                 else:
                     event = attrs.evolve(event, seq=seq)
             try:
-                check(state, event)  # both deciders check before either writes
+                evolve(state, event)  # both deciders check before either writes
             except BaseException:
                 if placed:  # refused: the caller gets its event back as it handed it over
                     object.__setattr__(event, "seq", UNSEQUENCED)
                 raise
             self.next_seq = seq + 1
-            apply(state, event)
             if self.digest is not None:
                 self.digest = chain(self.digest, canonical(event), self.fingerprint())
             appended.append(event)

@@ -16,11 +16,9 @@ import attrs
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import ConfigError, RunConfig
-from rolloutlog.core.decider import PAIR, Pair
+from rolloutlog.core.decider import PAIR, HoldsPair, Pair
 from rolloutlog.core.digest import GENESIS, canonical, chain
-from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.errors import InconsistentLogError
-from rolloutlog.core.sink import SinkState
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import (
     WORLD_KINDS,
@@ -38,7 +36,7 @@ BadLog = InconsistentLogError | EventError | LogError
 BAD_LOG_ERRORS = (InconsistentLogError, EventError, LogError)
 
 
-class LogFold:
+class LogFold(HoldsPair):
     """The state of a log after each event it has applied, with checks and the summary."""
 
     def __init__(self, config: RunConfig, *, check_invariants: bool = True) -> None:
@@ -51,16 +49,6 @@ class LogFold:
         self.digests: DigestChain | None = None
         self.next_seq = 0
         self._last_world: Event | None = None
-
-    @property
-    def sink_state(self) -> SinkState:
-        """The sink's state after the last applied event."""
-        return self.state.sink
-
-    @property
-    def dispatcher_state(self) -> DispatcherState:
-        """The dispatcher's state after the last applied event."""
-        return self.state.dispatcher
 
     @classmethod
     def from_run_started(cls, event: Event, **options: Any) -> LogFold:
