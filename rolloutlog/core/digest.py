@@ -3,6 +3,15 @@
 digest[n] = blake2b(digest[n-1] ‖ canonical(event n) ‖ fingerprint(state after event n)).
 Two runs agree up to seq n iff their digests at n agree, so the first divergent event of
 two logs is found by bisection over the chains without comparing whole states.
+
+This module is the one definition of both texts a digest covers:
+
+- the canonical event text, `repr((kind, seq, float(t), *payload))` with the payload in
+  field order, lists as tuples and mappings as compact sorted JSON (`canonical`,
+  `canonical_values` for a reader that has the values without the object);
+- the fingerprint, `repr` of ten counts of the states after the event: the dispatcher's
+  step, version, limit, in-flight episodes and open groups, then the sink's step,
+  version, queued episodes, open groups and in-flight episodes (`fingerprint`).
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ from typing import Any
 
 import attrs
 
+from rolloutlog.core.dispatcher_state import DispatcherState
+from rolloutlog.core.sink import SinkState
 from rolloutlog.events.types import Event, event_fields
 
 GENESIS = bytes(16)
@@ -46,6 +57,22 @@ def canonical(event: Event) -> bytes:
     if names is None:
         names = _FIELDS[cls] = event_fields(cls)
     return canonical_values(event.kind, event.seq, event.t, [getattr(event, n) for n in names])
+
+
+def fingerprint(dispatcher: DispatcherState, sink: SinkState) -> tuple[int, ...]:
+    """The counts of both deciders' states that each digest covers, in the order above."""
+    return (
+        dispatcher.step,
+        dispatcher.version,
+        dispatcher.limit,
+        len(dispatcher.inflight),
+        len(dispatcher.groups),
+        sink.step,
+        sink.version,
+        len(sink.queue),
+        len(sink.groups),
+        len(sink.inflight),
+    )
 
 
 def chain(previous: bytes, event_bytes: bytes, fingerprint: tuple[int, ...]) -> bytes:

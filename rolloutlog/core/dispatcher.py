@@ -6,24 +6,25 @@ object that `apply` updates in place and returns; `decide(state, event)` only re
 `decide` runs after the event was evolved, so it always sees the current state.
 
 `decide` is state-driven: on any event it fills free permits (oldest open group first,
-then new groups), unless a cancellation rule answers first (`core.cancellations`): stale
+then new groups), unless a cancellation rule answers first (`core.rules.cancellation`): stale
 episodes before a weight update, whole groups on an overload cut or at shutdown, every
 in-flight episode when a new driver resumes the run (`run_resumed`), and, with
 `straggler_cut`, the stragglers of at-risk groups before a weight update and when a batch
 ships. Permits freed by cancellations are refilled when the dispatcher reacts to its own
 `episodes_cancelled`, so no decision is ever computed on a state it has not seen.
+The rules a run's policy chooses (stamping, capacity, smoothing, stale and straggler
+cancellations) are the functions in `state.rules`, from the preset table (`core.presets`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
-from rolloutlog.core import cancellations
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
-from rolloutlog.core.ledger import capacity_left, evolve_ledger
+from rolloutlog.core.handlers import Handlers
+from rolloutlog.core.rules import cancellation as cancellations
+from rolloutlog.core.rules.admission import SMOOTHING_WINDOW_S, next_window_start, window_of
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import (
     BatchShipped,
@@ -43,6 +44,7 @@ from rolloutlog.events.types import (
 )
 
 __all__ = [
+    "SMOOTHING_WINDOW_S",
     "DispatcherState",
     "OpenGroup",
     "apply",
@@ -54,7 +56,6 @@ __all__ = [
     "tick",
 ]
 
-SMOOTHING_WINDOW_S = 5.0
 # Stands for "no limit" where capacity admission is off; any count of free permits is less.
 _UNLIMITED = 1 << 62
 
@@ -80,8 +81,7 @@ def apply(state: DispatcherState, event: Event) -> DispatcherState:
     apply_kind = _APPLIES.get(type(event))
     if apply_kind is not None:
         apply_kind(state, event)
-    if state.config.admission == "capacity":
-        evolve_ledger(state.ledger, event)
+    state.rules.follow_ledger(state.ledger, event)
     return state
 
 
@@ -101,7 +101,7 @@ def next_tick(state: DispatcherState, now: float) -> float | None:
     """
     if not state.config.admission_smoothing or state.finished or state.inflight:
         return None
-    return (math.floor(now / SMOOTHING_WINDOW_S) + 1) * SMOOTHING_WINDOW_S
+    return next_window_start(now)
 
 
 def tick(state: DispatcherState, t: float) -> LimitSet:
@@ -110,7 +110,7 @@ def tick(state: DispatcherState, t: float) -> LimitSet:
 
 
 def _advance_window(state: DispatcherState, t: float) -> None:
-    window = int(t // SMOOTHING_WINDOW_S)
+    window = window_of(t)
     if window != state.window:
         state.window = window
         state.window_growth = 0
@@ -259,26 +259,29 @@ def _on_run_finished(state: DispatcherState, event: RunFinished) -> None:
     state.finished = True
 
 
-# Handlers by exact event class (event classes are final): one dict lookup per event
-# instead of a `match` that tries every class pattern in turn.
-_CHECKS: Final[dict[type[Event], Callable[[DispatcherState, Any], None]]] = {
-    EpisodeDispatched: _check_dispatched,
-    EpisodesCancelled: _check_cancelled,
-    GroupOpened: _check_group_opened,
-    GroupScored: _check_scored,
-    RunResumed: _check_resumed,
-}
-_APPLIES: Final[dict[type[Event], Callable[[DispatcherState, Any], None]]] = {
-    EpisodeCompleted: _on_arrival,
-    EpisodeFailed: _on_arrival,
-    EpisodeDispatched: _on_dispatched,
-    EpisodesCancelled: _on_cancelled,
-    GroupOpened: _on_group_opened,
-    VersionPending: _on_version_pending,
-    BatchShipped: _on_batch_shipped,
-    LimitSet: _on_limit_set,
-    RunFinished: _on_run_finished,
-}
+# Handlers by exact event class (`core.handlers`): one dict lookup per event.
+_CHECKS: Final = (
+    Handlers[DispatcherState, None]()
+    .on(EpisodeDispatched, _check_dispatched)
+    .on(EpisodesCancelled, _check_cancelled)
+    .on(GroupOpened, _check_group_opened)
+    .on(GroupScored, _check_scored)
+    .on(RunResumed, _check_resumed)
+    .by_kind
+)
+_APPLIES: Final = (
+    Handlers[DispatcherState, None]()
+    .on(EpisodeCompleted, _on_arrival)
+    .on(EpisodeFailed, _on_arrival)
+    .on(EpisodeDispatched, _on_dispatched)
+    .on(EpisodesCancelled, _on_cancelled)
+    .on(GroupOpened, _on_group_opened)
+    .on(VersionPending, _on_version_pending)
+    .on(BatchShipped, _on_batch_shipped)
+    .on(LimitSet, _on_limit_set)
+    .on(RunFinished, _on_run_finished)
+    .by_kind
+)
 
 
 # --- decide ------------------------------------------------------------------------------
@@ -298,27 +301,41 @@ def decide(state: DispatcherState, event: Event) -> list[Event]:
     return _fill(state, event.t)
 
 
-_CANCELLATIONS: Final[dict[type[Event], Callable[[DispatcherState, Any], list[Event]]]] = {
-    RunResumed: lambda state, event: cancellations.restart(state, event.t),
-    VersionPending: lambda state, event: cancellations.before_weight_update(state, event.t),
-    OverloadCut: lambda state, event: cancellations.overload(state, event.n, event.t),
-    BatchShipped: lambda state, event: cancellations.after_batch_shipped(state, event.t),
-}
+def _restart(state: DispatcherState, event: RunResumed) -> list[Event]:
+    return cancellations.restart(state, event.t)
+
+
+def _before_weight_update(state: DispatcherState, event: VersionPending) -> list[Event]:
+    return cancellations.before_weight_update(state, event.t)
+
+
+def _overload(state: DispatcherState, event: OverloadCut) -> list[Event]:
+    return cancellations.overload(state, event.n, event.t)
+
+
+def _after_batch_shipped(state: DispatcherState, event: BatchShipped) -> list[Event]:
+    return cancellations.after_batch_shipped(state, event.t)
+
+
+_CANCELLATIONS: Final = (
+    Handlers[DispatcherState, list[Event]]()
+    .on(RunResumed, _restart)
+    .on(VersionPending, _before_weight_update)
+    .on(OverloadCut, _overload)
+    .on(BatchShipped, _after_batch_shipped)
+    .by_kind
+)
 
 
 def _free_permits(state: DispatcherState) -> int:
-    free = state.limit - len(state.inflight)
-    if state.config.admission_smoothing:
-        burst = max(state.config.group_size, state.config.max_inflight // 10)
-        free = min(free, burst - state.window_growth)
-    return free
+    return state.rules.permits(state.limit - len(state.inflight), state.config, state.window_growth)
 
 
 def _train_allowance(state: DispatcherState) -> int:
     """How many train episodes may go out now: none while gated, else capacity admission's."""
     if state.gated():
         return 0
-    left = capacity_left(state.config, state.ledger, state.version)
+    left = state.rules.allowance(state.config, state.ledger, state.version)
     return _UNLIMITED if left is None else left
 
 
@@ -395,9 +412,9 @@ def _dispatch_members(
     """Dispatch members `first_member ..` of `group`, each stamped with its dispatch version.
 
     Per-group staleness stamps every member with the group's start version instead, which
-    is what the reference system did before per-episode enforcement.
+    is what the reference system did before per-episode enforcement (`state.rules.stamp`).
     """
-    version = start_version if state.config.staleness == "per-group" else state.version
+    version = state.rules.stamp(start_version, state.version)
     for member in range(first_member, first_member + count):
         out.append(
             EpisodeDispatched(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import attrs
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.ledger import TrainLedger
+from rolloutlog.core.presets import Rules, rules_for
+from rolloutlog.core.rules.admission import TrainLedger
 
 
 @attrs.define(slots=True)
@@ -37,6 +38,7 @@ class DispatcherState:
     """
 
     config: RunConfig
+    rules: Rules  # what the run's policy chose from the rule families (`core.presets`)
     limit: int
     step: int = 1
     version: int = 0
@@ -58,4 +60,4 @@ class DispatcherState:
 
 def initial_state(config: RunConfig) -> DispatcherState:
     """The dispatcher before `run_started`: no permits held, version 0, step 1."""
-    return DispatcherState(config=config, limit=config.max_inflight)
+    return DispatcherState(config=config, rules=rules_for(config), limit=config.max_inflight)

@@ -21,6 +21,10 @@ class LoopBoundError(RuntimeError):
     """The reaction loop exceeded a bound: a decider kept deciding and would never settle."""
 
 
+class LoopFailedError(RuntimeError):
+    """The loop was fed after a reaction failed half-way; its states hold part of it."""
+
+
 def require(condition: bool, seq: int, kind: str, problem: str) -> None:
     """Raise `InconsistentLogError` unless `condition`; a check that survives `python -O`."""
     if not condition:

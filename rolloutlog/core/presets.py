@@ -1,16 +1,96 @@
-"""Named staleness-policy presets, for `simulate --compare` and `--policy`.
+"""Policy presets: named sets of policy keys, and the table of rules each key chooses.
 
 A preset is a base policy and optional rules joined by `+`: `per-episode`, `per-group`,
 `per-episode+capacity`, `per-episode+straggler+oldest-first`, ... `all` is
 `per-episode+capacity+straggler+oldest-first`. A preset sets every policy key, so that a
 scenario's own choice of, say, `admission` never leaks into a comparison.
+
+Each policy key's value selects functions from the rule families (`core.rules`) through
+one table, `CHOICES`; `rules_for(config)` reads it once per run and the deciders call what
+it chose, so a policy is data, not a code path. A new rule is a function in its family and
+a row here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, Final
 
-from rolloutlog.core.config import ConfigError
+import attrs
+
+from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.core.rules import acceptance, admission, cancellation, composition
+from rolloutlog.core.rules.admission import TrainLedger
+from rolloutlog.core.rules.composition import BatchOrder
+from rolloutlog.events.types import EpisodesCancelled, Event
+
+if TYPE_CHECKING:  # the states hold the rules: they import this table
+    from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
+    from rolloutlog.core.sink_state import Arrival, SinkGroup
+
+
+@attrs.frozen
+class Rules:
+    """The functions one run's deciders call, one per choice its policy makes."""
+
+    stamp: Callable[[int, int], int]  # (group start version, current version) -> carried
+    allowance: Callable[[RunConfig, TrainLedger, int], int | None]  # train episodes, or None
+    follow_ledger: Callable[[TrainLedger, Event], None]
+    permits: Callable[[int, RunConfig, int], int]  # (free, config, window growth) -> usable
+    cancel_stale: Callable[
+        [DispatcherState, OpenGroup, tuple[str, ...], float], list[Event]
+    ]  # stale in-flight members of one group -> its cancellations (stragglers after)
+    cut_stragglers: Callable[
+        [DispatcherState, OpenGroup, Collection[str], float], EpisodesCancelled | None
+    ]
+    drop_on_arrival: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, step, bound)
+    batch_order: BatchOrder
+
+
+# Policy key -> its value -> the rules that value chooses. Every key's rows name the same
+# fields, and together the keys name every field of `Rules` (tests/core/test_preset_names.py).
+CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
+    "staleness": {
+        "per-episode": {
+            "stamp": admission.own_dispatch_version,
+            "cancel_stale": cancellation.stale_members,
+            "drop_on_arrival": acceptance.drop_stale_arrival,
+        },
+        "per-group": {
+            "stamp": admission.group_start_version,
+            "cancel_stale": cancellation.stale_groups,
+            "drop_on_arrival": acceptance.drop_stale_and_its_siblings,
+        },
+    },
+    "admission": {
+        "none": {"allowance": admission.unlimited, "follow_ledger": admission.unfollowed},
+        "capacity": {
+            "allowance": admission.capacity_left,
+            "follow_ledger": admission.evolve_ledger,
+        },
+    },
+    "admission_smoothing": {
+        False: {"permits": admission.unsmoothed},
+        True: {"permits": admission.smoothed},
+    },
+    "straggler_cut": {
+        False: {"cut_stragglers": cancellation.no_straggler_cut},
+        True: {"cut_stragglers": cancellation.straggler_cut},
+    },
+    "batch_order": {
+        "fifo": {"batch_order": composition.fifo},
+        "oldest-first": {"batch_order": composition.oldest_first},
+    },
+}
+
+
+def rules_for(config: RunConfig) -> Rules:
+    """The rules `config`'s policy keys choose, from `CHOICES`."""
+    chosen: dict[str, Any] = {}
+    for key, values in CHOICES.items():
+        chosen.update(values[getattr(config, key)])
+    return Rules(**chosen)
+
 
 BASES = ("per-episode", "per-group")
 RULES: dict[str, dict[str, Any]] = {

@@ -10,20 +10,43 @@ that finalize at shutdown are still scored, once each, but never trained.
 
 Like the dispatcher, the state is mutated in place by `evolve` only (`check` everything,
 then `apply`), and `decide` reads the state that already includes the event it reacts to.
+The state lives in `core.sink_state`; which arrivals drop and in which order a batch is
+taken are the run's choices from the rule families (`state.rules`, `core.presets`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
-import attrs
-
-from rolloutlog.core.config import RunConfig
-from rolloutlog.core.curriculum import Curriculum, ScoredGroup, curriculum_named
+from rolloutlog.core.curriculum import ScoredGroup
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
+from rolloutlog.core.handlers import Handlers
+from rolloutlog.core.rules.acceptance import stale_in_queue
+from rolloutlog.core.rules.composition import take
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
-from rolloutlog.core.staleness import is_stale, rollout_age
+from rolloutlog.core.sink_state import (
+    Arrival,
+    IdleWork,
+    Queued,
+    SinkGroup,
+    SinkState,
+    initial_state,
+)
+
+__all__ = [
+    "Arrival",
+    "IdleWork",
+    "Queued",
+    "SinkGroup",
+    "SinkState",
+    "apply",
+    "check",
+    "decide",
+    "evolve",
+    "initial_state",
+    "zero_output_reason",
+]
+from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -37,86 +60,6 @@ from rolloutlog.events.types import (
     RunFinished,
     VersionPending,
 )
-
-
-@attrs.define(slots=True)
-class Arrival:
-    """An episode that reached the sink: `reward` is None when it failed."""
-
-    episode_id: str
-    member: int
-    version: int
-    reward: float | None
-    tokens: int
-    dropped: bool = False
-
-
-@attrs.define(slots=True)
-class SinkGroup:
-    """A group the sink has not finalized yet."""
-
-    group_id: str
-    task_id: str
-    env: str
-    train: bool
-    frozen: bool
-    size: int
-    inflight: dict[str, int] = attrs.Factory(dict)  # dispatched, not arrived: id -> version
-    arrived: list[Arrival] = attrs.Factory(list)
-    cancelled: int = 0
-    stale_cancelled: int = 0
-
-    def complete(self) -> bool:
-        """Finalization rule: arrived + Σ cancellation counts == G."""
-        return len(self.arrived) + self.cancelled == self.size
-
-    def is_stale(self, version: int, step: int, bound: int) -> bool:
-        """Whether a member dispatched at `version` is past the bound at `step`."""
-        return is_stale(version, step, bound, train=self.train, frozen=self.frozen)
-
-
-@attrs.define(slots=True)
-class Queued:
-    """An admitted episode waiting for a batch."""
-
-    version: int
-    advantage: float
-    tokens: int
-    frozen: bool
-
-
-@attrs.define(slots=True)
-class IdleWork:
-    """Finalized train work since something was last admitted, for the zero-output guard."""
-
-    episodes: int = 0
-    stale: int = 0
-    rejected_groups: int = 0
-    unscored_groups: int = 0
-
-
-@attrs.define(slots=True)
-class SinkState:
-    """Open groups, the queue, the step and version; bounded by what is open and queued."""
-
-    config: RunConfig
-    admit: Curriculum
-    step: int = 1
-    version: int = 0
-    groups: dict[str, SinkGroup] = attrs.Factory(dict)
-    inflight: dict[str, str] = attrs.Factory(dict)  # dispatched episode id -> group id
-    queue: dict[str, Queued] = attrs.Factory(dict)  # in queue order, oldest first
-    queued_tokens: int = 0
-    idle: IdleWork = attrs.Factory(IdleWork)
-    completed: int = 0  # completed arrivals, and their tokens: the mean sizes a token batch
-    completed_tokens: int = 0
-    finished: bool = False  # after run_finished groups are still scored, never trained
-
-
-def initial_state(config: RunConfig) -> SinkState:
-    """The sink before `run_started`: step 1, version 0, nothing queued."""
-    return SinkState(config=config, admit=curriculum_named(config.curriculum))
-
 
 # --- evolve ------------------------------------------------------------------------------
 
@@ -299,28 +242,31 @@ def _on_run_finished(state: SinkState, event: RunFinished) -> None:
     state.finished = True
 
 
-# Handlers by exact event class (event classes are final): one dict lookup per event
-# instead of a `match` that tries every class pattern in turn.
-_CHECKS: Final[dict[type[Event], Callable[[SinkState, Any], None]]] = {
-    EpisodeDispatched: _check_dispatched,
-    EpisodesCancelled: _check_cancelled,
-    EpisodeDropped: _check_dropped,
-    GroupScored: _check_scored,
-    BatchShipped: _check_shipped,
-    GroupOpened: _check_group_opened,
-}
-_APPLIES: Final[dict[type[Event], Callable[[SinkState, Any], None]]] = {
-    EpisodeCompleted: _on_arrival,
-    EpisodeFailed: _on_arrival,
-    EpisodeDispatched: _on_dispatched,
-    EpisodesCancelled: _on_cancelled,
-    EpisodeDropped: _on_dropped,
-    GroupScored: _on_scored,
-    BatchShipped: _on_batch_shipped,
-    GroupOpened: _on_group_opened,
-    VersionPending: _on_version_pending,
-    RunFinished: _on_run_finished,
-}
+# Handlers by exact event class (`core.handlers`): one dict lookup per event.
+_CHECKS: Final = (
+    Handlers[SinkState, None]()
+    .on(EpisodeDispatched, _check_dispatched)
+    .on(EpisodesCancelled, _check_cancelled)
+    .on(EpisodeDropped, _check_dropped)
+    .on(GroupScored, _check_scored)
+    .on(BatchShipped, _check_shipped)
+    .on(GroupOpened, _check_group_opened)
+    .by_kind
+)
+_APPLIES: Final = (
+    Handlers[SinkState, None]()
+    .on(EpisodeCompleted, _on_arrival)
+    .on(EpisodeFailed, _on_arrival)
+    .on(EpisodeDispatched, _on_dispatched)
+    .on(EpisodesCancelled, _on_cancelled)
+    .on(EpisodeDropped, _on_dropped)
+    .on(GroupScored, _on_scored)
+    .on(BatchShipped, _on_batch_shipped)
+    .on(GroupOpened, _on_group_opened)
+    .on(VersionPending, _on_version_pending)
+    .on(RunFinished, _on_run_finished)
+    .by_kind
+)
 
 
 # --- decide ------------------------------------------------------------------------------
@@ -348,11 +294,11 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
     config, step = state.config, state.step
     bound = config.max_off_policy_steps
     arrived = sorted(group.arrived, key=lambda a: a.member)
-    void = config.staleness == "per-group" and group.stale_cancelled > 0
+    drop = state.rules.drop_on_arrival
     out: list[Event] = []
     fresh: list[Arrival] = []
     for arrival in arrived:
-        if void or group.is_stale(arrival.version, step, bound):
+        if drop(group, arrival, step, bound):
             out.append(
                 EpisodeDropped(
                     t=t,
@@ -397,7 +343,7 @@ def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
     remaining: dict[str, Queued] = {}
     for episode_id, queued in state.queue.items():
         age = rollout_age(queued.version, step)
-        if is_stale(queued.version, step, bound, train=True, frozen=queued.frozen):
+        if stale_in_queue(queued, step, bound):
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason="stale", age=age))
         else:
             remaining[episode_id] = queued
@@ -412,7 +358,7 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
         return []  # the run is over: what finalizes at shutdown is scored, never trained
     if state.version < state.step - 1 - config.target_lag:
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
-    cut = _take(config, queue)
+    cut = take(state.rules.batch_order, config, queue)
     if not cut:
         return []
     trained = [
@@ -431,38 +377,28 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
     ]
 
 
-def _take(config: RunConfig, queue: dict[str, Queued]) -> list[str]:
-    """The queued ids that make a full batch, first in `batch_order`, or [] when short.
-
-    `fifo` takes the oldest queued; `oldest-first` takes the oldest dispatch versions first
-    (queue order among equals), so the episodes closest to the bound ship before they expire.
-    """
-    if config.batch_size is not None and len(queue) < config.batch_size:
-        return []
-    order: list[str] | dict[str, Queued] = queue
-    if config.batch_order == "oldest-first":
-        order = sorted(queue, key=lambda episode_id: queue[episode_id].version)
-    ids = iter(order)
-    if config.batch_size is not None:
-        return [next(ids) for _ in range(config.batch_size)]
-    target = config.token_batch_size or 0
-    taken, tokens = [], 0
-    for episode_id in ids:
-        taken.append(episode_id)
-        tokens += queue[episode_id].tokens
-        if tokens >= target:
-            return taken
-    return []
+def _decide_cancelled(state: SinkState, event: EpisodesCancelled) -> list[Event]:
+    return _finalize_if_complete(state, event.group_id, event.t)
 
 
-_DECISIONS: Final[dict[type[Event], Callable[[SinkState, Any], list[Event]]]] = {
-    EpisodeCompleted: _decide_arrival,
-    EpisodeFailed: _decide_arrival,
-    EpisodesCancelled: lambda state, event: _finalize_if_complete(state, event.group_id, event.t),
-    BatchShipped: lambda state, event: _sweep_and_cut(state, event.t),
-    GroupScored: lambda state, event: _cut(state, state.queue, event.t),
-    VersionPending: lambda state, event: _cut(state, state.queue, event.t),
-}
+def _decide_shipped(state: SinkState, event: BatchShipped) -> list[Event]:
+    return _sweep_and_cut(state, event.t)
+
+
+def _decide_cut(state: SinkState, event: GroupScored | VersionPending) -> list[Event]:
+    return _cut(state, state.queue, event.t)
+
+
+_DECISIONS: Final = (
+    Handlers[SinkState, list[Event]]()
+    .on(EpisodeCompleted, _decide_arrival)
+    .on(EpisodeFailed, _decide_arrival)
+    .on(EpisodesCancelled, _decide_cancelled)
+    .on(BatchShipped, _decide_shipped)
+    .on(GroupScored, _decide_cut)
+    .on(VersionPending, _decide_cut)
+    .by_kind
+)
 
 
 # --- the zero-output guard ---------------------------------------------------------------

@@ -16,9 +16,9 @@ import attrs
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.core.decider import PAIR, HoldsPair, Pair
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.errors import InconsistentLogError
-from rolloutlog.core.loop import DISPATCHER, SINK
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import (
     WORLD_KINDS,
@@ -36,13 +36,12 @@ BadLog = InconsistentLogError | EventError | LogError
 BAD_LOG_ERRORS = (InconsistentLogError, EventError, LogError)
 
 
-class LogFold:
+class LogFold(HoldsPair):
     """The state of a log after each event it has applied, with checks and the summary."""
 
     def __init__(self, config: RunConfig, *, check_invariants: bool = True) -> None:
         self.config = config
-        self.dispatcher_state = DISPATCHER.initial_state(config)
-        self.sink_state = SINK.initial_state(config)
+        self.state: Pair = PAIR.initial_state(config)
         self.check_invariants = check_invariants
         self.account = Account(config, raise_on_violation=False)
         self.registry = self.account.registry  # tells a late arrival from a bogus one
@@ -81,16 +80,11 @@ class LogFold:
             )
         if isinstance(event, EpisodeCompleted | EpisodeFailed):
             self._require_dispatched(event)
-        SINK.check(self.sink_state, event)
-        DISPATCHER.check(self.dispatcher_state, event)
+        PAIR.check(self.state, event)
         if event.kind in WORLD_KINDS and self._last_world:
             self.account.settled(self._last_world)
-        self.sink_state = SINK.apply(self.sink_state, event)
-        self.dispatcher_state = DISPATCHER.apply(self.dispatcher_state, event)
-        fingerprint = DISPATCHER.fingerprint(self.dispatcher_state) + SINK.fingerprint(
-            self.sink_state
-        )
-        self.digest = chain(self.digest, canonical(event), fingerprint)
+        PAIR.apply(self.state, event)
+        self.digest = chain(self.digest, canonical(event), PAIR.fingerprint(self.state))
         if self.digests is not None:
             self.digests.append(self.digest)
         self.account.observe(event, self)

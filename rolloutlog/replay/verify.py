@@ -14,18 +14,20 @@ event fails verification at exactly its seq and nowhere before it.
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
 
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.digest import event_payload
+from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
+from rolloutlog.core.redecide import redecide
 from rolloutlog.core.registry import DispatchRegistry, group_number
+from rolloutlog.core.sink import SinkState
 from rolloutlog.events.types import (
-    WORLD_KINDS,
     EpisodeCompleted,
     EpisodeDispatched,
     EpisodeFailed,
@@ -80,59 +82,37 @@ def _shown(event: Event | None, otherwise: str) -> str:
 
 
 class _Verifier:
-    """The loop and the decided events it still owes the comparison."""
+    """Refuses what the loop cannot tell from a late arrival, and starts the loop."""
 
-    def __init__(self, sink: Decider[Any], dispatcher: Decider[Any]) -> None:
+    def __init__(self, sink: Decider[SinkState], dispatcher: Decider[DispatcherState]) -> None:
         self.sink, self.dispatcher = sink, dispatcher
-        self.loop: ReactionLoop | None = None
-        self.owed: deque[Event] = deque()
         self.registry = DispatchRegistry()
 
-    def check(self, recorded: Event) -> tuple[Event | None, bool]:
-        """(the expected event at this seq, whether the recorded one matches it)."""
-        if self.owed:
-            expected = self.owed.popleft()
-            return expected, expected == recorded
-        if recorded.kind not in WORLD_KINDS:
-            return None, False  # a decision the deciders did not make
-        self.owed.extend(self._feed(recorded)[1:])
-        return recorded, True
-
-    def _feed(self, world: Event) -> list[Event]:
-        loop = self.loop or self._start(world)
-        if world.kind == "run_started" and world.seq != 0:
-            raise InconsistentLogError(world.seq, world.kind, "a second run_started")
-        if isinstance(world, EpisodeCompleted | EpisodeFailed):
-            self._require_dispatched(world)
-        appended = loop.feed(world)
-        for event in appended:
-            if event.kind == "group_opened":
-                self.registry.opened()
-            elif isinstance(event, EpisodeDispatched):
-                self.registry.dispatched(group_number(event.group_id))
-        return appended
-
-    def _require_dispatched(self, arrival: EpisodeCompleted | EpisodeFailed) -> None:
-        """The loop would take an unknown arrival for a late one; the log is inconsistent."""
-        if not self.registry.knows(arrival.episode_id):
-            raise InconsistentLogError(
-                arrival.seq, arrival.kind, f"{arrival.episode_id} was never dispatched"
-            )
-
-    def _start(self, first: Event) -> ReactionLoop:
-        if not isinstance(first, RunStarted) or first.seq != 0:
-            raise InconsistentLogError(first.seq, first.kind, "a log must start with run_started")
+    def start(self, first: RunStarted) -> ReactionLoop:
         try:
-            self.loop = ReactionLoop.from_run_started(
-                first, sink=self.sink, dispatcher=self.dispatcher
-            )
+            return ReactionLoop.from_run_started(first, sink=self.sink, dispatcher=self.dispatcher)
         except ConfigError as error:
             raise InconsistentLogError(first.seq, first.kind, str(error)) from error
-        return self.loop
+
+    def matched(self, event: Event, started: bool) -> None:
+        """Keep the registry from the events that matched; refuse a bogus arrival before
+        the loop is fed it (it would take one never dispatched for a late one)."""
+        if isinstance(event, EpisodeCompleted | EpisodeFailed) and started:
+            if not self.registry.knows(event.episode_id):
+                raise InconsistentLogError(
+                    event.seq, event.kind, f"{event.episode_id} was never dispatched"
+                )
+        elif event.kind == "group_opened":
+            self.registry.opened()
+        elif isinstance(event, EpisodeDispatched):
+            self.registry.dispatched(group_number(event.group_id))
 
 
 def verify_log(
-    source: LogSource, *, sink: Decider[Any] = SINK, dispatcher: Decider[Any] = DISPATCHER
+    source: LogSource,
+    *,
+    sink: Decider[SinkState] = SINK,
+    dispatcher: Decider[DispatcherState] = DISPATCHER,
 ) -> Verification:
     """Re-decide `source` from its world events; the first mismatch is the divergence.
 
@@ -141,20 +121,26 @@ def verify_log(
     """
     verifier = _Verifier(sink, dispatcher)
     matched = 0
+    redecision = redecide(_without_gaps(source.events()), start=verifier.start)
     try:
-        for recorded in source.events():
-            if recorded.seq != matched:
-                problem = f"seq gap: expected seq {matched}"
-                raise InconsistentLogError(recorded.seq, recorded.kind, problem)
-            expected, same = verifier.check(recorded)
-            if not same:
-                return _diverged(source, recorded.seq, expected, recorded, matched)
+        for recorded, expected in redecision:
+            if recorded is None or expected != recorded:
+                seq = matched if recorded is None else recorded.seq
+                return _diverged(source, seq, expected, recorded, matched)
+            verifier.matched(recorded, redecision.loop is not None)
             matched += 1
     except BAD_LOG_ERRORS as error:
         return Verification(matched, None, error)
-    if verifier.owed:
-        return _diverged(source, matched, verifier.owed[0], None, matched)
     return Verification(matched, None, None)
+
+
+def _without_gaps(events: Iterable[Event]) -> Iterator[Event]:
+    """The events in order, refusing the first whose seq is not the next one."""
+    for expected_seq, event in enumerate(events):
+        if event.seq != expected_seq:
+            problem = f"seq gap: expected seq {expected_seq}"
+            raise InconsistentLogError(event.seq, event.kind, problem)
+        yield event
 
 
 def _diverged(

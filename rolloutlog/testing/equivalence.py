@@ -21,7 +21,10 @@ import attrs
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import event_payload
+from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
+from rolloutlog.core.redecide import redecide
+from rolloutlog.core.sink import SinkState
 from rolloutlog.events.types import WORLD_KINDS, Event, RunStarted
 from rolloutlog.replay.chain import DigestChain
 from rolloutlog.replay.chain import first_difference as first_digest_difference
@@ -75,8 +78,8 @@ class EquivalenceError(AssertionError):
 
 
 def decided_by(
-    sink: Decider[Any] = SINK,
-    dispatcher: Decider[Any] = DISPATCHER,
+    sink: Decider[SinkState] = SINK,
+    dispatcher: Decider[DispatcherState] = DISPATCHER,
     *,
     configure: Callable[[RunConfig], RunConfig] | None = None,
 ) -> Implementation:
@@ -90,13 +93,14 @@ def decided_by(
         if configure is not None:
             config = configure(config)
             world[0] = attrs.evolve(world[0], config=config.to_dict())
-        loop = ReactionLoop(config, sink=sink, dispatcher=dispatcher)
         chain = _DigestRecorder()
-        loop.observers = (chain,)
+        loop = ReactionLoop(config, sink=sink, dispatcher=dispatcher, observers=(chain,))
+        unsequenced = (attrs.evolve(event, seq=-1) for event in world)
         events: list[Event] = []
         try:
-            for event in world:
-                events.extend(loop.feed(attrs.evolve(event, seq=-1)))
+            for _, event in redecide(unsequenced, start=lambda _: loop, recorded_decisions=False):
+                if event is not None:
+                    events.append(event)
         except Exception as error:  # a candidate may fail in any way: that is a difference
             failure = f"{type(error).__name__}: {error}"
             return Trace(tuple(events), chain.digests, None, failure, "decided")

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core import dispatcher, sink
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.digest import fingerprint
 from rolloutlog.core.loop import DISPATCHER, SINK, ReactionLoop
 from rolloutlog.events.schema import SCHEMA_VERSION, events_to_batch
 from rolloutlog.events.types import (
@@ -41,9 +42,9 @@ def test_the_account_and_the_queued_tokens_agree_with_the_deciders(log: list[Eve
         fold.apply(event)
         sink_state = sink.evolve(sink_state, event)
         dispatcher_state = dispatcher.evolve(dispatcher_state, event)
-        held = DISPATCHER.fingerprint(fold.dispatcher_state) + SINK.fingerprint(fold.sink_state)
+        held = fingerprint(fold.dispatcher_state, fold.sink_state)
         assert fold.account.fingerprint() == held, event
-        evolved = DISPATCHER.fingerprint(dispatcher_state) + SINK.fingerprint(sink_state)
+        evolved = fingerprint(dispatcher_state, sink_state)
         assert evolved == held, event
         queued = sum(entry.tokens for entry in fold.sink_state.queue.values())
         assert fold.sink_state.queued_tokens == queued, event

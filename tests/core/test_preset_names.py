@@ -3,12 +3,24 @@ its parts say: the base's staleness, each named rule's key, every other policy k
 
 from __future__ import annotations
 
+import typing
+
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import BASES, RULES, parse_policy_list, preset_overrides
+from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.core.presets import (
+    BASES,
+    CHOICES,
+    RULES,
+    Rules,
+    parse_policy_list,
+    preset_overrides,
+    rules_for,
+)
+from rolloutlog.testing.strategies import run_configs
 
 OFF = {"admission": "none", "straggler_cut": False, "batch_order": "fifo"}
 
@@ -71,3 +83,24 @@ def test_a_preset_with_an_unknown_rule_is_refused_by_name(
     assert str(refused.value) == (
         f"policy {bad!r}: unknown rule {rule!r}; known rules: capacity, straggler, oldest-first"
     )
+
+
+def test_the_rule_table_chooses_every_rule_once_for_every_value_a_key_takes() -> None:
+    """Each policy key's rows name the same rules, the keys together name every field of
+    `Rules` once, and every value the config allows for a key has its row."""
+    fields = [field.name for field in attrs.fields(Rules)]
+    named: list[str] = []
+    for key, rows in CHOICES.items():
+        allowed = typing.get_args(typing.get_type_hints(RunConfig)[key]) or (False, True)
+        assert sorted(rows, key=str) == sorted(allowed, key=str), key
+        (names,) = {tuple(sorted(row)) for row in rows.values()}
+        named.extend(names)
+    assert sorted(named) == sorted(fields)
+
+
+@given(run_configs())
+def test_a_run_gets_the_rules_its_policy_keys_choose(config: RunConfig) -> None:
+    rules = rules_for(config)
+    for key, rows in CHOICES.items():
+        for name, function in rows[getattr(config, key)].items():
+            assert getattr(rules, name) is function, (key, name)

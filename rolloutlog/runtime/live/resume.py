@@ -21,7 +21,6 @@ is lost. docs/runtime.md § Crashes and resume says why each choice.
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from pathlib import Path
 from typing import cast
 
@@ -31,6 +30,7 @@ from rolloutlog.core.account import InvariantViolation
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import Observer, ReactionLoop
+from rolloutlog.core.redecide import redecide
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.types import WORLD_KINDS, EpisodeCompleted, Event, RunResumed, RunStarted
@@ -181,29 +181,26 @@ class _Fold:
         if not isinstance(first, RunStarted):
             raise ResumeError(f"{reader.path}: the log holds no run_started")
         loop = ReactionLoop.from_run_started(first, observers=observers)
-        owed: deque[Event] = deque()
-        for event in itertools.chain((first,), events):
-            if event.kind in WORLD_KINDS:
-                if owed:
-                    raise ResumeError(f"seq {event.seq}: the log lacks {owed[0].kind} before it")
-                if event.kind == "run_finished":  # final: nothing may follow it in a log
-                    raise ResumeError(
-                        f"the run finished at seq {event.seq} ({event.reason}); "  # type: ignore[union-attr]
-                        "a log ends at run_finished, so there is nothing to resume (--resume "
-                        "continues a run whose process died without one, as SIGKILL or a "
-                        "crash leaves it; Ctrl-C and SIGTERM finish the run): start a new run"
-                    )
-                appended = loop.feed(event)
-                owed.extend(appended[1:])
-            elif not owed or owed.popleft() != event:
+        for event, expected in redecide(itertools.chain((first,), events), start=lambda _: loop):
+            owed = "nothing" if expected is None else expected.kind
+            if event is None:
+                raise ResumeError(f"the log ends inside a reaction: it lacks {owed}")
+            if expected != event:
+                if event.kind in WORLD_KINDS:
+                    raise ResumeError(f"seq {event.seq}: the log lacks {owed} before it")
                 raise ResumeError(
                     f"seq {event.seq}: the recorded {event.kind} is not what the deciders "
                     "decide (check it with rolloutlog verify)"
                 )
+            if event.kind == "run_finished":  # final: nothing may follow it in a log
+                raise ResumeError(
+                    f"the run finished at seq {event.seq} ({event.reason}); "  # type: ignore[union-attr]
+                    "a log ends at run_finished, so there is nothing to resume (--resume "
+                    "continues a run whose process died without one, as SIGKILL or a "
+                    "crash leaves it; Ctrl-C and SIGTERM finish the run): start a new run"
+                )
             self._book(event, stored)
             self.t_end = event.t
-        if owed:
-            raise ResumeError(f"the log ends inside a reaction: it lacks {owed[0].kind}")
         return loop
 
     def _book(self, event: Event, stored: StoredRun) -> None:

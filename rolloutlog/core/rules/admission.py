@@ -1,6 +1,9 @@
-"""Where the train episodes dispatched so far stand, for capacity admission.
+"""Admission rules: how many episodes may go out now, and which version each carries.
 
-Capacity admission (`admission = "capacity"`, in the spirit of AReaL's staleness manager)
+Every function here reads plain values or the train ledger; the dispatcher calls the ones
+its run's preset table chose (`core.presets.rules_for`).
+
+**Capacity** (`admission = "capacity"`, in the spirit of AReaL's staleness manager)
 dispatches a new train episode only while
 
     trained + queued + arrived-unfinalized + in-flight < (max_off_policy_steps + v + 1) × B
@@ -19,9 +22,18 @@ mean tokens per completed episode)` episodes (no limit before the first completi
 Liveness: with no train episode in flight, one may always be dispatched. Without this, a
 group larger than the room left (`G > (max_off_policy_steps − target_lag + 1) × B`), or a
 token batch the estimate undercounts, would wait forever for members the rule holds back.
+
+**Smoothing** (`admission_smoothing`): in each window of `SMOOTHING_WINDOW_S` seconds of
+event time, the in-flight count may grow by at most a burst (a group, or a tenth of
+`max_inflight`); a natural completion refunds one admission, a cancellation none.
+
+**Stamping** (`staleness`): an episode carries the version current at its own dispatch
+(per-episode), or its group's start version (per-group, as the reference system did).
 """
 
 from __future__ import annotations
+
+import math
 
 import attrs
 
@@ -56,10 +68,13 @@ class TrainLedger:
         return self.queued + self.arrived + len(self.inflight)
 
 
+def unlimited(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
+    """No admission rule beyond the permits: None, unlimited."""
+    return None
+
+
 def capacity_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
     """How many more train episodes capacity admission allows now; None when unlimited."""
-    if config.admission != "capacity":
-        return None
     if config.batch_size is not None:
         per_batch = config.batch_size
     elif ledger.arrivals == 0:
@@ -96,6 +111,10 @@ def evolve_ledger(ledger: TrainLedger, event: Event) -> None:
             pass  # eval and late arrivals, and what the ledger does not count
 
 
+def unfollowed(ledger: TrainLedger, event: Event) -> None:
+    """Without capacity admission, no ledger is kept."""
+
+
 def _group(episode_id: str) -> str:
     return episode_id.rpartition("/")[0]
 
@@ -116,3 +135,42 @@ def _dropped(ledger: TrainLedger, episode_id: str) -> None:
         ledger.arrived -= 1
     else:  # swept from the queue
         ledger.queued -= 1
+
+
+# --- smoothing ----------------------------------------------------------------------------
+
+SMOOTHING_WINDOW_S = 5.0
+
+
+def window_of(t: float) -> int:
+    """The smoothing window that event time `t` falls in."""
+    return int(t // SMOOTHING_WINDOW_S)
+
+
+def next_window_start(now: float) -> float:
+    """When the window after the one holding `now` opens."""
+    return (math.floor(now / SMOOTHING_WINDOW_S) + 1) * SMOOTHING_WINDOW_S
+
+
+def smoothed(free: int, config: RunConfig, window_growth: int) -> int:
+    """Free permits, capped by what is left of this window's burst."""
+    burst = max(config.group_size, config.max_inflight // 10)
+    return min(free, burst - window_growth)
+
+
+def unsmoothed(free: int, config: RunConfig, window_growth: int) -> int:
+    """Free permits, uncapped."""
+    return free
+
+
+# --- stamping -----------------------------------------------------------------------------
+
+
+def own_dispatch_version(start_version: int, version: int) -> int:
+    """Per-episode: the version current when the member itself is dispatched."""
+    return version
+
+
+def group_start_version(start_version: int, version: int) -> int:
+    """Per-group: the version its group opened at, for every member."""
+    return start_version

@@ -1,42 +1,62 @@
-"""The dispatcher's cancellation rules: stale, straggler, overload, shutdown, restart.
+"""In-flight cancellation rules: stale, straggler, overload, shutdown, restart.
 
 Each rule reads the dispatcher state and answers `episodes_cancelled` events, one per
 group and rule; none changes state (the dispatcher's `evolve` applies them when appended).
+Where a run's policy chooses between rules (per-episode or per-group staleness, straggler
+cuts or none), the dispatcher calls the one its preset table chose (`core.presets`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING
 
-from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import CancelReason, EpisodesCancelled, Event
 
+if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
+    from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
+
 
 def before_weight_update(state: DispatcherState, t: float) -> list[Event]:
-    """Cancel the stale in-flight train episodes of each group, then cut stragglers.
-
-    Per-episode: exactly the stale in-flight members; siblings keep running and unscheduled
-    members are dispatched later at the then-current version. Per-group: the whole group of
-    any group whose (shared) dispatch version is stale.
-    """
+    """Cancel the stale in-flight train episodes of each group, then cut stragglers, as
+    the run's staleness rule says (`stale_members` or `stale_groups`)."""
     out: list[Event] = []
+    cancel_stale = state.rules.cancel_stale
     for group in state.groups.values():
-        stale = _stale_in_flight(state, group)
-        if stale and state.config.staleness == "per-group":
-            out.append(_whole_group(group, "stale", t))
-            continue
-        if stale:
-            out.append(_members(group, stale, 0, "stale", t))
-        cut = _straggler_cut(state, group, exclude=stale, t=t)
-        if cut is not None:
-            out.append(cut)
+        out.extend(cancel_stale(state, group, _stale_in_flight(state, group), t))
     return out
+
+
+def stale_members(
+    state: DispatcherState, group: OpenGroup, stale: tuple[str, ...], t: float
+) -> list[Event]:
+    """Per-episode: exactly the stale in-flight members; siblings keep running and
+    unscheduled members are dispatched later at the then-current version. Then the
+    straggler rule, for what is left."""
+    out: list[Event] = []
+    if stale:
+        out.append(_members(group, stale, 0, "stale", t))
+    cut = state.rules.cut_stragglers(state, group, stale, t)
+    if cut is not None:
+        out.append(cut)
+    return out
+
+
+def stale_groups(
+    state: DispatcherState, group: OpenGroup, stale: tuple[str, ...], t: float
+) -> list[Event]:
+    """Per-group: the whole group of any group whose (shared) dispatch version is stale;
+    a group with nothing stale is left to the straggler rule, as per-episode."""
+    if stale:
+        return [_whole_group(group, "stale", t)]
+    return stale_members(state, group, stale, t)
 
 
 def after_batch_shipped(state: DispatcherState, t: float) -> list[Event]:
     """The step advanced: cut the stragglers of groups whose arrivals are now at risk."""
-    cuts = (_straggler_cut(state, group, exclude=(), t=t) for group in state.groups.values())
+    cut_stragglers = state.rules.cut_stragglers
+    cuts = (cut_stragglers(state, group, (), t) for group in state.groups.values())
     return [cut for cut in cuts if cut is not None]
 
 
@@ -87,17 +107,24 @@ def _stale_in_flight(state: DispatcherState, group: OpenGroup) -> tuple[str, ...
     return tuple(e for e, v in group.inflight.items() if rollout_age(v, step) > bound)
 
 
-def _straggler_cut(
+def straggler_cut(
     state: DispatcherState, group: OpenGroup, exclude: Collection[str], t: float
 ) -> EpisodesCancelled | None:
-    """With `straggler_cut`, cancel what an at-risk group still owes (whole-group semantics);
-    `exclude` are members a stale cancellation of the same answer already covers."""
-    if not state.config.straggler_cut or not at_risk(state, group):
+    """Cancel what an at-risk group still owes (whole-group semantics); `exclude` are
+    members a stale cancellation of the same answer already covers."""
+    if not at_risk(state, group):
         return None
     remaining = tuple(e for e in group.inflight if e not in exclude)
     if not remaining and not group.unscheduled:
         return None
     return _members(group, remaining, group.unscheduled, "straggler", t)
+
+
+def no_straggler_cut(
+    state: DispatcherState, group: OpenGroup, exclude: Collection[str], t: float
+) -> EpisodesCancelled | None:
+    """Without `straggler_cut`, a group waits for all its members."""
+    return None
 
 
 def _whole_groups(groups: Iterable[OpenGroup], reason: CancelReason, t: float) -> list[Event]:

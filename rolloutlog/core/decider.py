@@ -1,0 +1,170 @@
+"""The two deciders as values, and their combination: the one place their order is written.
+
+A `Decider` is one decider as pure functions (fmodel's shape), so that an implementation can
+be swapped for a candidate and compared. `Combined` is the pair of them over the pair of
+states (fmodel's `combine`): one `check`, `apply`, `decide` and `fingerprint`. The loop,
+replay's fold and everything that re-decides a log go through it, so that "the sink, then
+the dispatcher" is written here and nowhere else:
+
+- `check` asks the sink, then the dispatcher, and writes nothing: a refused event leaves
+  both states exactly as they were;
+- `apply` applies to the sink, then the dispatcher (`evolve`: `check`, then `apply`);
+- `decide` asks the sink, has its whole answer appended, then asks the dispatcher, which
+  so sees the sink's answer (its own events included in the state it decides on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+import attrs
+
+from rolloutlog.core import dispatcher as dispatcher_module
+from rolloutlog.core import sink as sink_module
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.digest import fingerprint
+from rolloutlog.core.dispatcher_state import DispatcherState
+from rolloutlog.core.sink import SinkState
+from rolloutlog.events.types import Event
+
+S = TypeVar("S")
+
+
+def _never_stops(state: object) -> str | None:
+    return None
+
+
+@attrs.frozen
+class Decider(Generic[S]):
+    """One decider as pure functions, so implementations can be swapped and compared.
+
+    `check` refuses an event without writing; `apply` writes an event `check` accepted.
+    Kept apart so that an event is checked against both deciders before either applies
+    it: a refused event leaves both states exactly as they were.
+    """
+
+    name: str
+    initial_state: Callable[[RunConfig], S]
+    check: Callable[[S, Event], None]
+    apply: Callable[[S, Event], S]
+    decide: Callable[[S, Event], list[Event]]
+    stop_reason: Callable[[S], str | None] = _never_stops
+
+    def evolve(self, state: S, event: Event) -> S:
+        """All of `event`, or (raising `InconsistentLogError`) none of it."""
+        self.check(state, event)
+        return self.apply(state, event)
+
+
+DISPATCHER: Decider[DispatcherState] = Decider(
+    "dispatcher",
+    dispatcher_module.initial_state,
+    dispatcher_module.check,
+    dispatcher_module.apply,
+    dispatcher_module.decide,
+)
+SINK: Decider[SinkState] = Decider(
+    "sink",
+    sink_module.initial_state,
+    sink_module.check,
+    sink_module.apply,
+    sink_module.decide,
+    sink_module.zero_output_reason,
+)
+
+
+@attrs.define(slots=True)
+class Pair:
+    """The states of both deciders, as one state."""
+
+    sink: SinkState
+    dispatcher: DispatcherState
+
+
+class HoldsPair:
+    """Anything that holds the pair of states (the loop, replay's fold): each by name."""
+
+    state: Pair
+
+    @property
+    def sink_state(self) -> SinkState:
+        """The sink's state after the last event."""
+        return self.state.sink
+
+    @property
+    def dispatcher_state(self) -> DispatcherState:
+        """The dispatcher's state after the last event."""
+        return self.state.dispatcher
+
+
+Append = Callable[[list[Event]], None]
+
+
+class Combined:
+    """Both deciders as one: the sink first, then the dispatcher, written once.
+
+    Its steps are closures over the two deciders' functions, built once: the loop calls
+    them once per event of a simulated run, where each attribute lookup shows.
+    """
+
+    __slots__ = ("apply", "check", "decide", "dispatcher", "evolve", "sink")
+
+    def __init__(
+        self, sink: Decider[SinkState] = SINK, dispatcher: Decider[DispatcherState] = DISPATCHER
+    ) -> None:
+        self.sink, self.dispatcher = sink, dispatcher
+        sink_check, sink_apply, sink_decide = sink.check, sink.apply, sink.decide
+        dispatcher_check, dispatcher_apply = dispatcher.check, dispatcher.apply
+        dispatcher_decide = dispatcher.decide
+
+        def check(state: Pair, event: Event) -> None:
+            """Refuse `event` (InconsistentLogError naming its seq) unless both can apply it."""
+            sink_check(state.sink, event)
+            dispatcher_check(state.dispatcher, event)
+
+        def apply(state: Pair, event: Event) -> None:
+            """Apply an event both deciders accepted (`check`), in place."""
+            state.sink = sink_apply(state.sink, event)
+            state.dispatcher = dispatcher_apply(state.dispatcher, event)
+
+        def evolve(state: Pair, event: Event) -> None:
+            """`check`, then `apply`: all of `event` in both states, or (raising) none."""
+            sink_check(state.sink, event)
+            dispatcher_check(state.dispatcher, event)
+            state.sink = sink_apply(state.sink, event)
+            state.dispatcher = dispatcher_apply(state.dispatcher, event)
+
+        def decide(state: Pair, event: Event, append: Append) -> None:
+            """Both deciders' reactions to `event`, each answer handed whole to `append`.
+
+            `append` must check and apply the answer (as the loop's does) before it
+            returns: the dispatcher decides on the state that includes the sink's answer.
+            An empty answer is not handed over (most events set off nothing).
+            """
+            decided = sink_decide(state.sink, event)
+            if decided:
+                append(decided)
+            decided = dispatcher_decide(state.dispatcher, event)
+            if decided:
+                append(decided)
+
+        self.check: Callable[[Pair, Event], None] = check
+        self.apply: Callable[[Pair, Event], None] = apply
+        self.evolve: Callable[[Pair, Event], None] = evolve
+        self.decide: Callable[[Pair, Event, Append], None] = decide
+
+    def initial_state(self, config: RunConfig) -> Pair:
+        """Both deciders before `run_started`."""
+        return Pair(self.sink.initial_state(config), self.dispatcher.initial_state(config))
+
+    def fingerprint(self, state: Pair) -> tuple[int, ...]:
+        """The counts of both states that each digest covers (`core.digest.fingerprint`)."""
+        return fingerprint(state.dispatcher, state.sink)
+
+    def stop_reason(self, state: Pair) -> str | None:
+        """Why the run should stop for lack of admitted work (the sink's zero-output rule)."""
+        return self.sink.stop_reason(state.sink)
+
+
+PAIR = Combined()
