@@ -4,7 +4,8 @@ One account, kept apart from the deciders and trusting none of their state or ar
 its own rollout age, staleness and GRPO advantages (from the core it imports only the config
 and the dispatch registry), fed plain values. The reaction loop feeds it as an observer (tests, the
 simulator, the live runtime), `replay`'s plain fold feeds it from event objects, and the
-columnar fold straight from log columns, so each rule is written here once.
+columnar fold straight from log columns, so each rule is written here once, and each piece
+of its own arithmetic once (`age`, `lags`, `shipped`).
 
 It checks, each at the seq where it broke:
 - bound: nothing ships past `max_off_policy_steps`; drops and stale cancellations are of
@@ -23,13 +24,8 @@ It checks, each at the seq where it broke:
   episodes in flight); capacity admission's horizon;
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
   only of at-risk groups, and whole.
-It also counts what `replay --json` reports (`summary()`). Counting conventions:
-- `episodes_cancelled` counts dispatched (in-flight) episodes per reason;
-  `unscheduled_cancelled` counts members cancelled before they were ever dispatched.
-- `episodes_late` counts completions and failures of episodes no longer in flight
-  (cancelled, arrived before, or after `run_finished`); recorded and otherwise ignored.
-- `episodes_dropped_stale` counts arrived or queued episodes the sink dropped as stale.
-- `groups_partial` counts finalized train groups that scored fewer than G members.
+It also counts what `replay --json` reports, as it learns what each event means, in a
+`core.run_summary.RunSummary` (`summary()`).
 
 Memory is bounded by open groups and queued episodes, plus one small count per group ever
 opened (members dispatched), which tells a late arrival from one never dispatched.
@@ -37,16 +33,15 @@ opened (members dispatched), which tells a late arrival from one never dispatche
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import attrs
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
+from rolloutlog.core.run_summary import RunSummary
 from rolloutlog.events.types import (
-    CANCEL_REASONS,
     DROP_REASONS,
     BatchShipped,
     EpisodeCompleted,
@@ -110,7 +105,7 @@ class Group:
 
     def stale(self, version: int, step: int, bound: int) -> bool:
         """Past the bound at `step`: only train members from the policy being trained age."""
-        return self.train and not self.frozen and step - 1 - version > bound
+        return self.train and not self.frozen and age(version, step) > bound
 
 
 class Account:
@@ -133,7 +128,6 @@ class Account:
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
         self.groups: dict[str, Group] = {}  # open until group_scored
-        self.owing_groups = 0  # groups that still owe a member (the dispatcher's open groups)
         self.inflight: dict[str, Group] = {}
         self.queue: dict[str, tuple[int, bool]] = {}  # id -> (version, ages), oldest first
         self.registry = DispatchRegistry()  # tells a late arrival from a bogus one
@@ -142,23 +136,8 @@ class Account:
         self.train_inflight = 0
         self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
-        self.fingerprint_head, self.fingerprint_middle = "", ""
-        self.gated = False  # (step − 1) − version > target_lag: train dispatch must pause
-        self._fingerprint_texts()
-        # The run summary.
-        self.events = 0
-        self.kinds: Counter[str] = Counter()
-        self.cancelled_by: Counter[str] = Counter({reason: 0 for reason in CANCEL_REASONS})
-        self.unscheduled_cancelled = 0
-        self.dropped_stale = 0
-        self.late = 0
-        self.scored = 0
-        self.partial = 0
-        self.admitted_groups = 0
-        self.trained = 0
-        self.pruned = 0
-        self.trained_ages: Counter[int] = Counter()
-        self.finished_reason: str | None = None
+        self.gated = self.lags()  # kept with step and version: train dispatch must pause
+        self.run = RunSummary()
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -168,20 +147,20 @@ class Account:
             raise InvariantViolation(message)
         self.violations.append(message)
 
-    # --- the counts each digest covers ---------------------------------------------------
+    # --- its own arithmetic, each rule once ---------------------------------------------
 
-    def fingerprint(self) -> tuple[int, ...]:
-        """`ReactionLoop.fingerprint()` of the deciders that made this log, from this account."""
-        inflight, step, version = len(self.inflight), self.step, self.version
-        dispatcher = (step, version, self.limit, inflight, self.owing_groups)
-        return (*dispatcher, step, version, len(self.queue), len(self.groups), inflight)
+    def shipped(self) -> int:
+        """Batches shipped so far (the step is the one the next batch trains)."""
+        return self.step - 1
 
-    def _fingerprint_texts(self) -> None:
-        """The parts of `repr(fingerprint())` that change only with step, version, limit,
-        so that the columnar fold writes the text without building a tuple per row."""
-        self.fingerprint_head = f"({self.step}, {self.version}, {self.limit}, "
-        self.fingerprint_middle = f", {self.step}, {self.version}, "
-        self.gated = self.step - 1 - self.version > self.target_lag  # kept with the step
+    def lags(self) -> bool:
+        """The trainer lags the step by more than `target_lag`: the dispatch gate is shut,
+        and batch `step` may not ship (the ship hold)."""
+        return age(self.version, self.step) > self.target_lag
+
+    def _moved(self) -> None:
+        """Step or version moved: keep the gate with them."""
+        self.gated = self.lags()
 
     # --- events as objects ---------------------------------------------------------------
 
@@ -189,18 +168,12 @@ class Account:
         """Count and check one event object (the plain fold); `observe` without a loop."""
         self.observe(event)
 
-    def count_kinds(self, kinds: Iterable[str], events: int) -> None:
-        """Count a whole batch of rows at once (the columnar fold's `feed` counting)."""
-        self.events += events
-        self.kinds.update(kinds)
-
     # --- the reaction loop's observer protocol ---------------------------------------------
 
     def observe(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
         """Count and check one appended event; with a loop, also compare permits with its
         dispatcher. The body of `feed` too: the loop calls this once per simulated event."""
-        self.events += 1
-        self.kinds[event.kind] += 1
+        self.run.count(event.kind)
         feed_kind = _FEEDS.get(type(event))
         if feed_kind is not None:
             feed_kind(self, event)
@@ -256,7 +229,6 @@ class Account:
         self.groups[group_id] = Group(
             number, size, work == "train", frozen, version, unscheduled=size
         )
-        self.owing_groups += 1
         return None
 
     def on_dispatched(
@@ -287,8 +259,8 @@ class Account:
     def _admit_train(self, seq: int, kind: str) -> None:
         """The dispatch gate, and capacity admission's horizon (no train dispatch once the
         promised work fills it, unless none is in flight: the liveness exception)."""
-        lag = self.step - 1 - self.version
-        if lag > self.target_lag:
+        if self.lags():
+            lag = age(self.version, self.step)
             self._fail(seq, kind, f"train dispatch while the trainer lags {lag} > target_lag")
         if self.capacity:
             horizon = (self.bound + self.version + 1) * (self.batch_size or 0)
@@ -301,8 +273,8 @@ class Account:
         self, seq: int, group_id: str, episode_ids: Sequence[str], unscheduled: int, reason: str
     ) -> None:
         kind = "episodes_cancelled"
-        self.cancelled_by[reason] += len(episode_ids)
-        self.unscheduled_cancelled += unscheduled
+        self.run.cancelled_by[reason] += len(episode_ids)
+        self.run.unscheduled_cancelled += unscheduled
         group = self.groups.get(group_id)
         if group is None or not group.owes:
             return self._fail(seq, kind, f"cancellation for {group_id}, which owes nothing")
@@ -344,7 +316,7 @@ class Account:
             and any(
                 reward is not None
                 and episode_id not in group.dropped
-                and self.step - 1 - version == self.bound
+                and age(version, self.step) == self.bound
                 for episode_id, (_, version, reward) in group.arrived.items()
             )
         )
@@ -356,33 +328,36 @@ class Account:
     def _close_if_done(self, group: Group) -> None:
         if group.owes and not group.inflight and not group.unscheduled:
             group.owes = False
-            self.owing_groups -= 1
 
     # --- world events --------------------------------------------------------------------
 
-    def on_arrival(self, seq: int, kind: str, episode_id: str, reward: float | None) -> None:
-        """A completion (`reward` set) or a failure (`reward` None)."""
+    def on_arrival(
+        self, seq: int, kind: str, episode_id: str, reward: float | None
+    ) -> Group | None:
+        """A completion (`reward` set) or a failure (`reward` None); the group it landed
+        in, None for a late arrival."""
         group = self.inflight.pop(episode_id, None)
         if group is None:
-            return self._late(seq, kind, episode_id)
+            self._late(seq, kind, episode_id)
+            return None
         version, member = group.inflight.pop(episode_id)
         if self.capacity and group.train:
             self.train_inflight -= 1
         group.arrived[episode_id] = (member, version, reward)
         self._close_if_done(group)
-        return None
+        return group
 
     def _late(self, seq: int, kind: str, episode_id: str) -> None:
         """An arrival of a dispatched episode no longer in flight (cancelled, arrived before,
         or after `run_finished`): recorded and ignored. One never dispatched is refused."""
         if not self.registry.knows(episode_id):
             return self._fail(seq, kind, f"{episode_id} was never dispatched")
-        self.late += 1
+        self.run.late += 1
         return None
 
     def on_version_pending(self, seq: int, version: int) -> None:
         if self.resumed_from is not None:  # across a restart, each batch trains once
-            kind, shipped = "version_pending", self.step - 1
+            kind, shipped = "version_pending", self.shipped()
             if not self.version < version <= shipped:
                 problem = f"v{version} after v{self.version} with {shipped} batches shipped"
                 self._fail(seq, kind, f"{problem}: a version is announced once, after its batch")
@@ -391,11 +366,10 @@ class Account:
                 self._fail(seq, kind, f"{problem}: its batch would train twice")
         self.version = version
         self.publish_step = self.step
-        self._fingerprint_texts()
+        self._moved()
 
     def on_limit_set(self, max_inflight: int) -> None:
         self.limit = max_inflight
-        self._fingerprint_texts()
 
     def on_resumed(self, seq: int, episode_ids: Sequence[str], version: int) -> None:
         """A restart names exactly what was outstanding, after the last announced version
@@ -408,7 +382,7 @@ class Account:
             different = sorted(named ^ self.inflight.keys())[:3]
             problem = f"names {len(named)} outstanding episodes, {len(self.inflight)} in flight"
             self._fail(seq, kind, f"{problem}: {different}")
-        shipped = self.step - 1
+        shipped = self.shipped()
         if not self.version <= version <= shipped:
             problem = f"resumes from v{version}, but v{self.version} was announced"
             self._fail(seq, kind, f"{problem} and {shipped} batches shipped")
@@ -417,13 +391,13 @@ class Account:
 
     def on_run_finished(self, reason: str) -> None:
         self.finished = True
-        self.finished_reason = reason
+        self.run.finished_reason = reason
 
     # --- sink events ---------------------------------------------------------------------
 
     def on_dropped(self, seq: int, episode_id: str, reason: str, recorded_age: int) -> None:
         kind = "episode_dropped"
-        self.dropped_stale += 1
+        self.run.dropped_stale += 1
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
         if queued is not None:
@@ -470,9 +444,9 @@ class Account:
             if scored_advantages or admitted:
                 self._fail(seq, kind, "eval group trained")
             return None
-        self.scored += len(episode_ids)
-        self.partial += len(episode_ids) < group.size
-        self.admitted_groups += admitted
+        self.run.scored += len(episode_ids)
+        self.run.partial += len(episode_ids) < group.size
+        self.run.admitted_groups += admitted
         if admitted and not episode_ids:
             self._fail(seq, kind, "admits a group with no scored member")
         expected = advantages([reward for _, _, reward in fresh if reward is not None])
@@ -493,13 +467,13 @@ class Account:
         self, seq: int, step: int, episode_ids: Sequence[str], trained_ids: Sequence[str]
     ) -> None:
         kind = "batch_shipped"
-        self.trained += len(trained_ids)
-        self.pruned += len(episode_ids) - len(trained_ids)
+        self.run.trained += len(trained_ids)
+        self.run.pruned += len(episode_ids) - len(trained_ids)
         if step != self.step:
             return self._fail(seq, kind, f"batch for step {step} at step {self.step}")
         if self.finished:
             self._fail(seq, kind, "batch shipped after run_finished")
-        if self.version < step - 1 - self.target_lag:
+        if self.gated:  # at this batch's step: the ship hold has not lifted
             self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
         cut: dict[str, int] = {}
         for episode_id in episode_ids:
@@ -515,41 +489,16 @@ class Account:
             self._fail(seq, kind, "trains an episode it did not cut, or one twice")
         for episode_id in trained_ids:
             if episode_id in cut:
-                self.trained_ages[age(cut[episode_id], step)] += 1
+                self.run.trained_ages[age(cut[episode_id], step)] += 1
         self.step = step + 1
-        self._fingerprint_texts()
+        self._moved()
         return None
 
     # --- the run summary -----------------------------------------------------------------
 
     def summary(self, *, checked: bool = True) -> dict[str, Any]:
         """The `replay --json` object; without `checked`, no violations are listed."""
-        ages = self.trained_ages
-        trained = sum(ages.values())
-        return {
-            "events": self.events,
-            "steps_shipped": self.kinds["batch_shipped"],
-            "groups_opened": self.kinds["group_opened"],
-            "groups_finalized": self.kinds["group_scored"],
-            "groups_partial": self.partial,
-            "groups_admitted": self.admitted_groups,
-            "episodes_dispatched": self.kinds["episode_dispatched"],
-            "episodes_completed": self.kinds["episode_completed"],
-            "episodes_failed": self.kinds["episode_failed"],
-            "episodes_late": self.late,
-            "episodes_cancelled": dict(self.cancelled_by),
-            "unscheduled_cancelled": self.unscheduled_cancelled,
-            "episodes_dropped_stale": self.dropped_stale,
-            "episodes_scored": self.scored,
-            "episodes_trained": self.trained,
-            "episodes_pruned_zero_adv": self.pruned,
-            "max_trained_age": max(ages) if ages else None,
-            "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
-            "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
-            "run_finished": self.finished_reason,
-            "restarts": self.kinds["run_resumed"],
-            "invariant_violations": list(self.violations) if checked else [],
-        }
+        return self.run.report(self.violations if checked else [])
 
 
 # `Account.observe`'s handler of each event class (event classes are final): one dict lookup
