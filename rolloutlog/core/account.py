@@ -98,7 +98,8 @@ class Group:
     dispatched: int = 0
     unscheduled: int = 0
     inflight: dict[str, tuple[int, int]] = attrs.Factory(dict)  # id -> (version, member)
-    arrived: dict[str, tuple[int, int, float | None]] = attrs.Factory(dict)  # id -> (m, v, r)
+    # id -> (member, version, reward, tokens)
+    arrived: dict[str, tuple[int, int, float | None, int]] = attrs.Factory(dict)
     dropped: set[str] = attrs.Factory(set)
     cancelled: int = 0
     owes: bool = True  # still owes members in flight or unscheduled
@@ -129,7 +130,7 @@ class Account:
         self.publish_step = 1  # the step when the last version update arrived
         self.groups: dict[str, Group] = {}  # open until group_scored
         self.inflight: dict[str, Group] = {}
-        self.queue: dict[str, tuple[int, bool]] = {}  # id -> (version, ages), oldest first
+        self.queue: dict[str, tuple[int, bool, int]] = {}  # id -> (version, ages, tokens)
         self.registry = DispatchRegistry()  # tells a late arrival from a bogus one
         self.finished = False
         self.train_promised = 0  # trained + queued + arrived-unfinalized + in flight (train)
@@ -317,7 +318,7 @@ class Account:
                 reward is not None
                 and episode_id not in group.dropped
                 and age(version, self.step) == self.bound
-                for episode_id, (_, version, reward) in group.arrived.items()
+                for episode_id, (_, version, reward, _) in group.arrived.items()
             )
         )
         if not at_risk:
@@ -332,10 +333,10 @@ class Account:
     # --- world events --------------------------------------------------------------------
 
     def on_arrival(
-        self, seq: int, kind: str, episode_id: str, reward: float | None
+        self, seq: int, kind: str, episode_id: str, reward: float | None, tokens: int = 0
     ) -> Group | None:
-        """A completion (`reward` set) or a failure (`reward` None); the group it landed
-        in, None for a late arrival."""
+        """A completion (`reward` set, its prompt and completion `tokens`) or a failure
+        (`reward` None); the group it landed in, None for a late arrival."""
         group = self.inflight.pop(episode_id, None)
         if group is None:
             self._late(seq, kind, episode_id)
@@ -343,7 +344,7 @@ class Account:
         version, member = group.inflight.pop(episode_id)
         if self.capacity and group.train:
             self.train_inflight -= 1
-        group.arrived[episode_id] = (member, version, reward)
+        group.arrived[episode_id] = (member, version, reward, tokens)
         self._close_if_done(group)
         return group
 
@@ -401,7 +402,7 @@ class Account:
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
         if queued is not None:
-            version, ages = queued
+            version, ages, _ = queued
         else:
             group = self.groups.get(episode_id.rpartition("/")[0])
             arrival = group.arrived.get(episode_id) if group is not None else None
@@ -434,7 +435,7 @@ class Account:
             return self._fail(seq, kind, f"{problem} != G={group.size}")
         fresh = sorted(
             (member, episode_id, reward)
-            for episode_id, (member, _, reward) in group.arrived.items()
+            for episode_id, (member, _, reward, _) in group.arrived.items()
             if reward is not None and episode_id not in group.dropped
         )
         fresh_ids = [episode_id for _, episode_id, _ in fresh]
@@ -460,11 +461,17 @@ class Account:
             self.train_promised -= kept - (len(episode_ids) if admitted else 0)
         if admitted:
             for episode_id in episode_ids:
-                self.queue[episode_id] = (group.arrived[episode_id][1], not group.frozen)
+                _, version, _, tokens = group.arrived[episode_id]
+                self.queue[episode_id] = (version, not group.frozen, tokens)
         return None
 
     def on_shipped(
-        self, seq: int, step: int, episode_ids: Sequence[str], trained_ids: Sequence[str]
+        self,
+        seq: int,
+        step: int,
+        episode_ids: Sequence[str],
+        trained_ids: Sequence[str],
+        tokens: int,
     ) -> None:
         kind = "batch_shipped"
         self.run.trained += len(trained_ids)
@@ -475,21 +482,26 @@ class Account:
             self._fail(seq, kind, "batch shipped after run_finished")
         if self.gated:  # at this batch's step: the ship hold has not lifted
             self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
-        cut: dict[str, int] = {}
+        cut: dict[str, tuple[int, int]] = {}  # id -> (version, tokens)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)
             if queued is None:
                 self._fail(seq, kind, f"{episode_id} shipped but not queued (or twice)")
                 continue
-            version, ages = queued
+            version, ages, episode_tokens = queued
             if ages and age(version, step) > self.bound:
                 self._fail(seq, kind, f"{episode_id} shipped at age {age(version, step)}")
-            cut[episode_id] = version
+            cut[episode_id] = (version, episode_tokens)
         if len(set(trained_ids)) != len(trained_ids) or not cut.keys() >= set(trained_ids):
             self._fail(seq, kind, "trains an episode it did not cut, or one twice")
+        held = 0
         for episode_id in trained_ids:
             if episode_id in cut:
-                self.run.trained_ages[age(cut[episode_id], step)] += 1
+                version, episode_tokens = cut[episode_id]
+                self.run.trained_ages[age(version, step)] += 1
+                held += episode_tokens
+        if tokens != held:
+            self._fail(seq, kind, f"tokens {tokens}, but the trained episodes hold {held}")
         self.step = step + 1
         self._moved()
         return None
@@ -504,7 +516,9 @@ class Account:
 # `Account.observe`'s handler of each event class (event classes are final): one dict lookup
 # per event instead of a `match` that tries every class pattern in turn.
 _FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
-    EpisodeCompleted: lambda a, e: a.on_arrival(e.seq, e.kind, e.episode_id, e.reward),
+    EpisodeCompleted: lambda a, e: a.on_arrival(
+        e.seq, e.kind, e.episode_id, e.reward, e.prompt_tokens + e.completion_tokens
+    ),
     EpisodeFailed: lambda a, e: a.on_arrival(e.seq, e.kind, e.episode_id, None),
     EpisodeDispatched: lambda a, e: a.on_dispatched(
         e.seq, e.episode_id, e.group_id, e.member, e.policy_version
@@ -519,7 +533,7 @@ _FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
     GroupScored: lambda a, e: a.on_scored(
         e.seq, e.group_id, e.episode_ids, e.advantages, e.admitted
     ),
-    BatchShipped: lambda a, e: a.on_shipped(e.seq, e.step, e.episode_ids, e.trained_ids),
+    BatchShipped: lambda a, e: a.on_shipped(e.seq, e.step, e.episode_ids, e.trained_ids, e.tokens),
     VersionPending: lambda a, e: a.on_version_pending(e.seq, e.version),
     RunResumed: lambda a, e: a.on_resumed(e.seq, e.episode_ids, e.version),
     LimitSet: lambda a, e: a.on_limit_set(e.max_inflight),

@@ -127,10 +127,12 @@ def _completed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> st
     episode_id, reward = c["episode_id"][i], c["reward"][i]
     if reward is None:
         raise NeedsPlainFold(seq, "a completion without a reward")
-    state.landed(state.account.on_arrival(seq, "episode_completed", episode_id, reward))
+    prompt, completion = c["prompt_tokens"][i], c["completion_tokens"][i]
+    kind = "episode_completed"
+    state.landed(state.account.on_arrival(seq, kind, episode_id, reward, prompt + completion))
     return (
         f"('episode_completed', {seq}, {t_text}, {episode_id!r}, {reward!r}, "
-        f"{c['prompt_tokens'][i]}, {c['completion_tokens'][i]})"
+        f"{prompt}, {completion})"
     )
 
 
@@ -169,12 +171,12 @@ def _dropped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
 
 def _shipped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     step, ids, trained = c["step"][i], c["episode_ids"][i], c["trained_ids"][i]
-    state.account.on_shipped(seq, step, ids, trained)
+    tokens = c["tokens"][i]
+    state.account.on_shipped(seq, step, ids, trained, tokens)
     state.step = step + 1
     state.moved()
     return (
-        f"('batch_shipped', {seq}, {t_text}, {step}, {tuple(ids)!r}, {tuple(trained)!r}, "
-        f"{c['tokens'][i]})"
+        f"('batch_shipped', {seq}, {t_text}, {step}, {tuple(ids)!r}, {tuple(trained)!r}, {tokens})"
     )
 
 
