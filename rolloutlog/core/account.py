@@ -17,9 +17,11 @@ It checks, each at the seq where it broke:
 - conservation: each dispatched episode arrives or is cancelled once; a group finalizes
   with arrived + cancelled = G; nothing is open at `run_finished`, and nothing is opened,
   dispatched or shipped after it;
+- versions: each `version_pending` announces a new version whose batch has shipped
+  (`version < v ≤ batches shipped`);
 - restarts: a `run_resumed` names exactly what was in flight, resumes from a checkpoint
   between the last announced version and the batches shipped, and only those episodes are
-  cancelled (reason `restart`); after it each version is announced once, after its batch;
+  cancelled (reason `restart`); no version announced after it is inside that checkpoint;
 - permits: never above the limit at admission (and, under a loop, as many permits held as
   episodes in flight); capacity admission's horizon;
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
@@ -357,14 +359,15 @@ class Account:
         return None
 
     def on_version_pending(self, seq: int, version: int) -> None:
-        if self.resumed_from is not None:  # across a restart, each batch trains once
-            kind, shipped = "version_pending", self.shipped()
-            if not self.version < version <= shipped:
-                problem = f"v{version} after v{self.version} with {shipped} batches shipped"
-                self._fail(seq, kind, f"{problem}: a version is announced once, after its batch")
-            if version < self.resumed_from:
-                problem = f"v{version} is inside checkpoint v{self.resumed_from} resumed from"
-                self._fail(seq, kind, f"{problem}: its batch would train twice")
+        """Each version is announced once, after its batch: `version < v ≤ shipped`; across
+        a restart, no version inside the checkpoint resumed from (each batch trains once)."""
+        kind, shipped = "version_pending", self.shipped()
+        if not self.version < version <= shipped:
+            problem = f"v{version} after v{self.version} with {shipped} batches shipped"
+            self._fail(seq, kind, f"{problem}: a version is announced once, after its batch")
+        if self.resumed_from is not None and version < self.resumed_from:
+            problem = f"v{version} is inside checkpoint v{self.resumed_from} resumed from"
+            self._fail(seq, kind, f"{problem}: its batch would train twice")
         self.version = version
         self.publish_step = self.step
         self._moved()
@@ -498,7 +501,7 @@ class Account:
         for episode_id in trained_ids:
             if episode_id in cut:
                 version, episode_tokens = cut[episode_id]
-                self.run.trained_ages[age(version, step)] += 1
+                self.run.trained_at(age(version, step))
                 held += episode_tokens
         if tokens != held:
             self._fail(seq, kind, f"tokens {tokens}, but the trained episodes hold {held}")

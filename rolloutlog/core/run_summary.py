@@ -54,6 +54,12 @@ class RunSummary:
         self.events += events
         self.kinds.update(kinds)
 
+    def trained_at(self, age: int) -> None:
+        """One episode trained at rollout age `age`, counted at 0 if negative (as prime-rl
+        clamps its lag): only a log that announced a version before its batch shipped has
+        one, and the account reports that at its seq."""
+        self.trained_ages[max(0, age)] += 1
+
     def report(self, violations: Sequence[str]) -> dict[str, Any]:
         """The `replay --json` object, listing `violations`."""
         ages, kinds = self.trained_ages, self.kinds

@@ -1,6 +1,7 @@
 """Rollout age split in two, per step and per run, under prime-rl's metric names.
 
-A trained episode of age `a` (`core.staleness.rollout_age` at the step it ships in),
+A trained episode of age `a` (`core.staleness.rollout_age` at the step it ships in, at
+least 0),
 dispatched at version `v`, that arrived while inference served version `w` (the last
 `version_live`, 0 before any) spent `in_flight = min(a, max(0, w - v))` of its age being
 generated and `in_queue = a - in_flight` waiting to be trained. Both parts are >= 0 and
@@ -47,6 +48,12 @@ STEP_COLUMNS: Final = (
     f"{DISPATCHER}/max",
     "reward/mean",
 )
+
+
+def _age(version: int, step: int) -> int:
+    """`rollout_age`, clamped at 0 as prime-rl clamps its lag: only a log that announced a
+    version before its batch shipped (a violation `replay` names) has a negative one."""
+    return max(0, rollout_age(version, step))
 
 
 def age_split(age: int, dispatch_version: int, live_version: int) -> tuple[int, int]:
@@ -226,7 +233,7 @@ class StepMetrics:
 
     def _version_pending(self) -> None:
         for version, count in self.inflight_versions.items():
-            age = [rollout_age(version, self.step)]
+            age = [_age(version, self.step)]
             self.window.dispatcher.add(age, count)
             self.run.dispatcher.add(age, count)
 
@@ -259,7 +266,7 @@ class StepMetrics:
             if found is None or episode_id not in trained:
                 continue
             version, live, reward = found
-            age = rollout_age(version, step)
+            age = _age(version, step)
             ages.append(age)
             in_flight.append(age_split(age, version, live)[0])
             if reward is not None:
