@@ -44,11 +44,6 @@ class RunSummary:
     trained_ages: Counter[int] = attrs.Factory(Counter)
     finished_reason: str | None = None
 
-    def count(self, kind: str) -> None:
-        """One event of `kind`."""
-        self.events += 1
-        self.kinds[kind] += 1
-
     def count_kinds(self, kinds: Iterable[str], events: int) -> None:
         """A whole batch of rows at once (the columnar fold's counting)."""
         self.events += events

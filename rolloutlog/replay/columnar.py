@@ -23,7 +23,7 @@ which the equivalence suite (`testing.equivalence`) hunts for.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
@@ -36,8 +36,10 @@ from rolloutlog.events.schema import PAYLOAD_FIELDS, batch_columns
 from rolloutlog.events.types import WORLD_KINDS
 from rolloutlog.replay.chain import DigestChain
 from rolloutlog.replay.columnar_validate import batch_is_valid
+from rolloutlog.replay.step_metrics import StepMetrics
 
 Columns = dict[str, list[Any]]
+Texts = list[tuple[str, str]]  # each row's canonical text and the fingerprint text after it
 
 
 class NeedsPlainFold(Exception):  # a signal to `replay_log`, not a failure
@@ -67,15 +69,6 @@ class Digested:
         """Step, version or limit changed: rewrite the texts they make."""
         self.head = f"({self.step}, {self.version}, {self.limit}, "
         self.middle = f", {self.step}, {self.version}, "
-
-    def text(self) -> str:
-        """`repr(ReactionLoop.fingerprint())` of the deciders that made the rows so far."""
-        account = self.account
-        inflight = len(account.inflight)
-        return (
-            f"{self.head}{inflight}, {self.owing}"
-            f"{self.middle}{len(account.queue)}, {len(account.groups)}, {inflight})"
-        )
 
     def landed(self, group: Group | None) -> None:
         """An arrival or a cancellation touched `group`: it may owe nothing now."""
@@ -243,8 +236,12 @@ if set(_APPLIERS) != set(PAYLOAD_FIELDS):
 class ColumnarFold:
     """Folds record batches into the digest chain and the run summary, without events."""
 
-    def __init__(self, config: RunConfig, *, keep_digests: bool = False) -> None:
+    def __init__(
+        self, config: RunConfig, *, keep_digests: bool = False, age_split: bool = False
+    ) -> None:
         self.config = config
+        # The age split read from the same columns, not from a second pass over the log.
+        self.age_split = StepMetrics(keep_rows=False) if age_split else None
         self.state = Account(config)  # raises at the first problem: the plain fold words it
         self.digested = Digested(self.state, config.max_inflight)
         self.digest = GENESIS
@@ -263,8 +260,12 @@ class ColumnarFold:
         except (ConfigError, TypeError) as error:
             raise NeedsPlainFold(0, f"unusable config ({error})") from error
 
-    def apply_batch(self, batch: pa.RecordBatch) -> None:
-        """Fold one record batch; raises `NeedsPlainFold` at a row it does not vouch for."""
+    def apply_batch(self, batch: pa.RecordBatch, *, texts: Texts | None = None) -> None:
+        """Fold one record batch; raises `NeedsPlainFold` at a row it does not vouch for.
+
+        `texts` collects each row's canonical text and the fingerprint text after it (what
+        the row's digest covers), for comparing them with `core.digest`'s definitions.
+        """
         first = self.next_seq
         seqs = batch.column("seq").to_numpy()
         if not np.array_equal(seqs, np.arange(first, first + len(seqs))):
@@ -273,17 +274,20 @@ class ColumnarFold:
             raise NeedsPlainFold(first, "a value breaks the event rules")
         columns = batch_columns(batch)
         try:
-            self._fold_rows(columns, first)
+            self._fold_rows(columns, first, texts)
         except InvariantViolation as problem:
             raise NeedsPlainFold(first, str(problem)) from problem
         self.state.run.count_kinds(columns["kind"], len(seqs))
+        if self.age_split is not None:
+            self.age_split.read_columns(columns)
         self.next_seq = first + len(seqs)
 
-    def rows(self, columns: Columns, first: int) -> Iterator[tuple[str, str]]:
-        """Apply each row of `columns` (seqs from `first`), yielding its canonical text and
-        the fingerprint text after it: what the digest of the row covers."""
-        state, digested, appliers = self.state, self.digested, _APPLIERS
-        last_world = self._last_world
+    def _fold_rows(self, columns: Columns, first: int, texts: Texts | None) -> None:
+        """The hot loop: one applier call, two short texts and one hash per row."""
+        state, digested, appliers, digests = self.state, self.digested, _APPLIERS, self.digests
+        inflight_ids, queue, groups = state.inflight, state.queue, state.groups
+        new_hash = hashlib.blake2b
+        digest, last_world = self.digest, self._last_world
         last_t, t_text = -1.0, ""
         for i, (kind, t) in enumerate(zip(columns["kind"], columns["t"], strict=True)):
             seq = first + i
@@ -291,22 +295,22 @@ class ColumnarFold:
                 if last_world in _SETTLED_KINDS:
                     state.settle(seq, last_world)
                 last_world = kind
-                self._last_world = kind
             if t != last_t or not t:  # zero: 0.0 and -0.0 are equal but print apart
                 last_t, t_text = t, repr(t)
-            yield appliers[kind](digested, columns, i, seq, t_text), digested.text()
-
-    def _fold_rows(self, columns: Columns, first: int) -> None:
-        """The hot loop: one applier call, two short texts and one hash per row."""
-        digests, new_hash = self.digests, hashlib.blake2b
-        digest = self.digest
-        for row, fingerprint in self.rows(columns, first):
+            row = appliers[kind](digested, columns, i, seq, t_text)
+            inflight = len(inflight_ids)  # `repr(ReactionLoop.fingerprint())`, as one text
+            fingerprint = (
+                f"{digested.head}{inflight}, {digested.owing}"
+                f"{digested.middle}{len(queue)}, {len(groups)}, {inflight})"
+            )
+            if texts is not None:
+                texts.append((row, fingerprint))
             digest = new_hash(
                 digest + (row + fingerprint).encode(), digest_size=DIGEST_SIZE
             ).digest()
             if digests is not None:
                 digests.append(digest)
-        self.digest = digest
+        self.digest, self._last_world = digest, last_world
 
     def finish(self) -> None:
         """The log ended: settle the last world event's checks."""

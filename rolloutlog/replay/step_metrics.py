@@ -175,14 +175,17 @@ class StepMetrics:
 
     def read(self, batches: Iterable[pa.RecordBatch]) -> None:
         """Read record batches; what was read stays counted if reading them fails."""
-        handlers = self._handlers
         for batch in batches:
-            columns = batch_columns(batch.select(_READ))
-            reads = {kind: [columns[name] for name in names] for kind, names in _READS.items()}
-            for i, kind in enumerate(columns["kind"]):
-                handler = handlers.get(kind)
-                if handler is not None:
-                    handler(*[column[i] for column in reads[kind]])
+            self.read_columns(batch_columns(batch.select(_READ)))
+
+    def read_columns(self, columns: dict[str, list[Any]]) -> None:
+        """Read one batch already decoded (`schema.batch_columns`; at least `_READ`)."""
+        handlers = self._handlers
+        reads = {kind: [columns[name] for name in names] for kind, names in _READS.items()}
+        for i, kind in enumerate(columns["kind"]):
+            handler = handlers.get(kind)
+            if handler is not None:
+                handler(*[column[i] for column in reads[kind]])
 
     def observe(self, event: Event, loop: object = None) -> None:
         """Read one event; as a reaction loop's observer, as the loop appends it."""
