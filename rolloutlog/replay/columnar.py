@@ -56,10 +56,11 @@ class Digested:
     step, version and limit (as the text they make in `repr(fingerprint)`, so that a row's
     fingerprint is one f-string, not a tuple) and the groups that still owe a member."""
 
-    __slots__ = ("account", "head", "limit", "middle", "owing", "step", "version")
+    __slots__ = ("account", "head", "limit", "middle", "owing", "split", "step", "version")
 
-    def __init__(self, account: Account, limit: int) -> None:
+    def __init__(self, account: Account, limit: int, split: StepMetrics | None) -> None:
         self.account = account
+        self.split = split  # the age split, fed each row's values as the account is
         self.step, self.version, self.limit = 1, 0, limit
         self.owing = 0  # the dispatcher's open groups: in-flight or unscheduled members
         self.head, self.middle = "", ""
@@ -100,6 +101,8 @@ def _group_opened(state: Digested, c: Columns, i: int, seq: int, t_text: str) ->
     version, step = c["policy_version"][i], c["step"][i]
     state.account.on_group_opened(seq, group_id, work, size, frozen, version, step)
     state.owing += 1
+    if state.split is not None:
+        state.split.on_group_opened(work, group_id)
     return (
         f"('group_opened', {seq}, {t_text}, {group_id!r}, {work!r}, {c['env'][i]!r}, "
         f"{c['task_id'][i]!r}, {size}, {version}, {step}, {frozen})"
@@ -110,6 +113,8 @@ def _dispatched(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> s
     episode_id, group_id = c["episode_id"][i], c["group_id"][i]
     member, version = c["member"][i], c["policy_version"][i]
     state.account.on_dispatched(seq, episode_id, group_id, member, version)
+    if state.split is not None:
+        state.split.on_dispatched(group_id, episode_id, version)
     return (
         f"('episode_dispatched', {seq}, {t_text}, {episode_id!r}, {group_id!r}, "
         f"{member}, {version})"
@@ -123,6 +128,8 @@ def _completed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> st
     prompt, completion = c["prompt_tokens"][i], c["completion_tokens"][i]
     kind = "episode_completed"
     state.landed(state.account.on_arrival(seq, kind, episode_id, reward, prompt + completion))
+    if state.split is not None:
+        state.split.on_completed(episode_id, reward)
     return (
         f"('episode_completed', {seq}, {t_text}, {episode_id!r}, {reward!r}, "
         f"{prompt}, {completion})"
@@ -132,6 +139,8 @@ def _completed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> st
 def _failed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id = c["episode_id"][i]
     state.landed(state.account.on_arrival(seq, "episode_failed", episode_id, None))
+    if state.split is not None:
+        state.split.on_failed(episode_id)
     return f"('episode_failed', {seq}, {t_text}, {episode_id!r}, {c['error'][i]!r})"
 
 
@@ -140,6 +149,8 @@ def _cancelled(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> st
     reason, account = c["reason"][i], state.account
     account.on_cancelled(seq, group_id, ids, unscheduled, reason)
     state.landed(account.groups.get(group_id))
+    if state.split is not None:
+        state.split.on_cancelled(ids)
     return (
         f"('episodes_cancelled', {seq}, {t_text}, {group_id!r}, {tuple(ids)!r}, "
         f"{unscheduled}, {reason!r})"
@@ -150,6 +161,8 @@ def _scored(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     group_id, ids = c["group_id"][i], c["episode_ids"][i]
     scored, admitted = c["advantages"][i], c["admitted"][i]
     state.account.on_scored(seq, group_id, ids, scored, admitted)
+    if state.split is not None:
+        state.split.on_scored(group_id, ids, admitted)
     return (
         f"('group_scored', {seq}, {t_text}, {group_id!r}, {tuple(ids)!r}, "
         f"{tuple(scored)!r}, {admitted})"
@@ -159,6 +172,8 @@ def _scored(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
 def _dropped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id, reason, age = c["episode_id"][i], c["reason"][i], c["age"][i]
     state.account.on_dropped(seq, episode_id, reason, age)
+    if state.split is not None:
+        state.split.on_dropped(episode_id)
     return f"('episode_dropped', {seq}, {t_text}, {episode_id!r}, {reason!r}, {age})"
 
 
@@ -166,6 +181,8 @@ def _shipped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     step, ids, trained = c["step"][i], c["episode_ids"][i], c["trained_ids"][i]
     tokens = c["tokens"][i]
     state.account.on_shipped(seq, step, ids, trained, tokens)
+    if state.split is not None:
+        state.split.on_shipped(c["t"][i], step, ids, trained)
     state.step = step + 1
     state.moved()
     return (
@@ -187,9 +204,17 @@ def _run_resumed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> 
 def _version_pending(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     version = c["version"][i]
     state.account.on_version_pending(seq, version)
+    if state.split is not None:
+        state.split.on_version_pending()
     state.version = version
     state.moved()
     return _PENDING(state, c, i, seq, t_text)
+
+
+def _version_live(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    if state.split is not None:
+        state.split.on_version_live(c["version"][i])
+    return _LIVE(state, c, i, seq, t_text)
 
 
 def _limit_set(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
@@ -209,6 +234,7 @@ _OPENING: Final = _generic("run_started")
 _RESUMED: Final = _generic("run_resumed")
 _PENDING: Final = _generic("version_pending")
 _LIMIT: Final = _generic("limit_set")
+_LIVE: Final = _generic("version_live")
 _FINISHED: Final = _generic("run_finished")
 _APPLIERS: Final[dict[str, Applier]] = {
     "run_started": _run_started,
@@ -218,7 +244,7 @@ _APPLIERS: Final[dict[str, Applier]] = {
     "episode_failed": _failed,
     "episodes_cancelled": _cancelled,
     "version_pending": _version_pending,
-    "version_live": _generic("version_live"),
+    "version_live": _version_live,
     "limit_set": _limit_set,
     "overload_cut": _generic("overload_cut"),
     "episode_dropped": _dropped,
@@ -243,7 +269,7 @@ class ColumnarFold:
         # The age split read from the same columns, not from a second pass over the log.
         self.age_split = StepMetrics(keep_rows=False) if age_split else None
         self.state = Account(config)  # raises at the first problem: the plain fold words it
-        self.digested = Digested(self.state, config.max_inflight)
+        self.digested = Digested(self.state, config.max_inflight, self.age_split)
         self.digest = GENESIS
         self.digests: DigestChain | None = DigestChain() if keep_digests else None
         self.next_seq = 0
@@ -278,8 +304,6 @@ class ColumnarFold:
         except InvariantViolation as problem:
             raise NeedsPlainFold(first, str(problem)) from problem
         self.state.run.count_kinds(columns["kind"], len(seqs))
-        if self.age_split is not None:
-            self.age_split.read_columns(columns)
         self.next_seq = first + len(seqs)
 
     def _fold_rows(self, columns: Columns, first: int, texts: Texts | None) -> None:
