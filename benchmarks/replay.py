@@ -11,12 +11,22 @@ limit changes, overload cuts and late completions mixed in. Then times:
   and verifying each batch, the columnar fold, every property checked, the digest chain);
 - with `--plain`, the plain object fold as well, for comparison.
 Prints events/s and replay time / decode time (the target: at most 1.5, aim below 1.0).
+
+    .venv/bin/python benchmarks/replay.py --simulated /tmp/big.arrow
+
+The simulated case: `rolloutlog replay LOG --json` (the age split and every property on)
+against `to_pylist()` of the same log, each in a fresh interpreter, in CPU seconds, one run
+(target: at most 0.5). The log is the one `rolloutlog simulate --seed 3 --steps 2500 --set
+group_size=16 --set max_inflight=256 --set batch_size=128 --log LOG` writes (made if
+absent, with a half-length one beside it); the peak RSS of replay on both says whether
+memory stays flat in log length.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -91,6 +101,62 @@ def decode(path: Path) -> int:
         return len(ipc.open_stream(source).read_all().to_pylist())
 
 
+SIMULATE = [
+    "--seed",
+    "3",
+    "--set",
+    "group_size=16",
+    "--set",
+    "max_inflight=256",
+    "--set",
+    "batch_size=128",
+]
+_MEASURED = """
+import contextlib, io, resource, sys, time
+start = time.process_time()
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    {code}
+cpu = time.process_time() - start
+print(cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr)
+"""
+
+
+def _measured(code: str) -> tuple[float, float]:
+    """CPU seconds and peak RSS (MiB) of `code`, run in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURED.format(code=code)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    cpu, rss = done.stderr.split()[-2:]
+    return float(cpu), float(rss)
+
+
+def _replay_json(path: Path) -> tuple[float, float]:
+    code = f"from rolloutlog.cli.main import main; main(['replay', {str(path)!r}, '--json'])"
+    return _measured(code)
+
+
+def simulated(path: Path) -> None:
+    """The simulated case: `replay --json` against `to_pylist()`, and memory at two lengths."""
+    short = path.with_name(f"{path.stem}-half{path.suffix}")
+    for log, steps in ((path, 2500), (short, 1250)):
+        if not log.exists():
+            command = ["simulate", *SIMULATE, "--steps", str(steps), "--log", str(log)]
+            cli = "from rolloutlog.cli.main import main; main()"
+            subprocess.run([sys.executable, "-c", cli, *command], check=True)
+    decoded = f"import pyarrow.ipc as ipc; ipc.open_stream({str(path)!r}).read_all().to_pylist()"
+    decode_s, _ = _measured(decoded)
+    replay_s, replay_rss = _replay_json(path)
+    _, short_rss = _replay_json(short)
+    print(f"log: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    print(f"to_pylist decode : {decode_s:7.2f} s CPU")
+    print(f"replay --json    : {replay_s:7.2f} s CPU")
+    print(f"ratio replay / decode: {replay_s / decode_s:.2f} (target <= 0.5)")
+    print(f"replay peak RSS: {short_rss:.0f} MiB at half length, {replay_rss:.0f} MiB at full")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -98,7 +164,11 @@ def main() -> None:
     parser.add_argument("--log", type=Path, default=None, help="log file (generated if absent)")
     parser.add_argument("--repeat", type=int, default=3, help="best of N rounds")
     parser.add_argument("--plain", action="store_true", help="also time the plain object fold")
+    parser.add_argument("--simulated", type=Path, default=None, help="the simulated case's log")
     args = parser.parse_args()
+    if args.simulated is not None:
+        simulated(args.simulated)
+        return
     path = args.log or Path(f"/tmp/rolloutlog-bench-{args.events}-{args.seed}.arrow")
     if not path.exists():
         generate(path, args.events, args.seed)

@@ -64,11 +64,12 @@ def _open(path: Path) -> LogFile:
 def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     """Fold LOG, check every property on every event and print the run summary."""
     source = _open(log)
-    replay = replay_log(source, columnar=not plain)
+    replay = replay_log(source, columnar=not plain, age_split=True)
     warn_torn_tail(source.torn_tail, log)
     if replay.error is None:  # else the error says where the log stops
         warn_no_event(replay.events, log)
-    summary = {**replay.summary, **run_age_split(source)}
+    split = run_age_split(source) if replay.age_split is None else replay.age_split
+    summary = {**replay.summary, **split}
     if as_json:
         error = None if replay.error is None else str(replay.error)
         emit_json({**summary, "digest": replay.digest.hex(), "error": error})

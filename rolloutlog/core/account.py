@@ -4,7 +4,8 @@ One account, kept apart from the deciders and trusting none of their state or ar
 its own rollout age, staleness and GRPO advantages (from the core it imports only the config
 and the dispatch registry), fed plain values. The reaction loop feeds it as an observer (tests, the
 simulator, the live runtime), `replay`'s plain fold feeds it from event objects, and the
-columnar fold straight from log columns, so each rule is written here once.
+columnar fold straight from log columns, so each rule is written here once, and each piece
+of its own arithmetic once (`age`, `lags`, `shipped`).
 
 It checks, each at the seq where it broke:
 - bound: nothing ships past `max_off_policy_steps`; drops and stale cancellations are of
@@ -16,20 +17,17 @@ It checks, each at the seq where it broke:
 - conservation: each dispatched episode arrives or is cancelled once; a group finalizes
   with arrived + cancelled = G; nothing is open at `run_finished`, and nothing is opened,
   dispatched or shipped after it;
+- versions: each `version_pending` announces a new version whose batch has shipped
+  (`version < v ≤ batches shipped`);
 - restarts: a `run_resumed` names exactly what was in flight, resumes from a checkpoint
   between the last announced version and the batches shipped, and only those episodes are
-  cancelled (reason `restart`); after it each version is announced once, after its batch;
+  cancelled (reason `restart`); no version announced after it is inside that checkpoint;
 - permits: never above the limit at admission (and, under a loop, as many permits held as
   episodes in flight); capacity admission's horizon;
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
   only of at-risk groups, and whole.
-It also counts what `replay --json` reports (`summary()`). Counting conventions:
-- `episodes_cancelled` counts dispatched (in-flight) episodes per reason;
-  `unscheduled_cancelled` counts members cancelled before they were ever dispatched.
-- `episodes_late` counts completions and failures of episodes no longer in flight
-  (cancelled, arrived before, or after `run_finished`); recorded and otherwise ignored.
-- `episodes_dropped_stale` counts arrived or queued episodes the sink dropped as stale.
-- `groups_partial` counts finalized train groups that scored fewer than G members.
+It also counts what `replay --json` reports, as it learns what each event means, in a
+`core.run_summary.RunSummary` (`summary()`).
 
 Memory is bounded by open groups and queued episodes, plus one small count per group ever
 opened (members dispatched), which tells a late arrival from one never dispatched.
@@ -37,16 +35,15 @@ opened (members dispatched), which tells a late arrival from one never dispatche
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import attrs
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
+from rolloutlog.core.run_summary import RunSummary
 from rolloutlog.events.types import (
-    CANCEL_REASONS,
     DROP_REASONS,
     BatchShipped,
     EpisodeCompleted,
@@ -103,14 +100,15 @@ class Group:
     dispatched: int = 0
     unscheduled: int = 0
     inflight: dict[str, tuple[int, int]] = attrs.Factory(dict)  # id -> (version, member)
-    arrived: dict[str, tuple[int, int, float | None]] = attrs.Factory(dict)  # id -> (m, v, r)
+    # id -> (member, version, reward, tokens)
+    arrived: dict[str, tuple[int, int, float | None, int]] = attrs.Factory(dict)
     dropped: set[str] = attrs.Factory(set)
     cancelled: int = 0
     owes: bool = True  # still owes members in flight or unscheduled
 
     def stale(self, version: int, step: int, bound: int) -> bool:
         """Past the bound at `step`: only train members from the policy being trained age."""
-        return self.train and not self.frozen and step - 1 - version > bound
+        return self.train and not self.frozen and age(version, step) > bound
 
 
 class Account:
@@ -133,32 +131,16 @@ class Account:
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
         self.groups: dict[str, Group] = {}  # open until group_scored
-        self.owing_groups = 0  # groups that still owe a member (the dispatcher's open groups)
         self.inflight: dict[str, Group] = {}
-        self.queue: dict[str, tuple[int, bool]] = {}  # id -> (version, ages), oldest first
+        self.queue: dict[str, tuple[int, bool, int]] = {}  # id -> (version, ages, tokens)
         self.registry = DispatchRegistry()  # tells a late arrival from a bogus one
         self.finished = False
         self.train_promised = 0  # trained + queued + arrived-unfinalized + in flight (train)
         self.train_inflight = 0
         self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
-        self.fingerprint_head, self.fingerprint_middle = "", ""
-        self.gated = False  # (step − 1) − version > target_lag: train dispatch must pause
-        self._fingerprint_texts()
-        # The run summary.
-        self.events = 0
-        self.kinds: Counter[str] = Counter()
-        self.cancelled_by: Counter[str] = Counter({reason: 0 for reason in CANCEL_REASONS})
-        self.unscheduled_cancelled = 0
-        self.dropped_stale = 0
-        self.late = 0
-        self.scored = 0
-        self.partial = 0
-        self.admitted_groups = 0
-        self.trained = 0
-        self.pruned = 0
-        self.trained_ages: Counter[int] = Counter()
-        self.finished_reason: str | None = None
+        self.gated = self.lags()  # kept with step and version: train dispatch must pause
+        self.run = RunSummary()
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -168,20 +150,20 @@ class Account:
             raise InvariantViolation(message)
         self.violations.append(message)
 
-    # --- the counts each digest covers ---------------------------------------------------
+    # --- its own arithmetic, each rule once ---------------------------------------------
 
-    def fingerprint(self) -> tuple[int, ...]:
-        """`ReactionLoop.fingerprint()` of the deciders that made this log, from this account."""
-        inflight, step, version = len(self.inflight), self.step, self.version
-        dispatcher = (step, version, self.limit, inflight, self.owing_groups)
-        return (*dispatcher, step, version, len(self.queue), len(self.groups), inflight)
+    def shipped(self) -> int:
+        """Batches shipped so far (the step is the one the next batch trains)."""
+        return self.step - 1
 
-    def _fingerprint_texts(self) -> None:
-        """The parts of `repr(fingerprint())` that change only with step, version, limit,
-        so that the columnar fold writes the text without building a tuple per row."""
-        self.fingerprint_head = f"({self.step}, {self.version}, {self.limit}, "
-        self.fingerprint_middle = f", {self.step}, {self.version}, "
-        self.gated = self.step - 1 - self.version > self.target_lag  # kept with the step
+    def lags(self) -> bool:
+        """The trainer lags the step by more than `target_lag`: the dispatch gate is shut,
+        and batch `step` may not ship (the ship hold)."""
+        return age(self.version, self.step) > self.target_lag
+
+    def _moved(self) -> None:
+        """Step or version moved: keep the gate with them."""
+        self.gated = self.lags()
 
     # --- events as objects ---------------------------------------------------------------
 
@@ -189,18 +171,14 @@ class Account:
         """Count and check one event object (the plain fold); `observe` without a loop."""
         self.observe(event)
 
-    def count_kinds(self, kinds: Iterable[str], events: int) -> None:
-        """Count a whole batch of rows at once (the columnar fold's `feed` counting)."""
-        self.events += events
-        self.kinds.update(kinds)
-
     # --- the reaction loop's observer protocol ---------------------------------------------
 
     def observe(self, event: Event, loop: HoldsDispatcher | None = None) -> None:
         """Count and check one appended event; with a loop, also compare permits with its
         dispatcher. The body of `feed` too: the loop calls this once per simulated event."""
-        self.events += 1
-        self.kinds[event.kind] += 1
+        run = self.run  # `RunSummary.count`, inline: this runs once per simulated event
+        run.events += 1
+        run.kinds[event.kind] += 1
         feed_kind = _FEEDS.get(type(event))
         if feed_kind is not None:
             feed_kind(self, event)
@@ -256,7 +234,6 @@ class Account:
         self.groups[group_id] = Group(
             number, size, work == "train", frozen, version, unscheduled=size
         )
-        self.owing_groups += 1
         return None
 
     def on_dispatched(
@@ -287,8 +264,8 @@ class Account:
     def _admit_train(self, seq: int, kind: str) -> None:
         """The dispatch gate, and capacity admission's horizon (no train dispatch once the
         promised work fills it, unless none is in flight: the liveness exception)."""
-        lag = self.step - 1 - self.version
-        if lag > self.target_lag:
+        if self.lags():
+            lag = age(self.version, self.step)
             self._fail(seq, kind, f"train dispatch while the trainer lags {lag} > target_lag")
         if self.capacity:
             horizon = (self.bound + self.version + 1) * (self.batch_size or 0)
@@ -301,8 +278,8 @@ class Account:
         self, seq: int, group_id: str, episode_ids: Sequence[str], unscheduled: int, reason: str
     ) -> None:
         kind = "episodes_cancelled"
-        self.cancelled_by[reason] += len(episode_ids)
-        self.unscheduled_cancelled += unscheduled
+        self.run.cancelled_by[reason] += len(episode_ids)
+        self.run.unscheduled_cancelled += unscheduled
         group = self.groups.get(group_id)
         if group is None or not group.owes:
             return self._fail(seq, kind, f"cancellation for {group_id}, which owes nothing")
@@ -344,8 +321,8 @@ class Account:
             and any(
                 reward is not None
                 and episode_id not in group.dropped
-                and self.step - 1 - version == self.bound
-                for episode_id, (_, version, reward) in group.arrived.items()
+                and age(version, self.step) == self.bound
+                for episode_id, (_, version, reward, _) in group.arrived.items()
             )
         )
         if not at_risk:
@@ -356,46 +333,49 @@ class Account:
     def _close_if_done(self, group: Group) -> None:
         if group.owes and not group.inflight and not group.unscheduled:
             group.owes = False
-            self.owing_groups -= 1
 
     # --- world events --------------------------------------------------------------------
 
-    def on_arrival(self, seq: int, kind: str, episode_id: str, reward: float | None) -> None:
-        """A completion (`reward` set) or a failure (`reward` None)."""
+    def on_arrival(
+        self, seq: int, kind: str, episode_id: str, reward: float | None, tokens: int = 0
+    ) -> Group | None:
+        """A completion (`reward` set, its prompt and completion `tokens`) or a failure
+        (`reward` None); the group it landed in, None for a late arrival."""
         group = self.inflight.pop(episode_id, None)
         if group is None:
-            return self._late(seq, kind, episode_id)
+            self._late(seq, kind, episode_id)
+            return None
         version, member = group.inflight.pop(episode_id)
         if self.capacity and group.train:
             self.train_inflight -= 1
-        group.arrived[episode_id] = (member, version, reward)
+        group.arrived[episode_id] = (member, version, reward, tokens)
         self._close_if_done(group)
-        return None
+        return group
 
     def _late(self, seq: int, kind: str, episode_id: str) -> None:
         """An arrival of a dispatched episode no longer in flight (cancelled, arrived before,
         or after `run_finished`): recorded and ignored. One never dispatched is refused."""
         if not self.registry.knows(episode_id):
             return self._fail(seq, kind, f"{episode_id} was never dispatched")
-        self.late += 1
+        self.run.late += 1
         return None
 
     def on_version_pending(self, seq: int, version: int) -> None:
-        if self.resumed_from is not None:  # across a restart, each batch trains once
-            kind, shipped = "version_pending", self.step - 1
-            if not self.version < version <= shipped:
-                problem = f"v{version} after v{self.version} with {shipped} batches shipped"
-                self._fail(seq, kind, f"{problem}: a version is announced once, after its batch")
-            if version < self.resumed_from:
-                problem = f"v{version} is inside checkpoint v{self.resumed_from} resumed from"
-                self._fail(seq, kind, f"{problem}: its batch would train twice")
+        """Each version is announced once, after its batch: `version < v ≤ shipped`; across
+        a restart, no version inside the checkpoint resumed from (each batch trains once)."""
+        kind, shipped = "version_pending", self.shipped()
+        if not self.version < version <= shipped:
+            problem = f"v{version} after v{self.version} with {shipped} batches shipped"
+            self._fail(seq, kind, f"{problem}: a version is announced once, after its batch")
+        if self.resumed_from is not None and version < self.resumed_from:
+            problem = f"v{version} is inside checkpoint v{self.resumed_from} resumed from"
+            self._fail(seq, kind, f"{problem}: its batch would train twice")
         self.version = version
         self.publish_step = self.step
-        self._fingerprint_texts()
+        self._moved()
 
     def on_limit_set(self, max_inflight: int) -> None:
         self.limit = max_inflight
-        self._fingerprint_texts()
 
     def on_resumed(self, seq: int, episode_ids: Sequence[str], version: int) -> None:
         """A restart names exactly what was outstanding, after the last announced version
@@ -408,7 +388,7 @@ class Account:
             different = sorted(named ^ self.inflight.keys())[:3]
             problem = f"names {len(named)} outstanding episodes, {len(self.inflight)} in flight"
             self._fail(seq, kind, f"{problem}: {different}")
-        shipped = self.step - 1
+        shipped = self.shipped()
         if not self.version <= version <= shipped:
             problem = f"resumes from v{version}, but v{self.version} was announced"
             self._fail(seq, kind, f"{problem} and {shipped} batches shipped")
@@ -417,17 +397,17 @@ class Account:
 
     def on_run_finished(self, reason: str) -> None:
         self.finished = True
-        self.finished_reason = reason
+        self.run.finished_reason = reason
 
     # --- sink events ---------------------------------------------------------------------
 
     def on_dropped(self, seq: int, episode_id: str, reason: str, recorded_age: int) -> None:
         kind = "episode_dropped"
-        self.dropped_stale += 1
+        self.run.dropped_stale += 1
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
         if queued is not None:
-            version, ages = queued
+            version, ages, _ = queued
         else:
             group = self.groups.get(episode_id.rpartition("/")[0])
             arrival = group.arrived.get(episode_id) if group is not None else None
@@ -460,7 +440,7 @@ class Account:
             return self._fail(seq, kind, f"{problem} != G={group.size}")
         fresh = sorted(
             (member, episode_id, reward)
-            for episode_id, (member, _, reward) in group.arrived.items()
+            for episode_id, (member, _, reward, _) in group.arrived.items()
             if reward is not None and episode_id not in group.dropped
         )
         fresh_ids = [episode_id for _, episode_id, _ in fresh]
@@ -470,9 +450,9 @@ class Account:
             if scored_advantages or admitted:
                 self._fail(seq, kind, "eval group trained")
             return None
-        self.scored += len(episode_ids)
-        self.partial += len(episode_ids) < group.size
-        self.admitted_groups += admitted
+        self.run.scored += len(episode_ids)
+        self.run.partial += len(episode_ids) < group.size
+        self.run.admitted_groups += admitted
         if admitted and not episode_ids:
             self._fail(seq, kind, "admits a group with no scored member")
         expected = advantages([reward for _, _, reward in fresh if reward is not None])
@@ -486,76 +466,64 @@ class Account:
             self.train_promised -= kept - (len(episode_ids) if admitted else 0)
         if admitted:
             for episode_id in episode_ids:
-                self.queue[episode_id] = (group.arrived[episode_id][1], not group.frozen)
+                _, version, _, tokens = group.arrived[episode_id]
+                self.queue[episode_id] = (version, not group.frozen, tokens)
         return None
 
     def on_shipped(
-        self, seq: int, step: int, episode_ids: Sequence[str], trained_ids: Sequence[str]
+        self,
+        seq: int,
+        step: int,
+        episode_ids: Sequence[str],
+        trained_ids: Sequence[str],
+        tokens: int,
     ) -> None:
         kind = "batch_shipped"
-        self.trained += len(trained_ids)
-        self.pruned += len(episode_ids) - len(trained_ids)
+        self.run.trained += len(trained_ids)
+        self.run.pruned += len(episode_ids) - len(trained_ids)
         if step != self.step:
             return self._fail(seq, kind, f"batch for step {step} at step {self.step}")
         if self.finished:
             self._fail(seq, kind, "batch shipped after run_finished")
-        if self.version < step - 1 - self.target_lag:
+        if self.gated:  # at this batch's step: the ship hold has not lifted
             self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
-        cut: dict[str, int] = {}
+        cut: dict[str, tuple[int, int]] = {}  # id -> (version, tokens)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)
             if queued is None:
                 self._fail(seq, kind, f"{episode_id} shipped but not queued (or twice)")
                 continue
-            version, ages = queued
+            version, ages, episode_tokens = queued
             if ages and age(version, step) > self.bound:
                 self._fail(seq, kind, f"{episode_id} shipped at age {age(version, step)}")
-            cut[episode_id] = version
+            cut[episode_id] = (version, episode_tokens)
         if len(set(trained_ids)) != len(trained_ids) or not cut.keys() >= set(trained_ids):
             self._fail(seq, kind, "trains an episode it did not cut, or one twice")
+        held = 0
         for episode_id in trained_ids:
             if episode_id in cut:
-                self.trained_ages[age(cut[episode_id], step)] += 1
+                version, episode_tokens = cut[episode_id]
+                self.run.trained_at(age(version, step))
+                held += episode_tokens
+        if tokens != held:
+            self._fail(seq, kind, f"tokens {tokens}, but the trained episodes hold {held}")
         self.step = step + 1
-        self._fingerprint_texts()
+        self._moved()
         return None
 
     # --- the run summary -----------------------------------------------------------------
 
     def summary(self, *, checked: bool = True) -> dict[str, Any]:
         """The `replay --json` object; without `checked`, no violations are listed."""
-        ages = self.trained_ages
-        trained = sum(ages.values())
-        return {
-            "events": self.events,
-            "steps_shipped": self.kinds["batch_shipped"],
-            "groups_opened": self.kinds["group_opened"],
-            "groups_finalized": self.kinds["group_scored"],
-            "groups_partial": self.partial,
-            "groups_admitted": self.admitted_groups,
-            "episodes_dispatched": self.kinds["episode_dispatched"],
-            "episodes_completed": self.kinds["episode_completed"],
-            "episodes_failed": self.kinds["episode_failed"],
-            "episodes_late": self.late,
-            "episodes_cancelled": dict(self.cancelled_by),
-            "unscheduled_cancelled": self.unscheduled_cancelled,
-            "episodes_dropped_stale": self.dropped_stale,
-            "episodes_scored": self.scored,
-            "episodes_trained": self.trained,
-            "episodes_pruned_zero_adv": self.pruned,
-            "max_trained_age": max(ages) if ages else None,
-            "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
-            "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
-            "run_finished": self.finished_reason,
-            "restarts": self.kinds["run_resumed"],
-            "invariant_violations": list(self.violations) if checked else [],
-        }
+        return self.run.report(self.violations if checked else [])
 
 
 # `Account.observe`'s handler of each event class (event classes are final): one dict lookup
 # per event instead of a `match` that tries every class pattern in turn.
 _FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
-    EpisodeCompleted: lambda a, e: a.on_arrival(e.seq, e.kind, e.episode_id, e.reward),
+    EpisodeCompleted: lambda a, e: a.on_arrival(
+        e.seq, e.kind, e.episode_id, e.reward, e.prompt_tokens + e.completion_tokens
+    ),
     EpisodeFailed: lambda a, e: a.on_arrival(e.seq, e.kind, e.episode_id, None),
     EpisodeDispatched: lambda a, e: a.on_dispatched(
         e.seq, e.episode_id, e.group_id, e.member, e.policy_version
@@ -570,7 +538,7 @@ _FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
     GroupScored: lambda a, e: a.on_scored(
         e.seq, e.group_id, e.episode_ids, e.advantages, e.admitted
     ),
-    BatchShipped: lambda a, e: a.on_shipped(e.seq, e.step, e.episode_ids, e.trained_ids),
+    BatchShipped: lambda a, e: a.on_shipped(e.seq, e.step, e.episode_ids, e.trained_ids, e.tokens),
     VersionPending: lambda a, e: a.on_version_pending(e.seq, e.version),
     RunResumed: lambda a, e: a.on_resumed(e.seq, e.episode_ids, e.version),
     LimitSet: lambda a, e: a.on_limit_set(e.max_inflight),

@@ -6,7 +6,10 @@ an event object and ~18 µs folding it (two deciders, the account, a digest). He
 batch is decoded once per column (~1 µs per event), checked per column against the event
 rules, and each row's values are fed to the shadow account (`core.account`, the same one
 the plain fold feeds) and hashed into the same digest chain, with no object per event. The
-deciders are not run: on a consistent log the account's fingerprint equals theirs.
+deciders are not run: the row's canonical text (`core.digest.canonical`) and the state
+fingerprint (`ReactionLoop.fingerprint`) are written here from the columns (`Digested`),
+with the sizes of what is open (in flight, queued, groups) from the account, which keeps
+them for its own checks; on a consistent log they equal the deciders'.
 
 It must agree with `fold.LogFold` exactly: the same digests (the canonical bytes of a row
 are the canonical bytes of its event, `core.digest.canonical_values`), the same summary,
@@ -26,15 +29,17 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
-from rolloutlog.core.account import Account, InvariantViolation
+from rolloutlog.core.account import Account, Group, InvariantViolation
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.digest import DIGEST_SIZE, GENESIS, canonical_values
 from rolloutlog.events.schema import PAYLOAD_FIELDS, batch_columns
 from rolloutlog.events.types import WORLD_KINDS
 from rolloutlog.replay.chain import DigestChain
 from rolloutlog.replay.columnar_validate import batch_is_valid
+from rolloutlog.replay.step_metrics import StepMetrics
 
 Columns = dict[str, list[Any]]
+Texts = list[tuple[str, str]]  # each row's canonical text and the fingerprint text after it
 
 
 class NeedsPlainFold(Exception):  # a signal to `replay_log`, not a failure
@@ -46,138 +51,206 @@ class NeedsPlainFold(Exception):  # a signal to `replay_log`, not a failure
         self.why = why
 
 
+class Digested:
+    """The account the rows feed, and what the digest's fingerprint needs besides it: the
+    step, version and limit (as the text they make in `repr(fingerprint)`, so that a row's
+    fingerprint is one f-string, not a tuple) and the groups that still owe a member."""
+
+    __slots__ = ("account", "head", "limit", "middle", "owing", "split", "step", "version")
+
+    def __init__(self, account: Account, limit: int, split: StepMetrics | None) -> None:
+        self.account = account
+        self.split = split  # the age split, fed each row's values as the account is
+        self.step, self.version, self.limit = 1, 0, limit
+        self.owing = 0  # the dispatcher's open groups: in-flight or unscheduled members
+        self.head, self.middle = "", ""
+        self.moved()
+
+    def moved(self) -> None:
+        """Step, version or limit changed: rewrite the texts they make."""
+        self.head = f"({self.step}, {self.version}, {self.limit}, "
+        self.middle = f", {self.step}, {self.version}, "
+
+    def landed(self, group: Group | None) -> None:
+        """An arrival or a cancellation touched `group`: it may owe nothing now."""
+        if group is not None and not group.owes:
+            self.owing -= 1
+
+
 # A row applier applies row `i` to the state and returns the row's canonical text: exactly
 # `repr((kind, seq, t, *values))`, the text `core.digest.canonical_values` encodes. Hot
 # kinds write it with an f-string (`!r` is `repr`; `str` of an int or bool is its repr),
 # which is faster than building the tuple; `t_text` is `repr(t)`, shared by all the rows
 # a world event sets off.
-Applier = Callable[[Account, Columns, int, int, str], str]
+Applier = Callable[[Digested, Columns, int, int, str], str]
 
 
 def _generic(kind: str) -> Applier:
     """Rows that only set a value or nothing: their text comes from `canonical_values`."""
     names = PAYLOAD_FIELDS[kind]
 
-    def apply(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+    def apply(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
         return canonical_values(kind, seq, c["t"][i], [c[name][i] for name in names]).decode()
 
     return apply
 
 
-def _group_opened(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _group_opened(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     group_id, work, size = c["group_id"][i], c["work"][i], c["group_size"][i]
     frozen = c["frozen"][i]
     version, step = c["policy_version"][i], c["step"][i]
-    state.on_group_opened(seq, group_id, work, size, frozen, version, step)
+    state.account.on_group_opened(seq, group_id, work, size, frozen, version, step)
+    state.owing += 1
+    if state.split is not None:
+        state.split.on_group_opened(work, group_id)
     return (
         f"('group_opened', {seq}, {t_text}, {group_id!r}, {work!r}, {c['env'][i]!r}, "
         f"{c['task_id'][i]!r}, {size}, {version}, {step}, {frozen})"
     )
 
 
-def _dispatched(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _dispatched(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id, group_id = c["episode_id"][i], c["group_id"][i]
     member, version = c["member"][i], c["policy_version"][i]
-    state.on_dispatched(seq, episode_id, group_id, member, version)
+    state.account.on_dispatched(seq, episode_id, group_id, member, version)
+    if state.split is not None:
+        state.split.on_dispatched(group_id, episode_id, version)
     return (
         f"('episode_dispatched', {seq}, {t_text}, {episode_id!r}, {group_id!r}, "
         f"{member}, {version})"
     )
 
 
-def _completed(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _completed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id, reward = c["episode_id"][i], c["reward"][i]
     if reward is None:
         raise NeedsPlainFold(seq, "a completion without a reward")
-    state.on_arrival(seq, "episode_completed", episode_id, reward)
+    prompt, completion = c["prompt_tokens"][i], c["completion_tokens"][i]
+    kind = "episode_completed"
+    state.landed(state.account.on_arrival(seq, kind, episode_id, reward, prompt + completion))
+    if state.split is not None:
+        state.split.on_completed(episode_id, reward)
     return (
         f"('episode_completed', {seq}, {t_text}, {episode_id!r}, {reward!r}, "
-        f"{c['prompt_tokens'][i]}, {c['completion_tokens'][i]})"
+        f"{prompt}, {completion})"
     )
 
 
-def _failed(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _failed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id = c["episode_id"][i]
-    state.on_arrival(seq, "episode_failed", episode_id, None)
+    state.landed(state.account.on_arrival(seq, "episode_failed", episode_id, None))
+    if state.split is not None:
+        state.split.on_failed(episode_id)
     return f"('episode_failed', {seq}, {t_text}, {episode_id!r}, {c['error'][i]!r})"
 
 
-def _group_ids(kind: str, method: Callable[[Account, int, str, Any, Any, Any], None]) -> Applier:
-    """Rows of a group's id list and two more values (`episodes_cancelled`, `group_scored`),
-    applied by `method` in field order; a list value's text is its tuple's."""
-    group_field, ids_field, third_field, fourth_field = PAYLOAD_FIELDS[kind]
-
-    def apply(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-        group_id, ids = c[group_field][i], c[ids_field][i]
-        third, fourth = c[third_field][i], c[fourth_field][i]
-        method(state, seq, group_id, ids, third, fourth)
-        third_text = repr(tuple(third) if type(third) is list else third)
-        return (
-            f"({kind!r}, {seq}, {t_text}, {group_id!r}, {tuple(ids)!r}, {third_text}, {fourth!r})"
-        )
-
-    return apply
-
-
-def _dropped(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-    episode_id, reason, age = c["episode_id"][i], c["reason"][i], c["age"][i]
-    state.on_dropped(seq, episode_id, reason, age)
-    return f"('episode_dropped', {seq}, {t_text}, {episode_id!r}, {reason!r}, {age})"
-
-
-def _shipped(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-    step, ids, trained = c["step"][i], c["episode_ids"][i], c["trained_ids"][i]
-    state.on_shipped(seq, step, ids, trained)
+def _cancelled(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    group_id, ids, unscheduled = c["group_id"][i], c["episode_ids"][i], c["unscheduled"][i]
+    reason, account = c["reason"][i], state.account
+    account.on_cancelled(seq, group_id, ids, unscheduled, reason)
+    state.landed(account.groups.get(group_id))
+    if state.split is not None:
+        state.split.on_cancelled(ids)
     return (
-        f"('batch_shipped', {seq}, {t_text}, {step}, {tuple(ids)!r}, {tuple(trained)!r}, "
-        f"{c['tokens'][i]})"
+        f"('episodes_cancelled', {seq}, {t_text}, {group_id!r}, {tuple(ids)!r}, "
+        f"{unscheduled}, {reason!r})"
     )
 
 
-def _setting(kind: str, field: str, setter: Callable[[Account, Any], None]) -> Applier:
-    text = _generic(kind)
+def _scored(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    group_id, ids = c["group_id"][i], c["episode_ids"][i]
+    scored, admitted = c["advantages"][i], c["admitted"][i]
+    state.account.on_scored(seq, group_id, ids, scored, admitted)
+    if state.split is not None:
+        state.split.on_scored(group_id, ids, admitted)
+    return (
+        f"('group_scored', {seq}, {t_text}, {group_id!r}, {tuple(ids)!r}, "
+        f"{tuple(scored)!r}, {admitted})"
+    )
 
-    def apply(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-        setter(state, c[field][i])
-        return text(state, c, i, seq, t_text)
 
-    return apply
+def _dropped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    episode_id, reason, age = c["episode_id"][i], c["reason"][i], c["age"][i]
+    state.account.on_dropped(seq, episode_id, reason, age)
+    if state.split is not None:
+        state.split.on_dropped(episode_id)
+    return f"('episode_dropped', {seq}, {t_text}, {episode_id!r}, {reason!r}, {age})"
 
 
-def _run_started(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _shipped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    step, ids, trained = c["step"][i], c["episode_ids"][i], c["trained_ids"][i]
+    tokens = c["tokens"][i]
+    state.account.on_shipped(seq, step, ids, trained, tokens)
+    if state.split is not None:
+        state.split.on_shipped(c["t"][i], step, ids, trained)
+    state.step = step + 1
+    state.moved()
+    return (
+        f"('batch_shipped', {seq}, {t_text}, {step}, {tuple(ids)!r}, {tuple(trained)!r}, {tokens})"
+    )
+
+
+def _run_started(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     if seq != 0:  # validate_event refuses it; the plain path reports the EventError
         raise NeedsPlainFold(seq, "run_started after seq 0")
     return _OPENING(state, c, i, seq, t_text)
 
 
-def _run_resumed(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-    state.on_resumed(seq, c["episode_ids"][i], c["version"][i])
+def _run_resumed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    state.account.on_resumed(seq, c["episode_ids"][i], c["version"][i])
     return _RESUMED(state, c, i, seq, t_text)
 
 
-def _version_pending(state: Account, c: Columns, i: int, seq: int, t_text: str) -> str:
-    state.on_version_pending(seq, c["version"][i])
+def _version_pending(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    version = c["version"][i]
+    state.account.on_version_pending(seq, version)
+    if state.split is not None:
+        state.split.on_version_pending()
+    state.version = version
+    state.moved()
     return _PENDING(state, c, i, seq, t_text)
+
+
+def _version_live(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    if state.split is not None:
+        state.split.on_version_live(c["version"][i])
+    return _LIVE(state, c, i, seq, t_text)
+
+
+def _limit_set(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    limit = c["max_inflight"][i]
+    state.account.on_limit_set(limit)
+    state.limit = limit
+    state.moved()
+    return _LIMIT(state, c, i, seq, t_text)
+
+
+def _run_finished(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    state.account.on_run_finished(c["reason"][i])
+    return _FINISHED(state, c, i, seq, t_text)
 
 
 _OPENING: Final = _generic("run_started")
 _RESUMED: Final = _generic("run_resumed")
 _PENDING: Final = _generic("version_pending")
+_LIMIT: Final = _generic("limit_set")
+_LIVE: Final = _generic("version_live")
+_FINISHED: Final = _generic("run_finished")
 _APPLIERS: Final[dict[str, Applier]] = {
     "run_started": _run_started,
     "group_opened": _group_opened,
     "episode_dispatched": _dispatched,
     "episode_completed": _completed,
     "episode_failed": _failed,
-    "episodes_cancelled": _group_ids("episodes_cancelled", Account.on_cancelled),
+    "episodes_cancelled": _cancelled,
     "version_pending": _version_pending,
-    "version_live": _generic("version_live"),
-    "limit_set": _setting("limit_set", "max_inflight", Account.on_limit_set),
+    "version_live": _version_live,
+    "limit_set": _limit_set,
     "overload_cut": _generic("overload_cut"),
     "episode_dropped": _dropped,
-    "group_scored": _group_ids("group_scored", Account.on_scored),
+    "group_scored": _scored,
     "batch_shipped": _shipped,
-    "run_finished": _setting("run_finished", "reason", Account.on_run_finished),
+    "run_finished": _run_finished,
     "run_resumed": _run_resumed,
 }
 # World kinds whose reactions the checker examines once they have settled.
@@ -189,9 +262,14 @@ if set(_APPLIERS) != set(PAYLOAD_FIELDS):
 class ColumnarFold:
     """Folds record batches into the digest chain and the run summary, without events."""
 
-    def __init__(self, config: RunConfig, *, keep_digests: bool = False) -> None:
+    def __init__(
+        self, config: RunConfig, *, keep_digests: bool = False, age_split: bool = False
+    ) -> None:
         self.config = config
+        # The age split read from the same columns, not from a second pass over the log.
+        self.age_split = StepMetrics(keep_rows=False) if age_split else None
         self.state = Account(config)  # raises at the first problem: the plain fold words it
+        self.digested = Digested(self.state, config.max_inflight, self.age_split)
         self.digest = GENESIS
         self.digests: DigestChain | None = DigestChain() if keep_digests else None
         self.next_seq = 0
@@ -208,8 +286,12 @@ class ColumnarFold:
         except (ConfigError, TypeError) as error:
             raise NeedsPlainFold(0, f"unusable config ({error})") from error
 
-    def apply_batch(self, batch: pa.RecordBatch) -> None:
-        """Fold one record batch; raises `NeedsPlainFold` at a row it does not vouch for."""
+    def apply_batch(self, batch: pa.RecordBatch, *, texts: Texts | None = None) -> None:
+        """Fold one record batch; raises `NeedsPlainFold` at a row it does not vouch for.
+
+        `texts` collects each row's canonical text and the fingerprint text after it (what
+        the row's digest covers), for comparing them with `core.digest`'s definitions.
+        """
         first = self.next_seq
         seqs = batch.column("seq").to_numpy()
         if not np.array_equal(seqs, np.arange(first, first + len(seqs))):
@@ -218,15 +300,16 @@ class ColumnarFold:
             raise NeedsPlainFold(first, "a value breaks the event rules")
         columns = batch_columns(batch)
         try:
-            self._fold_rows(columns, first)
+            self._fold_rows(columns, first, texts)
         except InvariantViolation as problem:
             raise NeedsPlainFold(first, str(problem)) from problem
-        self.state.count_kinds(columns["kind"], len(seqs))
+        self.state.run.count_kinds(columns["kind"], len(seqs))
         self.next_seq = first + len(seqs)
 
-    def _fold_rows(self, columns: Columns, first: int) -> None:
+    def _fold_rows(self, columns: Columns, first: int, texts: Texts | None) -> None:
         """The hot loop: one applier call, two short texts and one hash per row."""
-        state, appliers, digests = self.state, _APPLIERS, self.digests
+        state, digested, appliers, digests = self.state, self.digested, _APPLIERS, self.digests
+        inflight_ids, queue, groups = state.inflight, state.queue, state.groups
         new_hash = hashlib.blake2b
         digest, last_world = self.digest, self._last_world
         last_t, t_text = -1.0, ""
@@ -238,14 +321,17 @@ class ColumnarFold:
                 last_world = kind
             if t != last_t or not t:  # zero: 0.0 and -0.0 are equal but print apart
                 last_t, t_text = t, repr(t)
-            row = appliers[kind](state, columns, i, seq, t_text)
-            inflight = len(state.inflight)
+            row = appliers[kind](digested, columns, i, seq, t_text)
+            inflight = len(inflight_ids)  # `repr(ReactionLoop.fingerprint())`, as one text
             fingerprint = (
-                f"{state.fingerprint_head}{inflight}, {state.owing_groups}"
-                f"{state.fingerprint_middle}{len(state.queue)}, {len(state.groups)}, {inflight})"
+                f"{digested.head}{inflight}, {digested.owing}"
+                f"{digested.middle}{len(queue)}, {len(groups)}, {inflight})"
             )
-            text = (row + fingerprint).encode()
-            digest = new_hash(digest + text, digest_size=DIGEST_SIZE).digest()
+            if texts is not None:
+                texts.append((row, fingerprint))
+            digest = new_hash(
+                digest + (row + fingerprint).encode(), digest_size=DIGEST_SIZE
+            ).digest()
             if digests is not None:
                 digests.append(digest)
         self.digest, self._last_world = digest, last_world

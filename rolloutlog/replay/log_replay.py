@@ -36,6 +36,9 @@ class Replay:
     error: BadLog | None
     path: Literal["columnar", "plain"]
     handover: str | None  # why the columnar fold handed over to the plain one
+    # The run's age split (`StepMetrics.run_values`), read from the columnar fold's columns
+    # when `replay_log(age_split=True)` took that path; None otherwise.
+    age_split: dict[str, Any] | None = None
 
     @property
     def violations(self) -> list[str]:
@@ -49,36 +52,43 @@ def replay_log(
     keep_digests: bool = False,
     columnar: bool = True,
     check_invariants: bool = True,
+    age_split: bool = False,
 ) -> Replay:
     """Fold `source` from seq 0, checking the properties on every event.
 
     `columnar=False` forces the plain fold. `check_invariants=False` lets the plain fold
     skip the checks when only digests are wanted (`diff`); the summary then lists none.
+    `age_split=True` has the columnar fold read the age split from the columns it decodes
+    (`Replay.age_split`), so that a report needs no second pass over a clean log.
     """
     handover = None
     if columnar:
         try:
-            return _columnar(source, keep_digests)
+            return _columnar(source, keep_digests, age_split)
         except NeedsPlainFold as signal:
             handover = str(signal)
     return _plain(source, keep_digests, check_invariants, handover)
 
 
-def _columnar(source: LogSource, keep_digests: bool) -> Replay:
+def _columnar(source: LogSource, keep_digests: bool, age_split: bool) -> Replay:
     fold: ColumnarFold | None = None
     try:
         for batch in source.batches():
             if fold is None:
-                fold = ColumnarFold.from_first_batch(batch, keep_digests=keep_digests)
+                fold = ColumnarFold.from_first_batch(
+                    batch, keep_digests=keep_digests, age_split=age_split
+                )
             fold.apply_batch(batch)
     except (EventError, LogError) as error:
         # The file stops being readable at a batch boundary; everything before it is exact.
         return _result(fold, error, "columnar", None, keep_digests)
     except pa.ArrowException as error:  # events in memory that make no record batch
         raise NeedsPlainFold(fold.next_seq if fold else 0, f"no record batch ({error})") from error
-    if fold is not None:
-        fold.finish()
-    return _result(fold, None, "columnar", None, keep_digests)
+    if fold is None:
+        return _result(fold, None, "columnar", None, keep_digests)
+    fold.finish()
+    split = None if fold.age_split is None else fold.age_split.run_values()
+    return attrs.evolve(_result(fold, None, "columnar", None, keep_digests), age_split=split)
 
 
 def _plain(

@@ -1,6 +1,7 @@
 """Rollout age split in two, per step and per run, under prime-rl's metric names.
 
-A trained episode of age `a` (`core.staleness.rollout_age` at the step it ships in),
+A trained episode of age `a` (`core.staleness.rollout_age` at the step it ships in, at
+least 0),
 dispatched at version `v`, that arrived while inference served version `w` (the last
 `version_live`, 0 before any) spent `in_flight = min(a, max(0, w - v))` of its age being
 generated and `in_queue = a - in_flight` waiting to be trained. Both parts are >= 0 and
@@ -47,6 +48,12 @@ STEP_COLUMNS: Final = (
     f"{DISPATCHER}/max",
     "reward/mean",
 )
+
+
+def _age(version: int, step: int) -> int:
+    """`rollout_age`, clamped at 0 as prime-rl clamps its lag: only a log that announced a
+    version before its batch shipped (a violation `replay` names) has a negative one."""
+    return max(0, rollout_age(version, step))
 
 
 def age_split(age: int, dispatch_version: int, live_version: int) -> tuple[int, int]:
@@ -145,16 +152,16 @@ class StepMetrics:
         self.window = _Window()
         self.run = _Window()
         handlers: dict[str, Callable[..., None]] = {
-            "group_opened": self._group_opened,
-            "episode_dispatched": self._dispatched,
-            "episode_completed": self._arrive,
-            "episode_failed": self._failed,
-            "episodes_cancelled": self._cancelled,
-            "version_pending": self._version_pending,
-            "version_live": self._version_live,
-            "episode_dropped": self._dropped,
-            "group_scored": self._scored,
-            "batch_shipped": self._shipped,
+            "group_opened": self.on_group_opened,
+            "episode_dispatched": self.on_dispatched,
+            "episode_completed": self.on_completed,
+            "episode_failed": self.on_failed,
+            "episodes_cancelled": self.on_cancelled,
+            "version_pending": self.on_version_pending,
+            "version_live": self.on_version_live,
+            "episode_dropped": self.on_dropped,
+            "group_scored": self.on_scored,
+            "batch_shipped": self.on_shipped,
         }
         self._handlers = handlers
         self._by_class = {cls: (handlers[cls.kind], values) for cls, values in _VALUES.items()}
@@ -191,21 +198,21 @@ class StepMetrics:
         """The run-level values, under their metric names."""
         return self.run.values()
 
-    # --- per kind ------------------------------------------------------------------------
+    # --- per kind (also fed row by row by the columnar fold) ------------------------------
 
-    def _group_opened(self, work: str, group_id: str) -> None:
+    def on_group_opened(self, work: str, group_id: str) -> None:
         if work == "train":
             self.train_groups.add(group_id)
 
-    def _dispatched(self, group_id: str, episode_id: str, version: int) -> None:
+    def on_dispatched(self, group_id: str, episode_id: str, version: int) -> None:
         if group_id in self.train_groups:
             self.inflight[episode_id] = version
             self.inflight_versions[version] += 1
 
-    def _failed(self, episode_id: str) -> None:
-        self._arrive(episode_id, None)
+    def on_failed(self, episode_id: str) -> None:
+        self.on_completed(episode_id, None)
 
-    def _arrive(self, episode_id: str, reward: float | None) -> None:
+    def on_completed(self, episode_id: str, reward: float | None) -> None:
         version = self._land(episode_id)
         if version is not None:  # a train episode, not late
             self.arrived[episode_id] = (version, self.live_version, reward)
@@ -220,25 +227,25 @@ class StepMetrics:
                 del self.inflight_versions[version]
         return version
 
-    def _cancelled(self, episode_ids: Sequence[str]) -> None:
+    def on_cancelled(self, episode_ids: Sequence[str]) -> None:
         for episode_id in episode_ids:
             self._land(episode_id)
 
-    def _version_pending(self) -> None:
+    def on_version_pending(self) -> None:
         for version, count in self.inflight_versions.items():
-            age = [rollout_age(version, self.step)]
+            age = [_age(version, self.step)]
             self.window.dispatcher.add(age, count)
             self.run.dispatcher.add(age, count)
 
-    def _version_live(self, version: int) -> None:
+    def on_version_live(self, version: int) -> None:
         self.live_version = version
 
-    def _dropped(self, episode_id: str) -> None:
+    def on_dropped(self, episode_id: str) -> None:
         self.arrived.pop(episode_id, None)
         self.window.dropped += 1
         self.run.dropped += 1
 
-    def _scored(self, group_id: str, episode_ids: Sequence[str], admitted: bool) -> None:
+    def on_scored(self, group_id: str, episode_ids: Sequence[str], admitted: bool) -> None:
         """Members that will never train (failed, unscored, not admitted) are forgotten."""
         kept = set(episode_ids) if admitted else set()
         self.train_groups.discard(group_id)
@@ -246,7 +253,7 @@ class StepMetrics:
             if episode_id not in kept:
                 self.arrived.pop(episode_id, None)
 
-    def _shipped(
+    def on_shipped(
         self, t: float, step: int, episode_ids: Sequence[str], trained_ids: Sequence[str]
     ) -> None:
         window = self.window
@@ -259,7 +266,7 @@ class StepMetrics:
             if found is None or episode_id not in trained:
                 continue
             version, live, reward = found
-            age = rollout_age(version, step)
+            age = _age(version, step)
             ages.append(age)
             in_flight.append(age_split(age, version, live)[0])
             if reward is not None:

@@ -124,16 +124,19 @@ def _ship(step: int, episode_id: str) -> BatchShipped:
 
 def test_stamping_flags_a_dispatch_stamped_with_another_version() -> None:
     events = [START, VersionPending(t=0.0, version=1), _opened("g1", 1), dispatched("g1/0", 0)]
-    (problem,) = _account(CONFIG_1, events).violations
+    early, problem = _account(CONFIG_1, events).violations  # v1 before its batch, too
+    assert early.startswith("seq 1 (version_pending): v1 after v0 with 0 batches shipped")
     assert problem.startswith("seq 3 (episode_dispatched): stamped v0")
 
 
 def test_per_group_stamping_is_the_groups_start_version() -> None:
     config = RunConfig.from_mapping({**CONFIG_1.to_dict(), "staleness": "per-group"})
     events = [START, _opened("g1", 0), VersionPending(t=0.0, version=1), dispatched("g1/0", 0)]
-    assert _account(config, events).violations == []
+    early = "seq 2 (version_pending): v1 after v0 with 0 batches shipped"  # before its batch
+    (only,) = _account(config, events).violations
+    assert only.startswith(early)
     events[-1] = dispatched("g1/0", 1)
-    (problem,) = _account(config, events).violations
+    _, problem = _account(config, events).violations
     assert problem.startswith("seq 3 (episode_dispatched): stamped v1")
 
 

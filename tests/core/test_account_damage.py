@@ -96,7 +96,7 @@ def _straggler_cut_without_risk(log: list[Event]) -> tuple[list[Event], int, str
             continue
         fresh = [
             version
-            for episode_id, (_, version, reward) in group.arrived.items()
+            for episode_id, (_, version, reward, _) in group.arrived.items()
             if reward is not None and episode_id not in group.dropped
         ]
         if fresh and all(account.step - 1 - version != account.bound for version in fresh):

@@ -54,7 +54,7 @@ def test_a_second_arrival_of_one_episode_is_recorded_and_ignored() -> None:
     assert [e.kind for e in first] == ["episode_completed", "group_opened", "episode_dispatched"]
     for again in (_done(2.0, "g1/0"), EpisodeFailed(t=3.0, episode_id="g1/0", error="retry")):
         assert [e.kind for e in loop.feed(again)] == [again.kind]
-    assert checker.late == 2
+    assert checker.run.late == 2
     assert len(loop.dispatcher_state.inflight) == 2  # g1/1 and g2/0: no permit freed twice
     assert loop.sink_state.groups["g1"].arrived[0].reward == 1.0  # the first arrival stands
 
@@ -65,7 +65,7 @@ def test_arrivals_after_run_finished_are_recorded_and_ignored() -> None:
     assert [e.kind for e in finished] == ["run_finished", "episodes_cancelled", "group_scored"]
     for stray in (_done(2.0, "g1/0"), EpisodeFailed(t=3.0, episode_id="g1/1", error="x")):
         assert [e.kind for e in loop.feed(stray)] == [stray.kind]
-    assert checker.late == 2
+    assert checker.run.late == 2
     assert not loop.dispatcher_state.inflight and not loop.sink_state.groups
 
 

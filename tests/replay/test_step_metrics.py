@@ -20,6 +20,7 @@ from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events import types as ev
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.schema import SCHEMA_VERSION
+from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics, age_split
 from rolloutlog.testing.strategies import equivalence_logs
@@ -183,6 +184,8 @@ def test_on_every_trained_episode_both_parts_are_non_negative_and_add_up_to_its_
     splits = _split_by_hand(log)
     assert all(f >= 0 and q >= 0 and f + q == age for age, f, q in splits)
     metrics = StepMetrics.from_batches(MemoryLog(log).batches()).run_values()
+    fused = replay_log(MemoryLog(log, batch_events=64), age_split=True)  # `replay --json`'s
+    assert fused.path == "columnar" and fused.age_split == metrics
     if splits:
         count = len(splits)
         assert metrics["off_policy/mean"] == pytest.approx(sum(s[0] for s in splits) / count)

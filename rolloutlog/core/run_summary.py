@@ -1,0 +1,85 @@
+"""The run summary: what `replay --json` counts, kept apart from the properties it reports.
+
+The shadow account (`core.account`) decides what each event means (a late arrival, a
+trained episode's age, a partial group) and counts it here; this module only holds the
+counts and writes them as the `replay --json` object. Counting conventions:
+- `episodes_cancelled` counts dispatched (in-flight) episodes per reason;
+  `unscheduled_cancelled` counts members cancelled before they were ever dispatched.
+- `episodes_late` counts completions and failures of episodes no longer in flight
+  (cancelled, arrived before, or after `run_finished`); recorded and otherwise ignored.
+- `episodes_dropped_stale` counts arrived or queued episodes the sink dropped as stale.
+- `groups_partial` counts finalized train groups that scored fewer than G members.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from rolloutlog.events.types import CANCEL_REASONS
+
+
+def _no_cancellations() -> Counter[str]:
+    return Counter(dict.fromkeys(CANCEL_REASONS, 0))
+
+
+@attrs.define(slots=True)
+class RunSummary:
+    """The counts of one run; `report` is the `replay --json` object."""
+
+    events: int = 0
+    kinds: Counter[str] = attrs.Factory(Counter)
+    cancelled_by: Counter[str] = attrs.Factory(_no_cancellations)
+    unscheduled_cancelled: int = 0
+    dropped_stale: int = 0
+    late: int = 0
+    scored: int = 0
+    partial: int = 0
+    admitted_groups: int = 0
+    trained: int = 0
+    pruned: int = 0
+    trained_ages: Counter[int] = attrs.Factory(Counter)
+    finished_reason: str | None = None
+
+    def count_kinds(self, kinds: Iterable[str], events: int) -> None:
+        """A whole batch of rows at once (the columnar fold's counting)."""
+        self.events += events
+        self.kinds.update(kinds)
+
+    def trained_at(self, age: int) -> None:
+        """One episode trained at rollout age `age`, counted at 0 if negative (as prime-rl
+        clamps its lag): only a log that announced a version before its batch shipped has
+        one, and the account reports that at its seq."""
+        self.trained_ages[max(0, age)] += 1
+
+    def report(self, violations: Sequence[str]) -> dict[str, Any]:
+        """The `replay --json` object, listing `violations`."""
+        ages, kinds = self.trained_ages, self.kinds
+        trained = sum(ages.values())
+        return {
+            "events": self.events,
+            "steps_shipped": kinds["batch_shipped"],
+            "groups_opened": kinds["group_opened"],
+            "groups_finalized": kinds["group_scored"],
+            "groups_partial": self.partial,
+            "groups_admitted": self.admitted_groups,
+            "episodes_dispatched": kinds["episode_dispatched"],
+            "episodes_completed": kinds["episode_completed"],
+            "episodes_failed": kinds["episode_failed"],
+            "episodes_late": self.late,
+            "episodes_cancelled": dict(self.cancelled_by),
+            "unscheduled_cancelled": self.unscheduled_cancelled,
+            "episodes_dropped_stale": self.dropped_stale,
+            "episodes_scored": self.scored,
+            "episodes_trained": self.trained,
+            "episodes_pruned_zero_adv": self.pruned,
+            "max_trained_age": max(ages) if ages else None,
+            "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
+            "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
+            "run_finished": self.finished_reason,
+            "restarts": kinds["run_resumed"],
+            "invariant_violations": list(violations),
+        }
