@@ -36,6 +36,7 @@ from rolloutlog.cli.options import (
     file_option,
     folder_option,
     json_option,
+    missing_extra,
     seed_option,
     set_option,
 )
@@ -58,6 +59,7 @@ if TYPE_CHECKING:  # the driver needs torch: imported when a run starts, not wit
 DEFAULT_STEPS = 300
 T = TypeVar("T")
 FAULT = 1  # a run that broke; bad input exits 2 (cli.bad_input)
+TRAIN_EXTRA = ("torch", "safetensors", "httpx", "h11")  # pyproject's `train` extra
 
 
 def default_log_path() -> Path:
@@ -281,6 +283,9 @@ def train_command(
 
     Writes a log that `rolloutlog verify` re-derives; see docs/runtime.md.
     """
+    problem = missing_extra("rolloutlog train", "train", TRAIN_EXTRA)
+    if problem is not None:
+        fail(problem)
     if resume_log is not None:
         resume_command(resume_log, steps, urls, weights_dir, as_json)
         return

@@ -249,3 +249,22 @@ def test_a_server_that_will_not_start_is_one_line_not_a_traceback(
     assert result.stderr.strip() == (
         "rolloutlog: error: CPU inference server exited before it listened (exit code 1)"
     )
+
+
+def test_train_without_the_train_extra_names_the_extra_in_one_line(tmp_path: Path) -> None:
+    """The README's first venv has no torch: a sitecustomize hides it from the process."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
+    path = os.pathsep.join([str(tmp_path), *sys.path])
+    command = [sys.executable, "-c", "from rolloutlog.cli.main import main; main()", "train"]
+    done = subprocess.run(
+        [*command, "--steps", "1", "--log", str(tmp_path / "x.arrow")],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr == (
+        "rolloutlog: error: rolloutlog train needs torch (pip install 'rolloutlog[train]')\n"
+    )
+    assert not (tmp_path / "x.arrow").exists()
