@@ -49,12 +49,18 @@ from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
 from rolloutlog.events.types import Event, RunResumed, RunStarted
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
+from rolloutlog.runtime.live.rollout_store import (
+    RolloutStore,
+    StoredRun,
+    StoreError,
+    read_store,
+    store_path,
+)
 from rolloutlog.runtime.live.settings import LiveSettings, build_settings
 
 if TYPE_CHECKING:  # the driver needs torch: imported when a run starts, not with the CLI
     from rolloutlog.runtime.live.reports import StepStats
     from rolloutlog.runtime.live.resume import ResumePoint
-    from rolloutlog.runtime.live.rollout_store import StoredRun
 
 DEFAULT_STEPS = 300
 T = TypeVar("T")
@@ -86,7 +92,6 @@ def run_training(
     """
     from rolloutlog.runtime.live.broadcast import new_run_id
     from rolloutlog.runtime.live.driver import RunOutputs
-    from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
     from rolloutlog.runtime.live.session import train_live
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -306,8 +311,9 @@ def train_command(
         return
     if backend == "vllm" and (not urls or weights_dir is None):
         fail("--backend vllm needs --url (one per server) and --weights-dir")
+    default_log = log_path is None
     log_path = log_path or default_log_path()
-    check_new_outputs(log_path, weights_dir)
+    check_new_outputs(log_path, weights_dir, default_log=default_log)
     from rolloutlog.runtime.live.twin.launch import ServerStartError  # torch: a run starts
 
     try:
@@ -345,8 +351,8 @@ def check_urls(urls: tuple[str, ...]) -> None:
 
 
 def check_folder(path: Path, option: str) -> None:
-    """Refuse a folder that cannot be created or written (a file on its way, no write
-    permission), before the command creates anything."""
+    """Refuse a path whose folder cannot hold it: missing (as every command refuses it), a
+    file on its way, no write permission; before the command creates anything."""
     existing = path.absolute()
     while not existing.exists():
         existing = existing.parent
@@ -354,23 +360,25 @@ def check_folder(path: Path, option: str) -> None:
         fail(f"{option} {path}: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         fail(f"{option} {path}: {existing} is not writable")
+    if not path.absolute().parent.is_dir():
+        fail(f"{option} {path}: the folder {path.parent} does not exist")
 
 
-def check_new_outputs(log_path: Path, weights_dir: Path | None) -> None:
-    """Everything a new run creates, checked before it creates any of it; the weights
-    directory is made last (a folder `mkdir` cannot make is only found by trying)."""
-    from rolloutlog.runtime.live.broadcast import WeightBroadcast
-    from rolloutlog.runtime.live.rollout_store import store_path
-
+def check_new_outputs(log_path: Path, weights_dir: Path | None, *, default_log: bool) -> None:
+    """Everything a new run creates, checked before it creates any of it (and before torch
+    is imported, which takes seconds); the weights directory is made last (a folder `mkdir`
+    cannot make is only found by trying). The default log's folder (`runs/`) is made."""
     if log_path.exists():
         fail(f"--log {log_path}: exists; name a new file")
     store = store_path(log_path)
     if store.exists():
         fail(f"--log {log_path}: {store} exists (another run's rollout store?); name a new log")
-    check_folder(log_path.parent, "--log")
+    check_folder(log_path.parent if default_log else log_path, "--log")
     if weights_dir is None:
         return
     check_folder(weights_dir, "--weights-dir")
+    from rolloutlog.runtime.live.broadcast import WeightBroadcast
+
     held = WeightBroadcast(weights_dir).versions()
     if held:  # publishing would overwrite and prune them
         fail(
@@ -378,7 +386,7 @@ def check_new_outputs(log_path: Path, weights_dir: Path | None) -> None:
             "another run (whose --resume needs them); choose an empty directory"
         )
     try:
-        weights_dir.mkdir(parents=True, exist_ok=True)
+        weights_dir.mkdir(exist_ok=True)
     except OSError as error:
         fail(f"--weights-dir {weights_dir}: {error.strerror or error}")
 
@@ -479,8 +487,6 @@ def resume_command(
 
 def read_crashed_run(log_path: Path) -> CrashedRun:
     """The run to resume, read (never written) from its log and its rollout store."""
-    from rolloutlog.runtime.live.rollout_store import StoreError, read_store, store_path
-
     if not log_path.is_file():
         fail(f"--resume {log_path}: no such log")
     store = store_path(log_path)

@@ -29,10 +29,28 @@ from rolloutlog.events.types import (
 )
 from rolloutlog.runtime.live.digits import DigitTask, reward, task_from_id
 from rolloutlog.runtime.live.protocol import GenerateRequest, Generation, SamplingParams
-from rolloutlog.runtime.live.trainer import TrainSample
 
 ROLLOUTS_KEPT_MAX: Final = 1 << 20  # far above any sane queue; past it, data leaks
 SEED_MASK: Final = (1 << 63) - 1  # vLLM and the CPU server take seeds that fit in int64
+
+
+@attrs.frozen(kw_only=True)
+class TrainSample:
+    """One episode as the trainer needs it; `inference_logprobs` has one entry per token."""
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    inference_logprobs: tuple[float, ...]
+    advantage: float
+
+    def __attrs_post_init__(self) -> None:
+        if not self.prompt_ids or not self.completion_ids:
+            raise ValueError("a train sample needs a prompt and at least one completion token")
+        if len(self.inference_logprobs) != len(self.completion_ids):
+            raise ValueError(
+                f"{len(self.inference_logprobs)} inference logprobs for "
+                f"{len(self.completion_ids)} completion tokens"
+            )
 
 
 class BookError(RuntimeError):

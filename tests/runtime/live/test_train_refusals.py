@@ -165,6 +165,9 @@ def test_resume_names_what_is_missing_and_the_options_it_refuses(tmp_path: Path)
         (["--save-initial", "afile/sub"], "--save-initial afile/sub: "),
         (["--save-initial", "/proc/si"], "--save-initial /proc/si: "),
         (["--log", "kept.arrow"], "kept.arrow.rollouts exists"),
+        (["--log", "gone/x.arrow"], "--log gone/x.arrow: the folder gone does not exist"),
+        (["--weights-dir", "gone/w"], "--weights-dir gone/w: the folder gone does not exist"),
+        (["--save-initial", "gone/v0"], "--save-initial gone/v0: the folder gone does not exist"),
     ],
 )
 def test_a_refused_new_run_creates_nothing(
@@ -268,3 +271,23 @@ def test_train_without_the_train_extra_names_the_extra_in_one_line(tmp_path: Pat
         "rolloutlog: error: rolloutlog train needs torch (pip install 'rolloutlog[train]')\n"
     )
     assert not (tmp_path / "x.arrow").exists()
+
+
+def test_an_existing_log_is_refused_before_torch_is_imported(tmp_path: Path) -> None:
+    """Start-up (torch, the model) takes seconds: a log that exists is refused before it."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('torch imported:', 'torch' in sys.modules))\n"
+    )
+    (tmp_path / "kept.arrow").touch()
+    path = os.pathsep.join([str(tmp_path), *sys.path])
+    command = [sys.executable, "-c", "from rolloutlog.cli.main import main; main()", "train"]
+    done = subprocess.run(
+        [*command, "--log", str(tmp_path / "kept.arrow")],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "kept.arrow: exists; name a new file" in done.stderr
+    assert done.stdout == "torch imported: False\n"
