@@ -65,12 +65,19 @@ if TYPE_CHECKING:  # the driver needs torch: imported when a run starts, not wit
 DEFAULT_STEPS = 300
 T = TypeVar("T")
 FAULT = 1  # a run that broke; bad input exits 2 (cli.bad_input)
+WEIGHTS_SUFFIX = ".weights"
 TRAIN_EXTRA = ("torch", "safetensors", "httpx", "h11")  # pyproject's `train` extra
 
 
 def default_log_path() -> Path:
     """`runs/train-YYYYmmdd-HHMMSS.arrow`: every run keeps its own log."""
     return Path("runs") / time.strftime("train-%Y%m%d-%H%M%S.arrow")
+
+
+def weights_beside(log_path: Path) -> Path:
+    """`LOG.weights/`: where a run keeps its checkpoints unless `--weights-dir` says
+    otherwise, so that every run can be resumed (`--resume` restarts from them)."""
+    return log_path.with_name(log_path.name + WEIGHTS_SUFFIX)
 
 
 def run_training(
@@ -258,7 +265,8 @@ def describe_step(stats: StepStats) -> str:
 @click.option("--url", "urls", multiple=True, help="An inference endpoint; repeatable.")
 @folder_option(
     "--weights-dir",
-    help="The weight broadcast directory; the servers must read it (required for vllm).",
+    help="The weight broadcast directory; the servers must read it (required for vllm). "
+    "Default: LOG.weights beside the log, so that --resume finds the checkpoints.",
 )
 @folder_option(
     "--save-initial",
@@ -314,6 +322,7 @@ def train_command(
     default_log = log_path is None
     log_path = log_path or default_log_path()
     check_new_outputs(log_path, weights_dir, default_log=default_log)
+    weights_dir = weights_dir or weights_beside(log_path)
     from rolloutlog.runtime.live.twin.launch import ServerStartError  # torch: a run starts
 
     try:
@@ -374,7 +383,10 @@ def check_new_outputs(log_path: Path, weights_dir: Path | None, *, default_log: 
     if store.exists():
         fail(f"--log {log_path}: {store} exists (another run's rollout store?); name a new log")
     check_folder(log_path.parent if default_log else log_path, "--log")
-    if weights_dir is None:
+    if weights_dir is None:  # the checkpoints go beside the log
+        beside = weights_beside(log_path)
+        if beside.exists():
+            fail(f"--log {log_path}: {beside} exists (another run's checkpoints?); name a new log")
         return
     check_folder(weights_dir, "--weights-dir")
     from rolloutlog.runtime.live.broadcast import WeightBroadcast
