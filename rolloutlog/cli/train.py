@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import time
 import warnings
@@ -49,6 +50,7 @@ from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
 from rolloutlog.events.types import Event, RunResumed, RunStarted
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
+from rolloutlog.runtime.live.deferred_log import DeferredLog
 from rolloutlog.runtime.live.rollout_store import (
     RolloutStore,
     StoredRun,
@@ -115,13 +117,14 @@ def run_training(
             )
 
     # Commits happen where the driver says (settled points), never mid-reaction; lz4 keeps
-    # a commit of a few hundred events cheap. Appending cuts a torn tail first.
+    # a commit of a few hundred events cheap. The log is opened by the run's first event,
+    # so a start or resume that fails before it (inference unreachable) leaves no empty
+    # log behind and no torn tail cut; appending cuts a torn tail first.
     weights = None if weights_dir is None else str(weights_dir.resolve())
     run_id = new_run_id() if resume is None else resume.run_id
-    with (
-        _open_log(log_path, append=resume is not None) as log,
-        contextlib.closing(RolloutStore(store_path(log_path), append=resume is not None)) as store,
-    ):
+    log = DeferredLog(log_path, lambda: _open_log(log_path, append=resume is not None))
+    store = RolloutStore(store_path(log_path), append=resume is not None)
+    with contextlib.closing(log), contextlib.closing(store):
         if resume is None:
             store.note(
                 seed=seed,
@@ -149,6 +152,9 @@ def run_training(
                 )
             )
         )
+    if not log.opened and resume is None:  # nothing recorded: take back what the start made
+        _remove_unstarted(log_path, weights_dir)
+        fault(f"{result.finished_reason}: {result.error}; nothing was recorded")
     source = open_log(log_path)
     replay = replay_log(source)
     return {
@@ -170,6 +176,25 @@ def run_training(
         "seed": seed,
         "settings": attrs.asdict(settings),
     }
+
+
+def _remove_unstarted(log_path: Path, weights_dir: Path | None) -> None:
+    """A new run that never recorded `run_started`: remove its rollout store and the
+    checkpoints it wrote (the weights directory held none when it started), so the same
+    command can simply be run again."""
+    from rolloutlog.runtime.live.broadcast import WeightBroadcast
+
+    store_path(log_path).unlink(missing_ok=True)
+    if weights_dir is None:
+        return
+    written = [
+        WeightBroadcast(weights_dir).path(v) for v in WeightBroadcast(weights_dir).versions()
+    ]
+    for folder in [*written, weights_dir / "initial"]:
+        shutil.rmtree(folder, ignore_errors=True)
+    if weights_dir == weights_beside(log_path):
+        with contextlib.suppress(OSError):
+            weights_dir.rmdir()
 
 
 def _open_log(path: Path, *, append: bool) -> LogWriter:

@@ -228,12 +228,14 @@ def test_bad_settings_are_one_line(arguments: list[str], message: str, tmp_path:
 
 def test_a_resume_that_cannot_reach_inference_leaves_the_run_resumable(run: Path) -> None:
     shutil.copytree(run / "weights", run / "moved")
+    recorded = (run / "run.arrow").read_bytes()  # it ends in a torn tail
     failed = _train(
         "--resume", "run.arrow", "--url", "http://127.0.0.1:9", "--weights-dir", "moved"
     )
     assert failed.exit_code == 1, failed.output
     kinds = [event.kind for event in LogReader(run / "run.arrow", warn=False)]
     assert "run_finished" not in kinds and "run_resumed" not in kinds
+    assert (run / "run.arrow").read_bytes() == recorded  # the torn tail is not cut either
     # the override is remembered: the next resume finds its checkpoints without it
     assert read_store(run / "run.arrow.rollouts").meta["weights_dir"] == str(run / "moved")
 
@@ -291,3 +293,15 @@ def test_an_existing_log_is_refused_before_torch_is_imported(tmp_path: Path) -> 
     )
     assert done.returncode == 2 and "kept.arrow: exists; name a new file" in done.stderr
     assert done.stdout == "torch imported: False\n"
+
+
+def test_a_new_run_that_cannot_reach_inference_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = _train("--steps", "1", "--log", "new.arrow", "--url", "http://127.0.0.1:9")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert (
+        result.stderr.startswith("rolloutlog: error: ") and "nothing was recorded" in result.stderr
+    )
+    assert os.listdir(tmp_path) == []
