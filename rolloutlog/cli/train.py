@@ -30,7 +30,6 @@ import attrs
 import click
 from click.core import ParameterSource
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rolloutlog.cli.bad_input import fail
 from rolloutlog.cli.options import (
@@ -42,6 +41,7 @@ from rolloutlog.cli.options import (
     set_option,
 )
 from rolloutlog.cli.output import emit_json, key_values, run_age_split
+from rolloutlog.cli.progress import progress
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import ConfigError, RunConfig, parse_overrides
 from rolloutlog.events.errors import LogError, TornTailWarning
@@ -223,26 +223,9 @@ async def _until_terminated(run: Coroutine[Any, Any, T]) -> T:
 
 @contextmanager
 def _progress(steps: int, quiet: bool) -> Iterator[Callable[[StepStats], None]]:
-    """A live line on stderr: step, mean reward, trained ages, stale cancels and drops."""
-    if quiet:
-        yield lambda stats: None
-        return
-    progress = Progress(
-        TextColumn("step"),
-        MofNCompleteColumn(),
-        BarColumn(bar_width=10),
-        TextColumn("{task.fields[line]}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task("train", total=steps, line="starting inference ...")
-
-        def on_step(stats: StepStats) -> None:
-            progress.update(task, completed=stats.step, line=describe_step(stats))
-
-        yield on_step
+    """Step, mean reward, trained ages, stale cancels and drops, on stderr (cli.progress)."""
+    with progress("step", steps, quiet=quiet, first="starting inference ...") as update:
+        yield lambda stats: update(stats.step, describe_step(stats))
 
 
 def describe_step(stats: StepStats) -> str:
