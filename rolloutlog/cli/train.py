@@ -575,7 +575,9 @@ def finish(report: dict[str, Any], as_json: bool) -> None:
     else:
         print_report(report)
     if report["error"] is not None:
-        fault(f"{report['finished_reason']}: {report['error']}")
+        resumable = report["run_finished"] is None and report["events"] > 0
+        then = f"; continue it with: rolloutlog train --resume {report['log']}" if resumable else ""
+        fault(f"{report['finished_reason']}: {report['error']}{then}")
     broken = report["invariant_violations"] or report["replay_error"]
     if broken:  # the deciders never break a property; if the log does, say so loudly
         fault(f"the log breaks a property: {broken}")

@@ -22,7 +22,10 @@ event at a time; only the trainer runs on another thread. World events carry `t`
 since the run started (`time.monotonic`): the core stays pure, the clock is read here.
 Faults end the run cleanly: `run_finished` (with the fault as its reason) is recorded when
 the loop can still take it, and the log is committed only at settled points, so it
-verifies up to the fault.
+verifies up to the fault. Losing every inference endpoint is the exception: the pool waits
+`endpoint_wait_s` for one to come back, and if none does the run stops as a crash does,
+without `run_finished`, so that `rolloutlog train --resume` continues it once inference is
+back (a recorded `run_finished` is final).
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ TICK_POLL_S: Final = 0.5  # how often the smoothing timer asks the core whether 
 # Ends decided by the log itself finish at the event that decided them, so the log ends
 # exactly there; a fault first gives answers already on their way a moment to arrive.
 FINISH_AT_ONCE: Final = frozenset({"steps", "zero_output"})
+# Ends that leave the run resumable: no run_finished is recorded (inference may come back).
+RESUMABLE: Final = frozenset({"inference_lost"})
 _log = logging.getLogger(__name__)
 
 
@@ -113,6 +118,7 @@ class DriverOptions:
     publish_backoff_s: float = 0.5
     shutdown_timeout_s: float = 30.0
     check_invariants: bool = False
+    endpoint_wait_s: float = 30.0  # no endpoint left: wait this long for one to come back
 
     def __attrs_post_init__(self) -> None:
         if self.steps < 1 or self.publish_attempts < 1:
@@ -188,6 +194,7 @@ class LiveDriver:
                 )
                 await self.publisher.publish(initial, 0, live=0)
                 self._feed(self._run_started())
+            self.pool.wait_for_endpoints(self.options.endpoint_wait_s)  # the run is under way
             await self._done.wait()
         except asyncio.CancelledError:  # Ctrl-C under asyncio.run: shut down cleanly
             current = asyncio.current_task()
@@ -243,9 +250,11 @@ class LiveDriver:
         """Record `run_finished` (the loop cancels what is owed); nothing is fed after it.
 
         Only a process that recorded its start (`run_started` or `run_resumed`) ends the
-        run: a resume that failed before `run_resumed` leaves the crashed run resumable.
+        run: a resume that failed before `run_resumed` leaves the crashed run resumable, and
+        so does a `RESUMABLE` end.
         """
-        if not self._closed and not self._finishing and self.loop.next_seq > self._first_seq:
+        started = self.loop.next_seq > self._first_seq
+        if not self._closed and not self._finishing and started and self._reason not in RESUMABLE:
             self._finishing = True
             self._feed(RunFinished(t=self._now(), reason=self._reason or "interrupted"))
         self._closed = True
@@ -411,8 +420,9 @@ class LiveDriver:
         try:
             generation = await self.pool.generate(event.group_id, request)
         except InferenceError as failure:
-            if isinstance(failure, NoEndpointsLeft):
+            if isinstance(failure, NoEndpointsLeft):  # never sent: a resume cancels it
                 self._stop_for(failure)
+                return
             error = f"{type(failure).__name__}: {failure}"
             self._feed(self.book.failed(event.episode_id, error, self._now()))
             return

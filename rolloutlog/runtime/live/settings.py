@@ -59,6 +59,9 @@ class LiveSettings:
     trainer_threads: int = checked(1, between(1, MAX_THREADS), "torch threads of the trainer")
     generate_timeout_s: float = checked(120.0, at_least(0.01), "one generate call, at most")
     publish_attempts: int = checked(3, at_least(1), "tries of a weight update that failed")
+    endpoint_wait_s: float = checked(
+        30.0, between(0.0, 86400.0), "no endpoint left: wait this long for one to come back"
+    )
     check_invariants: bool = checked(False, None, "check every property on every event")
 
     def __attrs_post_init__(self) -> None:
