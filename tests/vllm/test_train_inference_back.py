@@ -33,8 +33,14 @@ def test_a_vllm_server_killed_and_restarted_mid_run_rejoins_and_the_run_goes_on(
         if stats.step == 3:
             servers[0].kill()
 
+    done = threading.Event()
+
+    def keep_restarted() -> None:  # the server dies with the thread that started it
+        servers.append(serve(servers[0].port))
+        done.wait()
+
     def restart() -> None:  # off the event loop: the pool keeps health-checking meanwhile
-        threading.Thread(target=lambda: servers.append(serve(servers[0].port))).start()
+        threading.Thread(target=keep_restarted).start()
 
     try:
         with on_warning("waiting up to", restart) as waiting:
@@ -44,6 +50,7 @@ def test_a_vllm_server_killed_and_restarted_mid_run_rejoins_and_the_run_goes_on(
     finally:
         for server in servers:
             server.stop()
+        done.set()
     assert waiting.done and len(servers) == 2
     assert result.finished_reason == "steps" and result.error is None, result
     summary = verified_summary(log)
