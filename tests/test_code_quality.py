@@ -20,8 +20,9 @@ ALLOWED = {
     "replay": {"core", "events"},
     "runtime": {"core", "events"},
     "testing": {"core", "events", "replay"},
-    "studies": {"core", "events", "replay", "runtime"},
-    "cli": {"core", "events", "replay", "runtime", "studies"},
+    "runs": {"core", "events", "replay", "runtime"},
+    "studies": {"core", "events", "replay", "runtime", "runs"},
+    "cli": {"core", "events", "replay", "runtime", "runs", "studies"},
 }
 # The core is pure: no clocks, no randomness, no I/O.
 IMPURE = {

@@ -1,6 +1,6 @@
 """`rolloutlog simulate`: the project's main job, a seeded what-if study of staleness policies.
 
-One run is `studies.run_report.run_policy`: the simulate driver (`rolloutlog.runtime.sim`)
+One run is `runs.simulate.run_policy`: the simulate driver (`rolloutlog.runtime.sim`)
 with replay's run summary observing its loop (and the invariant checker with `--check`),
 so the report carries every key of `replay --json` plus the simulator's own metrics,
 without holding the log in memory.
@@ -38,6 +38,7 @@ from rolloutlog.cli.output import emit_json
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.events.errors import LogError
+from rolloutlog.runs.simulate import policy_name, run_policy
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
 from rolloutlog.runtime.sim.scenario import (
@@ -48,7 +49,6 @@ from rolloutlog.runtime.sim.scenario import (
     scenario_names,
 )
 from rolloutlog.studies.policy_runs import policy_runs
-from rolloutlog.studies.run_report import policy_name, run_policy
 
 
 def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None:

@@ -13,14 +13,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner, Result
 
 from rolloutlog.cli.main import main
-from rolloutlog.cli.train import prepare_resume, read_crashed_run
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.log_writer import LogWriter
+from rolloutlog.runs.train import prepare_resume
+from rolloutlog.runs.train_inputs import RunRefused, read_crashed_run
 from rolloutlog.runtime.live import session
 from rolloutlog.runtime.live.crash_points import ENVIRONMENT_VARIABLE
 from rolloutlog.runtime.live.rollout_store import read_store
@@ -115,7 +115,7 @@ def test_runs_and_checkpoints_from_before_run_ids(run: Path, checkpoint_id: bool
         store.write('{"meta":{"run_id":null}}\n')
     crashed = read_crashed_run(Path("run.arrow"))
     if checkpoint_id:
-        with pytest.raises(click.ClickException, match="this run is unnamed"):
+        with pytest.raises(RunRefused, match="this run is unnamed"):
             prepare_resume(Path("run.arrow"), crashed, run / "weights")
     else:
         point = prepare_resume(Path("run.arrow"), crashed, run / "weights")
