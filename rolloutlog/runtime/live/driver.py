@@ -55,7 +55,6 @@ from rolloutlog.events.types import (
     EpisodeFailed,
     EpisodesCancelled,
     Event,
-    GroupOpened,
     GroupScored,
     RunFinished,
     RunStarted,
@@ -383,22 +382,19 @@ class LiveDriver:
 
     # ---- carrying out decisions --------------------------------------------------------
     def _react(self, event: Event) -> None:
+        batch = self.book.decided(event)  # the bookkeeping a resume's fold repeats
         match event:
-            case GroupOpened():
-                self.book.group_opened(event)
             case EpisodeDispatched():
                 self.crash.crash_at("dispatch")
                 self._spawn(self._generate(event, self.book.request(event)))
             case EpisodesCancelled():
                 self._cancelled(event)
             case EpisodeDropped():
-                self.book.dropped(event.episode_id)
                 self.counts["dropped_stale"] += 1
             case GroupScored():
-                self.book.scored(event)
                 self.pool.forget_group(event.group_id)
-            case BatchShipped():
-                self._shipped(event)
+            case BatchShipped() if batch is not None:
+                self._shipped(event, batch)
             case _:
                 pass
 
@@ -444,7 +440,6 @@ class LiveDriver:
             prefix = self.resume.previous_prefix
             self._spawn(self._abort([request_id(prefix, e) for e in event.episode_ids]))
             return
-        self.book.cancelled(event.group_id, event.episode_ids)
         self._spawn(self._abort(self.book.request_ids(event.episode_ids)))
 
     async def _abort(self, request_ids: list[str]) -> None:
@@ -455,8 +450,7 @@ class LiveDriver:
         except InferenceError as error:
             _log.warning("abort of %d request(s) failed: %s", len(request_ids), error)
 
-    def _shipped(self, event: BatchShipped) -> None:
-        batch = self.book.shipped(event)
+    def _shipped(self, event: BatchShipped, batch: ShippedBatch) -> None:
         self.reward_curve.append(batch.mean_reward)
         ages = Counter(rollout_age(v, event.step) for v in batch.versions)
         self._batches.put_nowait(batch)

@@ -23,7 +23,10 @@ from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
+    EpisodeDropped,
     EpisodeFailed,
+    EpisodesCancelled,
+    Event,
     GroupOpened,
     GroupScored,
 )
@@ -281,6 +284,26 @@ class EpisodeBook:
         return ShippedBatch(
             step=event.step, samples=tuple(samples), versions=tuple(versions), mean_reward=mean
         )
+
+    def decided(self, event: Event) -> ShippedBatch | None:
+        """What a decided event does to the book, written once for the driver (as it
+        records the event) and the resume (as it folds the log): the shipped batch of a
+        `batch_shipped`, else None. A restart's cancellation leaves the book alone: it
+        cancels what the dead driver had sent, which this book never held."""
+        match event:
+            case GroupOpened():
+                self.group_opened(event)
+            case EpisodesCancelled(reason=reason) if reason != "restart":
+                self.cancelled(event.group_id, event.episode_ids)
+            case EpisodeDropped():
+                self.dropped(event.episode_id)
+            case GroupScored():
+                self.scored(event)
+            case BatchShipped():
+                return self.shipped(event)
+            case _:
+                pass
+        return None
 
     # ---- helpers -----------------------------------------------------------------------
     def _group(self, group_id: str, episode_id: str) -> _Group:
