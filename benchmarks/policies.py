@@ -17,8 +17,8 @@ import statistics
 import time
 from typing import Any
 
+from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario
-from rolloutlog.studies.run_report import run_policy
 
 SCENARIOS = ("default", "tight", "loose")
 PRESETS = (

@@ -30,9 +30,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import Scenario, load_scenario
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
-from rolloutlog.studies.run_report import run_policy
 
 Times = tuple[float, float]  # (wall seconds, CPU seconds of this process)
 

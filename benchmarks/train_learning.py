@@ -30,10 +30,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rolloutlog.cli.train import run_training
 from rolloutlog.core.config import parse_overrides
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.verify import verify_log
+from rolloutlog.runs.train import run_training
 from rolloutlog.runtime.live.reports import StepStats
 from rolloutlog.runtime.live.session import save_initial
 from rolloutlog.runtime.live.settings import build_settings

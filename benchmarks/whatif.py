@@ -51,8 +51,8 @@ from rolloutlog.cli.whatif import (
     fit_recorded,
     run_whatif,
 )
+from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario
-from rolloutlog.studies.run_report import run_policy
 from rolloutlog.studies.whatif import with_overrides
 
 FIGURES = ("finished_rollouts_discarded", "trained_episodes_per_hour", "mean_trained_age")

@@ -22,8 +22,9 @@ ALLOWED = {
     "record": {"core", "events"},
     "importers": {"core", "events", "record"},
     "testing": {"core", "events", "replay"},
-    "studies": {"core", "events", "replay", "runtime"},
-    "cli": {"core", "events", "replay", "runtime", "studies", "record", "importers"},
+    "runs": {"core", "events", "replay", "runtime"},
+    "studies": {"core", "events", "replay", "runtime", "runs"},
+    "cli": {"core", "events", "replay", "runtime", "runs", "studies", "record", "importers"},
 }
 # The core is pure: no clocks, no randomness, no I/O.
 IMPURE = {

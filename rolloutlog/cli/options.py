@@ -45,14 +45,24 @@ OUTPUT = OutputFile(dir_okay=False, path_type=Path)
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
+def missing_extra(what: str, extra: str, modules: tuple[str, ...]) -> str | None:
+    """The one line to print when an optional extra is not installed (`what` needs it),
+    or None when every module of it can be imported; checked before anything starts."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            return f"{what} needs {module} (pip install 'rolloutlog[{extra}]')"
+    return None
+
+
 class PlotFile(OutputFile):
     """A figure to write, its format named by its suffix, with matplotlib installed: both
     checked before the run, since drawing fails only once the run is over."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
-        if importlib.util.find_spec("matplotlib") is None:
-            self.fail("drawing needs matplotlib (pip install 'rolloutlog[plot]')", param, ctx)
+        problem = missing_extra("drawing", "plot", ("matplotlib",))
+        if problem is not None:
+            self.fail(problem, param, ctx)
         if Path(path).suffix.lower() not in PLOT_FORMATS:
             self.fail(
                 f"{click.format_filename(path)}: name the figure's format by its suffix: "

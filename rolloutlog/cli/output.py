@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,7 +15,6 @@ from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.log_reader import TornTail
 from rolloutlog.events.types import RunStarted
 from rolloutlog.replay.source import LogSource
-from rolloutlog.replay.step_metrics import StepMetrics
 
 # name in a value, name in a rate's label ("trained / h"), in words ("/ hour"), seconds
 DURATION_UNITS: Final = (("h", "hour", 3600.0), ("min", "minute", 60.0), ("s", "second", 1.0))
@@ -94,16 +92,6 @@ def warn_unstartable_config(source: LogSource, log: Path) -> None:
             "(rolloutlog would not start this run; folding what was recorded)",
             err=True,
         )
-
-
-def run_age_split(source: LogSource) -> dict[str, Any]:
-    """The run-level age split (`replay.step_metrics`: `off_policy/*`,
-    `dispatcher/off_policy/*`) of what could be read of the log; the replay beside it
-    reports where the log stops."""
-    metrics = StepMetrics()
-    with contextlib.suppress(EventError, LogError):
-        metrics.read(source.batches())
-    return metrics.run_values()
 
 
 def key_values(title: str, rows: Iterable[tuple[str, Any]]) -> Table:

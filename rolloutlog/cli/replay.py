@@ -25,7 +25,6 @@ from rolloutlog.cli.options import (
 from rolloutlog.cli.output import (
     emit_json,
     key_values,
-    run_age_split,
     warn_no_event,
     warn_torn_tail,
     warn_unstartable_config,
@@ -38,6 +37,7 @@ from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import LogFile, open_log
 from rolloutlog.replay.state_view import state_at
+from rolloutlog.replay.step_metrics import run_age_split
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
 from rolloutlog.replay.verify import verify_log
 

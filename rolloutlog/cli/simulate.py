@@ -1,6 +1,6 @@
 """`rolloutlog simulate`: the project's main job, a seeded what-if study of staleness policies.
 
-One run is `studies.run_report.run_policy`: the simulate driver (`rolloutlog.runtime.sim`)
+One run is `runs.simulate.run_policy`: the simulate driver (`rolloutlog.runtime.sim`)
 with replay's run summary observing its loop (and the invariant checker with `--check`),
 so the report carries every key of `replay --json` plus the simulator's own metrics,
 without holding the log in memory.
@@ -32,6 +32,7 @@ from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.events.errors import LogError
+from rolloutlog.runs.simulate import policy_name, run_policy
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.scenario import (
     Scenario,
@@ -42,7 +43,6 @@ from rolloutlog.runtime.sim.scenario import (
 )
 from rolloutlog.runtime.sim.simulation import SimResult
 from rolloutlog.studies.policy_runs import policy_runs
-from rolloutlog.studies.run_report import policy_name, run_policy
 
 
 def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None:

@@ -32,11 +32,11 @@ from rolloutlog.core.config import ConfigError
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
+from rolloutlog.runs.simulate import policy_name
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.scenario import Scenario, parse_set_options
 from rolloutlog.runtime.sim.scenario_toml import scenario_toml
 from rolloutlog.runtime.sim.simulation import SimResult
-from rolloutlog.studies.run_report import policy_name
 from rolloutlog.studies.whatif import FittedRun, fit_log, recorded_report, with_overrides
 from rolloutlog.studies.whatif.fit import FitError
 from rolloutlog.studies.whatif.interval import RaceSample, discarded_interval, rate_interval

@@ -20,17 +20,22 @@ episode (not the step means); see docs/replay.md.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import pyarrow as pa
 
 from rolloutlog.core.staleness import rollout_age
+from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.schema import batch_columns
 from rolloutlog.events.types import EVENT_TYPES, Event
+
+if TYPE_CHECKING:
+    from rolloutlog.replay.source import LogSource
 
 OFF_POLICY: Final = "off_policy"
 IN_FLIGHT: Final = "off_policy/in_flight"
@@ -288,3 +293,12 @@ class StepMetrics:
                 }
             )
         self.step, self.window = step + 1, _Window()
+
+
+def run_age_split(source: LogSource) -> dict[str, Any]:
+    """The run-level age split (`off_policy/*`, `dispatcher/off_policy/*`) of what could
+    be read of the log; the replay beside it reports where the log stops."""
+    metrics = StepMetrics()
+    with contextlib.suppress(EventError, LogError):
+        metrics.read(source.batches())
+    return metrics.run_values()

@@ -17,6 +17,7 @@ from typing import Any, Final
 import attrs
 
 from rolloutlog.core.config import ConfigError, parse_overrides
+from rolloutlog.runs.simulate import policy_name
 from rolloutlog.runtime.sim.scenario import (
     Scenario,
     load_scenario,
@@ -24,7 +25,6 @@ from rolloutlog.runtime.sim.scenario import (
     run_overrides,
 )
 from rolloutlog.studies.policy_runs import policy_runs
-from rolloutlog.studies.run_report import policy_name
 
 Settings = tuple[tuple[str, Any], ...]
 MAX_CELLS: Final = 10_000  # `--max-cells`' default: a grid larger is more likely a typo

@@ -16,8 +16,8 @@ import attrs
 
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import preset_overrides
+from rolloutlog.runs.simulate import policy_name
 from rolloutlog.runtime.sim.scenario import Scenario
-from rolloutlog.studies.run_report import policy_name
 
 
 @attrs.frozen

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rolloutlog.events.whole_file import written_whole
+from rolloutlog.runs.simulate import run_policy
 from rolloutlog.studies.grid import Cell, value_kind
-from rolloutlog.studies.run_report import run_policy
 
 CELL_COLUMNS = ("scenario", "preset", "seed", "steps")
 DIGEST_COLUMN = "scenario_digest"

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from rolloutlog.core.config import ConfigError
+from rolloutlog.runs.simulate import policy_name
 from rolloutlog.studies.best import (
     BestSyntaxError,
     best_per_scenario,
@@ -24,7 +25,6 @@ from rolloutlog.studies.results import (
     setting_columns,
     to_table,
 )
-from rolloutlog.studies.run_report import policy_name
 from rolloutlog.studies.sweep_plot import pareto_front, place_labels
 
 COLUMNS = ["trained_episodes_per_hour", "finished_rollouts_discarded", "mean_trained_age"]

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from rolloutlog.cli import main
 from rolloutlog.cli.whatif import fit_recorded, run_whatif
 from rolloutlog.core.config import ConfigError
+from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario, scenario_from_mapping
 from rolloutlog.runtime.sim.scenario_toml import scenario_toml
 from rolloutlog.runtime.sim.streams import RandomStreams
@@ -33,7 +34,6 @@ from rolloutlog.runtime.sim.trace_world import (
 )
 from rolloutlog.runtime.sim.world import WorldModel
 from rolloutlog.runtime.sim.world_config import WorldConfig
-from rolloutlog.studies.run_report import run_policy
 from rolloutlog.studies.whatif.fit import late_arrival_rate, observed_races
 
 FIGURES = ("finished_rollouts_discarded", "trained_episodes_per_hour", "mean_trained_age")

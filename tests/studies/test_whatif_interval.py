@@ -19,13 +19,13 @@ from click.testing import CliRunner
 
 from rolloutlog.cli import main
 from rolloutlog.cli.whatif import INTERVAL_KEY, discarded_interval_for, fit_recorded
+from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.metrics import SimMetrics
 from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.runtime.sim.streams import RandomStreams
 from rolloutlog.runtime.sim.trace_world import RecordedEpisode, Trace, TraceWorld
 from rolloutlog.runtime.sim.world import EpisodePlan, Task
 from rolloutlog.runtime.sim.world_config import WorldConfig
-from rolloutlog.studies.run_report import run_policy
 from rolloutlog.studies.whatif.interval import (
     RaceSample,
     beta_cdf,

@@ -22,7 +22,10 @@ event at a time; only the trainer runs on another thread. World events carry `t`
 since the run started (`time.monotonic`): the core stays pure, the clock is read here.
 Faults end the run cleanly: `run_finished` (with the fault as its reason) is recorded when
 the loop can still take it, and the log is committed only at settled points, so it
-verifies up to the fault.
+verifies up to the fault. Losing every inference endpoint is the exception: the pool waits
+`endpoint_wait_s` for one to come back, and if none does the run stops as a crash does,
+without `run_finished`, so that `rolloutlog train --resume` continues it once inference is
+back (a recorded `run_finished` is final).
 """
 
 from __future__ import annotations
@@ -52,7 +55,6 @@ from rolloutlog.events.types import (
     EpisodeFailed,
     EpisodesCancelled,
     Event,
-    GroupOpened,
     GroupScored,
     RunFinished,
     RunStarted,
@@ -75,6 +77,8 @@ TICK_POLL_S: Final = 0.5  # how often the smoothing timer asks the core whether 
 # Ends decided by the log itself finish at the event that decided them, so the log ends
 # exactly there; a fault first gives answers already on their way a moment to arrive.
 FINISH_AT_ONCE: Final = frozenset({"steps", "zero_output"})
+# Ends that leave the run resumable: no run_finished is recorded (inference may come back).
+RESUMABLE: Final = frozenset({"inference_lost"})
 _log = logging.getLogger(__name__)
 
 
@@ -113,6 +117,7 @@ class DriverOptions:
     publish_backoff_s: float = 0.5
     shutdown_timeout_s: float = 30.0
     check_invariants: bool = False
+    endpoint_wait_s: float = 30.0  # no endpoint left: wait this long for one to come back
 
     def __attrs_post_init__(self) -> None:
         if self.steps < 1 or self.publish_attempts < 1:
@@ -188,6 +193,7 @@ class LiveDriver:
                 )
                 await self.publisher.publish(initial, 0, live=0)
                 self._feed(self._run_started())
+            self.pool.wait_for_endpoints(self.options.endpoint_wait_s)  # the run is under way
             await self._done.wait()
         except asyncio.CancelledError:  # Ctrl-C under asyncio.run: shut down cleanly
             current = asyncio.current_task()
@@ -243,9 +249,11 @@ class LiveDriver:
         """Record `run_finished` (the loop cancels what is owed); nothing is fed after it.
 
         Only a process that recorded its start (`run_started` or `run_resumed`) ends the
-        run: a resume that failed before `run_resumed` leaves the crashed run resumable.
+        run: a resume that failed before `run_resumed` leaves the crashed run resumable, and
+        so does a `RESUMABLE` end.
         """
-        if not self._closed and not self._finishing and self.loop.next_seq > self._first_seq:
+        started = self.loop.next_seq > self._first_seq
+        if not self._closed and not self._finishing and started and self._reason not in RESUMABLE:
             self._finishing = True
             self._feed(RunFinished(t=self._now(), reason=self._reason or "interrupted"))
         self._closed = True
@@ -374,22 +382,19 @@ class LiveDriver:
 
     # ---- carrying out decisions --------------------------------------------------------
     def _react(self, event: Event) -> None:
+        batch = self.book.decided(event)  # the bookkeeping a resume's fold repeats
         match event:
-            case GroupOpened():
-                self.book.group_opened(event)
             case EpisodeDispatched():
                 self.crash.crash_at("dispatch")
                 self._spawn(self._generate(event, self.book.request(event)))
             case EpisodesCancelled():
                 self._cancelled(event)
             case EpisodeDropped():
-                self.book.dropped(event.episode_id)
                 self.counts["dropped_stale"] += 1
             case GroupScored():
-                self.book.scored(event)
                 self.pool.forget_group(event.group_id)
-            case BatchShipped():
-                self._shipped(event)
+            case BatchShipped() if batch is not None:
+                self._shipped(event, batch)
             case _:
                 pass
 
@@ -411,8 +416,9 @@ class LiveDriver:
         try:
             generation = await self.pool.generate(event.group_id, request)
         except InferenceError as failure:
-            if isinstance(failure, NoEndpointsLeft):
+            if isinstance(failure, NoEndpointsLeft):  # never sent: a resume cancels it
                 self._stop_for(failure)
+                return
             error = f"{type(failure).__name__}: {failure}"
             self._feed(self.book.failed(event.episode_id, error, self._now()))
             return
@@ -434,7 +440,6 @@ class LiveDriver:
             prefix = self.resume.previous_prefix
             self._spawn(self._abort([request_id(prefix, e) for e in event.episode_ids]))
             return
-        self.book.cancelled(event.group_id, event.episode_ids)
         self._spawn(self._abort(self.book.request_ids(event.episode_ids)))
 
     async def _abort(self, request_ids: list[str]) -> None:
@@ -445,8 +450,7 @@ class LiveDriver:
         except InferenceError as error:
             _log.warning("abort of %d request(s) failed: %s", len(request_ids), error)
 
-    def _shipped(self, event: BatchShipped) -> None:
-        batch = self.book.shipped(event)
+    def _shipped(self, event: BatchShipped, batch: ShippedBatch) -> None:
         self.reward_curve.append(batch.mean_reward)
         ages = Counter(rollout_age(v, event.step) for v in batch.versions)
         self._batches.put_nowait(batch)

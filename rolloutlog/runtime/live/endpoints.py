@@ -12,6 +12,11 @@
   once with `EndpointLost`, so the caller records each as a failed episode: none is lost
   from the accounting, and none waits on a dead socket. An endpoint whose weight reload
   fails is taken out the same way: it would serve the wrong version.
+- Recovery: once the run is under way (`wait_for_endpoints(seconds)`), losing the last
+  endpoint is not the end at once: new requests and weight updates wait while the lost
+  endpoints are health-checked, and the first to answer is given the live weights and
+  taken back into rotation (a restarted `vllm serve` starts from whatever checkpoint it
+  was given). Only when none comes back in time is `NoEndpointsLeft` raised.
 Everything runs on one asyncio loop, so the bookkeeping needs no locks.
 """
 
@@ -35,6 +40,7 @@ from rolloutlog.runtime.live.protocol import (
 )
 
 GROUPS_REMEMBERED_MAX: Final = 65536  # affinity entries kept; the oldest are forgotten
+RECOVERY_POLL_S: Final = 0.5  # how often lost endpoints are health-checked while none is left
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -84,6 +90,15 @@ class EndpointPool:
         self._where: dict[str, Endpoint] = {}
         self._on_lost = on_lost
         self.live_version: str | None = None
+        self.live_weights: str | None = None  # what a recovered endpoint is given
+        self._wait_s = 0.0
+        self._recovery: asyncio.Task[bool] | None = None
+        self._gave_up = False
+
+    def wait_for_endpoints(self, seconds: float) -> None:
+        """From now on, wait up to `seconds` for a lost endpoint to come back when none
+        is left (the driver sets it once the run has recorded its start)."""
+        self._wait_s = seconds
 
     # ---- placement and generation ----------------------------------------------------
     def alive(self) -> list[Endpoint]:
@@ -110,6 +125,7 @@ class EndpointPool:
 
     async def generate(self, group_id: str, request: GenerateRequest) -> Generation:
         """Generate on the group's endpoint; `EndpointLost` if that endpoint is lost."""
+        await self._alive_or_recovered()
         endpoint = self.place(group_id)
         if request.request_id in self._where:
             raise ValueError(f"request_id {request.request_id!r} is already in flight")
@@ -158,8 +174,18 @@ class EndpointPool:
         Pause in keep mode, so requests in flight freeze and finish on the new weights
         (their `weight_versions` show both); then reload, relabel and resume. An endpoint
         whose reload fails leaves rotation; if all fail, all resume on the old weights and
-        `WeightReloadFailed` is raised.
+        `WeightReloadFailed` is raised. With no endpoint left it waits for one to come
+        back (`wait_for_endpoints`), then updates it.
         """
+        while True:
+            await self._alive_or_recovered()
+            try:
+                return await self._publish_once(weights_path, version)
+            except NoEndpointsLeft:
+                if not self._may_recover():
+                    raise
+
+    async def _publish_once(self, weights_path: str, version: str) -> str:
         await self._each(self.alive(), lambda e: e.backend.pause("keep"))
         self._require_alive()  # every endpoint failed to pause: lost, not a reload failure
         failures = await self._each(
@@ -177,7 +203,7 @@ class EndpointPool:
         for endpoint in self.alive():
             endpoint.version = version
         self._require_alive()
-        self.live_version = version
+        self.live_version, self.live_weights = version, weights_path
         return version
 
     async def check_health(self) -> list[str]:
@@ -195,6 +221,59 @@ class EndpointPool:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(e.backend.aclose() for e in self.endpoints))
+
+    # ---- recovery --------------------------------------------------------------------
+    def _may_recover(self) -> bool:
+        return self._wait_s > 0 and not self._gave_up
+
+    async def _alive_or_recovered(self) -> None:
+        """Return once an endpoint is in rotation; `NoEndpointsLeft` if none comes back."""
+        if self.alive():
+            return
+        if not self._may_recover():
+            raise self._none_left()
+        if self._recovery is None:  # one recovery at a time; every caller waits on it
+            self._recovery = asyncio.ensure_future(self._recover())
+        if not await asyncio.shield(self._recovery):
+            raise self._none_left()
+
+    async def _recover(self) -> bool:
+        """Health-check the lost endpoints until one is back in rotation or time is up."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._wait_s
+        _log.warning(
+            "no inference endpoint is left; waiting up to %.1f s for one to come back",
+            self._wait_s,
+        )
+        try:
+            while True:
+                for endpoint in self.endpoints:
+                    if await endpoint.backend.health() and await self._readmit(endpoint):
+                        return True
+                left = deadline - loop.time()
+                if left <= 0:
+                    self._gave_up = True
+                    return False
+                await asyncio.sleep(min(RECOVERY_POLL_S, left))
+        finally:
+            self._recovery = None
+
+    async def _readmit(self, endpoint: Endpoint) -> bool:
+        """Give a lost endpoint that answers again the live weights, then take it back."""
+        try:
+            if self.live_weights is not None and self.live_version is not None:
+                await endpoint.backend.reload_weights(self.live_weights)
+                await endpoint.backend.update_weight_version(self.live_version)
+            await endpoint.backend.resume()
+        except InferenceError as error:
+            _log.warning("inference endpoint %s answers but cannot rejoin: %s", endpoint.url, error)
+            return False
+        endpoint.alive, endpoint.lost_reason = True, None
+        endpoint.version = self.live_version
+        _log.warning(
+            "inference endpoint %s is back in rotation, serving %s", endpoint.url, self.live_version
+        )
+        return True
 
     # ---- loss ------------------------------------------------------------------------
     async def _each(

@@ -23,16 +23,37 @@ from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
+    EpisodeDropped,
     EpisodeFailed,
+    EpisodesCancelled,
+    Event,
     GroupOpened,
     GroupScored,
 )
 from rolloutlog.runtime.live.digits import DigitTask, reward, task_from_id
 from rolloutlog.runtime.live.protocol import GenerateRequest, Generation, SamplingParams
-from rolloutlog.runtime.live.trainer import TrainSample
 
 ROLLOUTS_KEPT_MAX: Final = 1 << 20  # far above any sane queue; past it, data leaks
 SEED_MASK: Final = (1 << 63) - 1  # vLLM and the CPU server take seeds that fit in int64
+
+
+@attrs.frozen(kw_only=True)
+class TrainSample:
+    """One episode as the trainer needs it; `inference_logprobs` has one entry per token."""
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    inference_logprobs: tuple[float, ...]
+    advantage: float
+
+    def __attrs_post_init__(self) -> None:
+        if not self.prompt_ids or not self.completion_ids:
+            raise ValueError("a train sample needs a prompt and at least one completion token")
+        if len(self.inference_logprobs) != len(self.completion_ids):
+            raise ValueError(
+                f"{len(self.inference_logprobs)} inference logprobs for "
+                f"{len(self.completion_ids)} completion tokens"
+            )
 
 
 class BookError(RuntimeError):
@@ -263,6 +284,26 @@ class EpisodeBook:
         return ShippedBatch(
             step=event.step, samples=tuple(samples), versions=tuple(versions), mean_reward=mean
         )
+
+    def decided(self, event: Event) -> ShippedBatch | None:
+        """What a decided event does to the book, written once for the driver (as it
+        records the event) and the resume (as it folds the log): the shipped batch of a
+        `batch_shipped`, else None. A restart's cancellation leaves the book alone: it
+        cancels what the dead driver had sent, which this book never held."""
+        match event:
+            case GroupOpened():
+                self.group_opened(event)
+            case EpisodesCancelled(reason=reason) if reason != "restart":
+                self.cancelled(event.group_id, event.episode_ids)
+            case EpisodeDropped():
+                self.dropped(event.episode_id)
+            case GroupScored():
+                self.scored(event)
+            case BatchShipped():
+                return self.shipped(event)
+            case _:
+                pass
+        return None
 
     # ---- helpers -----------------------------------------------------------------------
     def _group(self, group_id: str, episode_id: str) -> _Group:

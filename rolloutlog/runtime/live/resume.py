@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import cast
 
 import attrs
 
@@ -33,7 +32,15 @@ from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.core.redecide import redecide
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_reader import LogReader
-from rolloutlog.events.types import WORLD_KINDS, EpisodeCompleted, Event, RunResumed, RunStarted
+from rolloutlog.events.types import (
+    WORLD_KINDS,
+    EpisodeCompleted,
+    EpisodeFailed,
+    Event,
+    RunResumed,
+    RunStarted,
+    VersionLive,
+)
 from rolloutlog.runtime.live.broadcast import BroadcastError, WeightBroadcast, new_run_id
 from rolloutlog.runtime.live.episodes import BookError, EpisodeBook, ShippedBatch
 from rolloutlog.runtime.live.rollout_store import StoredRun
@@ -204,25 +211,16 @@ class _Fold:
         return loop
 
     def _book(self, event: Event, stored: StoredRun) -> None:
-        """What the driver did to its book on this event (see `LiveDriver._react`)."""
-        kind, book = event.kind, self.book
-        if kind == "group_opened":
-            book.group_opened(event)  # type: ignore[arg-type]
-        elif kind == "episodes_cancelled" and event.reason != "restart":  # type: ignore[union-attr]
-            book.cancelled(event.group_id, event.episode_ids)  # type: ignore[union-attr]
-        elif kind == "episode_completed":
-            completed = cast(EpisodeCompleted, event)
-            book.restore(completed, stored.rollout(completed.episode_id))
-        elif kind == "episode_failed":
-            book.failed(event.episode_id, event.error, event.t)  # type: ignore[union-attr]
-        elif kind == "episode_dropped":
-            book.dropped(event.episode_id)  # type: ignore[union-attr]
-        elif kind == "group_scored":
-            book.scored(event)  # type: ignore[arg-type]
-        elif kind == "batch_shipped":
-            batch = book.shipped(event)  # type: ignore[arg-type]
+        """What the driver did to its book on this event (`EpisodeBook.decided` for a
+        decision; for the world events, what `LiveDriver._generate` did)."""
+        batch = self.book.decided(event)
+        if batch is not None:
             self.shipped = batch.step
             if batch.step > self.checkpoint:
                 self.retrain.append(batch)
-        elif kind == "version_live":
-            self.live = event.version  # type: ignore[union-attr]
+        elif isinstance(event, EpisodeCompleted):
+            self.book.restore(event, stored.rollout(event.episode_id))
+        elif isinstance(event, EpisodeFailed):
+            self.book.failed(event.episode_id, event.error, event.t)
+        elif isinstance(event, VersionLive):
+            self.live = event.version

@@ -117,6 +117,7 @@ async def train_live(
         temperature=settings.temperature,
         publish_attempts=settings.publish_attempts,
         check_invariants=settings.check_invariants,
+        endpoint_wait_s=settings.endpoint_wait_s,
     )
     trainer_config = TrainerConfig(
         learning_rate=settings.learning_rate,

@@ -25,6 +25,7 @@ from rolloutlog.core.config import (
     build_config,
     checked,
 )
+from rolloutlog.core.overrides import qualify_overrides
 
 ServerMode = Literal["process", "thread"]
 
@@ -59,6 +60,9 @@ class LiveSettings:
     trainer_threads: int = checked(1, between(1, MAX_THREADS), "torch threads of the trainer")
     generate_timeout_s: float = checked(120.0, at_least(0.01), "one generate call, at most")
     publish_attempts: int = checked(3, at_least(1), "tries of a weight update that failed")
+    endpoint_wait_s: float = checked(
+        30.0, between(0.0, 86400.0), "no endpoint left: wait this long for one to come back"
+    )
     check_invariants: bool = checked(False, None, "check every property on every event")
 
     def __attrs_post_init__(self) -> None:
@@ -71,22 +75,15 @@ class LiveSettings:
 
 RUN_KEYS: Final = frozenset(f.name for f in attrs.fields(RunConfig))
 LIVE_KEYS: Final = frozenset(f.name for f in attrs.fields(LiveSettings))
+SECTIONS: Final = {"run": RUN_KEYS, "live": LIVE_KEYS}  # what `--set` may name
+RESERVED: Final = {"run.seed": "the run seed is the training seed; use --seed"}
 
 
 def build_settings(overrides: Mapping[str, Any], *, seed: int) -> tuple[RunConfig, LiveSettings]:
     """The run config (train defaults, then overrides, then `seed`) and the live settings."""
-    run: dict[str, Any] = {}
-    live: dict[str, Any] = {}
-    given: dict[tuple[str, str], str] = {}  # `batch_size` and `run.batch_size` are one key
-    for key, value in overrides.items():
-        section, name = _qualify(key)
-        if (section, name) in given:
-            raise ConfigError(
-                f"--set {given[section, name]} and --set {key}: two values for "
-                f"{section}.{name}; give one"
-            )
-        given[section, name] = key
-        (run if section == "run" else live)[name] = value
+    qualified = qualify_overrides(overrides, SECTIONS, reserved=RESERVED)
+    run = {key: value for (section, key), value in qualified.items() if section == "run"}
+    live = {key: value for (section, key), value in qualified.items() if section == "live"}
     run = apply_overrides(TRAIN_RUN_DEFAULTS, {**run, "seed": seed})
     config = RunConfig.from_mapping(run, where="run")
     if config.frozen_fraction > 0:  # refused here, before a run creates any file
@@ -95,20 +92,3 @@ def build_settings(overrides: Mapping[str, Any], *, seed: int) -> tuple[RunConfi
             "policy (leave it 0)"
         )
     return config, build_config(LiveSettings, live, where="live")
-
-
-def _qualify(key: str) -> tuple[str, str]:
-    section, dot, name = key.partition(".")
-    if not dot:
-        section, name = ("run" if key in RUN_KEYS else "live"), key
-    keys = {"run": RUN_KEYS, "live": LIVE_KEYS}.get(section)
-    if keys is None:
-        raise ConfigError(f"--set {key}: the section must be `run` or `live`")
-    if name not in keys:
-        raise ConfigError(
-            f"--set {key}: unknown key; run keys: {', '.join(sorted(RUN_KEYS))}; "
-            f"live keys: {', '.join(sorted(LIVE_KEYS))}"
-        )
-    if section == "run" and name == "seed":
-        raise ConfigError(f"--set {key}: the run seed is the training seed; use --seed")
-    return section, name

@@ -28,26 +28,8 @@ from torch.nn import functional
 
 from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.digits import PAD_ID
+from rolloutlog.runtime.live.episodes import TrainSample
 from rolloutlog.runtime.live.model import LlamaForCausalLM, load_weights_into
-
-
-@attrs.frozen(kw_only=True)
-class TrainSample:
-    """One episode as the trainer needs it; `inference_logprobs` has one entry per token."""
-
-    prompt_ids: tuple[int, ...]
-    completion_ids: tuple[int, ...]
-    inference_logprobs: tuple[float, ...]
-    advantage: float
-
-    def __attrs_post_init__(self) -> None:
-        if not self.prompt_ids or not self.completion_ids:
-            raise ValueError("a train sample needs a prompt and at least one completion token")
-        if len(self.inference_logprobs) != len(self.completion_ids):
-            raise ValueError(
-                f"{len(self.inference_logprobs)} inference logprobs for "
-                f"{len(self.completion_ids)} completion tokens"
-            )
 
 
 @attrs.frozen(kw_only=True)

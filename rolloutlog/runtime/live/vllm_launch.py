@@ -80,8 +80,9 @@ class VLLMProcess:
         extra_flags: Sequence[str] = (),
         env: dict[str, str] | None = None,
         start_timeout_s: float = 300.0,
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        self.port = free_port() if port is None else port  # a restart takes the old one
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         arguments = [*command, "serve", str(checkpoint), *SERVE_FLAGS, *extra_flags]

@@ -21,12 +21,18 @@ from typing import Any
 import attrs
 
 from rolloutlog.core.config import ConfigError, RunConfig, apply_overrides, parse_overrides
+from rolloutlog.core.overrides import qualify_overrides
 from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.validate import INT64_MAX
 from rolloutlog.runtime.sim.trace_world import Trace, refuse_unread_world_keys
 from rolloutlog.runtime.sim.world_config import WORLD_KEYS, WorldConfig
 
 RUN_KEYS = frozenset(f.name for f in attrs.fields(RunConfig))
+SECTIONS = {"run": RUN_KEYS, "world": WORLD_KEYS}  # what `--set` may name
+RESERVED = {
+    "run.seed": "the run seed is no setting (simulate takes --seed; whatif keeps the "
+    "recorded run's)"
+}
 TOP_LEVEL_KEYS = frozenset({"description", "steps", "seed", "run", "world", "trace"})
 DEFAULT_STEPS = 100
 
@@ -130,14 +136,8 @@ def scenario_from_mapping(
 
 def resolve_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Qualify every override key as `run.key` or `world.key`; refuse unknown or ambiguous."""
-    resolved: dict[str, Any] = {}
-    named: dict[str, str] = {}
-    for key, value in overrides.items():
-        qualified = _qualify(key)
-        if qualified in resolved:  # `batch_size` and `run.batch_size`: one would silently win
-            raise ConfigError(f"--set {named[qualified]} and --set {key}: both set {qualified}")
-        resolved[qualified], named[qualified] = value, key
-    return resolved
+    qualified = qualify_overrides(overrides, SECTIONS, reserved=RESERVED)
+    return {f"{section}.{key}": value for (section, key), value in qualified.items()}
 
 
 def run_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -148,35 +148,6 @@ def run_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
 def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """`--set key=value` strings to qualified overrides (TOML values, bare strings allowed)."""
     return resolve_overrides(parse_overrides(items))
-
-
-def _qualify(key: str) -> str:
-    section, dot, field = key.partition(".")
-    if dot:
-        keys = {"run": RUN_KEYS, "world": WORLD_KEYS}.get(section)
-        if keys is None:
-            raise ConfigError(f"--set {key}: the section must be `run` or `world`")
-        if field not in keys:
-            raise ConfigError(f"--set {key}: unknown key; known {section} keys: {_list(keys)}")
-        if key == "run.seed":
-            raise ConfigError(
-                "--set run.seed: the run seed is no setting (simulate takes --seed; whatif "
-                "keeps the recorded run's)"
-            )
-        return key
-    owners = [s for s, keys in (("run", RUN_KEYS), ("world", WORLD_KEYS)) if key in keys]
-    if len(owners) > 1:
-        raise ConfigError(f"--set {key}: ambiguous, name run.{key} or world.{key}")
-    if not owners:
-        raise ConfigError(
-            f"--set {key}: unknown key; run keys: {_list(RUN_KEYS)}; world keys: "
-            f"{_list(WORLD_KEYS)}"
-        )
-    return _qualify(f"{owners[0]}.{key}")
-
-
-def _list(keys: frozenset[str]) -> str:
-    return ", ".join(sorted(keys))
 
 
 def _table(data: Mapping[str, Any], section: str, source: str) -> Mapping[str, Any]:

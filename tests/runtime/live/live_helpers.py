@@ -6,7 +6,9 @@ A uniquely named module (not conftest) so that test files import it without ambi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ def run_driver(
     on_step: Callable[[StepStats], None] | None = None,
     publish_attempts: int = 3,
     prepare: Callable[[GRPOTrainer], None] | None = None,
+    endpoint_wait_s: float = 0.0,
 ) -> tuple[LiveResult, Path]:
     """Drive a run with every invariant checked on every event; (result, log path)."""
     config, settings = build_settings({**SMALL, **(overrides or {})}, seed=0)
@@ -53,6 +56,7 @@ def run_driver(
         publish_attempts=publish_attempts,
         publish_backoff_s=0.05,
         shutdown_timeout_s=10.0,
+        endpoint_wait_s=endpoint_wait_s,
     )
     log_path = tmp_path / "run.arrow"
 
@@ -84,3 +88,29 @@ def verified_summary(log_path: Path) -> dict[str, Any]:
 def failures(log_path: Path) -> list[str]:
     """The `error` of every `episode_failed` in the log."""
     return [e.error for e in open_log(log_path).events() if e.kind == "episode_failed"]  # type: ignore[union-attr]
+
+
+class OnWarning(logging.Handler):
+    """Calls `act` once, when a warning containing `text` is logged: a test waits on the
+    runtime's own report of an event instead of on time."""
+
+    def __init__(self, text: str, act: Callable[[], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.text, self.act, self.done = text, act, False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.done and self.text in record.getMessage():
+            self.done = True
+            self.act()
+
+
+@contextlib.contextmanager
+def on_warning(text: str, act: Callable[[], None]) -> Iterator[OnWarning]:
+    """`OnWarning` on rolloutlog's loggers for the block."""
+    handler = OnWarning(text, act)
+    logger = logging.getLogger("rolloutlog")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)

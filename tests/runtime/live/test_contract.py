@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from rolloutlog.runtime.live.digits import EOS_ID, task_from_id
+from rolloutlog.runtime.live.episodes import TrainSample
 from rolloutlog.runtime.live.model import load_checkpoint
 from rolloutlog.runtime.live.protocol import (
     GenerateRequest,
@@ -24,7 +25,7 @@ from rolloutlog.runtime.live.protocol import (
     SamplingParams,
     check_cache_salt,
 )
-from rolloutlog.runtime.live.trainer import TrainSample, completion_logprobs
+from rolloutlog.runtime.live.trainer import completion_logprobs
 from rolloutlog.runtime.live.twin.server import InferenceServer
 from tests.runtime.live.vllm_contract import (
     CONTRACT,

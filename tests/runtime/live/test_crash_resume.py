@@ -150,3 +150,24 @@ def test_the_rollout_store_keeps_synced_rollouts_and_cuts_a_torn_line(tmp_path: 
     assert stored.rollout("g1/1") is None and stored.rollout("g1/2") is None
     RolloutStore(path, append=True).close()
     assert path.read_text().endswith("\n")
+
+
+def test_a_plain_run_killed_mid_run_resumes_from_the_weights_beside_its_log(
+    tmp_path: Path,
+) -> None:
+    """No --weights-dir: the checkpoints are kept in LOG.weights/, so --resume finds them."""
+    log = tmp_path / "plain.arrow"
+    start = ["--steps", "3", "--seed", "2", "--log", str(log)]
+    for setting in SETTINGS:
+        start += ["--set", setting]
+    crashed = _train(start, "shipped:1")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    assert (tmp_path / "plain.arrow.weights" / "v0" / "READY").is_file()
+    finished = _train(["--resume", str(log), "--json"], None)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    report = json.loads(finished.stdout)
+    assert report["finished_reason"] == "steps" and report["steps_shipped"] == 3
+    assert report["restarts"] == 1
+    _assert_verifies(log)
+    verify = CliRunner().invoke(main, ["verify", str(log)])
+    assert verify.exit_code == 0 and "every decision matches" in verify.output

@@ -7,13 +7,14 @@ threads, whose engines a test can make fail or slow.
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 from rolloutlog.runtime.live.client import ClientLimits
 from rolloutlog.runtime.live.model import WEIGHTS_FILE
-from rolloutlog.runtime.live.twin.launch import server_processes, server_threads
+from rolloutlog.runtime.live.twin.launch import ServerProcess, server_processes, server_threads
 from rolloutlog.runtime.live.twin.server import InferenceServer
-from tests.runtime.live.live_helpers import failures, run_driver, verified_summary
+from tests.runtime.live.live_helpers import failures, on_warning, run_driver, verified_summary
 
 
 def test_a_server_killed_mid_run_fails_its_episodes_and_the_run_goes_on(checkpoints, tmp_path):
@@ -33,7 +34,9 @@ def test_a_server_killed_mid_run_fails_its_episodes_and_the_run_goes_on(checkpoi
     assert any(processes[1].url in e for e in errors), errors
 
 
-def test_losing_the_only_server_stops_the_run_with_a_clear_error(checkpoints, tmp_path):
+def test_losing_the_only_server_for_good_stops_the_run_resumable(checkpoints, tmp_path):
+    """No server comes back (no wait here): the run stops as a crash does, without
+    run_finished, so that `train --resume` can continue it once inference is back."""
     with server_processes(checkpoints["a"], 1) as processes:
 
         def kill(stats):
@@ -46,8 +49,37 @@ def test_losing_the_only_server_stops_the_run_with_a_clear_error(checkpoints, tm
     error = result.error or ""
     assert "no inference endpoint is left in rotation" in error and dead_url in error, error
     summary = verified_summary(log)  # valid and replayable up to the fault
-    assert summary["run_finished"] == "inference_lost"
+    assert summary["run_finished"] is None
     assert summary["episodes_failed"] > 0 and summary["steps_shipped"] < 20
+
+
+def test_a_server_killed_and_restarted_mid_run_rejoins_and_the_run_goes_on(checkpoints, tmp_path):
+    processes = [ServerProcess(checkpoints["b"])]  # a restart starts from other weights
+    port = int(processes[0].url.rsplit(":", 1)[1])
+
+    def kill(stats):
+        if stats.step == 2:
+            processes[0].kill()
+
+    def restart() -> None:  # off the event loop: the pool keeps health-checking meanwhile
+        threading.Thread(
+            target=lambda: processes.append(ServerProcess(checkpoints["b"], port=port))
+        ).start()
+
+    try:
+        with on_warning("waiting up to", restart) as waiting:
+            result, log = run_driver(
+                tmp_path, [processes[0].url], steps=6, on_step=kill, endpoint_wait_s=600
+            )
+    finally:
+        for process in processes:
+            process.stop()
+    assert waiting.done and len(processes) == 2
+    assert result.finished_reason == "steps" and result.error is None, result
+    summary = verified_summary(log)
+    assert summary["steps_shipped"] == 6 and summary["run_finished"] == "steps"
+    assert summary["episodes_failed"] > 0  # what was in flight at the kill
+    assert result.endpoints[0]["alive"] and result.version_live >= 4
 
 
 def _fail_reloads(servers: list[InferenceServer], failing: set[int]) -> list[int]:

@@ -83,3 +83,15 @@ def test_save_initial_writes_a_checkpoint_that_a_server_loads(tmp_path):
     assert result.exit_code == 0, result.output
     model = load_checkpoint(tmp_path / "v0")
     assert model.config.hidden_size == 128
+
+
+def test_train_piped_prints_progress_lines_on_stderr(tmp_path):
+    """Off a terminal (CliRunner's stderr is not one) the first and last steps are lines."""
+    arguments = ["train", "--steps", "2", "--log", str(tmp_path / "p.arrow")]
+    for setting in ("group_size=4", "batch_size=16", "max_inflight=16", "server_mode=thread"):
+        arguments += ["--set", setting]
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert [line.split("  ")[0] for line in lines] == ["step 1/2", "step 2/2"], lines
+    assert "reward " in lines[0] and "ages " in lines[0]

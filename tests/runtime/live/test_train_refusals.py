@@ -13,14 +13,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner, Result
 
 from rolloutlog.cli.main import main
-from rolloutlog.cli.train import prepare_resume, read_crashed_run
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.log_writer import LogWriter
+from rolloutlog.runs.train import prepare_resume
+from rolloutlog.runs.train_inputs import RunRefused, read_crashed_run
 from rolloutlog.runtime.live import session
 from rolloutlog.runtime.live.crash_points import ENVIRONMENT_VARIABLE
 from rolloutlog.runtime.live.rollout_store import read_store
@@ -115,7 +115,7 @@ def test_runs_and_checkpoints_from_before_run_ids(run: Path, checkpoint_id: bool
         store.write('{"meta":{"run_id":null}}\n')
     crashed = read_crashed_run(Path("run.arrow"))
     if checkpoint_id:
-        with pytest.raises(click.ClickException, match="this run is unnamed"):
+        with pytest.raises(RunRefused, match="this run is unnamed"):
             prepare_resume(Path("run.arrow"), crashed, run / "weights")
     else:
         point = prepare_resume(Path("run.arrow"), crashed, run / "weights")
@@ -165,6 +165,9 @@ def test_resume_names_what_is_missing_and_the_options_it_refuses(tmp_path: Path)
         (["--save-initial", "afile/sub"], "--save-initial afile/sub: "),
         (["--save-initial", "/proc/si"], "--save-initial /proc/si: "),
         (["--log", "kept.arrow"], "kept.arrow.rollouts exists"),
+        (["--log", "gone/x.arrow"], "--log gone/x.arrow: the folder gone does not exist"),
+        (["--weights-dir", "gone/w"], "--weights-dir gone/w: the folder gone does not exist"),
+        (["--save-initial", "gone/v0"], "--save-initial gone/v0: the folder gone does not exist"),
     ],
 )
 def test_a_refused_new_run_creates_nothing(
@@ -225,12 +228,14 @@ def test_bad_settings_are_one_line(arguments: list[str], message: str, tmp_path:
 
 def test_a_resume_that_cannot_reach_inference_leaves_the_run_resumable(run: Path) -> None:
     shutil.copytree(run / "weights", run / "moved")
+    recorded = (run / "run.arrow").read_bytes()  # it ends in a torn tail
     failed = _train(
         "--resume", "run.arrow", "--url", "http://127.0.0.1:9", "--weights-dir", "moved"
     )
     assert failed.exit_code == 1, failed.output
     kinds = [event.kind for event in LogReader(run / "run.arrow", warn=False)]
     assert "run_finished" not in kinds and "run_resumed" not in kinds
+    assert (run / "run.arrow").read_bytes() == recorded  # the torn tail is not cut either
     # the override is remembered: the next resume finds its checkpoints without it
     assert read_store(run / "run.arrow.rollouts").meta["weights_dir"] == str(run / "moved")
 
@@ -249,3 +254,54 @@ def test_a_server_that_will_not_start_is_one_line_not_a_traceback(
     assert result.stderr.strip() == (
         "rolloutlog: error: CPU inference server exited before it listened (exit code 1)"
     )
+
+
+def test_train_without_the_train_extra_names_the_extra_in_one_line(tmp_path: Path) -> None:
+    """The README's first venv has no torch: a sitecustomize hides it from the process."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
+    path = os.pathsep.join([str(tmp_path), *sys.path])
+    command = [sys.executable, "-c", "from rolloutlog.cli.main import main; main()", "train"]
+    done = subprocess.run(
+        [*command, "--steps", "1", "--log", str(tmp_path / "x.arrow")],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr == (
+        "rolloutlog: error: rolloutlog train needs torch (pip install 'rolloutlog[train]')\n"
+    )
+    assert not (tmp_path / "x.arrow").exists()
+
+
+def test_an_existing_log_is_refused_before_torch_is_imported(tmp_path: Path) -> None:
+    """Start-up (torch, the model) takes seconds: a log that exists is refused before it."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('torch imported:', 'torch' in sys.modules))\n"
+    )
+    (tmp_path / "kept.arrow").touch()
+    path = os.pathsep.join([str(tmp_path), *sys.path])
+    command = [sys.executable, "-c", "from rolloutlog.cli.main import main; main()", "train"]
+    done = subprocess.run(
+        [*command, "--log", str(tmp_path / "kept.arrow")],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "kept.arrow: exists; name a new file" in done.stderr
+    assert done.stdout == "torch imported: False\n"
+
+
+def test_a_new_run_that_cannot_reach_inference_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = _train("--steps", "1", "--log", "new.arrow", "--url", "http://127.0.0.1:9")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert (
+        result.stderr.startswith("rolloutlog: error: ") and "nothing was recorded" in result.stderr
+    )
+    assert os.listdir(tmp_path) == []

@@ -17,8 +17,8 @@ from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.types import WORLD_KINDS
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.verify import verify_log
+from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario
-from rolloutlog.studies.run_report import run_policy
 
 WAIT_S = 120.0  # a bound on a wait for the run to commit, never a timed assertion
 REPO = Path(__file__).resolve().parents[3]

@@ -60,6 +60,7 @@ class ServerProcess:
         threads: int = 1,
         min_step_s: float = 0.0,
         start_timeout_s: float = 60.0,
+        port: int = 0,
     ) -> None:
         command = [
             sys.executable,
@@ -68,7 +69,7 @@ class ServerProcess:
             "--weights",
             str(weights_dir),
             "--port",
-            "0",
+            str(port),  # 0: a free one; a restarted server takes its predecessor's
             "--seed",
             str(seed),
             "--threads",

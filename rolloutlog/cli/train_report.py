@@ -1,0 +1,56 @@
+"""How `rolloutlog train` prints its report (`runs.train.run_training`'s) as a table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+
+from rolloutlog.cli.output import key_values
+
+
+def print_report(report: dict[str, Any]) -> None:
+    """The run as a table; the reward curve in tenths of the run."""
+    curve = [r for r in report["reward_curve"] if r is not None]
+    rows = [
+        ("finished", report["finished_reason"]),
+        ("steps shipped", report["steps_shipped"]),
+        ("wall seconds", f"{report['wall_seconds']:.1f}"),
+        ("reward first → last 5", _first_last(curve)),
+        ("reward curve", _sparkline(curve)),
+        ("episodes dispatched", report["episodes_dispatched"]),
+        ("episodes trained", report["episodes_trained"]),
+        ("cancelled in flight", json.dumps(report["episodes_cancelled"])),
+        ("aborts sent / late arrivals", f"{report['aborts_sent']} / {report['late_arrivals']}"),
+        ("dropped stale", report["episodes_dropped_stale"]),
+        ("failed", report["episodes_failed"]),
+        ("trained ages", json.dumps(report["trained_age_histogram"])),
+        ("invariant violations", len(report["invariant_violations"])),
+        ("endpoints", _endpoints(report["endpoints"])),
+        ("log", f"{report['log']}  (check it: rolloutlog verify {report['log']})"),
+    ]
+    Console().print(key_values("rolloutlog train", [(key, str(value)) for key, value in rows]))
+
+
+def _endpoints(endpoints: list[dict[str, Any]]) -> str:
+    return "\n".join(
+        f"{e['url']}  {e['generations']} generations"
+        + ("" if e["alive"] else f"  (lost: {e['lost_reason']})")
+        for e in endpoints
+    )
+
+
+def _first_last(curve: list[float]) -> str:
+    if not curve:
+        return "-"
+    tail = curve[-5:]
+    return f"{curve[0]:.3f} → {sum(tail) / len(tail):.3f}"
+
+
+def _sparkline(curve: list[float]) -> str:
+    if not curve:
+        return "-"
+    size = max(1, len(curve) // 10)
+    points = [curve[i : i + size] for i in range(0, len(curve), size)]
+    return " ".join(f"{sum(p) / len(p):.2f}" for p in points)
