@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
-from typing import IO, NoReturn, ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from typing import IO, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
@@ -44,3 +45,42 @@ def reports_bad_input(command: Callable[P, R]) -> Callable[P, R]:
             fail(str(error))
 
     return wrapper
+
+
+@contextlib.contextmanager
+def _usage_as_bad_input() -> Iterator[None]:
+    """Click's usage errors (a bad option value, a missing argument, excluded options) as
+    one line like every other bad input, instead of click's usage block."""
+    try:
+        yield
+    except click.exceptions.NoArgsIsHelpError:
+        raise  # not an error: the help it asks for
+    except click.UsageError as error:
+        raise BadInput(error.format_message()) from error
+
+
+class OneLineCommand(click.Command):
+    """A command whose usage errors read as `rolloutlog: error: ...`, exit status 2."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with _usage_as_bad_input():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _usage_as_bad_input():
+            return super().invoke(ctx)
+
+
+class OneLineGroup(OneLineCommand, click.Group):
+    """The command group: the usage errors of every command in it read as one line too."""
+
+
+def command(name: str) -> Callable[[Callable[..., Any]], click.Command]:
+    """`click.command(name)` with usage errors as one line (`OneLineCommand`)."""
+    return click.command(name, cls=OneLineCommand)

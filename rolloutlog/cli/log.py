@@ -10,7 +10,7 @@ from typing import Any, TextIO
 import click
 from rich.console import Console
 
-from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.options import FILE, OUTPUT, json_option
 from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
 from rolloutlog.events.errors import JsonlError
@@ -26,7 +26,7 @@ STRICT = click.option(
 )
 
 
-@click.command("info")
+@command("info")
 @click.argument("log", type=FILE)
 @json_option("Print one JSON object instead of tables.")
 @STRICT
@@ -41,7 +41,7 @@ def info_command(log: Path, as_json: bool, strict: bool) -> None:
         _print_info(info)
 
 
-@click.command("export")
+@command("export")
 @click.argument("log", type=FILE)
 @click.option("-o", "--output", type=OUTPUT, help="Write to this file instead of stdout.")
 @click.option(
@@ -74,7 +74,7 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
     warn_torn_tail(reader.torn_tail, log)
 
 
-@click.command("import")
+@command("import")
 @click.argument("jsonl", type=FILE)
 @click.option("-o", "--output", type=FILE, required=True, help="The log to write.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")

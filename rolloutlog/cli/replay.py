@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from rolloutlog.cli.bad_input import fail
+from rolloutlog.cli.bad_input import command, fail
 from rolloutlog.cli.options import (
     FILE,
     json_option,
@@ -57,7 +57,7 @@ def _open(path: Path) -> LogFile:
 # --- replay ------------------------------------------------------------------------------
 
 
-@click.command("replay")
+@command("replay")
 @click.argument("log", type=FILE)
 @AS_JSON
 @click.option("--plain", is_flag=True, help="Use the plain object fold (slower; same answer).")
@@ -101,7 +101,7 @@ def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> No
 # --- verify ------------------------------------------------------------------------------
 
 
-@click.command("verify")
+@command("verify")
 @click.argument("log", type=FILE)
 @AS_JSON
 def verify_command(log: Path, as_json: bool) -> None:
@@ -157,7 +157,7 @@ def _cell(value: Any) -> str:
 # --- show --------------------------------------------------------------------------------
 
 
-@click.command("show")
+@command("show")
 @click.argument("log", type=FILE)
 @click.option("--at", "at_seq", type=click.IntRange(min=0), help="The state after this seq.")
 @click.option("--group", "group_id", help="The timeline of this group (g12).")
@@ -272,7 +272,7 @@ def _print_timeline(target: str, moments: list[Moment]) -> None:
 # --- diff --------------------------------------------------------------------------------
 
 
-@click.command("diff")
+@command("diff")
 @click.argument("a", type=FILE)
 @click.argument("b", type=FILE)
 @AS_JSON

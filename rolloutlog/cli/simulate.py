@@ -23,7 +23,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.bad_input import BadInput, command
 from rolloutlog.cli.options import (
     PLOT_HELP,
     check_option,
@@ -125,7 +125,7 @@ def _progress(console: Console) -> Progress:
     )
 
 
-@click.command("simulate")
+@command("simulate")
 @click.option(
     "--scenario",
     default="default",

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.bad_input import BadInput, command
 from rolloutlog.cli.options import (
     check_option,
     file_option,
@@ -61,7 +61,7 @@ from rolloutlog.studies.sweep_plot import label, plot_sweep
 SAVE_EVERY_S = 10.0
 
 
-@click.command("sweep")
+@command("sweep")
 @click.option(
     "--scenario",
     "scenarios",

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.bad_input import BadInput, command
 from rolloutlog.cli.options import (
     FILE,
     PLOT_HELP,
@@ -116,7 +116,7 @@ def discarded_interval_for(
     return [low, high]
 
 
-@click.command("whatif")
+@command("whatif")
 @click.argument("log", type=FILE)
 @click.option(
     "--compare",
