@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
-from rolloutlog.cli.options import FILE, OUTPUT, json_option
+from rolloutlog.cli.options import FILE, NEW_LOG, OUTPUT, json_option
 from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
 from rolloutlog.events.errors import JsonlError
 from rolloutlog.events.jsonl import import_lines, write_jsonl
@@ -76,7 +76,7 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
 
 @command("import")
 @click.argument("jsonl", type=FILE)
-@click.option("-o", "--output", type=FILE, required=True, help="The log to write.")
+@click.option("-o", "--output", type=NEW_LOG, required=True, help="The log to write.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @reports_bad_input
 def import_command(jsonl: Path, output: Path, force: bool) -> None:

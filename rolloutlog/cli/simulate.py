@@ -25,6 +25,7 @@ from rich.progress import (
 
 from rolloutlog.cli.bad_input import BadInput, command
 from rolloutlog.cli.options import (
+    NEW_LOG,
     PLOT_HELP,
     check_option,
     file_option,
@@ -147,7 +148,9 @@ def _progress(console: Console) -> Progress:
 )
 @seed_option("World and task seed.")
 @steps_option("Batches to ship.")
-@file_option("--log", help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX).")
+@file_option(
+    "--log", kind=NEW_LOG, help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX)."
+)
 @click.option("--force", is_flag=True, help="Replace an existing --log file.")
 @plot_option(PLOT_HELP)
 @json_option("Print the report as JSON.")

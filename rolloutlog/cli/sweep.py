@@ -24,6 +24,7 @@ from rich.table import Table
 
 from rolloutlog.cli.bad_input import BadInput, command
 from rolloutlog.cli.options import (
+    OUTPUT,
     check_option,
     file_option,
     plot_option,
@@ -100,7 +101,7 @@ SAVE_EVERY_S = 10.0
     "--output",
     required=True,
     help="The results table (Parquet); cells it already holds are skipped.",
-    output=True,
+    kind=OUTPUT,
 )
 @plot_option("Draw trained/h against discarded rollouts per scenario to this figure.")
 @click.option(
@@ -177,10 +178,9 @@ def sweep_command(
 
 def _table(output: Path, cells: Sequence[Cell], sample: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows already in the results table, checked before any cell runs: that its folder
-    takes a new table (else every result would be lost at the first save), and that its
-    rows hold the kinds of value and the scenarios this grid writes."""
-    if not output.parent.is_dir():
-        raise BadInput(f"-o {output}: no directory {output.parent}")
+    (`OUTPUT` checks that it exists) takes a new table (else every result would be lost at
+    the first save), and that its rows hold the kinds of value and the scenarios this grid
+    writes."""
     try:
         require_writable(output)
     except OSError as error:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rolloutlog.cli.bad_input import BadInput, command
 from rolloutlog.cli.options import (
     FILE,
+    OUTPUT,
     PLOT_HELP,
     check_option,
     file_option,
@@ -134,7 +135,7 @@ def discarded_interval_for(
 @file_option(
     "--save-world",
     help="Write the fitted world as a scenario file (simulate --scenario FILE).",
-    output=True,
+    kind=OUTPUT,
 )
 def whatif_command(
     log: Path,

@@ -3,6 +3,8 @@ input and the problem, in the same words wherever the problem is the same."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.cli.test_cli_log import EXAMPLE, one_line_error, run
@@ -24,3 +26,43 @@ SMOKE = ("--scenario", "smoke", "--steps", "2")
 )
 def test_a_usage_error_is_one_line_not_the_usage_block(args: list[str], words: str) -> None:
     assert words in one_line_error(run(*args))
+
+
+def test_sweep_without_its_required_output_is_refused() -> None:
+    assert "Missing option '-o'" in one_line_error(run("sweep", *SMOKE))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", *SMOKE, "-o", ""],
+        ["simulate", *SMOKE, "--log", ""],
+        ["info", ""],
+        ["import", str(EXAMPLE.with_suffix(".jsonl")), "-o", ""],
+        ["timeline", str(EXAMPLE), "-o", ""],
+        ["export", str(EXAMPLE), "-o", ""],
+        ["whatif", str(EXAMPLE), "--save-world", ""],
+    ],
+)
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(args: list[str]) -> None:
+    assert "an empty path names no file" in one_line_error(run(*args))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", *SMOKE, "--log", "{missing}/run.arrow"],
+        ["import", str(EXAMPLE.with_suffix(".jsonl")), "-o", "{missing}/run.arrow"],
+        ["sweep", *SMOKE, "-o", "{missing}/table.parquet"],
+        ["export", str(EXAMPLE), "-o", "{missing}/run.jsonl"],
+        ["metrics", str(EXAMPLE), "-o", "{missing}/steps.csv"],
+        ["timeline", str(EXAMPLE), "-o", "{missing}/run.html"],
+        ["whatif", str(EXAMPLE), "--save-world", "{missing}/world.toml"],
+    ],
+)
+def test_a_file_to_write_in_a_missing_folder_names_the_folder(
+    tmp_path: Path, args: list[str]
+) -> None:
+    missing = tmp_path / "missing"
+    error = one_line_error(run(*(arg.format(missing=missing) for arg in args)))
+    assert error.endswith(f"/{Path(args[-1]).name}: no directory {missing}"), error
