@@ -48,6 +48,7 @@ from rolloutlog.runtime.sim.scenario import (
     run_overrides,
     scenario_names,
 )
+from rolloutlog.runtime.sim.simulation import SimulationBoundError
 from rolloutlog.studies.policy_runs import policy_runs
 from rolloutlog.studies.run_report import policy_name, run_policy
 
@@ -105,6 +106,12 @@ def _policies(
                 err=True,
             )
     return {run.policy: run.scenario for run in runs}
+
+
+def _where(scenario: Scenario) -> str:
+    """The run a `SimulationBoundError` stopped, for its one line (the same in every
+    command that simulates)."""
+    return f"scenario {scenario.name!r}, policy {policy_name(scenario)}, seed {scenario.seed}"
 
 
 def _advance(progress: Progress, task: TaskID) -> Callable[[int], None]:
@@ -198,6 +205,8 @@ def simulate_command(
                 )
             except (OSError, LogError) as error:
                 raise BadInput(f"--log {log_path}: {error}") from error
+            except SimulationBoundError as error:
+                raise BadInput(f"{_where(policy_scenario)}: {error}") from error
             runs[name], series[name] = report, result.wasted_series
     title = f"scenario {base.name!r}, seed {base.seed}, {base.steps} steps"
     if plot is not None:

@@ -31,9 +31,11 @@ from rolloutlog.cli.options import (
     set_option,
     steps_option,
 )
+from rolloutlog.cli.simulate import _where
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED, parse_policy_list
 from rolloutlog.runtime.sim.scenario import scenario_names
+from rolloutlog.runtime.sim.simulation import SimulationBoundError
 from rolloutlog.studies.best import (
     BestSyntaxError,
     Configuration,
@@ -150,7 +152,10 @@ def sweep_command(
         )
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    sample = probe_row(cells[0])
+    try:
+        sample = probe_row(cells[0])
+    except SimulationBoundError as error:
+        raise BadInput(f"{_where(cells[0].scenario())}: {error}") from error
     rows = _table(output, cells, sample)
     objective = None if best is None else _objective(best, cells, sample)
     keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
@@ -254,6 +259,8 @@ def _run(
             run_cells(cells, on_row, engine=engine, workers=workers, address=address)
         except EngineUnavailable as error:
             raise BadInput(str(error)) from error
+        except SimulationBoundError as error:  # from Ray, the task's error wraps it
+            raise BadInput(f"a cell: {getattr(error, 'cause', error)}") from error
         finally:
             if len(rows) > known:
                 try:

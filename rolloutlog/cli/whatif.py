@@ -27,7 +27,7 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json, warn_torn_tail
-from rolloutlog.cli.simulate import _advance, _parse_policies, _progress
+from rolloutlog.cli.simulate import _advance, _parse_policies, _progress, _where
 from rolloutlog.core.config import ConfigError
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.whole_file import written_whole
@@ -36,7 +36,7 @@ from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
 from rolloutlog.runtime.sim.scenario import Scenario, parse_set_options
 from rolloutlog.runtime.sim.scenario_toml import scenario_toml
-from rolloutlog.runtime.sim.simulation import SimResult
+from rolloutlog.runtime.sim.simulation import SimResult, SimulationBoundError
 from rolloutlog.studies.run_report import policy_name, run_policy
 from rolloutlog.studies.whatif import FittedRun, fit_log, recorded_report, with_overrides
 from rolloutlog.studies.whatif.fit import FitError
@@ -93,7 +93,10 @@ def run_whatif(
         for name in policies:
             task = progress.add_task(name, total=base.steps)
             scenario = base.with_policy(name)
-            report, result = run_policy(scenario, on_step=_advance(progress, task), check=check)
+            try:
+                report, result = run_policy(scenario, on_step=_advance(progress, task), check=check)
+            except SimulationBoundError as error:
+                raise BadInput(f"{_where(scenario)}: {error}") from error
             report[INTERVAL_KEY] = discarded_interval_for(scenario, report, result, races)
             runs[name], series[name] = report, result.wasted_series
     return runs, series

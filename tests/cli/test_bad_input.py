@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rolloutlog.runtime.sim import simulation
 from tests.cli.test_cli_log import EXAMPLE, one_line_error, run
 
 SMOKE = ("--scenario", "smoke", "--steps", "2")
@@ -66,3 +67,23 @@ def test_a_file_to_write_in_a_missing_folder_names_the_folder(
     missing = tmp_path / "missing"
     error = one_line_error(run(*(arg.format(missing=missing) for arg in args)))
     assert error.endswith(f"/{Path(args[-1]).name}: no directory {missing}"), error
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", *SMOKE],
+        ["simulate", *SMOKE, "--compare", "per-episode,per-group"],
+        ["whatif", str(EXAMPLE), "--steps", "2"],
+        ["sweep", *SMOKE, "-o", "{tmp}/table.parquet"],
+    ],
+)
+def test_a_run_that_makes_no_progress_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """`--set batch_size=1000000` stops a run at the simulator's bound of world events
+    without a shipped batch; the bound is lowered here so that any run meets it fast."""
+    monkeypatch.setattr(simulation, "WORLD_EVENTS_PER_STEP_MAX", 3)
+    error = one_line_error(run(*(arg.format(tmp=tmp_path) for arg in args)))
+    assert ", policy per-episode, seed 0: 3 world events without a shipped batch" in error
+    assert error.endswith("the run makes no progress"), error
