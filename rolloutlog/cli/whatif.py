@@ -29,8 +29,10 @@ from rolloutlog.cli.options import (
 from rolloutlog.cli.output import emit_json, warn_torn_tail
 from rolloutlog.cli.simulate import _advance, _parse_policies, _progress, _where
 from rolloutlog.core.config import ConfigError
+from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.whole_file import written_whole
+from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.source import open_log
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.report import print_report
@@ -60,8 +62,13 @@ def fit_recorded(
         raise BadInput(str(error)) from error
     except OSError as error:
         raise BadInput(f"{log}: {error}") from error
+    except InconsistentLogError as error:  # the recorded run's fold: replay's words
+        raise BadInput(f"{log}: {error}") from error
     except (FitError, ConfigError) as error:
         warn_torn_tail(source.torn_tail, log)  # a torn tail may hold what the fit lacks
+        inconsistent = fold_events(source.events(), check_invariants=False).error
+        if inconsistent is not None:  # the log contradicts itself: say where, as replay does
+            raise BadInput(f"{log}: {inconsistent}") from error
         raise BadInput(f"{log}: cannot fit a world: {error}") from error
     warn_torn_tail(source.torn_tail, log)
     header = {

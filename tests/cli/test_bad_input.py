@@ -3,6 +3,7 @@ input and the problem, in the same words wherever the problem is the same."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,22 @@ def test_a_run_that_makes_no_progress_is_one_line(
     error = one_line_error(run(*(arg.format(tmp=tmp_path) for arg in args)))
     assert ", policy per-episode, seed 0: 3 world events without a shipped batch" in error
     assert error.endswith("the run makes no progress"), error
+
+
+def imported_without(tmp_path: Path, line: int) -> Path:
+    """EXAMPLE exported with its `line`-th event removed (seqs left out, so that they count
+    on), then imported: every event valid on its own, the log inconsistent."""
+    lines = EXAMPLE.with_suffix(".jsonl").read_text(encoding="utf-8").splitlines()
+    kept = [re.sub(r'"seq": \d+, ', "", text) for n, text in enumerate(lines, 1) if n != line]
+    (tmp_path / "in.jsonl").write_text("\n".join(kept) + "\n", encoding="utf-8")
+    log = tmp_path / "inconsistent.arrow"
+    assert run("import", str(tmp_path / "in.jsonl"), "-o", str(log)).exit_code == 0
+    return log
+
+
+@pytest.mark.parametrize("line", [2, 3, 12])  # group_opened, episode_dispatched, completed
+def test_whatif_names_an_inconsistent_log_as_replay_does(tmp_path: Path, line: int) -> None:
+    log = imported_without(tmp_path, line)
+    replayed = one_line_error(run("replay", str(log))).removeprefix("rolloutlog: error: ")
+    assert replayed.startswith("seq ")
+    assert one_line_error(run("whatif", str(log))) == f"rolloutlog: error: {log}: {replayed}"
