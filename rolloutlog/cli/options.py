@@ -14,6 +14,11 @@ from rolloutlog.events.validate import INT64_MAX
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# `--steps`' bound: hours of simulation, far past any run it models, and a typo
+# (`--steps 99999999999999999999999`) is refused instead of running forever
+MAX_STEPS = 1_000_000
+STEPS = click.IntRange(min=1, max=MAX_STEPS)
+
 _ARROW_STREAM_START = b"\xff\xff\xff\xff"  # every rolloutlog log, closed or torn, opens so
 
 
@@ -109,8 +114,9 @@ def set_option(dest: str, metavar: str, help: str) -> Callable[[F], F]:
 
 
 def steps_option(help: str) -> Callable[[F], F]:
-    """`--steps`: how many batches to ship; None leaves it to the scenario or the run."""
-    return click.option("--steps", type=click.IntRange(min=1), default=None, help=help)
+    """`--steps`: how many batches to ship, at most `MAX_STEPS`; None leaves it to the
+    scenario or the run."""
+    return click.option("--steps", type=STEPS, help=help)
 
 
 def seed_option(help: str, default: int | None = None) -> Callable[[F], F]:

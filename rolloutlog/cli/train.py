@@ -33,6 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rolloutlog.cli.bad_input import fail
 from rolloutlog.cli.options import (
+    STEPS,
     file_option,
     folder_option,
     json_option,
@@ -224,7 +225,7 @@ def describe_step(stats: StepStats) -> str:
 @click.command("train")
 @click.option(
     "--steps",
-    type=click.IntRange(min=1),
+    type=STEPS,
     default=DEFAULT_STEPS,
     show_default=True,
     help="Batches to ship; the run then stops.",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rolloutlog.cli.options import MAX_STEPS
 from rolloutlog.runtime.sim import simulation
 from tests.cli.test_cli_log import EXAMPLE, one_line_error, run
 
@@ -107,3 +108,21 @@ def test_whatif_names_an_inconsistent_log_as_replay_does(tmp_path: Path, line: i
     replayed = one_line_error(run("replay", str(log))).removeprefix("rolloutlog: error: ")
     assert replayed.startswith("seq ")
     assert one_line_error(run("whatif", str(log))) == f"rolloutlog: error: {log}: {replayed}"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--scenario", "smoke"],
+        ["sweep", "--scenario", "smoke", "-o", "{tmp}/table.parquet"],
+        ["whatif", str(EXAMPLE)],
+        ["train"],
+    ],
+)
+@pytest.mark.parametrize("steps", [MAX_STEPS + 1, 10**23])
+def test_steps_past_the_bound_are_refused_in_every_command(
+    tmp_path: Path, args: list[str], steps: int
+) -> None:
+    """Without a bound, `--steps 99999999999999999999999` ran forever without a word."""
+    error = one_line_error(run(*(arg.format(tmp=tmp_path) for arg in args), "--steps", str(steps)))
+    assert error.endswith(f"'--steps': {steps} is not in the range 1<=x<={MAX_STEPS}."), error
