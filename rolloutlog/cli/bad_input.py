@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
+import os
 from collections.abc import Callable, Iterator
 from typing import IO, Any, NoReturn, ParamSpec, TypeVar
 
@@ -27,6 +29,19 @@ class BadInput(click.ClickException):
         click.echo(f"rolloutlog: error: {self.format_message()}", err=True, file=file)
 
 
+def os_problem(error: BaseException, path: str | os.PathLike[str] | None = None) -> str:
+    """An OS error in the words every command uses: `PATH: no such file`, not `[Errno 2] No
+    such file or directory: 'PATH'`; the file is named unless it is `path`, which the
+    message names already."""
+    if not isinstance(error, OSError) or error.strerror is None:
+        return str(error)
+    reason = "no such file" if error.errno == errno.ENOENT else error.strerror.lower()
+    named = error.filename is None or (
+        path is not None and os.fspath(error.filename) == os.fspath(path)
+    )
+    return reason if named else f"{os.fsdecode(error.filename)}: {reason}"
+
+
 def fail(message: str) -> NoReturn:
     """Stop the command on bad input."""
     raise BadInput(message)
@@ -42,7 +57,7 @@ def reports_bad_input(command: Callable[P, R]) -> Callable[P, R]:
         except BrokenPipeError:
             raise  # the reader of stdout left (`| head`): click's main exits quietly
         except BAD_INPUT_ERRORS as error:
-            fail(str(error))
+            fail(os_problem(error))
 
     return wrapper
 

@@ -23,7 +23,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from rolloutlog.cli.bad_input import BadInput, command
+from rolloutlog.cli.bad_input import BadInput, command, os_problem
 from rolloutlog.cli.options import (
     NEW_LOG,
     PLOT_HELP,
@@ -204,7 +204,7 @@ def simulate_command(
                     check=check,
                 )
             except (OSError, LogError) as error:
-                raise BadInput(f"--log {log_path}: {error}") from error
+                raise BadInput(f"--log {log_path}: {os_problem(error, log_path)}") from error
             except SimulationBoundError as error:
                 raise BadInput(f"{_where(policy_scenario)}: {error}") from error
             runs[name], series[name] = report, result.wasted_series
@@ -213,7 +213,7 @@ def simulate_command(
         try:
             plot_runs(runs, series, plot, title)
         except (OSError, RuntimeError) as error:
-            raise BadInput(f"--plot {plot}: {error}") from error
+            raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     _print(runs, title, as_json=as_json, compare=compare is not None)
 
 

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rolloutlog.cli.bad_input import BadInput, command
+from rolloutlog.cli.bad_input import BadInput, command, os_problem
 from rolloutlog.cli.options import (
     OUTPUT,
     check_option,
@@ -174,7 +174,7 @@ def sweep_command(
         try:
             plot_sweep(found, plot, title)
         except (OSError, RuntimeError) as error:
-            raise BadInput(f"--plot {plot}: {error}") from error
+            raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     console = Console()
     console.print(_overview(found, title))
     if objective is not None:
@@ -197,7 +197,7 @@ def _table(output: Path, cells: Sequence[Cell], sample: dict[str, Any]) -> list[
         require_kinds(rows, sample)
         require_same_scenarios(rows, cells)
     except (OSError, ValueError) as error:
-        raise BadInput(f"-o {output}: {error}") from error
+        raise BadInput(f"-o {output}: {os_problem(error, output)}") from error
     return rows
 
 
@@ -266,7 +266,7 @@ def _run(
                 try:
                     write_rows(output, rows)
                 except OSError as error:
-                    raise BadInput(f"-o {output}: {error}") from error
+                    raise BadInput(f"-o {output}: {os_problem(error, output)}") from error
 
 
 def _grid_rows(

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from rolloutlog.cli.bad_input import BadInput, command
+from rolloutlog.cli.bad_input import BadInput, command, os_problem
 from rolloutlog.cli.options import (
     FILE,
     OUTPUT,
@@ -61,7 +61,7 @@ def fit_recorded(
     except LogError as error:  # its message names the log
         raise BadInput(str(error)) from error
     except OSError as error:
-        raise BadInput(f"{log}: {error}") from error
+        raise BadInput(f"{log}: {os_problem(error, log)}") from error
     except InconsistentLogError as error:  # the recorded run's fold: replay's words
         raise BadInput(f"{log}: {error}") from error
     except (FitError, ConfigError) as error:
@@ -172,7 +172,7 @@ def whatif_command(
             with written_whole(save_world) as temporary:
                 temporary.write_text(scenario_toml(base), encoding="utf-8")
         except OSError as error:
-            raise BadInput(f"--save-world {save_world}: {error}") from error
+            raise BadInput(f"--save-world {save_world}: {os_problem(error, save_world)}") from error
     fitted_rate = base.world.late_arrival_rate == fitted.scenario.world.late_arrival_rate
     races = fitted.races if fitted_rate else None
     runs, series = run_whatif(base, policies, Console(stderr=True), check=check, races=races)
@@ -185,7 +185,7 @@ def whatif_command(
                 {"recorded": recorded, **runs}, {"recorded": recorded_series, **series}, plot, title
             )
         except (OSError, RuntimeError) as error:
-            raise BadInput(f"--plot {plot}: {error}") from error
+            raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     if as_json:
         emit_json({"recorded": recorded, "policies": runs})
     else:

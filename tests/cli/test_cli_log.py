@@ -106,8 +106,8 @@ def test_a_missing_or_damaged_log_is_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "damaged.arrow").write_bytes(data)
     assert "seq 0" in one_line_error(run("info", str(tmp_path / "damaged.arrow")))
     assert "seq 0" in one_line_error(run("export", str(tmp_path / "damaged.arrow")))
-    assert "No such file" in one_line_error(
-        run("import", str(tmp_path / "missing.jsonl"), "-o", "x")
+    assert one_line_error(run("import", str(tmp_path / "missing.jsonl"), "-o", "x")) == (
+        f"rolloutlog: error: {tmp_path / 'missing.jsonl'}: no such file"
     )
 
 
