@@ -126,3 +126,12 @@ def test_steps_past_the_bound_are_refused_in_every_command(
     """Without a bound, `--steps 99999999999999999999999` ran forever without a word."""
     error = one_line_error(run(*(arg.format(tmp=tmp_path) for arg in args), "--steps", str(steps)))
     assert error.endswith(f"'--steps': {steps} is not in the range 1<=x<={MAX_STEPS}."), error
+
+
+@pytest.mark.parametrize("command", [["replay"], ["info"], ["whatif"], ["timeline", "-o", "x"]])
+def test_a_jsonl_export_given_for_a_log_says_to_import_it(command: list[str]) -> None:
+    jsonl = EXAMPLE.with_suffix(".jsonl")
+    assert one_line_error(run(command[0], str(jsonl), *command[1:])).endswith(
+        f"{jsonl}: not a rolloutlog log but JSON Lines "
+        f"(rolloutlog import {jsonl} -o LOG makes a log of it)"
+    )
