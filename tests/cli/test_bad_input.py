@@ -3,7 +3,10 @@ input and the problem, in the same words wherever the problem is the same."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +138,15 @@ def test_a_jsonl_export_given_for_a_log_says_to_import_it(command: list[str]) ->
         f"{jsonl}: not a rolloutlog log but JSON Lines "
         f"(rolloutlog import {jsonl} -o LOG makes a log of it)"
     )
+
+
+def test_python_dash_m_runs_the_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "rolloutlog", "info", "--json", str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["events"] == 25
