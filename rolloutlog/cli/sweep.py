@@ -31,9 +31,9 @@ from rolloutlog.cli.options import (
     set_option,
     steps_option,
 )
-from rolloutlog.cli.simulate import _where
+from rolloutlog.cli.simulate import _parse_policies, _where
 from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import NAMED, parse_policy_list
+from rolloutlog.core.presets import NAMED
 from rolloutlog.runtime.sim.scenario import scenario_names
 from rolloutlog.runtime.sim.simulation import SimulationBoundError
 from rolloutlog.studies.best import (
@@ -139,8 +139,8 @@ def sweep_command(
     if workers is not None and address is not None:
         raise click.UsageError("--workers and --address exclude each other")
     chosen = _engine(engine, address)
+    presets = _parse_policies(compare, "--compare") if compare else None
     try:
-        presets = parse_policy_list(compare) if compare else None
         cells = expand(
             scenarios,
             presets,

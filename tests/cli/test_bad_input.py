@@ -150,3 +150,20 @@ def test_python_dash_m_runs_the_command() -> None:
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert json.loads(done.stdout)["events"] == 25
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", *SMOKE, "--policy"],
+        ["simulate", *SMOKE, "--compare"],
+        ["sweep", *SMOKE, "-o", "t.parquet", "--compare"],
+        ["whatif", str(EXAMPLE), "--compare"],
+    ],
+)
+def test_a_preset_that_names_a_rule_twice_is_refused(args: list[str]) -> None:
+    error = one_line_error(run(*args, "per-group+capacity+capacity"))
+    assert (
+        f"for {args[-1]}: policy 'per-group+capacity+capacity': names rule 'capacity' twice"
+        in error
+    )
