@@ -69,6 +69,17 @@ def _parse_policies(text: str, option: str) -> list[str]:
         ) from None
 
 
+def _one_policy(text: str) -> list[str]:
+    """`--policy`: one preset (a list was cut to its first, silently)."""
+    presets = _parse_policies(text, "--policy")
+    if len(presets) > 1:
+        raise click.BadParameter(
+            f"{text!r} names {len(presets)} presets; --policy runs one (--compare runs several)",
+            param_hint="--policy",
+        )
+    return presets
+
+
 def _scenario(
     name: str, overrides: tuple[str, ...], seed: int | None, steps: int | None
 ) -> tuple[Scenario, dict[str, Any]]:
@@ -176,13 +187,13 @@ def simulate_command(
     check: bool,
 ) -> None:
     """Simulate a seeded world in virtual time and report what each staleness policy costs."""
-    if policy and compare:
+    if policy is not None and compare is not None:
         raise click.UsageError("--policy and --compare exclude each other")
     base, explicit = _scenario(scenario, overrides, seed, steps)
-    if compare:
+    if compare is not None:
         policies = _policies(base, _parse_policies(compare, "--compare"), explicit, "--compare")
-    elif policy:
-        policies = _policies(base, _parse_policies(policy, "--policy")[:1], explicit, "--policy")
+    elif policy is not None:
+        policies = _policies(base, _one_policy(policy), explicit, "--policy")
     else:
         policies = _policies(base, None, explicit, "")
     log_paths = {name: policy_log_path(log, name, compare is not None) for name in policies}

@@ -139,7 +139,7 @@ def sweep_command(
     if workers is not None and address is not None:
         raise click.UsageError("--workers and --address exclude each other")
     chosen = _engine(engine, address)
-    presets = _parse_policies(compare, "--compare") if compare else None
+    presets = None if compare is None else _parse_policies(compare, "--compare")
     try:
         cells = expand(
             scenarios,

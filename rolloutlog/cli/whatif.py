@@ -166,7 +166,7 @@ def whatif_command(
             base = base.with_steps(steps)
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    policies = _parse_policies(compare, "--compare") if compare else [recorded["policy"]]
+    policies = [recorded["policy"]] if compare is None else _parse_policies(compare, "--compare")
     if save_world is not None:
         try:
             with written_whole(save_world) as temporary:

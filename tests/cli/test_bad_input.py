@@ -167,3 +167,26 @@ def test_a_preset_that_names_a_rule_twice_is_refused(args: list[str]) -> None:
         f"for {args[-1]}: policy 'per-group+capacity+capacity': names rule 'capacity' twice"
         in error
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", *SMOKE, "--policy"],
+        ["simulate", *SMOKE, "--compare"],
+        ["sweep", *SMOKE, "-o", "t.parquet", "--compare"],
+        ["whatif", str(EXAMPLE), "--compare"],
+    ],
+)
+@pytest.mark.parametrize("text", ["", ","])
+def test_an_empty_policy_list_is_refused_as_given(args: list[str], text: str) -> None:
+    """`--compare ""` ran the scenario's own policy, as if the option were left out."""
+    error = one_line_error(run(*args, text))
+    assert f"for {args[-1]}: policy list is empty" in error, error
+
+
+def test_policy_runs_one_preset_not_the_first_of_a_list() -> None:
+    error = one_line_error(run("simulate", *SMOKE, "--policy", "per-group,per-episode"))
+    assert error.endswith(
+        "'per-group,per-episode' names 2 presets; --policy runs one (--compare runs several)"
+    ), error
