@@ -190,3 +190,17 @@ def test_policy_runs_one_preset_not_the_first_of_a_list() -> None:
     assert error.endswith(
         "'per-group,per-episode' names 2 presets; --policy runs one (--compare runs several)"
     ), error
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", *SMOKE],
+        ["whatif", str(EXAMPLE)],
+        ["sweep", *SMOKE, "-o", "t.parquet"],
+        ["train"],
+    ],
+)
+def test_a_set_without_a_value_is_worded_alike_in_every_command(args: list[str]) -> None:
+    error = one_line_error(run(*args, "--set", "batch_size"))
+    assert error.startswith("rolloutlog: error: --set 'batch_size': expected key=value"), error
