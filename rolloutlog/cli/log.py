@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
-from rolloutlog.cli.options import FILE, NEW_LOG, OUTPUT, json_option
+from rolloutlog.cli.options import FILE, NEW_LOG, OUTPUT, holds_arrow_log, json_option
 from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
 from rolloutlog.events.errors import JsonlError
 from rolloutlog.events.jsonl import import_lines, write_jsonl
@@ -83,6 +83,8 @@ def import_command(jsonl: Path, output: Path, force: bool) -> None:
     """Check every line of JSONL and write it as the log OUTPUT; all or nothing."""
     if output.exists() and not force:
         fail(f"{output}: already exists (pass --force to replace it)")
+    if holds_arrow_log(jsonl):
+        fail(f"{jsonl}: a rolloutlog log, not JSON Lines (rolloutlog export writes its JSON Lines)")
     with jsonl.open("rb") as lines:
         try:
             count = write_log(output, import_lines(lines), overwrite=True)

@@ -22,6 +22,16 @@ STEPS = click.IntRange(min=1, max=MAX_STEPS)
 _ARROW_STREAM_START = b"\xff\xff\xff\xff"  # every rolloutlog log, closed or torn, opens so
 
 
+def holds_arrow_log(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at `path` opens as every rolloutlog log does (False when absent
+    or unreadable)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(_ARROW_STREAM_START)) == _ARROW_STREAM_START
+    except OSError:
+        return False
+
+
 class NamedPath(click.Path):
     """A path that names something: an empty one would name the current folder (and read
     it as a file, a table or a dataset), so it is refused."""
@@ -51,12 +61,7 @@ class OutputFile(WrittenFile):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
-        try:
-            with open(path, "rb") as file:
-                holds_log = file.read(len(_ARROW_STREAM_START)) == _ARROW_STREAM_START
-        except OSError:  # absent or unreadable: nothing recorded to keep
-            holds_log = False
-        if holds_log:
+        if holds_arrow_log(path):
             self.fail(
                 f"{click.format_filename(path)} holds an Arrow log; rolloutlog writes no "
                 "other output over a log "

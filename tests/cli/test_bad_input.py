@@ -204,3 +204,10 @@ def test_policy_runs_one_preset_not_the_first_of_a_list() -> None:
 def test_a_set_without_a_value_is_worded_alike_in_every_command(args: list[str]) -> None:
     error = one_line_error(run(*args, "--set", "batch_size"))
     assert error.startswith("rolloutlog: error: --set 'batch_size': expected key=value"), error
+
+
+def test_import_of_a_log_says_it_is_one(tmp_path: Path) -> None:
+    error = one_line_error(run("import", str(EXAMPLE), "-o", str(tmp_path / "run.arrow")))
+    assert error.endswith(
+        f"{EXAMPLE}: a rolloutlog log, not JSON Lines (rolloutlog export writes its JSON Lines)"
+    )
