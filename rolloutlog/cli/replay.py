@@ -260,8 +260,9 @@ def _show_timeline(
         target, moments = group_id, group_timeline(source, group_id)
     else:
         target, moments = str(episode_id), episode_timeline(source, str(episode_id))
-    if not moments:
-        fail(f"no event of the log names {target}")
+    if not moments:  # in `timeline --group`'s words
+        what = "group" if group_id is not None else "episode"
+        fail(f"{source.reader.path}: no {what} {target!r} in the log")
     if as_json:
         emit_json({"target": target, "timeline": [moment.to_json() for moment in moments]})
         return
