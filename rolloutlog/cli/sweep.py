@@ -62,6 +62,7 @@ from rolloutlog.studies.results import (
 from rolloutlog.studies.sweep_plot import label, plot_sweep
 
 SAVE_EVERY_S = 10.0
+PARQUET_MAGIC = b"PAR1"  # a Parquet file opens (and ends) with it
 
 
 @command("sweep")
@@ -192,6 +193,8 @@ def _table(output: Path, cells: Sequence[Cell], sample: dict[str, Any]) -> list[
         raise BadInput(
             f"-o {output}: cannot write the table in {output.parent} ({error.strerror})"
         ) from error
+    if output.is_file() and not _opens_as_parquet(output):
+        raise BadInput(f"-o {output}: not a sweep results table (not a Parquet file)")
     try:
         rows = read_rows(output)
         require_kinds(rows, sample)
@@ -199,6 +202,11 @@ def _table(output: Path, cells: Sequence[Cell], sample: dict[str, Any]) -> list[
     except (OSError, ValueError) as error:
         raise BadInput(f"-o {output}: {os_problem(error, output)}") from error
     return rows
+
+
+def _opens_as_parquet(path: Path) -> bool:
+    with path.open("rb") as file:
+        return file.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
 
 
 def _objective(text: str, cells: Sequence[Cell], sample: dict[str, Any]) -> Objective:

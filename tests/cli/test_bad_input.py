@@ -211,3 +211,11 @@ def test_import_of_a_log_says_it_is_one(tmp_path: Path) -> None:
     assert error.endswith(
         f"{EXAMPLE}: a rolloutlog log, not JSON Lines (rolloutlog export writes its JSON Lines)"
     )
+
+
+@pytest.mark.parametrize("text", [b"", b"steps = 2\n"])
+def test_sweep_into_a_file_that_is_no_table_says_so(tmp_path: Path, text: bytes) -> None:
+    (tmp_path / "results.toml").write_bytes(text)
+    error = one_line_error(run("sweep", *SMOKE, "-o", str(tmp_path / "results.toml")))
+    assert error.endswith("results.toml: not a sweep results table (not a Parquet file)"), error
+    assert (tmp_path / "results.toml").read_bytes() == text
