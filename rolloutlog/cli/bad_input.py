@@ -6,7 +6,9 @@ import contextlib
 import errno
 import functools
 import os
+import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import IO, Any, NoReturn, ParamSpec, TypeVar
 
 import click
@@ -14,6 +16,7 @@ import click
 from rolloutlog.events.errors import EventError, JsonlError, LogError
 
 BAD_INPUT_EXIT = 2
+_TEMPORARY = re.compile(r"\.(.+)\.\d+\.tmp")
 BAD_INPUT_ERRORS = (LogError, EventError, JsonlError, OSError, UnicodeDecodeError)
 
 P = ParamSpec("P")
@@ -36,10 +39,18 @@ def os_problem(error: BaseException, path: str | os.PathLike[str] | None = None)
     if not isinstance(error, OSError) or error.strerror is None:
         return str(error)
     reason = "no such file" if error.errno == errno.ENOENT else error.strerror.lower()
-    named = error.filename is None or (
-        path is not None and os.fspath(error.filename) == os.fspath(path)
-    )
-    return reason if named else f"{os.fsdecode(error.filename)}: {reason}"
+    if error.filename is None:
+        return reason
+    filename = _written(Path(os.fsdecode(error.filename)))
+    named = path is not None and filename == Path(path)
+    return reason if named else f"{filename}: {reason}"
+
+
+def _written(path: Path) -> Path:
+    """The file a whole-file write was for, where `path` is its temporary (`.NAME.PID.tmp`,
+    `events.whole_file`): the user named that file, never the temporary."""
+    match = _TEMPORARY.fullmatch(path.name)
+    return path if match is None else path.with_name(match.group(1))
 
 
 def fail(message: str) -> NoReturn:

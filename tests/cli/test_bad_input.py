@@ -3,6 +3,7 @@ input and the problem, in the same words wherever the problem is the same."""
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rolloutlog.cli.bad_input import os_problem
 from rolloutlog.cli.options import MAX_STEPS
 from rolloutlog.runtime.sim import simulation
 from tests.cli.test_cli_log import EXAMPLE, one_line_error, run
@@ -219,3 +221,13 @@ def test_sweep_into_a_file_that_is_no_table_says_so(tmp_path: Path, text: bytes)
     error = one_line_error(run("sweep", *SMOKE, "-o", str(tmp_path / "results.toml")))
     assert error.endswith("results.toml: not a sweep results table (not a Parquet file)"), error
     assert (tmp_path / "results.toml").read_bytes() == text
+
+
+def test_a_failed_write_names_the_file_not_its_temporary() -> None:
+    """Outputs are written whole, through `.NAME.PID.tmp` beside them: an error there
+    names the file the user gave."""
+    refused = PermissionError(errno.EACCES, "Permission denied", "/data/.out.jsonl.4242.tmp")
+    assert os_problem(refused) == "/data/out.jsonl: permission denied"
+    assert os_problem(refused, Path("/data/out.jsonl")) == "permission denied"
+    missing = FileNotFoundError(errno.ENOENT, "No such file or directory", "in.jsonl")
+    assert os_problem(missing) == "in.jsonl: no such file"
