@@ -18,6 +18,15 @@ from rolloutlog.runtime.sim import simulation
 from tests.cli.test_cli_log import EXAMPLE, one_line_error, run
 
 SMOKE = ("--scenario", "smoke", "--steps", "2")
+POLICY_OPTIONS = pytest.mark.parametrize(  # every option that names policy presets
+    "args",
+    [
+        ["simulate", *SMOKE, "--policy"],
+        ["simulate", *SMOKE, "--compare"],
+        ["sweep", *SMOKE, "-o", "t.parquet", "--compare"],
+        ["whatif", str(EXAMPLE), "--compare"],
+    ],
+)
 
 
 @pytest.mark.parametrize(
@@ -154,15 +163,7 @@ def test_python_dash_m_runs_the_command() -> None:
     assert json.loads(done.stdout)["events"] == 25
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["simulate", *SMOKE, "--policy"],
-        ["simulate", *SMOKE, "--compare"],
-        ["sweep", *SMOKE, "-o", "t.parquet", "--compare"],
-        ["whatif", str(EXAMPLE), "--compare"],
-    ],
-)
+@POLICY_OPTIONS
 def test_a_preset_that_names_a_rule_twice_is_refused(args: list[str]) -> None:
     error = one_line_error(run(*args, "per-group+capacity+capacity"))
     assert (
@@ -171,15 +172,7 @@ def test_a_preset_that_names_a_rule_twice_is_refused(args: list[str]) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["simulate", *SMOKE, "--policy"],
-        ["simulate", *SMOKE, "--compare"],
-        ["sweep", *SMOKE, "-o", "t.parquet", "--compare"],
-        ["whatif", str(EXAMPLE), "--compare"],
-    ],
-)
+@POLICY_OPTIONS
 @pytest.mark.parametrize("text", ["", ","])
 def test_an_empty_policy_list_is_refused_as_given(args: list[str], text: str) -> None:
     """`--compare ""` ran the scenario's own policy, as if the option were left out."""
