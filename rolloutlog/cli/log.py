@@ -10,9 +10,9 @@ from typing import Any, TextIO
 import click
 from rich.console import Console
 
-from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.foreign import import_foreign
-from rolloutlog.cli.options import FILE, OUTPUT, json_option
+from rolloutlog.cli.options import FILE, NEW_LOG, OUTPUT, NamedPath, holds_arrow_log, json_option
 from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
 from rolloutlog.events.errors import JsonlError
 from rolloutlog.events.jsonl import import_lines, write_jsonl
@@ -27,7 +27,7 @@ STRICT = click.option(
 )
 
 
-@click.command("info")
+@command("info")
 @click.argument("log", type=FILE)
 @json_option("Print one JSON object instead of tables.")
 @STRICT
@@ -42,7 +42,7 @@ def info_command(log: Path, as_json: bool, strict: bool) -> None:
         _print_info(info)
 
 
-@click.command("export")
+@command("export")
 @click.argument("log", type=FILE)
 @click.option("-o", "--output", type=OUTPUT, help="Write to this file instead of stdout.")
 @click.option(
@@ -75,9 +75,9 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
     warn_torn_tail(reader.torn_tail, log)
 
 
-@click.command("import")
-@click.argument("jsonl", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=FILE, required=True, help="The log to write.")
+@command("import")
+@click.argument("jsonl", type=NamedPath(path_type=Path))  # a file, or with --from a folder
+@click.option("-o", "--output", type=NEW_LOG, required=True, help="The log to write.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option(
     "--from",
@@ -100,6 +100,10 @@ def import_command(jsonl: Path, output: Path, force: bool, source: str) -> None:
         count = import_foreign(jsonl, output, source)
         click.echo(f"imported {count} events into {output}")
         return
+    if jsonl.is_dir():
+        fail(f"{jsonl}: a folder, not JSON Lines (--from prime-rl or areal reads a run's folder)")
+    if holds_arrow_log(jsonl):
+        fail(f"{jsonl}: a rolloutlog log, not JSON Lines (rolloutlog export writes its JSON Lines)")
     with jsonl.open("rb") as lines:
         try:
             count = write_log(output, import_lines(lines), overwrite=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from rolloutlog import __version__
+from rolloutlog.cli.bad_input import OneLineGroup
 from rolloutlog.cli.log import export_command, import_command, info_command
 from rolloutlog.cli.metrics import metrics_command
 from rolloutlog.cli.replay import diff_command, replay_command, show_command, verify_command
@@ -20,7 +21,7 @@ from rolloutlog.cli.train import train_command
 from rolloutlog.cli.whatif import whatif_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rolloutlog")
 def main() -> None:
     """rolloutlog: the orchestrator of asynchronous RL as pure deciders over an event log.

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.options import FILE, OUTPUT
 from rolloutlog.cli.output import warn_torn_tail
 from rolloutlog.events.log_reader import LogReader
@@ -26,7 +26,7 @@ from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics
 
 
-@click.command("metrics")
+@command("metrics")
 @click.argument("log", type=FILE)
 @click.option(
     "--format",

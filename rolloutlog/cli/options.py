@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,24 +14,54 @@ from rolloutlog.events.validate import INT64_MAX
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FILE = click.Path(dir_okay=False, path_type=Path)  # a file to read or write, as a Path
-FOLDER = click.Path(file_okay=False, path_type=Path)
+# `--steps`' bound: hours of simulation, far past any run it models, and a typo
+# (`--steps 99999999999999999999999`) is refused instead of running forever
+MAX_STEPS = 1_000_000
+STEPS = click.IntRange(min=1, max=MAX_STEPS)
+
 _ARROW_STREAM_START = b"\xff\xff\xff\xff"  # every rolloutlog log, closed or torn, opens so
 
 
-class OutputFile(click.Path):
+def holds_arrow_log(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at `path` opens as every rolloutlog log does (False when absent
+    or unreadable)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(_ARROW_STREAM_START)) == _ARROW_STREAM_START
+    except OSError:
+        return False
+
+
+class NamedPath(click.Path):
+    """A path that names something: an empty one would name the current folder (and read
+    it as a file, a table or a dataset), so it is refused."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not os.fspath(value):
+            self.fail("an empty path names no file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class WrittenFile(NamedPath):
+    """A file that a command writes: its folder must exist, checked before the run (which
+    would otherwise fail only when it first writes, after the work)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        folder = Path(path).parent
+        if not folder.is_dir():
+            self.fail(f"{click.format_filename(path)}: no directory {folder}", param, ctx)
+        return path
+
+
+class OutputFile(WrittenFile):
     """A file that a command writes other than a log (an export, a table, a page, a plot):
     it refuses a path that holds an Arrow log, so that no output replaces a recorded run,
     the very log the command reads included."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
-        try:
-            with open(path, "rb") as file:
-                holds_log = file.read(len(_ARROW_STREAM_START)) == _ARROW_STREAM_START
-        except OSError:  # absent or unreadable: nothing recorded to keep
-            holds_log = False
-        if holds_log:
+        if holds_arrow_log(path):
             self.fail(
                 f"{click.format_filename(path)} holds an Arrow log; rolloutlog writes no "
                 "other output over a log "
@@ -41,6 +72,9 @@ class OutputFile(click.Path):
         return path
 
 
+FILE = NamedPath(dir_okay=False, path_type=Path)  # a file to read, as a Path
+FOLDER = NamedPath(file_okay=False, path_type=Path)
+NEW_LOG = WrittenFile(dir_okay=False, path_type=Path)  # a log that the command writes
 OUTPUT = OutputFile(dir_okay=False, path_type=Path)
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
@@ -77,12 +111,11 @@ PLOT = PlotFile(dir_okay=False, path_type=Path)
 
 
 def file_option(
-    *names: str, help: str, required: bool = False, output: bool = False
+    *names: str, help: str, required: bool = False, kind: click.Path = FILE
 ) -> Callable[[F], F]:
     """An option naming one file (not a folder); None when left out and not required.
-    `output`: a file the command writes that is not a log (see `OutputFile`)."""
-    kind = OUTPUT if output else FILE
-    return click.option(*names, type=kind, default=None, required=required, help=help)
+    `kind`: FILE (read), NEW_LOG (a log it writes), OUTPUT (any other file it writes)."""
+    return click.option(*names, type=kind, required=required, help=help)
 
 
 def folder_option(*names: str, help: str) -> Callable[[F], F]:
@@ -96,8 +129,9 @@ def set_option(dest: str, metavar: str, help: str) -> Callable[[F], F]:
 
 
 def steps_option(help: str) -> Callable[[F], F]:
-    """`--steps`: how many batches to ship; None leaves it to the scenario or the run."""
-    return click.option("--steps", type=click.IntRange(min=1), default=None, help=help)
+    """`--steps`: how many batches to ship, at most `MAX_STEPS`; None leaves it to the
+    scenario or the run."""
+    return click.option("--steps", type=STEPS, help=help)
 
 
 def seed_option(help: str, default: int | None = None) -> Callable[[F], F]:

@@ -9,6 +9,7 @@ seq, after the report of everything before it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from rolloutlog.cli.bad_input import fail
+from rolloutlog.cli.bad_input import command, fail
 from rolloutlog.cli.options import (
     FILE,
     json_option,
@@ -34,10 +35,11 @@ from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import Event
 from rolloutlog.replay.diff import diff_logs, event_at
 from rolloutlog.replay.fold import fold_events
-from rolloutlog.replay.log_replay import replay_log
+from rolloutlog.replay.log_replay import Replay, replay_log
 from rolloutlog.replay.source import LogFile, open_log
 from rolloutlog.replay.state_view import state_at
 from rolloutlog.replay.step_metrics import run_age_split
+from rolloutlog.replay.time_order import t_order_violations
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
 from rolloutlog.replay.verify import verify_log
 
@@ -57,7 +59,7 @@ def _open(path: Path) -> LogFile:
 # --- replay ------------------------------------------------------------------------------
 
 
-@click.command("replay")
+@command("replay")
 @click.argument("log", type=FILE)
 @AS_JSON
 @click.option("--plain", is_flag=True, help="Use the plain object fold (slower; same answer).")
@@ -69,7 +71,8 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     if replay.error is None:  # else the error says where the log stops
         warn_no_event(replay.events, log)
     split = run_age_split(source) if replay.age_split is None else replay.age_split
-    summary = {**replay.summary, **split}
+    violations = [*replay.violations, *_t_order(source, replay)]
+    summary = {**replay.summary, "invariant_violations": violations, **split}
     if as_json:
         error = None if replay.error is None else str(replay.error)
         emit_json({**summary, "digest": replay.digest.hex(), "error": error})
@@ -77,7 +80,15 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
         _print_summary(summary, replay.digest.hex(), stopped=replay.error is not None)
     if replay.error is not None:
         fail(str(replay.error))
-    raise SystemExit(DIFFERS if replay.violations else OK)
+    raise SystemExit(DIFFERS if violations else OK)
+
+
+def _t_order(source: LogFile, replay: Replay) -> list[str]:
+    """The events whose `t` goes back, among those the fold applied (a read error past
+    them is the fold's to report)."""
+    with contextlib.suppress(EventError, LogError):
+        return t_order_violations(source, before=replay.events if replay.error else None)
+    return []
 
 
 def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> None:
@@ -104,7 +115,7 @@ def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> No
 # --- verify ------------------------------------------------------------------------------
 
 
-@click.command("verify")
+@command("verify")
 @click.argument("log", type=FILE)
 @AS_JSON
 def verify_command(log: Path, as_json: bool) -> None:
@@ -164,7 +175,7 @@ def _cell(value: Any) -> str:
 # --- show --------------------------------------------------------------------------------
 
 
-@click.command("show")
+@command("show")
 @click.argument("log", type=FILE)
 @click.option("--at", "at_seq", type=click.IntRange(min=0), help="The state after this seq.")
 @click.option("--group", "group_id", help="The timeline of this group (g12).")
@@ -256,8 +267,9 @@ def _show_timeline(
         target, moments = group_id, group_timeline(source, group_id)
     else:
         target, moments = str(episode_id), episode_timeline(source, str(episode_id))
-    if not moments:
-        fail(f"no event of the log names {target}")
+    if not moments:  # in `timeline --group`'s words
+        what = "group" if group_id is not None else "episode"
+        fail(f"{source.reader.path}: no {what} {target!r} in the log")
     if as_json:
         emit_json({"target": target, "timeline": [moment.to_json() for moment in moments]})
         return
@@ -279,7 +291,7 @@ def _print_timeline(target: str, moments: list[Moment]) -> None:
 # --- diff --------------------------------------------------------------------------------
 
 
-@click.command("diff")
+@command("diff")
 @click.argument("a", type=FILE)
 @click.argument("b", type=FILE)
 @AS_JSON

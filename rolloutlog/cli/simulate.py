@@ -15,8 +15,9 @@ from typing import Any
 import click
 from rich.console import Console
 
-from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.bad_input import BadInput, command, os_problem
 from rolloutlog.cli.options import (
+    NEW_LOG,
     PLOT_HELP,
     check_option,
     file_option,
@@ -41,7 +42,7 @@ from rolloutlog.runtime.sim.scenario import (
     run_overrides,
     scenario_names,
 )
-from rolloutlog.runtime.sim.simulation import SimResult
+from rolloutlog.runtime.sim.simulation import SimResult, SimulationBoundError
 from rolloutlog.studies.policy_runs import policy_runs
 
 
@@ -55,11 +56,21 @@ def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None
 def run_with_progress(
     name: str, scenario: Scenario, log_path: Path | None = None, *, check: bool, quiet: bool = False
 ) -> tuple[dict[str, Any], SimResult]:
-    """`run_policy`, its shipped steps shown on stderr (`cli.progress`) as policy `name`."""
+    """`run_policy`, its shipped steps shown on stderr (`cli.progress`) as policy `name`; a
+    run that makes no progress is one line naming it."""
     with progress("step", scenario.steps, quiet=quiet, first=name) as update:
-        return run_policy(
-            scenario, log_path=log_path, on_step=lambda step: update(step, name), check=check
-        )
+        try:
+            return run_policy(
+                scenario, log_path=log_path, on_step=lambda step: update(step, name), check=check
+            )
+        except SimulationBoundError as error:
+            raise BadInput(f"{where(scenario)}: {error}") from error
+
+
+def where(scenario: Scenario) -> str:
+    """The run a `SimulationBoundError` stopped, for its one line (the same in every
+    command that simulates)."""
+    return f"scenario {scenario.name!r}, policy {policy_name(scenario)}, seed {scenario.seed}"
 
 
 def _parse_policies(text: str, option: str) -> list[str]:
@@ -69,6 +80,17 @@ def _parse_policies(text: str, option: str) -> list[str]:
         raise click.BadParameter(
             f"{error} (presets: {', '.join(NAMED)})", param_hint=option
         ) from None
+
+
+def _one_policy(text: str) -> list[str]:
+    """`--policy`: one preset (a list was cut to its first, silently)."""
+    presets = _parse_policies(text, "--policy")
+    if len(presets) > 1:
+        raise click.BadParameter(
+            f"{text!r} names {len(presets)} presets; --policy runs one (--compare runs several)",
+            param_hint="--policy",
+        )
+    return presets
 
 
 def _scenario(
@@ -110,7 +132,7 @@ def _policies(
     return {run.policy: run.scenario for run in runs}
 
 
-@click.command("simulate")
+@command("simulate")
 @click.option(
     "--scenario",
     default="default",
@@ -132,7 +154,9 @@ def _policies(
 )
 @seed_option("World and task seed.")
 @steps_option("Batches to ship.")
-@file_option("--log", help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX).")
+@file_option(
+    "--log", kind=NEW_LOG, help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX)."
+)
 @click.option("--force", is_flag=True, help="Replace an existing --log file.")
 @plot_option(PLOT_HELP)
 @json_option("Print the report as JSON.")
@@ -151,13 +175,13 @@ def simulate_command(
     check: bool,
 ) -> None:
     """Simulate a seeded world in virtual time and report what each staleness policy costs."""
-    if policy and compare:
+    if policy is not None and compare is not None:
         raise click.UsageError("--policy and --compare exclude each other")
     base, explicit = _scenario(scenario, overrides, seed, steps)
-    if compare:
+    if compare is not None:
         policies = _policies(base, _parse_policies(compare, "--compare"), explicit, "--compare")
-    elif policy:
-        policies = _policies(base, _parse_policies(policy, "--policy")[:1], explicit, "--policy")
+    elif policy is not None:
+        policies = _policies(base, _one_policy(policy), explicit, "--policy")
     else:
         policies = _policies(base, None, explicit, "")
     log_paths = {name: policy_log_path(log, name, compare is not None) for name in policies}
@@ -171,14 +195,14 @@ def simulate_command(
         try:
             report, result = run_with_progress(name, policy_scenario, log_path, check=check)
         except (OSError, LogError) as error:
-            raise BadInput(f"--log {log_path}: {error}") from error
+            raise BadInput(f"--log {log_path}: {os_problem(error, log_path)}") from error
         runs[name], series[name] = report, result.wasted_series
     title = f"scenario {base.name!r}, seed {base.seed}, {base.steps} steps"
     if plot is not None:
         try:
             plot_runs(runs, series, plot, title)
         except (OSError, RuntimeError) as error:
-            raise BadInput(f"--plot {plot}: {error}") from error
+            raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     _print(runs, title, as_json=as_json, compare=compare is not None)
 
 

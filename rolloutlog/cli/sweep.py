@@ -21,8 +21,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.bad_input import BadInput, command, os_problem
 from rolloutlog.cli.options import (
+    OUTPUT,
     check_option,
     file_option,
     plot_option,
@@ -31,9 +32,11 @@ from rolloutlog.cli.options import (
 )
 from rolloutlog.cli.output import duration, per_unit, rate_unit
 from rolloutlog.cli.progress import progress
+from rolloutlog.cli.simulate import _parse_policies, where
 from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import NAMED, parse_policy_list
+from rolloutlog.core.presets import NAMED
 from rolloutlog.runtime.sim.scenario import scenario_names
+from rolloutlog.runtime.sim.simulation import SimulationBoundError
 from rolloutlog.studies.best import (
     BestSyntaxError,
     Configuration,
@@ -60,9 +63,10 @@ from rolloutlog.studies.results import (
 from rolloutlog.studies.sweep_plot import label, plot_sweep
 
 SAVE_EVERY_S = 10.0
+PARQUET_MAGIC = b"PAR1"  # a Parquet file opens (and ends) with it
 
 
-@click.command("sweep")
+@command("sweep")
 @click.option(
     "--scenario",
     "scenarios",
@@ -101,7 +105,7 @@ SAVE_EVERY_S = 10.0
     "--output",
     required=True,
     help="The results table (Parquet); cells it already holds are skipped.",
-    output=True,
+    kind=OUTPUT,
 )
 @plot_option("Draw trained/h against discarded rollouts per scenario to this figure.")
 @click.option(
@@ -137,8 +141,8 @@ def sweep_command(
     if workers is not None and address is not None:
         raise click.UsageError("--workers and --address exclude each other")
     chosen = _engine(engine, address)
+    presets = None if compare is None else _parse_policies(compare, "--compare")
     try:
-        presets = parse_policy_list(compare) if compare else None
         cells = expand(
             scenarios,
             presets,
@@ -150,7 +154,10 @@ def sweep_command(
         )
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    sample = probe_row(cells[0])
+    try:
+        sample = probe_row(cells[0])
+    except SimulationBoundError as error:
+        raise BadInput(f"{where(cells[0].scenario())}: {error}") from error
     rows = _table(output, cells, sample)
     objective = None if best is None else _objective(best, cells, sample)
     keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
@@ -169,7 +176,7 @@ def sweep_command(
         try:
             plot_sweep(found, plot, title)
         except (OSError, RuntimeError) as error:
-            raise BadInput(f"--plot {plot}: {error}") from error
+            raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     console = Console()
     console.print(_overview(found, title))
     if objective is not None:
@@ -178,23 +185,29 @@ def sweep_command(
 
 def _table(output: Path, cells: Sequence[Cell], sample: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows already in the results table, checked before any cell runs: that its folder
-    takes a new table (else every result would be lost at the first save), and that its
-    rows hold the kinds of value and the scenarios this grid writes."""
-    if not output.parent.is_dir():
-        raise BadInput(f"-o {output}: no directory {output.parent}")
+    (`OUTPUT` checks that it exists) takes a new table (else every result would be lost at
+    the first save), and that its rows hold the kinds of value and the scenarios this grid
+    writes."""
     try:
         require_writable(output)
     except OSError as error:
         raise BadInput(
             f"-o {output}: cannot write the table in {output.parent} ({error.strerror})"
         ) from error
+    if output.is_file() and not _opens_as_parquet(output):
+        raise BadInput(f"-o {output}: not a sweep results table (not a Parquet file)")
     try:
         rows = read_rows(output)
         require_kinds(rows, sample)
         require_same_scenarios(rows, cells)
     except (OSError, ValueError) as error:
-        raise BadInput(f"-o {output}: {error}") from error
+        raise BadInput(f"-o {output}: {os_problem(error, output)}") from error
     return rows
+
+
+def _opens_as_parquet(path: Path) -> bool:
+    with path.open("rb") as file:
+        return file.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
 
 
 def _objective(text: str, cells: Sequence[Cell], sample: dict[str, Any]) -> Objective:
@@ -244,12 +257,14 @@ def _run(
             run_cells(cells, on_row, engine=engine, workers=workers, address=address)
         except EngineUnavailable as error:
             raise BadInput(str(error)) from error
+        except SimulationBoundError as error:  # from Ray, the task's error wraps it
+            raise BadInput(f"a cell: {getattr(error, 'cause', error)}") from error
         finally:
             if len(rows) > known:
                 try:
                     write_rows(output, rows)
                 except OSError as error:
-                    raise BadInput(f"-o {output}: {error}") from error
+                    raise BadInput(f"-o {output}: {os_problem(error, output)}") from error
 
 
 def _grid_rows(

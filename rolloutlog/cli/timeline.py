@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from rolloutlog.cli.bad_input import fail, reports_bad_input
+from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.options import FILE, OUTPUT
 from rolloutlog.cli.output import warn_torn_tail
 from rolloutlog.events.whole_file import written_whole
@@ -15,7 +15,7 @@ from rolloutlog.replay.source import open_log
 from rolloutlog.replay.timeline_page import Window, WindowError, timeline_page
 
 
-@click.command("timeline")
+@command("timeline")
 @click.argument("log", type=FILE)
 @click.option("-o", "--output", type=OUTPUT, required=True, help="The HTML file to write.")
 @click.option("--from", "t_from", type=float, help="Start of the time range (log seconds).")

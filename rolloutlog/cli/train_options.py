@@ -10,6 +10,7 @@ from click.core import ParameterSource
 
 from rolloutlog.cli.bad_input import fail
 from rolloutlog.cli.options import (
+    STEPS,
     file_option,
     folder_option,
     json_option,
@@ -23,7 +24,7 @@ DEFAULT_STEPS = 300
 OPTIONS = [
     click.option(
         "--steps",
-        type=click.IntRange(min=1),
+        type=STEPS,
         default=DEFAULT_STEPS,
         show_default=True,
         help="Batches to ship; the run then stops.",

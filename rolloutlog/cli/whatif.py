@@ -13,10 +13,12 @@ from typing import Any
 import click
 from rich.console import Console
 
-from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.bad_input import BadInput, command, os_problem
 from rolloutlog.cli.foreign import log_of
 from rolloutlog.cli.options import (
+    OUTPUT,
     PLOT_HELP,
+    NamedPath,
     check_option,
     file_option,
     json_option,
@@ -29,8 +31,10 @@ from rolloutlog.cli.output import emit_json, warn_torn_tail
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.cli.simulate import _parse_policies, run_with_progress
 from rolloutlog.core.config import ConfigError
+from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.whole_file import written_whole
+from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.source import open_log
 from rolloutlog.runs.simulate import policy_name
 from rolloutlog.runtime.sim.plot import plot_runs
@@ -58,9 +62,14 @@ def fit_recorded(
     except LogError as error:  # its message names the log
         raise BadInput(str(error)) from error
     except OSError as error:
+        raise BadInput(f"{log}: {os_problem(error, log)}") from error
+    except InconsistentLogError as error:  # the recorded run's fold: replay's words
         raise BadInput(f"{log}: {error}") from error
     except (FitError, ConfigError) as error:
         warn_torn_tail(source.torn_tail, log)  # a torn tail may hold what the fit lacks
+        inconsistent = fold_events(source.events(), check_invariants=False).error
+        if inconsistent is not None:  # the log contradicts itself: say where, as replay does
+            raise BadInput(f"{log}: {inconsistent}") from error
         raise BadInput(f"{log}: cannot fit a world: {error}") from error
     warn_torn_tail(source.torn_tail, log)
     header = {
@@ -115,8 +124,8 @@ def discarded_interval_for(
     return [low, high]
 
 
-@click.command("whatif")
-@click.argument("log", type=click.Path(path_type=Path))
+@command("whatif")
+@click.argument("log", type=NamedPath(path_type=Path))  # a log, or a run's folder
 @click.option(
     "--compare",
     metavar="P1,P2",
@@ -133,7 +142,7 @@ def discarded_interval_for(
 @file_option(
     "--save-world",
     help="Write the fitted world as a scenario file (simulate --scenario FILE).",
-    output=True,
+    kind=OUTPUT,
 )
 def whatif_command(
     log: Path,
@@ -156,13 +165,13 @@ def whatif_command(
             base = base.with_steps(steps)
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    policies = _parse_policies(compare, "--compare") if compare else [recorded["policy"]]
+    policies = [recorded["policy"]] if compare is None else _parse_policies(compare, "--compare")
     if save_world is not None:
         try:
             with written_whole(save_world) as temporary:
                 temporary.write_text(scenario_toml(base), encoding="utf-8")
         except OSError as error:
-            raise BadInput(f"--save-world {save_world}: {error}") from error
+            raise BadInput(f"--save-world {save_world}: {os_problem(error, save_world)}") from error
     fitted_rate = base.world.late_arrival_rate == fitted.scenario.world.late_arrival_rate
     races = fitted.races if fitted_rate else None
     runs, series = run_whatif(base, policies, quiet=False, check=check, races=races)
@@ -175,7 +184,7 @@ def whatif_command(
                 {"recorded": recorded, **runs}, {"recorded": recorded_series, **series}, plot, title
             )
         except (OSError, RuntimeError) as error:
-            raise BadInput(f"--plot {plot}: {error}") from error
+            raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     if as_json:
         emit_json({"recorded": recorded, "policies": runs})
     else:

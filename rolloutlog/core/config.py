@@ -218,9 +218,9 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"override {item!r}: expected key=value")
+            raise ConfigError(f"--set {item!r}: expected key=value")
         if key in parsed:  # one would silently win
-            raise ConfigError(f"override {item!r}: {key} is given twice; give one value")
+            raise ConfigError(f"--set {item!r}: {key} is given twice; give one value")
         try:
             parsed[key] = tomllib.loads(f"value = {raw}")["value"]
         except tomllib.TOMLDecodeError:

@@ -111,11 +111,13 @@ def preset_overrides(name: str) -> dict[str, Any]:
             f"policy {name!r}: must start with one of {', '.join(BASES)} (or be 'all')"
         )
     overrides: dict[str, Any] = {"staleness": base, **_OFF}
-    for rule in rules:
+    for n, rule in enumerate(rules):
         if rule not in RULES:
             raise ConfigError(
                 f"policy {name!r}: unknown rule {rule!r}; known rules: {', '.join(RULES)}"
             )
+        if rule in rules[:n]:
+            raise ConfigError(f"policy {name!r}: names rule {rule!r} twice")
         overrides.update(RULES[rule])
     return overrides
 

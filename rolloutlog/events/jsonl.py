@@ -19,7 +19,7 @@ from typing import Any, Final, TextIO
 from rolloutlog.events.errors import EventError, JsonlError
 from rolloutlog.events.schema import READ_VERSIONS, SCHEMA_VERSION, upgrade_json
 from rolloutlog.events.types import EVENT_TYPES, UNSEQUENCED, Event, event_fields
-from rolloutlog.events.validate import FIELD_VALUE_TYPES, validate_event
+from rolloutlog.events.validate import FIELD_VALUE_TYPES, t_order_problem, validate_event
 
 _COMMON: Final = ("kind", "seq", "t")
 
@@ -55,12 +55,16 @@ def read_jsonl(lines: Iterable[str]) -> Iterator[Event]:
 def import_lines(lines: Iterable[bytes]) -> Iterator[Event]:
     """The events of a whole log's JSON lines, as a file opened in binary mode gives them:
     `read_jsonl`'s checks, and each line UTF-8, and the log's opening (one `run_started`,
-    first, of a schema version this rolloutlog reads), every problem named by its line."""
-    opening = True
+    first, of a schema version this rolloutlog reads) and `t` never going back, every
+    problem named by its line."""
+    opening, previous_t = True, 0.0
     for number, event in _numbered_events(_decoded(lines)):
         if (event.kind == "run_started") != opening:
             raise JsonlError(number, f"{event.kind}: a log opens with run_started, and only it")
-        opening = False
+        backwards = t_order_problem(previous_t, event.t)
+        if backwards is not None:
+            raise JsonlError(number, f"{event.kind}.t: {backwards}")
+        opening, previous_t = False, event.t
         yield event
     if opening:
         raise JsonlError(1, "no event: a log opens with run_started")

@@ -210,9 +210,20 @@ class LogReader:
         try:
             return ipc.open_stream(source)
         except (pa.ArrowException, OSError) as error:
+            if self._holds_json_lines():
+                raise LogCorruptError(
+                    f"{self.path}: not a rolloutlog log but JSON Lines "
+                    f"(rolloutlog import {self.path} -o LOG makes a log of it)"
+                ) from error
             raise LogCorruptError(
                 f"{self.path}: not a rolloutlog log (no readable Arrow IPC stream schema: {error})"
             ) from error
+
+    def _holds_json_lines(self) -> bool:
+        """Whether the file opens like an export (`{"kind": ...`): the user gave the JSONL
+        where the log goes."""
+        with self.path.open("rb") as file:
+            return file.read(1) == b"{"
 
     def _verify(self, batch: pa.RecordBatch, stamp: BatchStamp, last_seq: int) -> None:
         """Refuse a damaged batch, or one whose seqs do not continue the log gap-free."""

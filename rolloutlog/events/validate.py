@@ -277,6 +277,16 @@ def validate_event(event: object) -> None:
         _refuse(cast(Event, event), *related)
 
 
+def t_order_problem(previous: float, t: float) -> str | None:
+    """`t` never goes back: every driver stamps an event with its clock when it appends
+    it (a decided event with its world event's `t`), so a log's `t` never decreases. The
+    one wording of the rule: `import` refuses a line that breaks it, `replay` reports it as
+    a violation."""
+    if t < previous:
+        return f"{t!r} is before the previous event's t, {previous!r} (t never goes back)"
+    return None
+
+
 def _refuse(event: Event, field: str, problem: str) -> NoReturn:
     seq = event.seq if _is_int(event.seq) else None
     raise EventError(event.kind, seq, field, problem)

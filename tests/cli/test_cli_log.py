@@ -106,8 +106,8 @@ def test_a_missing_or_damaged_log_is_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "damaged.arrow").write_bytes(data)
     assert "seq 0" in one_line_error(run("info", str(tmp_path / "damaged.arrow")))
     assert "seq 0" in one_line_error(run("export", str(tmp_path / "damaged.arrow")))
-    assert "No such file" in one_line_error(
-        run("import", str(tmp_path / "missing.jsonl"), "-o", "x")
+    assert one_line_error(run("import", str(tmp_path / "missing.jsonl"), "-o", "x")) == (
+        f"rolloutlog: error: {tmp_path / 'missing.jsonl'}: no such file"
     )
 
 
@@ -218,3 +218,16 @@ def test_a_reader_that_leaves_the_pipe_early_is_no_error(tmp_path: Path) -> None
     export.stdout.close()
     stderr = export.stderr.read()
     assert (export.wait(timeout=60), stderr) == (1, b"")
+
+
+def test_import_refuses_t_going_back_naming_the_file_and_line(tmp_path: Path) -> None:
+    lines = EXAMPLE.with_suffix(".jsonl").read_text(encoding="utf-8").splitlines()
+    assert '"t": 3.25' in lines[17]
+    lines[17] = lines[17].replace('"t": 3.25', '"t": 0.5')
+    (tmp_path / "back.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run("import", str(tmp_path / "back.jsonl"), "-o", str(tmp_path / "run.arrow"))
+    assert one_line_error(result) == (
+        f"rolloutlog: error: {tmp_path / 'back.jsonl'}: line 18: episode_completed.t: 0.5 is "
+        "before the previous event's t, 3.0 (t never goes back)"
+    )
+    assert not (tmp_path / "run.arrow").exists()

@@ -214,7 +214,7 @@ def test_set_options_read_back_as_the_values_they_spell(
 def test_a_set_option_without_key_and_value_is_refused_by_its_text(item: str) -> None:
     with pytest.raises(ConfigError) as refused:
         parse_overrides([item])
-    assert str(refused.value) == f"override {item!r}: expected key=value"
+    assert str(refused.value) == f"--set {item!r}: expected key=value"
 
 
 @given(run_configs(), st.integers(1, 64), st.integers(1, 4000), st.booleans())

@@ -315,7 +315,13 @@ def fit_log(events: Iterable[Event], *, seed: int = 0, name: str = "recorded") -
     """Fit the world of a recorded log; `seed` seeds the draws for unfinished work."""
     collector = _Collector()
     for event in events:
-        collector.observe(event)
+        try:
+            collector.observe(event)
+        except KeyError as error:  # an inconsistent log: `whatif` names it as replay does
+            raise FitError(
+                f"seq {event.seq} ({event.kind}) names {error.args[0]}, which no event before "
+                "it opened"
+            ) from error
     started = collector.started
     if started is None:
         raise FitError("the log has no run_started: nothing to fit")

@@ -1,0 +1,52 @@
+"""`t` never goes back: `replay` reports each event whose `t` is before the previous one's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import pytest
+
+from rolloutlog.events.log_reader import read_log
+from rolloutlog.events.log_writer import write_log
+from rolloutlog.replay.source import MemoryLog
+from rolloutlog.replay.time_order import t_order_violations
+from tests.cli.test_cli_log import EXAMPLE
+from tests.replay.test_replay_cli import run
+
+BACK = "seq 17 (episode_completed): t 0.5 is before the previous event's t, 3.0 (t never goes back)"
+
+
+def log_going_back(tmp_path: Path) -> Path:
+    """EXAMPLE with seq 17's t (3.25) set to 0.5, written through the recording API, which
+    (unlike `import`) takes it."""
+    events = read_log(EXAMPLE)
+    assert events[17].t == 3.25 and events[16].t == 3.0
+    events[17] = attrs.evolve(events[17], t=0.5)
+    write_log(tmp_path / "back.arrow", events)
+    return tmp_path / "back.arrow"
+
+
+@pytest.mark.parametrize("plain", [[], ["--plain"]])
+def test_replay_reports_t_going_back_as_a_violation_naming_the_seq(
+    tmp_path: Path, plain: list[str]
+) -> None:
+    log = log_going_back(tmp_path)
+    result = run("replay", log, *plain)
+    assert result.exit_code == 1, result.output
+    assert BACK in " ".join(result.stdout.split())  # the table wraps long lines
+    report = json.loads(run("replay", "--json", log, *plain).stdout)
+    assert report["invariant_violations"] == [BACK]
+
+
+def test_each_event_that_goes_back_is_named_across_record_batches() -> None:
+    events = read_log(EXAMPLE)
+    events[5] = attrs.evolve(events[5], t=-0.0)  # not before 0.0: no violation
+    events[20] = attrs.evolve(events[20], t=1.0)  # the first event of a batch of 4
+    found = t_order_violations(MemoryLog(events, batch_events=4))
+    assert found == [
+        "seq 20 (group_scored): t 1.0 is before the previous event's t, 3.75 (t never goes back)"
+    ]
+    assert t_order_violations(MemoryLog(events, batch_events=4), before=20) == []
+    assert t_order_violations(MemoryLog(read_log(EXAMPLE))) == []
