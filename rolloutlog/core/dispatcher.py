@@ -247,6 +247,19 @@ def _check_scored(state: DispatcherState, event: GroupScored) -> None:
     )
 
 
+def _check_version_pending(state: DispatcherState, event: VersionPending) -> None:
+    """A version is the weights after its batch: announced once, in order, and only once
+    that batch has shipped (a log that breaks this would show negative rollout ages)."""
+    shipped = state.step - 1
+    require(
+        state.version < event.version <= shipped,
+        event.seq,
+        event.kind,
+        f"v{event.version} after v{state.version} with {shipped} batches shipped: a version "
+        "is announced once, after its batch",
+    )
+
+
 def _on_version_pending(state: DispatcherState, event: VersionPending) -> None:
     state.version = event.version
 
@@ -267,6 +280,7 @@ _CHECKS: Final = (
     .on(GroupOpened, _check_group_opened)
     .on(GroupScored, _check_scored)
     .on(RunResumed, _check_resumed)
+    .on(VersionPending, _check_version_pending)
     .by_kind
 )
 _APPLIES: Final = (

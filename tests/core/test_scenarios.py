@@ -134,8 +134,10 @@ def test_race_two_groups_each_with_a_stale_and_a_fresh_member():
         )
     )
     run.apply(opened("g1", 0, 1), dispatched("g1/0", 0), opened("g2", 0, 1), dispatched("g2/0", 0))
-    run.apply(VersionPending(t=0.0, version=1), dispatched("g1/1", 1), dispatched("g2/1", 1))
-    run.apply(_shipped(1), _shipped(2), LimitSet(t=0.0, max_inflight=2))  # no refills
+    # v1 is announced after its batch (an empty one here: the race needs only the steps).
+    run.apply(_shipped(1), VersionPending(t=0.0, version=1))
+    run.apply(dispatched("g1/1", 1), dispatched("g2/1", 1))
+    run.apply(_shipped(2), LimitSet(t=0.0, max_inflight=2))  # no refills
     decided = run.react(VersionPending(t=1.0, version=2))
     cancels = [e for e in decided if e.kind == "episodes_cancelled"]
     assert [(c.group_id, c.episode_ids, c.reason) for c in cancels] == [
