@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from rolloutlog.cli.output import key_values
+from rolloutlog.cli.output import duration, key_values
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -16,7 +16,7 @@ def print_report(report: dict[str, Any]) -> None:
     rows = [
         ("finished", report["finished_reason"]),
         ("steps shipped", report["steps_shipped"]),
-        ("wall seconds", f"{report['wall_seconds']:.1f}"),
+        ("wall time", duration(report["wall_seconds"])),
         ("reward first → last 5", _first_last(curve)),
         ("reward curve", _sparkline(curve)),
         ("episodes dispatched", report["episodes_dispatched"]),
