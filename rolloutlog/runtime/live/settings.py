@@ -27,6 +27,7 @@ from rolloutlog.core.config import (
 )
 
 ServerMode = Literal["process", "thread"]
+ISCorrection = Literal["none", "tis", "mask"]
 
 TRAIN_RUN_DEFAULTS: Final[dict[str, Any]] = {
     "group_size": 8,
@@ -60,6 +61,11 @@ class LiveSettings:
     generate_timeout_s: float = checked(120.0, at_least(0.01), "one generate call, at most")
     publish_attempts: int = checked(3, at_least(1), "tries of a weight update that failed")
     check_invariants: bool = checked(False, None, "check every property on every event")
+    hard_task_share: float = checked(0.0, between(0.0, 1.0), "share of hard digit tasks")
+    is_correction: ISCorrection = checked("none", None, "stale tokens: none, tis or mask")
+    is_cap: float = checked(2.0, at_least(1.0), "tis: the cap C of the truncated ratio")
+    is_band_low: float = checked(0.5, between(0.0, 1.0), "mask: lowest ratio that trains")
+    is_band_high: float = checked(2.0, at_least(1.0), "mask: highest ratio that trains")
 
     def __attrs_post_init__(self) -> None:
         if self.hidden_size % 32 != 0:
