@@ -91,8 +91,13 @@ def check_presets(names: Sequence[str]) -> list[str]:
     return list(names)
 
 
-def run_key(row: Row) -> tuple[str, str, int, int]:
-    return row["settings"], row["preset"], row["seed"], row["steps"]
+def run_key(row: Row) -> tuple[str, str, str, int, int]:
+    """What makes a run: its settings (the set's and `--set`'s), preset, seed and length."""
+    return row["settings"], _label(row), row["preset"], row["seed"], row["steps"]
+
+
+def _label(row: Row) -> str:
+    return " ".join(row["overrides"]) or "live defaults"
 
 
 def load_table(path: Path) -> list[Row]:
@@ -123,7 +128,7 @@ def study(
         for name in settings
         for preset in presets
         for seed in seeds
-        if (name, preset, seed, steps) not in done
+        if run_key(_planned(name, preset, seed, steps, extra)) not in done
     ]
     progress(f"learning: {len(done)} runs in {table}, {len(todo)} to run")
     table.parent.mkdir(parents=True, exist_ok=True)
@@ -139,6 +144,17 @@ def study(
             f"{final_reward(row):.3f} in {time.monotonic() - started:.0f} s"
         )
     return len(todo)
+
+
+def _planned(name: str, preset: str, seed: int, steps: int, extra: Sequence[str]) -> Row:
+    overrides = [*SETTINGS_SETS[name], *extra]
+    return {
+        "settings": name,
+        "preset": preset,
+        "seed": seed,
+        "steps": steps,
+        "overrides": overrides,
+    }
 
 
 def preset_sets(preset: str) -> list[str]:
@@ -343,8 +359,8 @@ def spearman(first: Sequence[str], second: Sequence[str]) -> float | None:
 def report(rows: Sequence[Row], steps: int) -> str:
     """The markdown report of the table's runs of `steps` batches, per settings set."""
     lines = []
-    for name, group in _by([r for r in rows if r["steps"] == steps], "settings").items():
-        lines += [f"### {name} ({' '.join(group[0]['overrides']) or 'live defaults'})", ""]
+    for label, group in _by_settings(rows, steps).items():
+        lines += [f"### {label}", ""]
         lines += [
             "| preset | seeds | s to 0.5 | s to 0.8 | final reward | trained tok/s | "
             "discarded | trained ages | trained share (dispatched) by difficulty | "
@@ -408,6 +424,15 @@ def _number(value: float | None, digits: int) -> str:
     return "never" if math.isinf(value) else f"{value:.{digits}f}"
 
 
+def _by_settings(rows: Iterable[Row], steps: int) -> dict[str, list[Row]]:
+    """The runs of `steps` batches by settings set and `--set` items: `name (items)`."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        if row["steps"] == steps:
+            groups.setdefault(f"{row['settings']} ({_label(row)})", []).append(row)
+    return groups
+
+
 def _by(rows: Iterable[Row], key: str) -> dict[str, list[Row]]:
     groups: dict[str, list[Row]] = {}
     for row in rows:
@@ -422,7 +447,7 @@ def plot(rows: Sequence[Row], steps: int, path: Path) -> None:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    sets = _by([r for r in rows if r["steps"] == steps], "settings")
+    sets = _by_settings(rows, steps)
     figure, axes = pyplot.subplots(1, len(sets), figsize=(5 * len(sets), 4), squeeze=False)
     for axis, (name, group) in zip(axes[0], sets.items(), strict=True):
         for preset, runs in _by(group, "preset").items():

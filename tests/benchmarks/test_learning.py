@@ -44,8 +44,11 @@ def test_the_study_runs_each_missing_run_once_and_reports_it(tmp_path):
     }
     assert learning.study(**common) == 4
     rows = learning.load_table(table)
+    label = " ".join(["hard_task_share=0.2", *TINY])
     assert sorted(learning.run_key(r) for r in rows) == [
-        ("hard", preset, seed, 2) for preset in ("per-episode", "per-group") for seed in (0, 1)
+        ("hard", label, preset, seed, 2)
+        for preset in ("per-episode", "per-group")
+        for seed in (0, 1)
     ]
     for row in rows:
         assert row["ok"] and len(row["curve"]) == len(row["batch_t"]) == 2
@@ -56,8 +59,12 @@ def test_the_study_runs_each_missing_run_once_and_reports_it(tmp_path):
     assert learning.study(**common) == 0
     assert learning.study(**{**common, "seeds": [0, 2]}) == 2
     assert len(learning.load_table(table)) == 6
+    # other --set items make other runs, reported apart
+    assert learning.study(**{**common, "seeds": [0], "presets": ["per-group"],
+                             "extra": [*TINY, "is_correction=tis"]}) == 1  # fmt: skip
     text = learning.report(learning.load_table(table), 2)
-    assert "### hard" in text and "| per-group | 3 |" in text and "Spearman" in text
+    assert f"### hard ({label})" in text and "| per-group | 3 |" in text
+    assert "is_correction=tis)" in text and "| per-group | 1 |" in text and "Spearman" in text
 
 
 def test_a_missing_preset_is_refused_in_one_line(tmp_path, capsys):
