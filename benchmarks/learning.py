@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import functools
 import json
-import math
 import os
 import resource
 import shlex
@@ -37,9 +36,11 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
+
+from learning_report import WINDOW, Row, final_reward, label, plot, report
 
 from rolloutlog.cli.train import run_training
 from rolloutlog.core.config import ConfigError, parse_overrides
@@ -52,16 +53,10 @@ from rolloutlog.runtime.live.session import save_initial
 from rolloutlog.runtime.live.settings import build_settings
 from rolloutlog.runtime.live.vllm_launch import VLLMProcess, vllm_servers
 
-WINDOW: Final = 10  # batches in the moving mean that must reach a target
-TARGETS: Final = (0.5, 0.8)
 REPO: Final = Path(__file__).resolve().parents[1]
 TABLE: Final = REPO / "benchmarks" / "learning_runs.jsonl"
 CPU_LAUNCHER: Final = f"{REPO}/.venv-vllm/bin/python {REPO}/scripts/vllm_cpu.py"
-# the issue's list; those that exist today are the default, the others are refused by name
-ISSUE_PRESETS: Final = (
-    "per-group", "per-episode", "all", "prime-rl", "prime-rl-withhold", "areal", "tinker",
-    "tinker-822", "per-episode+interrupt",
-)  # fmt: skip
+# the presets of the issue that exist today (prime-rl, areal, tinker, ... once they do)
 DEFAULT_PRESETS: Final = ("per-group", "per-episode", "all")
 # beside the defaults: members of a group start at different versions only when the
 # permits bind (large groups) or generations outlast a train step
@@ -71,7 +66,6 @@ SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
     "long": ("server_min_step_s=0.01",),
     "hard": ("hard_task_share=0.2",),
 }
-Row = dict[str, Any]
 
 
 class StudyError(ValueError):
@@ -93,11 +87,7 @@ def check_presets(names: Sequence[str]) -> list[str]:
 
 def run_key(row: Row) -> tuple[str, str, str, int, int]:
     """What makes a run: its settings (the set's and `--set`'s), preset, seed and length."""
-    return row["settings"], _label(row), row["preset"], row["seed"], row["steps"]
-
-
-def _label(row: Row) -> str:
-    return " ".join(row["overrides"]) or "live defaults"
+    return row["settings"], label(row), row["preset"], row["seed"], row["steps"]
 
 
 def load_table(path: Path) -> list[Row]:
@@ -295,184 +285,6 @@ def _backend(backend: str, command: str, extra: list[str], root: Path) -> Iterat
     initial = save_initial(settings, 0, root / "initial")
     with vllm_servers(shlex.split(command), initial, settings.servers, log_dir=root) as servers:
         yield servers
-
-
-# ---- reporting -------------------------------------------------------------------------
-def moving_mean(curve: Sequence[float]) -> list[float | None]:
-    """The mean of the last WINDOW batches at each batch (None before WINDOW batches)."""
-    return [
-        statistics.fmean(curve[i - WINDOW + 1 : i + 1]) if i >= WINDOW - 1 else None
-        for i in range(len(curve))
-    ]
-
-
-def seconds_to(row: Row, target: float) -> float:
-    """Wall seconds until the moving mean first reached `target`; inf if it never did."""
-    for mean, t in zip(moving_mean(row["curve"]), row["batch_t"], strict=False):
-        if mean is not None and mean >= target:
-            return float(t)
-    return math.inf
-
-
-def final_reward(row: Row) -> float:
-    curve = row["curve"][-WINDOW:]
-    return statistics.fmean(curve) if curve else 0.0
-
-
-def run_order(rows: Iterable[Row], target: float = 0.8) -> list[Row]:
-    """Runs best first: those that reach `target` by their time, then the rest by final
-    reward."""
-    return sorted(rows, key=lambda r: (seconds_to(r, target), -final_reward(r)))
-
-
-def preset_order(rows: Sequence[Row], target: float = 0.8) -> list[str]:
-    """Presets best first: median seconds to `target` over seeds (a seed that never gets
-    there counts as infinite), ties (never, mostly) by median final reward."""
-    by_preset = _by(rows, "preset")
-    return sorted(
-        by_preset,
-        key=lambda p: (
-            statistics.median(seconds_to(r, target) for r in by_preset[p]),
-            -statistics.median(final_reward(r) for r in by_preset[p]),
-        ),
-    )
-
-
-def whatif_order(rows: Sequence[Row]) -> list[str]:
-    """Presets best first by what-if trained episodes per hour, median over the live logs."""
-    presets = sorted({r["preset"] for r in rows})
-    return sorted(presets, key=lambda p: -statistics.median(r["whatif"].get(p, 0.0) for r in rows))
-
-
-def spearman(first: Sequence[str], second: Sequence[str]) -> float | None:
-    """Spearman's rank correlation of two orderings of the same names (None under 2)."""
-    if sorted(first) != sorted(second):
-        raise ValueError(f"rankings of different presets: {first} and {second}")
-    n = len(first)
-    if n < 2:
-        return None
-    position = {name: index for index, name in enumerate(second)}
-    squares = sum((index - position[name]) ** 2 for index, name in enumerate(first))
-    return 1.0 - 6.0 * squares / (n * (n * n - 1))
-
-
-def report(rows: Sequence[Row], steps: int) -> str:
-    """The markdown report of the table's runs of `steps` batches, per settings set."""
-    lines = []
-    for label, group in _by_settings(rows, steps).items():
-        lines += [f"### {label}", ""]
-        lines += [
-            "| preset | seeds | s to 0.5 | s to 0.8 | final reward | trained tok/s | "
-            "discarded | trained ages | trained share (dispatched) by difficulty | "
-            "late reward by difficulty | what-if eps/h |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        by_preset = _by(group, "preset")
-        for preset in preset_order(group):
-            lines.append(_preset_line(preset, by_preset[preset]))
-        learner, simulated = preset_order(group), whatif_order(group)
-        rho = spearman(learner, simulated)
-        lines += [
-            "",
-            f"Learner (time to 0.8): {', '.join(learner)}; what-if (trained episodes per "
-            f"hour): {', '.join(simulated)}; Spearman {_number(rho, 2)}.",
-            "",
-        ]
-    return "\n".join(lines)
-
-
-def _preset_line(preset: str, runs: list[Row]) -> str:
-    times = [_spread([seconds_to(r, target) for r in runs]) for target in TARGETS]
-    ages: Counter[str] = Counter()
-    for run in runs:
-        ages.update(run["trained_ages"])
-    total = sum(ages.values()) or 1
-    histogram = " ".join(f"{age}:{ages[age] / total:.2f}" for age in sorted(ages, key=int))
-    shares, rewards = [], []
-    names = sorted({d for r in runs for d in r["by_difficulty"]})
-    for name in names:
-        trained = sum(r["by_difficulty"].get(name, {}).get("trained", 0) for r in runs)
-        sent = sum(r["by_difficulty"].get(name, {}).get("dispatched", 0) for r in runs)
-        all_trained = sum(d["trained"] for r in runs for d in r["by_difficulty"].values())
-        all_sent = sum(d["dispatched"] for r in runs for d in r["by_difficulty"].values())
-        shares.append(f"{name} {trained / (all_trained or 1):.2f} ({sent / (all_sent or 1):.2f})")
-        late = [r["by_difficulty"].get(name, {}).get("reward") for r in runs]
-        values = [v for v in late if v is not None]
-        rewards.append(f"{name} {_number(statistics.fmean(values) if values else None, 2)}")
-    per_s = [r["trained_tokens"] / r["batch_t"][-1] for r in runs if r["batch_t"]]
-    whatif = statistics.median(r["whatif"].get(preset, 0.0) for r in runs)
-    return (
-        f"| {preset} | {len(runs)} | {times[0]} | {times[1]} | "
-        f"{statistics.median(final_reward(r) for r in runs):.3f} | "
-        f"{statistics.median(per_s) if per_s else 0:.0f} | "
-        f"{statistics.median(r['discarded'] for r in runs):.0f} | {histogram} | "
-        f"{'; '.join(shares)} | {'; '.join(rewards)} | {whatif:,.0f} |"
-    )
-
-
-def _spread(values: list[float]) -> str:
-    """`median (min-max)` of seconds; `never` where the median run never got there."""
-    median = statistics.median(values)
-    if math.isinf(median):
-        return f"never ({sum(math.isfinite(v) for v in values)}/{len(values)} did)"
-    return f"{median:.0f} ({min(values):.0f}-{_number(max(values), 0)})"
-
-
-def _number(value: float | None, digits: int) -> str:
-    if value is None:
-        return "n/a"
-    return "never" if math.isinf(value) else f"{value:.{digits}f}"
-
-
-def _by_settings(rows: Iterable[Row], steps: int) -> dict[str, list[Row]]:
-    """The runs of `steps` batches by settings set and `--set` items: `name (items)`."""
-    groups: dict[str, list[Row]] = {}
-    for row in rows:
-        if row["steps"] == steps:
-            groups.setdefault(f"{row['settings']} ({_label(row)})", []).append(row)
-    return groups
-
-
-def _by(rows: Iterable[Row], key: str) -> dict[str, list[Row]]:
-    groups: dict[str, list[Row]] = {}
-    for row in rows:
-        groups.setdefault(row[key], []).append(row)
-    return groups
-
-
-def plot(rows: Sequence[Row], steps: int, path: Path) -> None:
-    """Moving-mean reward against wall seconds per preset: median and min-max over seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
-    sets = _by_settings(rows, steps)
-    figure, axes = pyplot.subplots(1, len(sets), figsize=(5 * len(sets), 4), squeeze=False)
-    for axis, (name, group) in zip(axes[0], sets.items(), strict=True):
-        for preset, runs in _by(group, "preset").items():
-            end = min(r["batch_t"][-1] for r in runs)
-            grid = [end * i / 100 for i in range(101)]
-            curves = [[_at(r, t) for t in grid] for r in runs]
-            middle = [statistics.median(c[i] for c in curves) for i in range(len(grid))]
-            (line,) = axis.plot(grid, middle, label=preset)
-            low = [min(c[i] for c in curves) for i in range(len(grid))]
-            high = [max(c[i] for c in curves) for i in range(len(grid))]
-            axis.fill_between(grid, low, high, color=line.get_color(), alpha=0.2)
-        axis.set(title=name, xlabel="wall seconds", ylabel=f"reward ({WINDOW}-batch mean)")
-        axis.legend()
-    figure.tight_layout()
-    figure.savefig(path)
-
-
-def _at(row: Row, t: float) -> float:
-    """The moving-mean reward at wall second `t` (the first batch's reward before it)."""
-    value = row["curve"][0] if row["curve"] else 0.0
-    for batch_t, mean in zip(row["batch_t"], moving_mean(row["curve"]), strict=False):
-        if batch_t > t:
-            break
-        value = mean if mean is not None else statistics.fmean(row["curve"][:WINDOW])
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import math
 import sys
@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "learning.py"
-_spec = importlib.util.spec_from_file_location("learning", PATH)
-assert _spec is not None and _spec.loader is not None
-learning = importlib.util.module_from_spec(_spec)
-sys.modules["learning"] = learning
-_spec.loader.exec_module(learning)
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # as `python benchmarks/learning.py` has it
+learning = importlib.import_module("learning")
+ranking = importlib.import_module("learning_report")
 
 TINY = ("batch_size=16", "max_inflight=16", "group_size=4", "server_mode=thread")
 
@@ -62,7 +60,7 @@ def test_the_study_runs_each_missing_run_once_and_reports_it(tmp_path):
     # other --set items make other runs, reported apart
     assert learning.study(**{**common, "seeds": [0], "presets": ["per-group"],
                              "extra": [*TINY, "is_correction=tis"]}) == 1  # fmt: skip
-    text = learning.report(learning.load_table(table), 2)
+    text = ranking.report(learning.load_table(table), 2)
     assert f"### hard ({label})" in text and "| per-group | 3 |" in text
     assert "is_correction=tis)" in text and "| per-group | 1 |" in text and "Spearman" in text
 
@@ -81,19 +79,19 @@ def test_a_run_that_never_reaches_the_target_ranks_after_those_that_do():
     late = _row("b", [0.0] * 20 + [0.85] * 10)  # reaches it at batch 30
     never_high = _row("c", [0.7] * 30)
     never_low = _row("d", [0.1] * 30)
-    assert learning.seconds_to(slow, 0.8) == 10.0 and learning.seconds_to(late, 0.8) == 30.0
-    assert math.isinf(learning.seconds_to(never_high, 0.8))
-    order = learning.run_order([never_low, never_high, late, slow])
+    assert ranking.seconds_to(slow, 0.8) == 10.0 and ranking.seconds_to(late, 0.8) == 30.0
+    assert math.isinf(ranking.seconds_to(never_high, 0.8))
+    order = ranking.run_order([never_low, never_high, late, slow])
     assert [r["preset"] for r in order] == ["a", "b", "c", "d"]
-    assert learning.preset_order([never_low, never_high, late, slow]) == ["a", "b", "c", "d"]
+    assert ranking.preset_order([never_low, never_high, late, slow]) == ["a", "b", "c", "d"]
 
 
 def test_the_correlation_of_learner_and_whatif_rankings_on_a_hand_made_table():
     rows = [_row("a", [0.9] * 12), _row("b", [0.0] * 2 + [0.9] * 10), _row("c", [0.1] * 12)]
-    assert learning.preset_order(rows) == ["a", "b", "c"]
-    assert learning.whatif_order(rows) == ["c", "b", "a"]  # whatif: c > b > a per hour
-    assert learning.spearman(learning.preset_order(rows), learning.whatif_order(rows)) == -1.0
-    assert learning.spearman(["a", "b", "c"], ["a", "c", "b"]) == pytest.approx(0.5)
-    assert learning.spearman(["a"], ["a"]) is None
-    assert "Spearman -1.00" in learning.report(rows, 12)
+    assert ranking.preset_order(rows) == ["a", "b", "c"]
+    assert ranking.whatif_order(rows) == ["c", "b", "a"]  # whatif: c > b > a per hour
+    assert ranking.spearman(ranking.preset_order(rows), ranking.whatif_order(rows)) == -1.0
+    assert ranking.spearman(["a", "b", "c"], ["a", "c", "b"]) == pytest.approx(0.5)
+    assert ranking.spearman(["a"], ["a"]) is None
+    assert "Spearman -1.00" in ranking.report(rows, 12)
     json.dumps(rows)  # the rows are what the table stores
