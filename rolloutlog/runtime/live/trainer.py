@@ -15,9 +15,9 @@ Why these choices:
 Corrections for stale tokens (`TrainerConfig.is_correction`, `--set live.is_correction`),
 with r = ratio above, taken from the behaviour logprobs inference returned:
 - `none` (default): the clipped surrogate above.
-- `tis`: truncated importance sampling; the surrogate is sg(min(r, C) / r)·r·A_i, whose
-  gradient is min(r, C)·A_i·∇logp_θ: the weight is the ratio capped at C (`is_cap`) and
-  detached, and no PPO clip applies.
+- `tis`: truncated importance sampling; the surrogate is sg(min(r, C))·e^(logp_θ −
+  sg(logp_θ))·A_i, worth min(r, C)·A_i with gradient min(r, C)·A_i·∇logp_θ: the weight
+  is the ratio capped at C (`is_cap`) and detached, and no PPO clip applies.
 - `mask`: the clipped surrogate, but a token whose r lies outside the band
   [low, high] (`is_band_low`, `is_band_high`, both ends inclusive: a token at exactly
   `low` trains) carries no gradient, as IcePop and MIS do; it stays in the token mean.
@@ -132,10 +132,10 @@ def surrogate(
     ratio = torch.exp(logprobs - behaviour) * mask
     advantage = advantages.unsqueeze(1)
     if config.is_correction == "tis":
-        capped = ratio.clamp(max=config.is_cap)
-        weight = (capped / ratio.clamp(min=1e-30)).detach()
+        weight = ratio.detach().clamp(max=config.is_cap)
         corrected = (ratio.detach() > config.is_cap).float() * mask
-        return weight * ratio * advantage, corrected
+        unit = torch.exp(logprobs - logprobs.detach()) * mask  # 1, with the gradient of logp
+        return weight * unit * advantage, corrected
     epsilon = config.clip_epsilon
     clipped = torch.minimum(ratio * advantage, ratio.clamp(1 - epsilon, 1 + epsilon) * advantage)
     if config.is_correction == "mask":
