@@ -116,6 +116,7 @@ def prepare_resume(log_path: Path, run: CrashedRun, weights_dir: Path) -> Resume
             request_prefix=new_request_prefix(),
             seed=run.seed,
             temperature=run.settings.temperature,
+            hard_task_share=run.settings.hard_task_share,
             observers=(Account(run.config),) if run.settings.check_invariants else (),
         )
     except (OSError, LogError, ResumeError) as error:

@@ -7,6 +7,11 @@ right) is dense enough for GRPO to see progress from the first batches.
 Token ids (the whole vocabulary, 16 ids so that shapes stay multiples of 8):
 digits `0`-`9` are ids 0-9, then SEP, BOS, EOS, PAD; 14 and 15 are unused.
 A prompt is `BOS d1 … dn SEP`; the ideal completion is the sorted digits, then EOS.
+
+The hard tail (`live.hard_task_share`, 0 by default): a share of the task ids name 10 to 12
+digits instead. They take twice the decode steps and are learned later, so a rule that
+drops slow rollouts pays for it in reward. Which ids are hard is a hash of the id apart
+from the one that draws the digits, so at share 0 every task is exactly what it was.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ PAD_ID: Final = 13
 VOCAB_SIZE: Final = 16
 DIGITS_MIN: Final = 4
 DIGITS_MAX: Final = 6
+HARD_DIGITS_MIN: Final = 10
+HARD_DIGITS_MAX: Final = 12
 ENV_NAME: Final = "sort-digits"
 
 
@@ -44,23 +51,42 @@ class DigitTask:
         return [*sorted(self.digits), EOS_ID]
 
     @property
+    def difficulty(self) -> str:
+        """`hard` (the tail: more digits than an ordinary task ever has) or `easy`."""
+        return "hard" if len(self.digits) > DIGITS_MAX else "easy"
+
+    @property
     def max_tokens(self) -> int:
         """Room for every digit plus EOS: the target's length; longer answers score worse."""
         return len(self.digits) + 1
 
 
-def task_from_id(task_id: str) -> DigitTask:
+def task_from_id(task_id: str, hard_share: float = 0.0) -> DigitTask:
     """The task that `task_id` names: deterministic across processes and Python versions.
 
     The digits come from a `random.Random` seeded with the SHA-256 of the id, so the same id
     gives the same prompt in the driver, in replay and in any test, with no shared state.
+    With `hard_share` > 0, the ids whose second draw (`_hard_draw`) falls below it are hard.
     """
     if not task_id:
         raise ValueError("task_id must be a non-empty string")
-    seed = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big")
-    rng = random.Random(seed)
-    count = rng.randint(DIGITS_MIN, DIGITS_MAX)
+    if not 0.0 <= hard_share <= 1.0:
+        raise ValueError(f"hard_share must be in [0, 1], got {hard_share}")
+    rng = random.Random(_hash64(task_id))
+    if _hard_draw(task_id) < hard_share:
+        count = rng.randint(HARD_DIGITS_MIN, HARD_DIGITS_MAX)
+    else:
+        count = rng.randint(DIGITS_MIN, DIGITS_MAX)
     return DigitTask(task_id=task_id, digits=tuple(rng.randrange(10) for _ in range(count)))
+
+
+def _hash64(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+def _hard_draw(task_id: str) -> float:
+    """A uniform draw in [0, 1) per task id, independent of its digits' draw."""
+    return _hash64(f"hard:{task_id}") / 2.0**64
 
 
 def reward(task: DigitTask, completion_ids: Sequence[int]) -> float:

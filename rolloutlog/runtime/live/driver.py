@@ -113,6 +113,7 @@ class DriverOptions:
     steps: int
     seed: int = 0
     temperature: float = 1.0
+    hard_task_share: float = 0.0
     publish_attempts: int = 3  # bounded retries of a weight update that failed everywhere
     publish_backoff_s: float = 0.5
     shutdown_timeout_s: float = 30.0
@@ -153,6 +154,7 @@ class LiveDriver:
                 run_seed=options.seed,
                 temperature=options.temperature,
                 request_prefix=new_request_prefix(),
+                hard_task_share=options.hard_task_share,
             )
         self.counts: Counter[str] = Counter()
         self.reward_curve: list[float | None] = []

@@ -105,9 +105,17 @@ def request_id(prefix: str, episode_id: str) -> str:
 class EpisodeBook:
     """Group tasks, cancelled ids and finished rollouts, each forgotten once final."""
 
-    def __init__(self, *, run_seed: int, temperature: float, request_prefix: str) -> None:
+    def __init__(
+        self,
+        *,
+        run_seed: int,
+        temperature: float,
+        request_prefix: str,
+        hard_task_share: float = 0.0,
+    ) -> None:
         self.run_seed = run_seed
         self.temperature = temperature
+        self.hard_task_share = hard_task_share  # digits.task_from_id's hard tail
         self.request_prefix = request_prefix
         self._groups: dict[str, _Group] = {}
         self._cancelled: dict[str, DigitTask] = {}  # a late completion is still scored
@@ -125,7 +133,7 @@ class EpisodeBook:
     def group_opened(self, event: GroupOpened) -> None:
         """Remember the group's task and its prefix-cache salt (its start version)."""
         self._groups[event.group_id] = _Group(
-            task=task_from_id(event.task_id),
+            task=task_from_id(event.task_id, self.hard_task_share),
             cache_salt=f"v{event.policy_version}",
             size=event.group_size,
         )

@@ -115,6 +115,7 @@ def prepare(
     seed: int,
     temperature: float,
     observers: tuple[Observer, ...] = (),
+    hard_task_share: float = 0.0,
 ) -> ResumePoint:
     """Fold the log and the store into the point a resumed run continues from.
 
@@ -129,7 +130,12 @@ def prepare(
             f"{run_id or 'unnamed (started by an older rolloutlog)'}: "
             "not this run's weights directory"
         )
-    book = EpisodeBook(run_seed=seed, temperature=temperature, request_prefix=request_prefix)
+    book = EpisodeBook(
+        run_seed=seed,
+        temperature=temperature,
+        request_prefix=request_prefix,
+        hard_task_share=hard_task_share,
+    )
     fold = _Fold(book, checkpoint)
     reader = LogReader(log_path, warn=False)
     try:

@@ -54,6 +54,18 @@ def save_initial(settings: LiveSettings, seed: int, directory: Path) -> Path:
     return directory
 
 
+def train_config(settings: LiveSettings) -> TrainerConfig:
+    """The trainer's knobs among the live settings."""
+    return TrainerConfig(
+        learning_rate=settings.learning_rate,
+        clip_epsilon=settings.clip_epsilon,
+        entropy_coefficient=settings.entropy_coefficient,
+        is_correction=settings.is_correction,
+        is_cap=settings.is_cap,
+        is_band=(settings.is_band_low, settings.is_band_high),
+    )
+
+
 @contextlib.contextmanager
 def local_servers(settings: LiveSettings, weights_dir: Path, seed: int) -> Iterator[list[str]]:
     """Start `settings.servers` CPU servers on loopback; their urls, stopped on exit."""
@@ -115,15 +127,12 @@ async def train_live(
         steps=steps,
         seed=seed,
         temperature=settings.temperature,
+        hard_task_share=settings.hard_task_share,
         publish_attempts=settings.publish_attempts,
         check_invariants=settings.check_invariants,
         endpoint_wait_s=settings.endpoint_wait_s,
     )
-    trainer_config = TrainerConfig(
-        learning_rate=settings.learning_rate,
-        clip_epsilon=settings.clip_epsilon,
-        entropy_coefficient=settings.entropy_coefficient,
-    )
+    trainer_config = train_config(settings)
     with _weights_root(weights_dir) as root, _torch_threads(settings.trainer_threads):
         model = initial_model(settings, seed)
         broadcast = WeightBroadcast(root, keep=BROADCAST_KEEP, run_id=run_id)

@@ -28,6 +28,7 @@ from rolloutlog.core.config import (
 from rolloutlog.core.overrides import qualify_overrides
 
 ServerMode = Literal["process", "thread"]
+ISCorrection = Literal["none", "tis", "mask"]
 
 TRAIN_RUN_DEFAULTS: Final[dict[str, Any]] = {
     "group_size": 8,
@@ -64,6 +65,11 @@ class LiveSettings:
         30.0, between(0.0, 86400.0), "no endpoint left: wait this long for one to come back"
     )
     check_invariants: bool = checked(False, None, "check every property on every event")
+    hard_task_share: float = checked(0.0, between(0.0, 1.0), "share of hard digit tasks")
+    is_correction: ISCorrection = checked("none", None, "stale tokens: none, tis or mask")
+    is_cap: float = checked(2.0, at_least(1.0), "tis: the cap C of the truncated ratio")
+    is_band_low: float = checked(0.5, between(0.0, 1.0), "mask: lowest ratio that trains")
+    is_band_high: float = checked(2.0, at_least(1.0), "mask: highest ratio that trains")
 
     def __attrs_post_init__(self) -> None:
         if self.hidden_size % 32 != 0:

@@ -12,6 +12,15 @@ Why these choices:
   and short answers weigh the same per token.
 - A small entropy bonus (β = 0.02 by default) keeps a model trained from scratch
   exploring; without it the digit task collapses onto repeating one digit near reward 0.5.
+Corrections for stale tokens (`TrainerConfig.is_correction`, `--set live.is_correction`),
+with r = ratio above, taken from the behaviour logprobs inference returned:
+- `none` (default): the clipped surrogate above.
+- `tis`: truncated importance sampling; the surrogate is sg(min(r, C))·e^(logp_θ −
+  sg(logp_θ))·A_i, worth min(r, C)·A_i with gradient min(r, C)·A_i·∇logp_θ: the weight
+  is the ratio capped at C (`is_cap`) and detached, and no PPO clip applies.
+- `mask`: the clipped surrogate, but a token whose r lies outside the band
+  [low, high] (`is_band_low`, `is_band_high`, both ends inclusive: a token at exactly
+  `low` trains) carries no gradient, as IcePop and MIS do; it stays in the token mean.
 Each step publishes version `k` to the broadcast directory and returns it; the runtime then
 announces it (`version_pending`) and makes it live.
 """
@@ -21,6 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import attrs
 import torch
@@ -30,6 +40,8 @@ from rolloutlog.runtime.live.broadcast import WeightBroadcast
 from rolloutlog.runtime.live.digits import PAD_ID
 from rolloutlog.runtime.live.episodes import TrainSample
 from rolloutlog.runtime.live.model import LlamaForCausalLM, load_weights_into
+
+Correction = Literal["none", "tis", "mask"]
 
 
 @attrs.frozen(kw_only=True)
@@ -41,6 +53,9 @@ class TrainerConfig:
     entropy_coefficient: float = 0.02
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
+    is_correction: Correction = "none"
+    is_cap: float = 2.0
+    is_band: tuple[float, float] = (0.5, 2.0)
 
 
 @attrs.frozen(kw_only=True)
@@ -57,6 +72,7 @@ class StepReport:
     episodes: int
     tokens: int
     duration_s: float
+    corrected_fraction: float = 0.0  # tokens capped (tis) or masked (mask)
 
 
 @attrs.frozen
@@ -80,6 +96,34 @@ def _collate(samples: Sequence[TrainSample]) -> _Batch:
         old[row, start:end] = torch.tensor(sample.inference_logprobs)
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
     return _Batch(tokens, mask, old, advantages)
+
+
+def surrogate(
+    logprobs: torch.Tensor,
+    behaviour: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    config: TrainerConfig,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-token objective to maximise (module docstring), and the tokens corrected.
+
+    All `[B, L-1]` but `advantages` (`[B]`); `mask` is 1 on completion tokens. The second
+    tensor is 1 where `tis` capped the ratio or `mask` masked the token (0 under `none`).
+    """
+    ratio = torch.exp(logprobs - behaviour) * mask
+    advantage = advantages.unsqueeze(1)
+    if config.is_correction == "tis":
+        weight = ratio.detach().clamp(max=config.is_cap)
+        corrected = (ratio.detach() > config.is_cap).float() * mask
+        unit = torch.exp(logprobs - logprobs.detach()) * mask  # 1, with the gradient of logp
+        return weight * unit * advantage, corrected
+    epsilon = config.clip_epsilon
+    clipped = torch.minimum(ratio * advantage, ratio.clamp(1 - epsilon, 1 + epsilon) * advantage)
+    if config.is_correction == "mask":
+        low, high = config.is_band
+        inside = ((ratio.detach() >= low) & (ratio.detach() <= high)).float()
+        return clipped * inside, (1.0 - inside) * mask
+    return clipped, torch.zeros_like(mask)
 
 
 def completion_logprobs(
@@ -139,13 +183,12 @@ class GRPOTrainer:
         batch = _collate(samples)
         logprobs, entropy = _token_logprobs(self.model, batch.tokens)
         ratio = torch.exp(logprobs - batch.old_logprobs) * batch.mask
-        advantages = batch.advantages.unsqueeze(1)
-        epsilon = self.config.clip_epsilon
-        surrogate = torch.minimum(
-            ratio * advantages, ratio.clamp(1 - epsilon, 1 + epsilon) * advantages
+        objective, corrected = surrogate(
+            logprobs, batch.old_logprobs, batch.advantages, batch.mask, self.config
         )
+        epsilon = self.config.clip_epsilon
         tokens = batch.mask.sum()
-        policy_loss = -(surrogate * batch.mask).sum() / tokens
+        policy_loss = -(objective * batch.mask).sum() / tokens
         mean_entropy = (entropy * batch.mask).sum() / tokens
         loss = policy_loss - self.config.entropy_coefficient * mean_entropy
         clipped = ((ratio - 1).abs() > epsilon).float() * batch.mask
@@ -154,6 +197,7 @@ class GRPOTrainer:
             "entropy": float(mean_entropy.detach()),
             "clip_fraction": float(clipped.sum() / tokens),
             "ratio_mean": float((ratio.detach() * batch.mask).sum() / tokens),
+            "corrected_fraction": float(corrected.sum() / tokens),
             "tokens": float(tokens),
         }
         return loss, parts
@@ -186,6 +230,7 @@ class GRPOTrainer:
             episodes=len(samples),
             tokens=int(parts["tokens"]),
             duration_s=time.perf_counter() - started,
+            corrected_fraction=parts["corrected_fraction"],
         )
 
     def publish_unchanged(self, version: int | None = None) -> StepReport:

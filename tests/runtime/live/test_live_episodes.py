@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from rolloutlog.events.types import (
@@ -139,3 +140,12 @@ def test_a_batch_naming_an_unknown_rollout_is_a_clear_bug_report():
         book.shipped(BatchShipped(t=0, step=1, episode_ids=("g9/0",), trained_ids=(), tokens=0))
     with pytest.raises(BookError, match="group g9 is not open"):
         book.request(_dispatched(0, group_id="g9"))
+
+
+def test_the_book_asks_for_the_hard_tail_its_share_names():
+    hard_id = next(f"t{i}" for i in range(100) if task_from_id(f"t{i}", 0.5).difficulty == "hard")
+    book = EpisodeBook(run_seed=7, temperature=1.0, request_prefix="p-", hard_task_share=0.5)
+    book.group_opened(attrs.evolve(_opened(), task_id=hard_id))
+    request = book.request(_dispatched(0))
+    assert request.token_ids == tuple(task_from_id(hard_id, 0.5).prompt_ids)
+    assert request.sampling.max_tokens == task_from_id(hard_id, 0.5).max_tokens > 7

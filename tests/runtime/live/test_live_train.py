@@ -1,6 +1,6 @@
 """`rolloutlog train` end to end: two CPU servers over HTTP, a trainer, a log that verifies.
 
-The full learning run (reward 0.1 -> 0.8) is a benchmark (benchmarks/train_learning.py);
+The full learning run (reward 0.1 -> 0.8) is a benchmark (benchmarks/learning.py);
 this test runs a short one that must train, record, verify, and show the staleness
 machinery at work: with `max_off_policy_steps=0`, every weight update makes the episodes
 still in flight stale, so the dispatcher cancels them and the driver aborts them.
@@ -46,7 +46,7 @@ def test_train_learns_records_and_verifies_on_two_servers(tmp_path):
     assert report["version_live"] >= STEPS - 2 and report["versions_trained"] == STEPS
     # the bound holds: nothing older than max_off_policy_steps = 0 trained. How many episodes
     # go stale, and how fast the reward rises, depend on thread scheduling: learning speed
-    # is measured by benchmarks/train_learning.py, not asserted here.
+    # is measured by benchmarks/learning.py, not asserted here.
     assert report["max_trained_age"] == 0
 
     summary = verified_summary(log)

@@ -15,6 +15,7 @@ from rolloutlog.runtime.live.trainer import (
     TrainerConfig,
     TrainSample,
     completion_logprobs,
+    surrogate,
 )
 from rolloutlog.runtime.live.twin.engine import Engine, SamplingSpec
 
@@ -73,6 +74,51 @@ def test_the_ratio_is_clipped_against_the_inference_logprobs(tmp_path):
     assert parts["clip_fraction"] == pytest.approx(1.0)
 
 
+def _gradient(
+    differences: list[list[float]], advantages: list[float], config: TrainerConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """d loss / d logp_θ per token for logp_θ − logp_behaviour = `differences`, and the
+    corrected tokens; the loss is minus the mean of the surrogate over every token."""
+    logprobs = torch.tensor(differences, requires_grad=True)
+    behaviour = torch.zeros_like(logprobs)
+    mask = torch.ones_like(logprobs)
+    objective, corrected = surrogate(logprobs, behaviour, torch.tensor(advantages), mask, config)
+    (-(objective * mask).sum() / mask.sum()).backward()
+    assert logprobs.grad is not None
+    return logprobs.grad, corrected
+
+
+def test_tis_weights_each_token_by_its_ratio_capped_at_c():
+    ratios = [0.5, 1.0, 3.0]  # trainer over behaviour probability
+    differences = [[float(torch.log(torch.tensor(r))) for r in ratios]]
+    gradient, corrected = _gradient(
+        differences, [1.0], TrainerConfig(is_correction="tis", is_cap=2.0)
+    )
+    # gradient of −mean(w·logp·A) with w = min(r, C) detached: no PPO clip at 0.5 or 3
+    assert gradient.tolist()[0] == pytest.approx([-0.5 / 3, -1.0 / 3, -2.0 / 3], rel=1e-5)
+    assert corrected.tolist() == [[0.0, 0.0, 1.0]]
+    # a negative advantage pushes the other way, with the same weights
+    gradient, _ = _gradient(differences, [-2.0], TrainerConfig(is_correction="tis", is_cap=2.0))
+    assert gradient.tolist()[0] == pytest.approx([1.0 / 3, 2.0 / 3, 4.0 / 3], rel=1e-5)
+
+
+def test_mask_drops_the_tokens_outside_the_band_and_keeps_both_ends():
+    low, high = -0.5, 0.5  # log ratios; the band is [exp(-0.5), exp(0.5)], ends inclusive
+    band = (float(torch.exp(torch.tensor(low))), float(torch.exp(torch.tensor(high))))
+    config = TrainerConfig(is_correction="mask", is_band=band)
+    # A > 0 at the low end and A < 0 at the high end: where the PPO clip lets gradient through
+    differences = [[low, low - 1e-3], [high, high + 1e-3]]
+    gradient, corrected = _gradient(differences, [1.0, -1.0], config)
+    assert gradient[0, 0] == pytest.approx(-band[0] / 4, rel=1e-5)  # at low: trains
+    assert gradient[1, 0] == pytest.approx(band[1] / 4, rel=1e-5)  # at high: trains
+    assert gradient[0, 1] == 0.0 and gradient[1, 1] == 0.0  # just outside: no gradient
+    assert corrected.tolist() == [[0.0, 1.0], [0.0, 1.0]]
+    # without the mask, the same tokens outside the band would train
+    plain, none_corrected = _gradient(differences, [1.0, -1.0], TrainerConfig())
+    assert plain[0, 1] != 0.0 and plain[1, 1] != 0.0
+    assert none_corrected.sum() == 0.0
+
+
 def test_each_step_publishes_a_ready_checkpoint_that_inference_can_load(tmp_path):
     broadcast = WeightBroadcast(tmp_path, keep=2)
     trainer = GRPOTrainer(build_model(seed=0), broadcast)
@@ -106,23 +152,40 @@ def test_a_partial_or_tampered_version_is_refused(tmp_path):
 def test_engine_and_trainer_learn_the_task_on_a_few_prompts(tmp_path):
     """A short, small run (4 prompts, groups of 16, 50 steps, ~12 s): the reward must rise
     well above the random policy's. The full 0.1 -> 0.8 run is a benchmark, not this test."""
-    trainer = GRPOTrainer(
-        build_model(seed=0), WeightBroadcast(tmp_path), TrainerConfig(learning_rate=3e-3)
-    )
+    curve = _learning_curve(tmp_path, TrainerConfig(learning_rate=3e-3), steps=50, lag=0)
+    first, last = sum(curve[:10]) / 10, sum(curve[-10:]) / 10
+    assert first < 0.15, curve
+    assert last > first + 0.08, curve
+
+
+@pytest.mark.parametrize("correction", ["tis", "mask"])
+def test_each_correction_learns_from_stale_rollouts(tmp_path, correction):
+    """Rollouts one version behind (inference reloads every other step), 50 steps: the
+    corrected loss still lifts the reward well above the random policy's."""
+    config = TrainerConfig(learning_rate=3e-3, is_correction=correction)
+    curve = _learning_curve(tmp_path, config, steps=50, lag=1)
+    first, last = sum(curve[:10]) / 10, sum(curve[-10:]) / 10
+    assert first < 0.15, curve
+    assert last > first + 0.05, curve
+
+
+def _learning_curve(tmp_path, config: TrainerConfig, *, steps: int, lag: int) -> list[float]:
+    """Mean reward per step; inference reloads the weights every `lag + 1` steps."""
+    trainer = GRPOTrainer(build_model(seed=0), WeightBroadcast(tmp_path), config)
     engine = Engine(build_model(seed=0)).start()
     tasks = [task_from_id(f"learn-{i}") for i in range(4)]
     curve = []
     try:
         engine.reload_weights(trainer.publish_initial())
-        for step in range(50):
+        for step in range(steps):
             samples, rewards = _rollouts(engine, tasks, group_size=16, step=step)
             curve.append(sum(rewards) / len(rewards))
-            engine.reload_weights(trainer.train_step(samples).weights_path)
+            report = trainer.train_step(samples)
+            if step % (lag + 1) == lag:
+                engine.reload_weights(report.weights_path)
     finally:
         engine.stop()
-    first, last = sum(curve[:10]) / 10, sum(curve[-10:]) / 10
-    assert first < 0.15, curve
-    assert last > first + 0.08, curve
+    return curve
 
 
 def _rollouts(
