@@ -33,8 +33,8 @@ RECONSTRUCTED: Final = (
     "groups: a task (task_id) is a group, its sessions the members",
 )
 ASSUMED: Final = (
-    "versions: v goes pending and live at the first submit of a sample whose head_version "
-    "is at least v (the dumps give each sample's oldest and newest version only)",
+    "versions: none announced: a version is announced only after its batch shipped, and the "
+    "log ships no batch (each sample's head_version and tail_version are not kept)",
     "batches: neither file says what was trained when, so the log ships no batch",
     "a task's sessions, in session_id order, are its dump's samples in sample_idx order",
     "dropped sessions (a status 1.0.4 never writes) are recorded as overload cancellations",
@@ -77,10 +77,6 @@ def import_areal(folder: str | os.PathLike[str], output: str | os.PathLike[str])
     outcomes = {(s.task, s.session): _outcome(s, m, dumps) for m in members.values() for s in m}
     origin = min(s.submit for s in sessions)
     timeline: list[tuple[float, int, str, Any]] = []
-    heads = {key: o[1] for key, o in outcomes.items() if o is not None}
-    for version in sorted({v for v in heads.values() if v > 0}):
-        first = min(s.submit for s in sessions if heads.get((s.task, s.session), -1) >= version)
-        timeline.append((first, 0, "version", version))
     for session in sessions:
         timeline.append((session.submit, 1, "dispatch", session))
         if session.end is not None:
@@ -93,10 +89,7 @@ def import_areal(folder: str | os.PathLike[str], output: str | os.PathLike[str])
         done: dict[int, int] = {}
         for t, _, kind, what in sorted(timeline, key=lambda item: item[:2]):
             now = t - origin
-            if kind == "version":
-                rec.version_pending(now, what)
-                rec.version_live(now, what)
-            elif kind == "dispatch":
+            if kind == "dispatch":
                 group = str(what.task)
                 if what.task not in done:
                     done[what.task] = 0

@@ -206,8 +206,16 @@ class Recorder:
         self._arrive(ours, None, 0)
 
     def version_pending(self, t: float, version: int) -> None:
-        """The trainer published `version`: dispatches from now on carry it."""
-        self._append("version_pending", t, VersionPending(t=t, version=version))
+        """The trainer published `version`: dispatches from now on carry it. A version is
+        the weights after its batch, so it is announced once, in order, after that batch
+        shipped (the deciders refuse any other)."""
+        call, shipped = "version_pending", self.step - 1
+        if not self.finished and not self.version < version <= shipped:
+            raise RecordError(
+                f"{call}: v{version} after v{self.version} with {shipped} batches shipped: "
+                "a version is announced once, after its batch"
+            )
+        self._append(call, t, VersionPending(t=t, version=version))
         self.version = version
 
     def version_live(self, t: float, version: int) -> None:

@@ -23,7 +23,7 @@ from tests.importers.one_line import bad_input
 from tests.record.clean import replay_problems
 
 
-def test_the_import_keeps_outcomes_rewards_and_versions(tmp_path: Path) -> None:
+def test_the_import_keeps_outcomes_and_rewards_and_announces_no_version(tmp_path: Path) -> None:
     log = tmp_path / "run.arrow"
     note = import_areal(write_run(tmp_path / "areal", RUN), log)
     assert replay_problems(log) == []
@@ -40,7 +40,9 @@ def test_the_import_keeps_outcomes_rewards_and_versions(tmp_path: Path) -> None:
     assert scored["2"] is False and scored["0"] is True and scored["5"] is True
     shutdown = [e for e in events if isinstance(e, EpisodesCancelled)]
     assert [(theirs[e.group_id], e.reason) for e in shutdown] == [("7", "shutdown")]
-    assert [e.version for e in events if isinstance(e, VersionPending)] == [1, 2]
+    # No batch ships, so no version may be announced (a version follows its batch).
+    assert [e for e in events if isinstance(e, VersionPending)] == []
+    assert any(fact.startswith("versions: none announced") for fact in note["assumed"])
     assert any(fact.startswith("batches:") for fact in note["assumed"])
 
 

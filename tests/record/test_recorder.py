@@ -118,15 +118,46 @@ def test_cancelling_an_episode_that_arrived_is_refused(tmp_path: Path) -> None:
     assert replay_problems(tmp_path / "run.arrow") == []
 
 
+def ours(directory: Path, group: str) -> str:
+    """Our id of the foreign group `group` in the log under `directory`."""
+    return next(k for k, v in read_foreign_ids(directory / "run.arrow").items() if v == group)
+
+
+def _ship_a_batch(rec: Recorder, t: float) -> None:
+    """A group of two that arrives, scores and ships as batch 1."""
+    rec.open_group(t, "b", env="math", task="t2")
+    for episode, reward in (("b0", 1.0), ("b1", 0.0)):
+        rec.dispatch(t, "b", episode)
+        rec.complete(t, episode, reward=reward, prompt_tokens=1, completion_tokens=1)
+    rec.score(t, "b", {"b0": 0.5, "b1": -0.5}, admitted=True)
+    rec.ship(t, ["b0", "b1"])
+
+
+def test_a_version_out_of_turn_is_refused_naming_the_call(tmp_path: Path) -> None:
+    with recorder(tmp_path) as rec:
+        with pytest.raises(RecordError, match="version_pending: v1 after v0 with 0 batches"):
+            rec.version_pending(1.0, 1)  # before its batch shipped
+        _ship_a_batch(rec, 2.0)
+        rec.version_pending(3.0, 1)
+        with pytest.raises(RecordError, match="version_pending: v1 after v1 with 1 batches"):
+            rec.version_pending(4.0, 1)  # announced twice
+    assert replay_problems(tmp_path / "run.arrow") == []
+
+
 def test_each_dispatch_is_stamped_as_the_staleness_policy_says(tmp_path: Path) -> None:
     stamps = {}
     for staleness in ("per-episode", "per-group"):
         with recorder(tmp_path / staleness, staleness=staleness) as rec:
             rec.open_group(1.0, "a", env="math", task="t1")
             rec.dispatch(1.0, "a", "e0")
+            _ship_a_batch(rec, 1.5)  # v1 follows its batch
             rec.version_pending(2.0, 1)
             rec.dispatch(3.0, "a", "e1")
         events = read_log(tmp_path / staleness / "run.arrow")
-        stamps[staleness] = [e.policy_version for e in events if e.kind == "episode_dispatched"]
+        stamps[staleness] = [
+            e.policy_version
+            for e in events
+            if e.kind == "episode_dispatched" and e.group_id == ours(tmp_path / staleness, "a")
+        ]
         assert replay_problems(tmp_path / staleness / "run.arrow") == []
     assert stamps == {"per-episode": [0, 1], "per-group": [0, 0]}
