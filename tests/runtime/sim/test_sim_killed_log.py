@@ -44,7 +44,7 @@ def _committed_events(log: Path) -> int:
 def test_a_killed_simulate_leaves_a_log_that_verifies(tmp_path: Path, sig: signal.Signals) -> None:
     log = tmp_path / "killed.arrow"
     command = "from rolloutlog.cli.main import main; main()"
-    args = ["simulate", "--scenario", "smoke", "--steps", "100000000", "--log", str(log)]
+    args = ["simulate", "--scenario", "smoke", "--steps", "1000000", "--log", str(log)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
         [sys.executable, "-c", command, *args],
