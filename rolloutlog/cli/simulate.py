@@ -1,9 +1,9 @@
 """`rolloutlog simulate`: the project's main job, a seeded what-if study of staleness policies.
 
-One run is `runs.simulate.run_policy`: the simulate driver (`rolloutlog.runtime.sim`)
-with replay's run summary observing its loop (and the invariant checker with `--check`),
-so the report carries every key of `replay --json` plus the simulator's own metrics,
-without holding the log in memory.
+The policies run with `runs.simulate.run_policies`: each is the simulate driver
+(`rolloutlog.runtime.sim`) with replay's run summary observing its loop (and the invariant
+checker with `--check`), so the report carries every key of `replay --json` plus the
+simulator's own metrics, without holding the log in memory.
 """
 
 from __future__ import annotations
@@ -28,12 +28,11 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json
-from rolloutlog.cli.progress import progress
+from rolloutlog.cli.policies import parse_policies, run_shown
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import NAMED, parse_policy_list
-from rolloutlog.events.errors import LogError
-from rolloutlog.runs.simulate import policy_name, run_policy
+from rolloutlog.core.presets import NAMED
+from rolloutlog.runs.simulate import policy_name
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.scenario import (
     Scenario,
@@ -42,7 +41,6 @@ from rolloutlog.runtime.sim.scenario import (
     run_overrides,
     scenario_names,
 )
-from rolloutlog.runtime.sim.simulation import SimResult, SimulationBoundError
 from rolloutlog.studies.policy_runs import policy_runs
 
 
@@ -53,38 +51,9 @@ def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None
     return log.with_name(f"{log.stem}.{policy}{log.suffix}")
 
 
-def run_with_progress(
-    name: str, scenario: Scenario, log_path: Path | None = None, *, check: bool, quiet: bool = False
-) -> tuple[dict[str, Any], SimResult]:
-    """`run_policy`, its shipped steps shown on stderr (`cli.progress`) as policy `name`; a
-    run that makes no progress is one line naming it."""
-    with progress("step", scenario.steps, quiet=quiet, first=name) as update:
-        try:
-            return run_policy(
-                scenario, log_path=log_path, on_step=lambda step: update(step, name), check=check
-            )
-        except SimulationBoundError as error:
-            raise BadInput(f"{where(scenario)}: {error}") from error
-
-
-def where(scenario: Scenario) -> str:
-    """The run a `SimulationBoundError` stopped, for its one line (the same in every
-    command that simulates)."""
-    return f"scenario {scenario.name!r}, policy {policy_name(scenario)}, seed {scenario.seed}"
-
-
-def _parse_policies(text: str, option: str) -> list[str]:
-    try:
-        return parse_policy_list(text)
-    except ConfigError as error:
-        raise click.BadParameter(
-            f"{error} (presets: {', '.join(NAMED)})", param_hint=option
-        ) from None
-
-
 def _one_policy(text: str) -> list[str]:
     """`--policy`: one preset (a list was cut to its first, silently)."""
-    presets = _parse_policies(text, "--policy")
+    presets = parse_policies(text, "--policy")
     if len(presets) > 1:
         raise click.BadParameter(
             f"{text!r} names {len(presets)} presets; --policy runs one (--compare runs several)",
@@ -179,7 +148,7 @@ def simulate_command(
         raise click.UsageError("--policy and --compare exclude each other")
     base, explicit = _scenario(scenario, overrides, seed, steps)
     if compare is not None:
-        policies = _policies(base, _parse_policies(compare, "--compare"), explicit, "--compare")
+        policies = _policies(base, parse_policies(compare, "--compare"), explicit, "--compare")
     elif policy is not None:
         policies = _policies(base, _one_policy(policy), explicit, "--policy")
     else:
@@ -188,22 +157,14 @@ def simulate_command(
     for log_path in log_paths.values():
         if log_path is not None and log_path.exists() and not force:
             raise BadInput(f"--log {log_path}: already exists (pass --force to replace it)")
-    runs: dict[str, dict[str, Any]] = {}
-    series: dict[str, list[tuple[float, float]]] = {}
-    for name, policy_scenario in policies.items():
-        log_path = log_paths[name]
-        try:
-            report, result = run_with_progress(name, policy_scenario, log_path, check=check)
-        except (OSError, LogError) as error:
-            raise BadInput(f"--log {log_path}: {os_problem(error, log_path)}") from error
-        runs[name], series[name] = report, result.wasted_series
+    runs = run_shown(policies, log_paths=log_paths, check=check)
     title = f"scenario {base.name!r}, seed {base.seed}, {base.steps} steps"
     if plot is not None:
         try:
-            plot_runs(runs, series, plot, title)
+            plot_runs(runs.reports, runs.series, plot, title)
         except (OSError, RuntimeError) as error:
             raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
-    _print(runs, title, as_json=as_json, compare=compare is not None)
+    _print(runs.reports, title, as_json=as_json, compare=compare is not None)
 
 
 def _print(

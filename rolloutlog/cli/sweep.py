@@ -31,8 +31,8 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import duration, per_unit, rate_unit
+from rolloutlog.cli.policies import bound_error, parse_policies
 from rolloutlog.cli.progress import progress
-from rolloutlog.cli.simulate import _parse_policies, where
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED
 from rolloutlog.runtime.sim.scenario import scenario_names
@@ -141,7 +141,7 @@ def sweep_command(
     if workers is not None and address is not None:
         raise click.UsageError("--workers and --address exclude each other")
     chosen = _engine(engine, address)
-    presets = None if compare is None else _parse_policies(compare, "--compare")
+    presets = None if compare is None else parse_policies(compare, "--compare")
     try:
         cells = expand(
             scenarios,
@@ -157,7 +157,7 @@ def sweep_command(
     try:
         sample = probe_row(cells[0])
     except SimulationBoundError as error:
-        raise BadInput(f"{where(cells[0].scenario())}: {error}") from error
+        raise bound_error(cells[0].scenario(), error) from error
     rows = _table(output, cells, sample)
     objective = None if best is None else _objective(best, cells, sample)
     keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])

@@ -1,7 +1,7 @@
 """`rolloutlog whatif`: what a recorded run would have cost under other staleness policies.
 
 The world is fitted to the log (`studies.whatif`), then each policy runs on it with
-`simulate`'s own `run_policy`, and the report puts the recorded run's figures (measured
+`simulate`'s own `run_policies`, and the report puts the recorded run's figures (measured
 the same way) beside them: the `simulate --compare` table with a `recorded` column.
 """
 
@@ -28,8 +28,8 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json, warn_torn_tail
+from rolloutlog.cli.policies import parse_policies, run_shown
 from rolloutlog.cli.sim_report import print_report
-from rolloutlog.cli.simulate import _parse_policies, run_with_progress
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.errors import LogError
@@ -96,14 +96,13 @@ def run_whatif(
     policy that cuts stragglers), else None (`discarded_interval_for`).
     `check`: run the invariant checker on every event (as `simulate --check`); `quiet=False`
     shows each run's progress on stderr."""
-    runs: Runs = {}
-    series: Series = {}
-    for name in policies:
-        scenario = base.with_policy(name)
-        report, result = run_with_progress(name, scenario, check=check, quiet=quiet)
-        report[INTERVAL_KEY] = discarded_interval_for(scenario, report, result, races)
-        runs[name], series[name] = report, result.wasted_series
-    return runs, series
+    scenarios = {name: base.with_policy(name) for name in policies}
+    runs = run_shown(scenarios, check=check, quiet=quiet)
+    for name, report in runs.reports.items():
+        report[INTERVAL_KEY] = discarded_interval_for(
+            scenarios[name], report, runs.results[name], races
+        )
+    return runs.reports, runs.series
 
 
 def discarded_interval_for(
@@ -165,7 +164,7 @@ def whatif_command(
             base = base.with_steps(steps)
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    policies = [recorded["policy"]] if compare is None else _parse_policies(compare, "--compare")
+    policies = [recorded["policy"]] if compare is None else parse_policies(compare, "--compare")
     if save_world is not None:
         try:
             with written_whole(save_world) as temporary:

@@ -9,18 +9,76 @@ reported), and the log is still checked in full wherever it is read (`verify`, `
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from rolloutlog.core.account import Account
 from rolloutlog.core.presets import NAMED, RULES, preset_overrides
+from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, DEFAULT_BATCH_EVENTS, LogWriter
 from rolloutlog.events.types import Event
 from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
-from rolloutlog.runtime.sim.simulation import SimResult, simulate
+from rolloutlog.runtime.sim.simulation import SimResult, SimulationBoundError, simulate
+
+OnStep = Callable[[int], None]  # each shipped step of a run
+# shows one policy's run (named, with its scenario): a context around it, and its `OnStep`
+Watch = Callable[[str, Scenario], AbstractContextManager[OnStep | None]]
+
+
+@attrs.frozen
+class PolicyRuns:
+    """What `run_policies` returns: each policy's `--json` object and result, by name."""
+
+    reports: dict[str, dict[str, Any]]
+    results: dict[str, SimResult]
+
+    @property
+    def series(self) -> dict[str, list[tuple[float, float]]]:
+        """Each policy's wasted-work series, for `--plot`."""
+        return {name: result.wasted_series for name, result in self.results.items()}
+
+
+class PolicyRunError(Exception):
+    """A policy's run stopped: by `SimulationBoundError`, or an `OSError` / `LogError`
+    writing its log (`error`); names the run, so that a command can say which."""
+
+    def __init__(
+        self, name: str, scenario: Scenario, log_path: Path | None, error: Exception
+    ) -> None:
+        super().__init__(f"{name}: {error}")
+        self.name, self.scenario, self.log_path, self.error = name, scenario, log_path, error
+
+
+def run_policies(
+    policies: Mapping[str, Scenario],
+    *,
+    log_paths: Mapping[str, Path | None] | None = None,
+    watch: Watch | None = None,
+    check: bool = False,
+) -> PolicyRuns:
+    """Run each policy's scenario in turn (`run_policy`), its log at `log_paths[name]`,
+    each shown by `watch` (e.g. a progress bar); the first failure raises `PolicyRunError`."""
+    reports: dict[str, dict[str, Any]] = {}
+    results: dict[str, SimResult] = {}
+    for name, scenario in policies.items():
+        log_path = None if log_paths is None else log_paths[name]
+        with nullcontext(None) if watch is None else watch(name, scenario) as on_step:
+            try:
+                reports[name], results[name] = run_policy(
+                    scenario, log_path=log_path, on_step=on_step, check=check
+                )
+            except SimulationBoundError as error:
+                raise PolicyRunError(name, scenario, log_path, error) from error
+            except (OSError, LogError) as error:
+                if log_path is None:
+                    raise
+                raise PolicyRunError(name, scenario, log_path, error) from error
+    return PolicyRuns(reports, results)
 
 
 def run_policy(

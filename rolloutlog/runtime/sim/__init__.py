@@ -1,9 +1,9 @@
 """The simulate driver: a seeded world model in virtual time over the core's deciders.
 
 `load_scenario` builds a `Scenario` (run configuration and world), `simulate` runs it and
-returns a `SimResult` with the simulator's metrics. The CLI command that combines them with
-the replay summary lives in `rolloutlog.cli.simulate`; this package never imports
-`rolloutlog.replay`.
+returns a `SimResult` with the simulator's metrics. What combines them with the replay
+summary (for `simulate`, `whatif` and `sweep`) lives in `rolloutlog.runs.simulate`; this
+package never imports `rolloutlog.replay`.
 """
 
 from rolloutlog.runtime.sim.metrics import SimMetrics

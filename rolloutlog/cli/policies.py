@@ -1,0 +1,58 @@
+"""What the commands that run policies share: `--compare`'s parsing, each run's progress,
+and the one line that says which run failed (the same in `simulate`, `whatif`, `sweep`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from rolloutlog.cli.bad_input import BadInput, os_problem
+from rolloutlog.cli.progress import progress
+from rolloutlog.core.config import ConfigError
+from rolloutlog.core.presets import NAMED, parse_policy_list
+from rolloutlog.runs.simulate import OnStep, PolicyRunError, PolicyRuns, policy_name, run_policies
+from rolloutlog.runtime.sim.scenario import Scenario
+from rolloutlog.runtime.sim.simulation import SimulationBoundError
+
+
+def parse_policies(text: str, option: str) -> list[str]:
+    """`--compare P1,P2` (or `--policy`): the presets, or a usage error listing them."""
+    try:
+        return parse_policy_list(text)
+    except ConfigError as error:
+        raise click.BadParameter(
+            f"{error} (presets: {', '.join(NAMED)})", param_hint=option
+        ) from None
+
+
+def run_shown(
+    policies: Mapping[str, Scenario],
+    *,
+    log_paths: Mapping[str, Path | None] | None = None,
+    check: bool,
+    quiet: bool = False,
+) -> PolicyRuns:
+    """`run_policies`, each run's shipped steps shown on stderr (`cli.progress`); a run
+    that fails is one line naming it."""
+
+    @contextmanager
+    def watch(name: str, scenario: Scenario) -> Iterator[OnStep]:
+        with progress("step", scenario.steps, quiet=quiet, first=name) as update:
+            yield lambda step: update(step, name)
+
+    try:
+        return run_policies(policies, log_paths=log_paths, watch=watch, check=check)
+    except PolicyRunError as failed:
+        error, path = failed.error, failed.log_path
+        if isinstance(error, SimulationBoundError):
+            raise bound_error(failed.scenario, error) from error
+        raise BadInput(f"--log {path}: {os_problem(error, path)}") from error
+
+
+def bound_error(scenario: Scenario, error: SimulationBoundError) -> BadInput:
+    """The one line for a run that makes no progress, naming the run it stopped."""
+    where = f"scenario {scenario.name!r}, policy {policy_name(scenario)}, seed {scenario.seed}"
+    return BadInput(f"{where}: {error}")
