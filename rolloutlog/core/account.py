@@ -4,8 +4,10 @@ One account, kept apart from the deciders and trusting none of their state or ar
 its own rollout age, staleness and GRPO advantages (from the core it imports only the config
 and the dispatch registry), fed plain values. The reaction loop feeds it as an observer (tests, the
 simulator, the live runtime), `replay`'s plain fold feeds it from event objects, and the
-columnar fold straight from log columns, so each rule is written here once, and each piece
-of its own arithmetic once (`age`, `lags`, `shipped`).
+columnar fold straight from log columns, so each rule is written once, and each piece of
+its own arithmetic once (`age` and `advantages` in `core.account_group`, with a group's
+books; `lags` and `shipped` here). The version and restart checks are
+`core.account_restart`'s; which method each event class feeds, `core.account_feeds`'.
 
 It checks, each at the seq where it broke:
 - bound: nothing ships past `max_off_policy_steps`; drops and stale cancellations are of
@@ -35,30 +37,18 @@ opened (members dispatched), which tells a late arrival from one never dispatche
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
-import attrs
-
+from rolloutlog.core.account_feeds import FEEDS
+from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_restart import RestartChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
 from rolloutlog.core.run_summary import RunSummary
-from rolloutlog.events.types import (
-    DROP_REASONS,
-    BatchShipped,
-    EpisodeCompleted,
-    EpisodeDispatched,
-    EpisodeDropped,
-    EpisodeFailed,
-    EpisodesCancelled,
-    Event,
-    GroupOpened,
-    GroupScored,
-    LimitSet,
-    RunFinished,
-    RunResumed,
-    VersionPending,
-)
+from rolloutlog.events.types import DROP_REASONS, Event
+
+__all__ = ["ADVANTAGE_TOLERANCE", "Account", "Group", "HoldsDispatcher", "InvariantViolation"]
 
 # How far recorded advantages may sit from GRPO over the scored rewards.
 ADVANTAGE_TOLERANCE: Final = 1e-9
@@ -75,43 +65,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-def age(version: int, step: int) -> int:
-    """Versions between the one batch `step` trains on and the version `version`."""
-    return step - 1 - version
-
-
-def advantages(rewards: Sequence[float]) -> list[float]:
-    """GRPO: each reward minus the group's mean (a lone member gets 0)."""
-    if not rewards:
-        return []
-    mean = sum(rewards) / len(rewards)
-    return [reward - mean for reward in rewards]
-
-
-@attrs.define(slots=True)
-class Group:
-    """One group from `group_opened` until its `group_scored`."""
-
-    number: int
-    size: int
-    train: bool
-    frozen: bool
-    start_version: int
-    dispatched: int = 0
-    unscheduled: int = 0
-    inflight: dict[str, tuple[int, int]] = attrs.Factory(dict)  # id -> (version, member)
-    # id -> (member, version, reward, tokens)
-    arrived: dict[str, tuple[int, int, float | None, int]] = attrs.Factory(dict)
-    dropped: set[str] = attrs.Factory(set)
-    cancelled: int = 0
-    owes: bool = True  # still owes members in flight or unscheduled
-
-    def stale(self, version: int, step: int, bound: int) -> bool:
-        """Past the bound at `step`: only train members from the policy being trained age."""
-        return self.train and not self.frozen and age(version, step) > bound
-
-
-class Account:
+class Account(RestartChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -179,7 +133,7 @@ class Account:
         run = self.run  # `RunSummary.count`, inline: this runs once per simulated event
         run.events += 1
         run.kinds[event.kind] += 1
-        feed_kind = _FEEDS.get(type(event))
+        feed_kind = FEEDS.get(type(event))
         if feed_kind is not None:
             feed_kind(self, event)
         if loop is not None:
@@ -207,10 +161,7 @@ class Account:
                     if group.stale(version, step, bound):
                         self._fail(seq, world_kind, f"stale {episode_id} of {group_id} in flight")
         elif world_kind == "run_resumed":
-            left = [e for e in sorted(self.restart_ids) if e in self.inflight]
-            if left:
-                self._fail(seq, world_kind, f"outstanding at the restart, in flight: {left[:3]}")
-            self.restart_ids = frozenset()
+            self._restart_settled(seq)
         elif world_kind == "run_finished":
             if self.groups:
                 self._fail(seq, world_kind, f"groups left open: {sorted(self.groups)[:5]}")
@@ -288,10 +239,7 @@ class Account:
         if reason == "straggler":
             self._check_straggler(seq, group, episode_ids, unscheduled)
         elif reason == "restart":
-            strays = [e for e in episode_ids if e not in self.restart_ids]
-            if strays or unscheduled:
-                problem = f"a restart cancels only what was outstanding: {strays[:3]}"
-                self._fail(seq, kind, f"{problem}, {unscheduled} unscheduled")
+            self._check_restart_cancel(seq, episode_ids, unscheduled)
         if self.capacity and group.train:
             self.train_promised -= len(episode_ids)
             self.train_inflight -= len(episode_ids)
@@ -360,40 +308,8 @@ class Account:
         self.run.late += 1
         return None
 
-    def on_version_pending(self, seq: int, version: int) -> None:
-        """Each version is announced once, after its batch: `version < v ≤ shipped`; across
-        a restart, no version inside the checkpoint resumed from (each batch trains once)."""
-        kind, shipped = "version_pending", self.shipped()
-        if not self.version < version <= shipped:
-            problem = f"v{version} after v{self.version} with {shipped} batches shipped"
-            self._fail(seq, kind, f"{problem}: a version is announced once, after its batch")
-        if self.resumed_from is not None and version < self.resumed_from:
-            problem = f"v{version} is inside checkpoint v{self.resumed_from} resumed from"
-            self._fail(seq, kind, f"{problem}: its batch would train twice")
-        self.version = version
-        self.publish_step = self.step
-        self._moved()
-
     def on_limit_set(self, max_inflight: int) -> None:
         self.limit = max_inflight
-
-    def on_resumed(self, seq: int, episode_ids: Sequence[str], version: int) -> None:
-        """A restart names exactly what was outstanding, after the last announced version
-        and no further than the batches shipped (nothing trained twice, nothing lost)."""
-        kind = "run_resumed"
-        if self.finished:
-            self._fail(seq, kind, "a restart after run_finished")
-        named = set(episode_ids)
-        if named != self.inflight.keys():
-            different = sorted(named ^ self.inflight.keys())[:3]
-            problem = f"names {len(named)} outstanding episodes, {len(self.inflight)} in flight"
-            self._fail(seq, kind, f"{problem}: {different}")
-        shipped = self.shipped()
-        if not self.version <= version <= shipped:
-            problem = f"resumes from v{version}, but v{self.version} was announced"
-            self._fail(seq, kind, f"{problem} and {shipped} batches shipped")
-        self.restart_ids = frozenset(named)
-        self.resumed_from = version
 
     def on_run_finished(self, reason: str) -> None:
         self.finished = True
@@ -516,31 +432,3 @@ class Account:
     def summary(self, *, checked: bool = True) -> dict[str, Any]:
         """The `replay --json` object; without `checked`, no violations are listed."""
         return self.run.report(self.violations if checked else [])
-
-
-# `Account.observe`'s handler of each event class (event classes are final): one dict lookup
-# per event instead of a `match` that tries every class pattern in turn.
-_FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
-    EpisodeCompleted: lambda a, e: a.on_arrival(
-        e.seq, e.kind, e.episode_id, e.reward, e.prompt_tokens + e.completion_tokens
-    ),
-    EpisodeFailed: lambda a, e: a.on_arrival(e.seq, e.kind, e.episode_id, None),
-    EpisodeDispatched: lambda a, e: a.on_dispatched(
-        e.seq, e.episode_id, e.group_id, e.member, e.policy_version
-    ),
-    EpisodesCancelled: lambda a, e: a.on_cancelled(
-        e.seq, e.group_id, e.episode_ids, e.unscheduled, e.reason
-    ),
-    GroupOpened: lambda a, e: a.on_group_opened(
-        e.seq, e.group_id, e.work, e.group_size, e.frozen, e.policy_version, e.step
-    ),
-    EpisodeDropped: lambda a, e: a.on_dropped(e.seq, e.episode_id, e.reason, e.age),
-    GroupScored: lambda a, e: a.on_scored(
-        e.seq, e.group_id, e.episode_ids, e.advantages, e.admitted
-    ),
-    BatchShipped: lambda a, e: a.on_shipped(e.seq, e.step, e.episode_ids, e.trained_ids, e.tokens),
-    VersionPending: lambda a, e: a.on_version_pending(e.seq, e.version),
-    RunResumed: lambda a, e: a.on_resumed(e.seq, e.episode_ids, e.version),
-    LimitSet: lambda a, e: a.on_limit_set(e.max_inflight),
-    RunFinished: lambda a, e: a.on_run_finished(e.reason),
-}
