@@ -46,12 +46,18 @@ PLACEHOLDER = re.compile(r"[<>*{}|]|\.\.\.|\bKEY\b")
 
 
 def tree_files() -> list[Path]:
-    skip = {".git", ".venv", ".venv-vllm", "__pycache__", ".ruff_cache", ".mypy_cache"}
+    """The tree's own files: no virtual environment (`.venv`, `.venv-vllm`,
+    `.venv-verifiers`, ...: other packages' folders would shadow ours) and no caches."""
+    skip = {".git", "__pycache__", ".ruff_cache", ".mypy_cache", ".hypothesis"}
     return [
         path
         for path in REPO.rglob("*")
-        if path.is_file() and not skip.intersection(path.relative_to(REPO).parts)
+        if path.is_file() and not _skipped(path.relative_to(REPO).parts, skip)
     ]
+
+
+def _skipped(parts: tuple[str, ...], skip: set[str]) -> bool:
+    return any(part in skip or part.startswith(".venv") for part in parts)
 
 
 @cache
