@@ -247,17 +247,22 @@ def _check_scored(state: DispatcherState, event: GroupScored) -> None:
     )
 
 
-def _check_version_pending(state: DispatcherState, event: VersionPending) -> None:
-    """A version is the weights after its batch: announced once, in order, and only once
-    that batch has shipped (a log that breaks this would show negative rollout ages)."""
-    shipped = state.step - 1
-    require(
-        state.version < event.version <= shipped,
-        event.seq,
-        event.kind,
-        f"v{event.version} after v{state.version} with {shipped} batches shipped: a version "
-        "is announced once, after its batch",
+def version_out_of_turn(current: int, version: int, shipped: int) -> str | None:
+    """Why `version_pending(version)` cannot follow `current` with `shipped` batches
+    shipped, or None: a version is the weights after its batch, so it is announced once, in
+    order, and only once that batch has shipped (else rollout ages go negative). The
+    recorder refuses such a call with the same words."""
+    if current < version <= shipped:
+        return None
+    return (
+        f"v{version} after v{current} with {shipped} batches shipped: a version "
+        "is announced once, after its batch"
     )
+
+
+def _check_version_pending(state: DispatcherState, event: VersionPending) -> None:
+    problem = version_out_of_turn(state.version, event.version, state.step - 1)
+    require(problem is None, event.seq, event.kind, problem or "")
 
 
 def _on_version_pending(state: DispatcherState, event: VersionPending) -> None:

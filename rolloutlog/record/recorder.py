@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.dispatcher import version_out_of_turn
 from rolloutlog.events.log_writer import LogWriter, Notes
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
@@ -209,12 +210,10 @@ class Recorder:
         """The trainer published `version`: dispatches from now on carry it. A version is
         the weights after its batch, so it is announced once, in order, after that batch
         shipped (the deciders refuse any other)."""
-        call, shipped = "version_pending", self.step - 1
-        if not self.finished and not self.version < version <= shipped:
-            raise RecordError(
-                f"{call}: v{version} after v{self.version} with {shipped} batches shipped: "
-                "a version is announced once, after its batch"
-            )
+        call = "version_pending"
+        problem = version_out_of_turn(self.version, version, self.step - 1)
+        if problem is not None and not self.finished:
+            raise RecordError(f"{call}: {problem}")
         self._append(call, t, VersionPending(t=t, version=version))
         self.version = version
 
