@@ -2,8 +2,11 @@
 
 A preset is a base policy and optional rules joined by `+`: `per-episode`, `per-group`,
 `per-episode+capacity`, `per-episode+straggler+oldest-first`, ... `all` is
-`per-episode+capacity+straggler+oldest-first`. A preset sets every policy key, so that a
-scenario's own choice of, say, `admission` never leaks into a comparison.
+`per-episode+capacity+straggler+oldest-first`. A base is rolloutlog's own (`BASES`) or one
+of the field's (`FIELD`: another stack's rule as its code runs, with where it was read).
+A preset sets every policy key, so that a scenario's own choice of, say, `admission` never
+leaks into a comparison. `field` names the comparison set: every field preset, then
+`per-episode` and `all`.
 
 Each policy key's value selects functions from the rule families (`core.rules`) through
 one table, `CHOICES`; `rules_for(config)` reads it once per run and the deciders call what
@@ -92,6 +95,22 @@ def rules_for(config: RunConfig) -> Rules:
     return Rules(**chosen)
 
 
+@attrs.frozen
+class FieldPreset:
+    """Another stack's staleness rule as policy keys, and where its code was read.
+
+    `source` names the repository, the commit or pull request and the files; `keys` are
+    the policy keys it sets on top of `_OFF` (it names its own `staleness`). A field preset
+    is data: its rules are functions in `core.rules`, chosen through `CHOICES`.
+    """
+
+    source: str
+    keys: dict[str, Any]
+
+
+# Name -> the field's rule; docs/policies.md gives each one's reading of its source.
+FIELD: Final[dict[str, FieldPreset]] = {}
+FIELD_SET = "field"
 BASES = ("per-episode", "per-group")
 RULES: dict[str, dict[str, Any]] = {
     "capacity": {"admission": "capacity"},
@@ -106,11 +125,14 @@ _OFF: dict[str, Any] = {"admission": "none", "straggler_cut": False, "batch_orde
 def preset_overrides(name: str) -> dict[str, Any]:
     """The config keys that preset `name` sets; unknown parts are refused by name."""
     base, *rules = ALIASES.get(name, name).split("+")
-    if base not in BASES:
+    if base in FIELD:
+        overrides: dict[str, Any] = {**_OFF, **FIELD[base].keys}
+    elif base in BASES:
+        overrides = {"staleness": base, **_OFF}
+    else:
         raise ConfigError(
-            f"policy {name!r}: must start with one of {', '.join(BASES)} (or be 'all')"
+            f"policy {name!r}: must start with one of {', '.join([*BASES, *FIELD])} (or be 'all')"
         )
-    overrides: dict[str, Any] = {"staleness": base, **_OFF}
     for n, rule in enumerate(rules):
         if rule not in RULES:
             raise ConfigError(
@@ -122,9 +144,18 @@ def preset_overrides(name: str) -> dict[str, Any]:
     return overrides
 
 
+def field_set() -> list[str]:
+    """The presets `field` stands for: the field's rules, then rolloutlog's own two."""
+    return [*FIELD, "per-episode", "all"]
+
+
 def parse_policy_list(text: str) -> list[str]:
-    """A comma-separated list of presets, each checked; duplicates are refused."""
-    names = [part.strip() for part in text.split(",") if part.strip()]
+    """A comma-separated list of presets, each checked (`field` stands for `field_set()`);
+    duplicates are refused."""
+    names = []
+    for part in text.split(","):
+        name = part.strip()
+        names.extend(field_set() if name == FIELD_SET else [name] if name else [])
     if not names:
         raise ConfigError("policy list is empty; for example per-episode,per-group")
     for name in names:

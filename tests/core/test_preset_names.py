@@ -14,7 +14,9 @@ from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.presets import (
     BASES,
     CHOICES,
+    FIELD,
     RULES,
+    FieldPreset,
     Rules,
     parse_policy_list,
     preset_overrides,
@@ -104,3 +106,24 @@ def test_a_run_gets_the_rules_its_policy_keys_choose(config: RunConfig) -> None:
     for key, rows in CHOICES.items():
         for name, function in rows[getattr(config, key)].items():
             assert getattr(rules, name) is function, (key, name)
+
+
+def test_field_stands_for_every_field_preset_then_rolloutlogs_own_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(
+        FIELD, "stack", FieldPreset("org/stack@abc1234 a.py", {"admission": "capacity"})
+    )
+    assert parse_policy_list(" field ") == [*FIELD, "per-episode", "all"]
+    assert parse_policy_list("per-group,field")[-3:] == ["stack", "per-episode", "all"]
+    with pytest.raises(ConfigError, match=r"names a policy twice$"):
+        parse_policy_list("field,all")
+
+
+def test_a_field_preset_sets_its_own_keys_on_top_of_every_rule_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    keys = {"staleness": "per-group", "admission": "capacity"}
+    monkeypatch.setitem(FIELD, "stack", FieldPreset("org/stack@abc1234 a.py", keys))
+    assert preset_overrides("stack") == {**OFF, **keys}
+    assert preset_overrides("stack+oldest-first") == {**OFF, **keys, **RULES["oldest-first"]}
