@@ -1,6 +1,6 @@
 """The columnar fold: replay straight from a log's record batches, one column list at a time.
 
-Back of the envelope (docs/replay.md): `pyarrow.Table.to_pylist()` spends ~13 µs per event
+Back of the envelope: `pyarrow.Table.to_pylist()` spends ~13 µs per event
 of this 32-column schema building one dict per row. The plain fold spends ~6 µs building
 an event object and ~18 µs folding it (two deciders, the account, a digest). Here each
 batch is decoded once per column (~1 µs per event), checked per column against the event

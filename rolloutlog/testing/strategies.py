@@ -109,7 +109,7 @@ def world_logs(
     With `restarts`, the driver dies once at a random point and a new one resumes the run
     (`run_resumed`); the columnar fold hands such logs to the plain one, so it is opt-in.
 
-    With `checked`, every property of docs/deciders.md is checked on every event while the log is
+    With `checked`, every property of docs/contract.md is checked on every event while the log is
     built, and the first violation raises `InvariantViolation` (`core.account`).
     """
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))

@@ -6,7 +6,7 @@
 
 `TRAIN_RUN_DEFAULTS` are the deciders' defaults for training on the digit task; they differ
 from `RunConfig`'s generic ones where the task and two CPU cores ask for it (see
-docs/runtime.md for the measurements behind them).
+benchmarks/RESULTS.md for the measurements behind them).
 """
 
 from __future__ import annotations
