@@ -42,6 +42,7 @@ DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 DATA_FILE = re.compile(r"\.(?:json|safetensors|arrow|jsonl|png|svg|pdf|html|csv|log)$")
 SETTING_QUALIFIERS = frozenset({"run", "world", "live"})
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+SECTION = re.compile(r"([\w./-]+\.md)\s*§\s*((?:[^\n]|\n[\s#]*)[^\n]{0,80})")
 PLACEHOLDER = re.compile(r"[<>*{}|]|\.\.\.|\bKEY\b")
 
 
@@ -285,3 +286,44 @@ def test_every_path_and_module_name_a_docstring_mentions_resolves() -> None:
         for module, text in docstrings()
     }
     assert not {module: names for module, names in missing.items() if names}
+
+
+def section_resolves(source: Path, doc: str, text: str) -> bool:
+    """A section named in prose (a doc's file name, `§`, a heading): the file exists (from
+    the repository root, or beside the text that names it) and the words after `§` start
+    with one of its headings, a heading that a line break may split."""
+    target = next((root / doc for root in (REPO, source.parent) if (root / doc).is_file()), None)
+    if target is None:
+        return False
+    words = re.sub(r"\s*\n[\s#]*", " ", text).strip()
+    headings = re.findall(r"^#+ (.+)$", target.read_text(encoding="utf-8"), re.MULTILINE)
+    return any(re.match(re.escape(heading) + r"(?![\w])", words) for heading in headings)
+
+
+def section_mentions() -> Iterator[tuple[str, str, str]]:
+    """(file, doc, words) for each section named by a doc's file name, `§` and a heading,
+    in the docs, the benchmark results and every Python file of the tree: a section named
+    in prose has no link for the link test to check."""
+    sources = [*DOCS, REPO / "benchmarks" / "RESULTS.md"]
+    sources += [path for path in tree_files() if path.suffix == ".py"]
+    for source in sources:
+        for doc, words in SECTION.findall(source.read_text(encoding="utf-8")):
+            yield source.relative_to(REPO).as_posix(), doc, words
+
+
+def test_a_wrong_section_name_is_caught() -> None:
+    here = REPO / "rolloutlog" / "record" / "recorder.py"
+    assert section_resolves(here, "docs/runtime.md", "Crashes and resume says why")
+    assert section_resolves(REPO / "docs" / "x.md", "contract.md", "Decisions and\n# departures")
+    assert not section_resolves(here, "docs/contract.md", "Run end).")
+    assert not section_resolves(here, "docs/contracts.md", "Events")
+    assert not section_resolves(here, "docs/contract.md", "Eventsfoo")
+
+
+def test_every_section_a_file_names_is_a_heading_of_that_doc() -> None:
+    missing = [
+        f"{source}: {doc} § {words.splitlines()[0]}"
+        for source, doc, words in section_mentions()
+        if not section_resolves(REPO / source, doc, words)
+    ]
+    assert not missing, f"sections that are not headings of their doc: {missing}"

@@ -5,7 +5,7 @@ came back") and its own ids (strings, uuids). `Recorder` turns each call into it
 keeps what the log's rules ask that the caller should not have to: ids `g<n>` and
 `g<n>/<m>` in opening and dispatch order (the orchestrator's ids go to the log's notes),
 each group's version and step, each dispatch's stamp, a drop's age, a batch's step and
-tokens, and the end-of-run protocol (docs/contract.md § Run end). It refuses, with one
+tokens, and the end-of-run protocol (docs/contract.md § Semantics). It refuses, with one
 line naming the call, what no run can do: time going backwards, an id it never saw, a
 member the group does not owe, anything after the run finished. What the orchestrator
 decided (cancelling, dropping, admitting, the batch) is recorded as it says, for `replay`
