@@ -28,7 +28,7 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json
-from rolloutlog.cli.policies import parse_policies, run_shown
+from rolloutlog.cli.policies import field_help, parse_policies, run_shown
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED
@@ -119,7 +119,7 @@ def _policies(
 @click.option(
     "--compare",
     metavar="P1,P2",
-    help="Run these policy presets on the same seeded world, side by side.",
+    help=f"Run these policy presets on the same seeded world, side by side ({field_help()}).",
 )
 @seed_option("World and task seed.")
 @steps_option("Batches to ship.")
