@@ -41,6 +41,7 @@ from rolloutlog.runtime.sim.scenario import (
     run_overrides,
     scenario_names,
 )
+from rolloutlog.studies.compare_plot import plot_compare
 from rolloutlog.studies.policy_runs import policy_runs
 
 
@@ -127,7 +128,7 @@ def _policies(
     "--log", kind=NEW_LOG, help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX)."
 )
 @click.option("--force", is_flag=True, help="Replace an existing --log file.")
-@plot_option(PLOT_HELP)
+@plot_option(f"{PLOT_HELP[:-1]}; with --compare, trained/h against discarded beside them.")
 @json_option("Print the report as JSON.")
 @check_option("Check the invariants on every event (and every written event's values).")
 def simulate_command(
@@ -161,7 +162,8 @@ def simulate_command(
     title = f"scenario {base.name!r}, seed {base.seed}, {base.steps} steps"
     if plot is not None:
         try:
-            plot_runs(runs.reports, runs.series, plot, title)
+            draw = plot_compare if compare is not None else plot_runs
+            draw(runs.reports, runs.series, plot, title)
         except (OSError, RuntimeError) as error:
             raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     _print(runs.reports, title, as_json=as_json, compare=compare is not None)
