@@ -47,4 +47,6 @@ def test_a_tiny_run_prints_a_turned_table_per_scenario_in_80_columns(
     for preset in ("stack", "all", "per-group"):  # short, and no other row starts so
         rows = [line.split() for line in lines if line.split()[:1] == [preset]]
         assert [len(row) for row in rows] == [9, 3, 9, 3]  # the means, then the ranges
+    verdicts = [line for line in lines if "rolloutlog's best preset" in line]
+    assert [line.split(":")[0] for line in verdicts] == ["smoke", "chaos"]
     assert lines[-1].startswith("6 presets x 2 seeds x 2 steps per scenario")
