@@ -50,3 +50,10 @@ def test_a_tiny_run_prints_a_turned_table_per_scenario_in_80_columns(
     verdicts = [line for line in lines if "rolloutlog's best preset" in line]
     assert [line.split(":")[0] for line in verdicts] == ["smoke", "chaos"]
     assert lines[-1].startswith("6 presets x 2 seeds x 2 steps per scenario")
+
+
+def test_presets_named_on_the_command_line_run_instead(capsys: pytest.CaptureFixture[str]) -> None:
+    policies.main(["--seeds", "1", "--steps", "2", "--scenarios", "smoke", "--presets", "all"])
+    out = capsys.readouterr().out
+    assert "rolloutlog's best preset" not in out  # no per-episode to hold all against
+    assert out.splitlines()[-1].startswith("1 presets x 1 seeds")
