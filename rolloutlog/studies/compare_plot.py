@@ -10,11 +10,11 @@ trained-age histograms and the cumulative waste of `simulate --plot`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rolloutlog.runtime.sim.plot import draw_ages, draw_waste, pyplot
+from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.studies.sweep_plot import X_KEY, Y_KEY, draw_front, place_labels
 
 LENGTH_KEY, DIFFICULTY_KEY = "trained_length_ratio", "trained_difficulty_ratio"
@@ -27,18 +27,12 @@ def plot_compare(
     title: str,
 ) -> None:
     """Draw the trade-off, the trained ages and the waste of `runs` (the `--json` objects)."""
-    plt = pyplot()
-    figure, (tradeoff, ages, waste) = plt.subplots(
-        1, 3, figsize=(17, 5.2), gridspec_kw={"width_ratios": [1.4, 1, 1]}
-    )
-    labelled = draw_tradeoff(tradeoff, runs)
-    draw_ages(ages, runs)
-    draw_waste(waste, runs, series)
-    figure.suptitle(title)
-    figure.tight_layout()
-    place_labels(tradeoff, *labelled)  # once the axes are laid out
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+
+    def tradeoff(axis: Any) -> Callable[[], object]:
+        labelled = draw_tradeoff(axis, runs)
+        return lambda: place_labels(axis, *labelled)  # once the axes are laid out
+
+    plot_runs(runs, series, path, title, lead=tradeoff)
 
 
 def bias_label(name: str, run: Mapping[str, Any]) -> str:

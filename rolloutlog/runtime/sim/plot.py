@@ -2,14 +2,13 @@
 
 Left: how many trained episodes had each rollout age (bars side by side per age). Right:
 cumulative wasted rollout time against virtual time. matplotlib is imported lazily and
-drawn off-screen (Agg), so `simulate` works without a display or the `plot` extra. The
-panels are drawn apart (`draw_ages`, `draw_waste`) so that `simulate --compare`'s figure
-(`studies.compare_plot`) puts its trade-off beside them.
+drawn off-screen (Agg), so `simulate` works without a display or the `plot` extra. A `lead`
+panel goes before the two (`simulate --compare`'s trade-off, `studies.compare_plot`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,24 +25,41 @@ def pyplot() -> Any:
     return plt
 
 
+# A panel drawn before the two: it draws on its axis and returns what to do once the
+# figure is laid out (labels placed where they fit, as `studies.compare_plot` needs).
+LeadPanel = Callable[[Any], Callable[[], object]]
+
+
 def plot_runs(
     runs: Mapping[str, Mapping[str, Any]],
     series: Mapping[str, Sequence[tuple[float, float]]],
     path: Path,
     title: str,
+    *,
+    lead: LeadPanel | None = None,
 ) -> None:
-    """Draw the figure for `runs` (the `--json` objects) and their wasted-time `series`."""
+    """Draw the figure for `runs` (the `--json` objects) and their wasted-time `series`,
+    after a `lead` panel where one is given."""
     plt = pyplot()
-    figure, (ages, waste) = plt.subplots(1, 2, figsize=(11, 4.2))
-    draw_ages(ages, runs)
-    draw_waste(waste, runs, series)
+    laid_out = None
+    if lead is None:
+        figure, (ages, waste) = plt.subplots(1, 2, figsize=(11, 4.2))
+    else:
+        figure, (first, ages, waste) = plt.subplots(
+            1, 3, figsize=(17, 5.2), gridspec_kw={"width_ratios": [1.4, 1, 1]}
+        )
+        laid_out = lead(first)
+    _draw_ages(ages, runs)
+    _draw_waste(waste, runs, series)
     figure.suptitle(title)
     figure.tight_layout()
+    if laid_out is not None:
+        laid_out()
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
 
-def draw_ages(axis: Any, runs: Mapping[str, Mapping[str, Any]]) -> None:
+def _draw_ages(axis: Any, runs: Mapping[str, Mapping[str, Any]]) -> None:
     """The trained-age histogram of every run, bars side by side per age."""
     width = 0.8 / max(len(runs), 1)
     for index, (name, run) in enumerate(runs.items()):
@@ -57,7 +73,7 @@ def draw_ages(axis: Any, runs: Mapping[str, Mapping[str, Any]]) -> None:
     axis.legend()
 
 
-def draw_waste(
+def _draw_waste(
     axis: Any,
     runs: Mapping[str, Mapping[str, Any]],
     series: Mapping[str, Sequence[tuple[float, float]]],
