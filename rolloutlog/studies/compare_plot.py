@@ -49,7 +49,7 @@ def draw_tradeoff(
 ) -> tuple[list[tuple[float, float]], list[str]]:
     """One point per run that has both figures, the front ringed and joined; returns the
     points and their labels, for `place_labels` once the figure is laid out."""
-    plotted = {n: r for n, r in runs.items() if r.get(X_KEY) is not None and r.get(Y_KEY)}
+    plotted = {n: r for n, r in runs.items() if None not in (r.get(X_KEY), r.get(Y_KEY))}
     points = [(float(r[X_KEY]), float(r[Y_KEY])) for r in plotted.values()]
     draw_front(axis, points)
     axis.set_title("trade-off; (length, difficulty): trained / dispatched, 1 = no bias")

@@ -58,8 +58,9 @@ def test_a_policy_without_a_figure_is_left_off_the_chart_and_its_ratio_shown_as_
     runs = {
         "a": {"finished_rollouts_discarded": 3, "trained_episodes_per_hour": 10.0},
         "b": {"finished_rollouts_discarded": 5, "trained_episodes_per_hour": None},
+        "c": {"finished_rollouts_discarded": 0, "trained_episodes_per_hour": 0.0},
     }
     points, labels = compare_plot.draw_tradeoff(axis, runs)
     plt.close(figure)
-    assert points == [(3.0, 10.0)]
-    assert labels == ["a (length –, difficulty –)"]
+    assert points == [(3.0, 10.0), (0.0, 0.0)]  # a run that trained nothing is a point
+    assert labels == ["a (length –, difficulty –)", "c (length –, difficulty –)"]
