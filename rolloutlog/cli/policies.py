@@ -12,10 +12,15 @@ import click
 from rolloutlog.cli.bad_input import BadInput, os_problem
 from rolloutlog.cli.progress import progress
 from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import NAMED, parse_policy_list
+from rolloutlog.core.presets import FIELD_SET, NAMED, field_set, parse_policy_list
 from rolloutlog.runs.simulate import OnStep, PolicyRunError, PolicyRuns, policy_name, run_policies
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimulationBoundError
+
+
+def field_help() -> str:
+    """What `field` stands for, in the help of every command that takes a policy list."""
+    return f"{FIELD_SET!r} runs the field's set: {', '.join(field_set())}"
 
 
 def parse_policies(text: str, option: str) -> list[str]:
@@ -24,7 +29,7 @@ def parse_policies(text: str, option: str) -> list[str]:
         return parse_policy_list(text)
     except ConfigError as error:
         raise click.BadParameter(
-            f"{error} (presets: {', '.join(NAMED)})", param_hint=option
+            f"{error} (presets: {', '.join(NAMED)}; {field_help()})", param_hint=option
         ) from None
 
 

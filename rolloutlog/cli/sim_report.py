@@ -3,14 +3,18 @@
 It renders the plain `simulate --json` object (the replay summary plus the simulator's
 metrics), so it needs neither the deciders nor the replay package: a report is a view.
 Durations are in the unit that fits each (`cli.output.duration`); the trained-episode rate
-is per the unit of the shortest run's length (`cli.output.rate_unit`).
+is per the unit of the shortest run's length (`cli.output.rate_unit`). Up to `TURN_AFTER`
+runs, one column per run and every figure a row; more (the `field` set) would not fit a
+terminal that way, so the table turns: one row per run, the figures of `COLUMNS`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -33,6 +37,11 @@ def _duration(key: str) -> Callable[[Mapping[str, Any]], str]:
 
 def _percent(key: str) -> Callable[[Mapping[str, Any]], str]:
     return lambda run: "–" if run.get(key) is None else f"{100.0 * run[key]:.1f}%"
+
+
+def _wasted_share(run: Mapping[str, Any]) -> str:
+    total, wasted = run["rollout_seconds_total"], run["rollout_seconds_wasted"]
+    return f"{100.0 * wasted / total:.1f}%" if total else "–"
 
 
 def _wasted(run: Mapping[str, Any]) -> str:
@@ -110,6 +119,87 @@ def report_table(
     return table
 
 
+TURN_AFTER = 4  # more runs than this: one row per run
+# The turned table's figures, one column each; a new figure is one line here. The rate's
+# header names its unit (`RATE_ROW`, as in the full table).
+COLUMNS: tuple[Row, ...] = (
+    (RATE_ROW, _rate(DURATION_UNITS[0])),
+    ("discarded", _discarded),
+    ("wasted", _wasted_share),
+    ("idle", _percent("trainer_idle_fraction")),
+    ("mean age", _number("mean_trained_age", 2)),
+    ("max age", _number("max_trained_age")),
+    ("length ratio", _number("trained_length_ratio", 3)),
+    ("difficulty ratio", _number("trained_difficulty_ratio", 3)),
+)
+
+
+def turned_tables(
+    runs: Mapping[str, Mapping[str, Any]], title: str, console: Console
+) -> list[Table]:
+    """One row per run (policy), one column per figure of `COLUMNS`: a field's worth of
+    presets at 80 columns. A policy name wider than `NAME_FOLD` may fold; figures that
+    would not fit the console beside the others go to a next table (the policy column
+    repeated), so that no line is wider than the console and no figure is cut."""
+    unit = rate_unit(run.get("virtual_seconds") for run in runs.values())
+    columns = [
+        (f"trained / {unit[0]}", _rate(unit)) if label == RATE_ROW else (label, show)
+        for label, show in COLUMNS
+    ]
+    unbounded = console.options.update_width(10 * console.width)
+    chunks: list[list[Row]] = [[]]
+    for column in columns:
+        wider = _turned(runs, None, [*chunks[-1], column], name_width=NAME_FOLD)
+        if chunks[-1] and console.measure(wider, options=unbounded).maximum > console.width:
+            chunks.append([column])
+        else:
+            chunks[-1].append(column)
+    tables = []
+    for n, chunk in enumerate(chunks):
+        excess = console.measure(_turned(runs, None, chunk), options=unbounded).maximum
+        room = max(1, max(len(name) for name in runs) - (excess - console.width))
+        tables.append(_turned(runs, title if n == 0 else None, chunk, name_width=room))
+    return tables
+
+
+NAME_FOLD = 12  # `per-episode+` whole: a policy name folds before its `+RULE`s if it must
+
+
+def _folded(name: str, width: int) -> str:
+    """`name` in lines of at most `width`, broken before a `+` where it must break (the
+    table folds a part longer than that)."""
+    lines = [""]
+    for part in re.split(r"(?=\+)", name):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append(part)
+        else:
+            lines[-1] += part
+    return "\n".join(lines)
+
+
+def _turned(
+    runs: Mapping[str, Mapping[str, Any]],
+    title: str | None,
+    columns: list[Row],
+    *,
+    name_width: int | None = None,
+) -> Table:
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    table.add_column("policy", overflow="fold", max_width=name_width)
+    for label, _ in columns:  # a header's first word over the rest
+        table.add_column(label.replace(" ", "\n", 1), justify="right", no_wrap=True)
+    for name, run in runs.items():
+        shown = name if name_width is None else _folded(name, name_width)
+        table.add_row(shown, *(show(run) for _, show in columns))
+    return table
+
+
 def age_histogram_line(run: Mapping[str, Any]) -> str:
     """Trained episodes by rollout age, as `age:count` pairs."""
     histogram = run.get("trained_age_histogram", {})
@@ -123,8 +213,13 @@ def print_report(
     *,
     time_label: str = TIME_ROW,
 ) -> None:
-    """Print the table, then the trained-age histogram of every run."""
-    console.print(report_table(runs, title, time_label=time_label))
+    """Print the table (turned for more than `TURN_AFTER` runs), then the trained-age
+    histogram of every run."""
+    if len(runs) > TURN_AFTER:
+        for table in turned_tables(runs, title, console):
+            console.print(table)
+    else:
+        console.print(report_table(runs, title, time_label=time_label))
     for name, run in runs.items():
         console.print(f"trained age histogram, {name}: {age_histogram_line(run)}")
         for violation in (run.get("invariant_violations") or [])[:5]:

@@ -28,7 +28,7 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json
-from rolloutlog.cli.policies import parse_policies, run_shown
+from rolloutlog.cli.policies import field_help, parse_policies, run_shown
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED
@@ -41,6 +41,7 @@ from rolloutlog.runtime.sim.scenario import (
     run_overrides,
     scenario_names,
 )
+from rolloutlog.studies.compare_plot import plot_compare
 from rolloutlog.studies.policy_runs import policy_runs
 
 
@@ -119,7 +120,7 @@ def _policies(
 @click.option(
     "--compare",
     metavar="P1,P2",
-    help="Run these policy presets on the same seeded world, side by side.",
+    help=f"Run these policy presets on the same seeded world, side by side ({field_help()}).",
 )
 @seed_option("World and task seed.")
 @steps_option("Batches to ship.")
@@ -127,7 +128,7 @@ def _policies(
     "--log", kind=NEW_LOG, help="Write the Arrow log here (with --compare: NAME.POLICY.SUFFIX)."
 )
 @click.option("--force", is_flag=True, help="Replace an existing --log file.")
-@plot_option(PLOT_HELP)
+@plot_option(f"{PLOT_HELP[:-1]}; with --compare, trained/h against discarded beside them.")
 @json_option("Print the report as JSON.")
 @check_option("Check the invariants on every event (and every written event's values).")
 def simulate_command(
@@ -161,7 +162,8 @@ def simulate_command(
     title = f"scenario {base.name!r}, seed {base.seed}, {base.steps} steps"
     if plot is not None:
         try:
-            plot_runs(runs.reports, runs.series, plot, title)
+            draw = plot_compare if compare is not None else plot_runs
+            draw(runs.reports, runs.series, plot, title)
         except (OSError, RuntimeError) as error:
             raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     _print(runs.reports, title, as_json=as_json, compare=compare is not None)

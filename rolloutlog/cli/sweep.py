@@ -31,7 +31,7 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import duration, per_unit, rate_unit
-from rolloutlog.cli.policies import bound_error, parse_policies
+from rolloutlog.cli.policies import bound_error, field_help, parse_policies
 from rolloutlog.cli.progress import progress
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED
@@ -78,7 +78,8 @@ PARQUET_MAGIC = b"PAR1"  # a Parquet file opens (and ends) with it
 @click.option(
     "--compare",
     metavar="P1,P2,...",
-    help=f"Policy presets ({', '.join(NAMED)}, or BASE+RULE+...; default: the scenario's).",
+    help=f"Policy presets ({', '.join(NAMED)}, or BASE+RULE+...; {field_help()}; default: "
+    "the scenario's).",
 )
 @click.option("--seeds", metavar="0-4", help="Seeds: 0-4, 0,3,7 (default: the scenario's).")
 @set_option(

@@ -28,7 +28,7 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json, warn_torn_tail
-from rolloutlog.cli.policies import parse_policies, run_shown
+from rolloutlog.cli.policies import field_help, parse_policies, run_shown
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import InconsistentLogError
@@ -128,7 +128,8 @@ def discarded_interval_for(
 @click.option(
     "--compare",
     metavar="P1,P2",
-    help="Policy presets to run on the fitted world (default: the recorded policy).",
+    help=f"Policy presets to run on the fitted world ({field_help()}; default: the recorded "
+    "policy).",
 )
 @set_option(
     "overrides", "KEY=VALUE", "Override run.KEY / world.KEY of the fitted world; repeatable."

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.presets import NAMED, RULES, preset_overrides
+from rolloutlog.core.presets import BASES, FIELD, NAMED, RULES, preset_overrides
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, DEFAULT_BATCH_EVENTS, LogWriter
 from rolloutlog.events.types import Event
@@ -145,10 +145,28 @@ def _log_writer(
 
 
 def policy_name(scenario: Scenario) -> str:
-    """The preset a scenario's run config matches, or its staleness policy plus its rules."""
+    """The preset a scenario's run config matches: a named one, else a base (the field's,
+    then rolloutlog's) with the rules it adds; else its staleness policy plus its rules.
+    So a field preset runs under its own name (a log per preset with `--compare field`,
+    and `whatif` re-runs the name), and a run that some field row describes is named by
+    it; a row that sets exactly a named preset's keys is that preset."""
     run = scenario.run.to_dict()
-    for name in NAMED:
-        if all(run[key] == value for key, value in preset_overrides(name).items()):
-            return name
-    rules = [rule for rule, keys in RULES.items() if all(run[k] == v for k, v in keys.items())]
-    return "+".join([scenario.run.staleness, *rules])
+
+    def matches(keys: dict[str, Any]) -> bool:
+        return all(run[key] == value for key, value in keys.items())
+
+    rules = [rule for rule, keys in RULES.items() if matches(keys)]
+    with_rules = (
+        "+".join([base, *(r for r in rules if not _implied(RULES[r], base))])
+        for base in (*FIELD, *BASES)
+    )
+    return next(
+        (name for name in (*NAMED, *with_rules) if matches(preset_overrides(name))),
+        "+".join([scenario.run.staleness, *rules]),
+    )
+
+
+def _implied(keys: dict[str, Any], base: str) -> bool:
+    """Whether preset `base` already sets `keys` (a rule it needs no `+RULE` for)."""
+    own = preset_overrides(base)
+    return all(own.get(key) == value for key, value in keys.items())

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from rolloutlog.runtime.sim.plot import pyplot
 from rolloutlog.studies.best import Configuration
 
 X_KEY = "finished_rollouts_discarded"
@@ -42,13 +43,7 @@ def label(config: Configuration) -> str:
 
 def plot_sweep(found: Sequence[Configuration], path: Path, title: str) -> None:
     """Draw one panel per scenario to `path` (PNG, or any format matplotlib infers)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise RuntimeError("--plot needs matplotlib (pip install 'rolloutlog[plot]')") from error
+    plt = pyplot()
     scenarios = list(dict.fromkeys(c.scenario for c in found))
     figure, axes = plt.subplots(1, len(scenarios), figsize=(6 * len(scenarios), 4.8), squeeze=False)
     panels: list[tuple[list[tuple[float, float]], list[str]]] = []
@@ -56,34 +51,39 @@ def plot_sweep(found: Sequence[Configuration], path: Path, title: str) -> None:
         mine = [c for c in found if c.scenario == scenario and _plottable(c)]
         points = [(float(c.means[X_KEY] or 0.0), float(c.means[Y_KEY] or 0.0)) for c in mine]
         panels.append((points, [label(c) for c in mine]))
-        front = set(pareto_front(points))
-        for index, (x, y) in enumerate(points):
-            on_front = index in front
-            axis.scatter(
-                [x], [y], s=40, facecolors="C0" if on_front else "none", edgecolors="C0", zorder=3
-            )
-        ordered = pareto_front(points)
-        axis.plot(
-            [points[i][0] for i in ordered],
-            [points[i][1] for i in ordered],
-            color="C1",
-            linewidth=1.2,
-            marker="o",
-            markersize=11,
-            markerfacecolor="none",
-            label="Pareto front",
-        )
-        axis.margins(0.15)
+        draw_front(axis, points)
         axis.set_title(f"{scenario} (mean over seeds)")
-        axis.set_xlabel("finished rollouts discarded")
-        axis.set_ylabel("trained episodes / hour")
-        axis.legend(loc="best", fontsize=8)
     figure.suptitle(title)
     figure.tight_layout()
     for axis, labelled in zip(axes[0], panels, strict=True):  # once the axes are laid out
         place_labels(axis, *labelled)
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def draw_front(axis: Any, points: Sequence[tuple[float, float]]) -> None:
+    """The points, those of the Pareto front filled, ringed and joined by a line, the
+    rest hollow (`sweep --plot`, `simulate --compare --plot`)."""
+    front = pareto_front(points)
+    for index, (x, y) in enumerate(points):
+        on_front = index in front
+        axis.scatter(
+            [x], [y], s=40, facecolors="C0" if on_front else "none", edgecolors="C0", zorder=3
+        )
+    axis.plot(
+        [points[i][0] for i in front],
+        [points[i][1] for i in front],
+        color="C1",
+        linewidth=1.2,
+        marker="o",
+        markersize=11,
+        markerfacecolor="none",
+        label="Pareto front",
+    )
+    axis.margins(0.15)
+    axis.set_xlabel("finished rollouts discarded")
+    axis.set_ylabel("trained episodes / hour")
+    axis.legend(loc="best", fontsize=8)
 
 
 # Where a label may sit beside its point, in points from it, tried in this order; the
