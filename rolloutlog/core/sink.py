@@ -21,7 +21,6 @@ from typing import Final
 from rolloutlog.core.curriculum import ScoredGroup
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.handlers import Handlers
-from rolloutlog.core.rules.acceptance import stale_in_queue
 from rolloutlog.core.rules.composition import take
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
 from rolloutlog.core.sink_state import (
@@ -343,7 +342,7 @@ def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
     remaining: dict[str, Queued] = {}
     for episode_id, queued in state.queue.items():
         age = rollout_age(queued.version, step)
-        if stale_in_queue(queued, step, bound):
+        if state.rules.drop_from_queue(queued, step, bound):
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason="stale", age=age))
         else:
             remaining[episode_id] = queued

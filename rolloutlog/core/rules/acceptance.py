@@ -29,3 +29,13 @@ def drop_stale_and_its_siblings(group: SinkGroup, arrival: Arrival, step: int, b
 def stale_in_queue(queued: Queued, step: int, bound: int) -> bool:
     """A queued episode (admitted, so train) the step has carried past the bound."""
     return is_stale(queued.version, step, bound, train=True, frozen=queued.frozen)
+
+
+def keep_arrival(group: SinkGroup, arrival: Arrival, step: int, bound: int) -> bool:
+    """Soft: nothing is dropped for its age (AReaL trains what its admission let out)."""
+    return False
+
+
+def keep_queued(queued: Queued, step: int, bound: int) -> bool:
+    """Soft: the queue is never swept for age."""
+    return False
