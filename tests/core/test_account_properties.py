@@ -23,9 +23,10 @@ from rolloutlog.core.account_properties import (
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import preset_overrides
-from rolloutlog.events.types import Event, GroupOpened
+from rolloutlog.events.types import Event
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.testing.scripted_world import scripted_log
+from tests.core.core_events import opened
 
 # G = 4 under 6 permits, a batch of one group, nothing may be off-policy: AReaL's
 # admission lets the groups of two versions run at once, so some members train a step late.
@@ -74,25 +75,10 @@ def test_the_same_log_recorded_as_per_episode_breaks_the_bound() -> None:
     assert summary["episodes_trained_past_bound"] > 0  # reported either way
 
 
-def _opened(number: int) -> GroupOpened:
-    return GroupOpened(
-        t=0.0,
-        seq=number,
-        group_id=f"g{number}",
-        work="train",
-        env="main",
-        task_id="t0",
-        group_size=4,
-        policy_version=0,
-        step=1,
-        frozen=False,
-    )
-
-
 def test_a_group_opened_past_areals_capacity_is_a_violation() -> None:
     """One group a batch, no room off-policy: at v0 a second group may not open while the
     first is running."""
     account = Account(_config("areal", **AREAL_WORLD))
-    account.feed(_opened(1))
+    account.feed(opened("g1", 0, 1, 4))
     with pytest.raises(InvariantViolation, match=r"areal admission: 0 accepted \+ 1 running"):
-        account.feed(_opened(2))
+        account.feed(opened("g2", 0, 1, 4))

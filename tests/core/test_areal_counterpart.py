@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.rules.admission import TrainLedger, areal_groups, evolve_group_ledger
-from rolloutlog.events.types import GroupOpened, GroupScored
+from rolloutlog.events.types import GroupScored
 from tests.core.areal_wheel import areal_wheel, load_staleness_manager
+from tests.core.core_events import opened
 
 OPS = st.lists(st.sampled_from(["submit", "accept", "reject", "bump"]), max_size=80)
 
@@ -84,17 +85,17 @@ def test_areal_admission_is_areals_get_capacity(
     )
     ledger = TrainLedger()
     running: list[str] = []  # open train groups, oldest first
-    opened = 0
+    groups = 0
     assert areal_groups(config, ledger, provider.version) == manager.get_capacity()
     for op in ops:
         if op in ("accept", "reject") and not running:
             op = "submit"  # nothing is running to finish: valid by construction
         if op == "submit":
-            opened += 1
-            running.append(f"g{opened}")
+            groups += 1
+            running.append(f"g{groups}")
             manager.on_rollout_enqueued()
             manager.on_rollout_submitted()
-            evolve_group_ledger(ledger, _opened(running[-1], group_size, provider.version))
+            evolve_group_ledger(ledger, opened(running[-1], provider.version, 1, group_size))
         elif op == "bump":
             provider.version += 1
         else:
@@ -102,20 +103,6 @@ def test_areal_admission_is_areals_get_capacity(
             (manager.on_rollout_accepted if admitted else manager.on_rollout_rejected)()
             evolve_group_ledger(ledger, _scored(running.pop(0), admitted))
         assert areal_groups(config, ledger, provider.version) == manager.get_capacity(), op
-
-
-def _opened(group_id: str, size: int, version: int) -> GroupOpened:
-    return GroupOpened(
-        t=0.0,
-        group_id=group_id,
-        work="train",
-        env="main",
-        task_id="t0",
-        group_size=size,
-        policy_version=version,
-        step=1,
-        frozen=False,
-    )
 
 
 def _scored(group_id: str, admitted: bool) -> GroupScored:
