@@ -10,8 +10,10 @@ that finalize at shutdown are still scored, once each, but never trained.
 
 Like the dispatcher, the state is mutated in place by `evolve` only (`check` everything,
 then `apply`), and `decide` reads the state that already includes the event it reacts to.
-The state lives in `core.sink_state`; which arrivals drop and in which order a batch is
-taken are the run's choices from the rule families (`state.rules`, `core.presets`).
+The state lives in `core.sink_state`; which arrivals and queued episodes drop and in which
+order a batch is taken are the run's choices from the rule families (`state.rules`,
+`core.presets`): under soft staleness (the `areal` field preset) nothing drops for its age,
+so there the guarantee is only what admission keeps.
 """
 
 from __future__ import annotations

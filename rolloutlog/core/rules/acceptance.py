@@ -2,7 +2,8 @@
 
 The staleness test itself is `core.staleness.is_stale` (one definition); these rules say
 which episodes it is applied to. The sink calls the arrival rule its run's preset table
-chose (`core.presets`), for each arrival of a group it finalizes.
+chose (`core.presets`) for each arrival of a group it finalizes, and the queue rule for
+each queued episode when the step advances; soft staleness keeps both.
 """
 
 from __future__ import annotations
