@@ -35,8 +35,8 @@ batch takes (AReaL's `consumer_batch_size` counts prompts), and `max_concurrent`
 `max_inflight`: rolloutlog's permits count episodes and already bound what is in flight.
 A group the curriculum rejects, or one with nothing left to score, is AReaL's rejected
 rollout: it leaves `running` without joining `accepted`, and its capacity comes back. The
-members a group still owes are always allowed (AReaL submits a workflow run whole); the
-liveness exception is the one above, counted in groups.
+members a group still owes are always allowed (AReaL submits a workflow run whole), and
+with no train group running one may always open (the liveness exception above, in groups).
 
 **Smoothing** (`admission_smoothing`): in each window of `SMOOTHING_WINDOW_S` seconds of
 event time, the in-flight count may grow by at most a burst (a group, or a tenth of
