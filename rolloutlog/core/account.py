@@ -25,9 +25,11 @@ It checks, each at the seq where it broke:
   between the last announced version and the batches shipped, and only those episodes are
   cancelled (reason `restart`); no version announced after it is inside that checkpoint;
 - permits: never above the limit at admission (and, under a loop, as many permits held as
-  episodes in flight); capacity admission's horizon;
+  episodes in flight); capacity admission's horizon, or AReaL admission's (in groups);
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
   only of at-risk groups, and whole.
+Which of the bound, no-stale-in-flight and admission properties a run keeps is its
+policy's (`core.account_properties`); what trains past the bound is counted either way.
 It also counts what `replay --json` reports, as it learns what each event means, in a
 `core.run_summary.RunSummary` (`summary()`).
 
@@ -42,6 +44,14 @@ from typing import Any, Final, Protocol
 
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_properties import (
+    AREAL_ADMISSION,
+    CAPACITY,
+    HARD_BOUND,
+    NO_STALE_IN_FLIGHT,
+    areal_problem,
+    kept_properties,
+)
 from rolloutlog.core.account_restart import RestartChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
@@ -80,8 +90,10 @@ class Account(RestartChecks):
         self.target_lag: int = config.target_lag
         self.group_size: int = config.group_size
         self.batch_size: int | None = config.batch_size
-        self.per_episode = config.staleness == "per-episode"
-        self.capacity = config.admission == "capacity" and config.batch_size is not None
+        self.config = config
+        self.kept = kept_properties(config)
+        self.per_episode = config.staleness != "per-group"  # how each episode is stamped
+        self.capacity = CAPACITY in self.kept
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
         self.groups: dict[str, Group] = {}  # open until group_scored
@@ -154,7 +166,7 @@ class Account(RestartChecks):
         Staleness is judged at the step the update arrived at: batches shipped later in the
         same reaction can age episodes further, and those the sink drops when they arrive.
         """
-        if world_kind == "version_pending" and self.per_episode:
+        if world_kind == "version_pending" and NO_STALE_IN_FLIGHT in self.kept:
             step, bound = self.publish_step, self.bound
             for group_id, group in self.groups.items():
                 for episode_id, (version, _) in group.inflight.items():
@@ -182,6 +194,10 @@ class Account(RestartChecks):
             return self._fail(seq, kind, f"expected g{number}, got {group_id}")
         if version != self.version or step != self.step:
             self._fail(seq, kind, f"opened at v{version} step {step}, not v{self.version}")
+        if work == "train" and AREAL_ADMISSION in self.kept:
+            problem = areal_problem(self.config, self.version, self.groups.values(), self.run)
+            if problem:
+                self._fail(seq, kind, problem)
         self.groups[group_id] = Group(
             number, size, work == "train", frozen, version, unscheduled=size
         )
@@ -403,23 +419,25 @@ class Account(RestartChecks):
             self._fail(seq, kind, "batch shipped after run_finished")
         if self.gated:  # at this batch's step: the ship hold has not lifted
             self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
-        cut: dict[str, tuple[int, int]] = {}  # id -> (version, tokens)
+        cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)
             if queued is None:
                 self._fail(seq, kind, f"{episode_id} shipped but not queued (or twice)")
                 continue
             version, ages, episode_tokens = queued
-            if ages and age(version, step) > self.bound:
+            if ages and age(version, step) > self.bound and HARD_BOUND in self.kept:
                 self._fail(seq, kind, f"{episode_id} shipped at age {age(version, step)}")
-            cut[episode_id] = (version, episode_tokens)
+            cut[episode_id] = (version, episode_tokens, ages)
         if len(set(trained_ids)) != len(trained_ids) or not cut.keys() >= set(trained_ids):
             self._fail(seq, kind, "trains an episode it did not cut, or one twice")
         held = 0
         for episode_id in trained_ids:
             if episode_id in cut:
-                version, episode_tokens = cut[episode_id]
-                self.run.trained_at(age(version, step))
+                version, episode_tokens, ages = cut[episode_id]
+                self.run.trained_at(
+                    age(version, step), past_bound=ages and age(version, step) > self.bound
+                )
                 held += episode_tokens
         if tokens != held:
             self._fail(seq, kind, f"tokens {tokens}, but the trained episodes hold {held}")

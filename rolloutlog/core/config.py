@@ -20,8 +20,8 @@ import attrs
 
 from rolloutlog.core.curriculum import known_curriculum
 
-StalenessPolicy = Literal["per-episode", "per-group"]
-AdmissionPolicy = Literal["none", "capacity"]
+StalenessPolicy = Literal["per-episode", "per-group", "soft"]
+AdmissionPolicy = Literal["none", "capacity", "areal"]
 BatchOrder = Literal["fifo", "oldest-first"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
@@ -69,7 +69,9 @@ class RunConfig:
         at_least(0),
         "gate: train dispatch pauses past this lag (default min(1, max_off_policy_steps))",
     )
-    staleness: StalenessPolicy = checked("per-episode", None, "staleness enforcement")
+    staleness: StalenessPolicy = checked(
+        "per-episode", None, "staleness enforcement (soft: stamped per episode, none dropped)"
+    )
     filter_zero_advantages: bool = checked(True, None, "prune zero-advantage episodes")
     seed: int = checked(0, None, "seed of the task source")
     tasks: int = checked(1024, at_least(1), "size of the task set the task source samples")
@@ -78,7 +80,9 @@ class RunConfig:
     admission_smoothing: bool = checked(False, None, "cap pool growth per 5-second window")
     curriculum: str = checked("all", known_curriculum, "group admission rule (core.curriculum)")
     zero_output_batches: int = checked(10, at_least(1), "stop after N batches of nothing admitted")
-    admission: AdmissionPolicy = checked("none", None, "capacity: cap train work ahead of trainer")
+    admission: AdmissionPolicy = checked(
+        "none", None, "capacity: cap train work ahead of trainer; areal: AReaL's, in groups"
+    )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
 

@@ -29,7 +29,7 @@ from rolloutlog.events.types import EpisodesCancelled, Event
 
 if TYPE_CHECKING:  # the states hold the rules: they import this table
     from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
-    from rolloutlog.core.sink_state import Arrival, SinkGroup
+    from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup
 
 
 @attrs.frozen
@@ -47,6 +47,7 @@ class Rules:
         [DispatcherState, OpenGroup, Collection[str], float], EpisodesCancelled | None
     ]
     drop_on_arrival: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, step, bound)
+    drop_from_queue: Callable[[Queued, int, int], bool]  # (queued, step, bound)
     batch_order: BatchOrder
 
 
@@ -58,11 +59,19 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "stamp": admission.own_dispatch_version,
             "cancel_stale": cancellation.stale_members,
             "drop_on_arrival": acceptance.drop_stale_arrival,
+            "drop_from_queue": acceptance.stale_in_queue,
         },
         "per-group": {
             "stamp": admission.group_start_version,
             "cancel_stale": cancellation.stale_groups,
             "drop_on_arrival": acceptance.drop_stale_and_its_siblings,
+            "drop_from_queue": acceptance.stale_in_queue,
+        },
+        "soft": {
+            "stamp": admission.own_dispatch_version,
+            "cancel_stale": cancellation.stale_kept,
+            "drop_on_arrival": acceptance.keep_arrival,
+            "drop_from_queue": acceptance.keep_queued,
         },
     },
     "admission": {
@@ -70,6 +79,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "capacity": {
             "allowance": admission.capacity_left,
             "follow_ledger": admission.evolve_ledger,
+        },
+        "areal": {
+            "allowance": admission.areal_left,
+            "follow_ledger": admission.evolve_group_ledger,
         },
     },
     "admission_smoothing": {
@@ -109,7 +122,14 @@ class FieldPreset:
 
 
 # Name -> the field's rule; docs/policies.md gives each one's reading of its source.
-FIELD: Final[dict[str, FieldPreset]] = {}
+FIELD: Final[dict[str, FieldPreset]] = {
+    "areal": FieldPreset(
+        source="inclusionAI/AReaL areal==1.0.4 areal/infra/staleness_manager.py "
+        "(StalenessManager.get_capacity, on_rollout_accepted/rejected), "
+        "areal/infra/workflow_executor.py",
+        keys={"staleness": "soft", "admission": "areal"},
+    ),
+}
 FIELD_SET = "field"
 BASES = ("per-episode", "per-group")
 RULES: dict[str, dict[str, Any]] = {

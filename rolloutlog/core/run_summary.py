@@ -9,6 +9,9 @@ counts and writes them as the `replay --json` object. Counting conventions:
   (cancelled, arrived before, or after `run_finished`); recorded and otherwise ignored.
 - `episodes_dropped_stale` counts arrived or queued episodes the sink dropped as stale.
 - `groups_partial` counts finalized train groups that scored fewer than G members.
+- `episodes_trained_past_bound` counts trained episodes of the policy being trained older
+  than `max_off_policy_steps` at their step: a violation where the policy keeps the bound
+  (`core.account_properties`), the price of its admission where it does not.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class RunSummary:
     trained: int = 0
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
+    trained_past_bound: int = 0
     finished_reason: str | None = None
 
     def count_kinds(self, kinds: Iterable[str], events: int) -> None:
@@ -49,11 +53,13 @@ class RunSummary:
         self.events += events
         self.kinds.update(kinds)
 
-    def trained_at(self, age: int) -> None:
+    def trained_at(self, age: int, *, past_bound: bool = False) -> None:
         """One episode trained at rollout age `age`, counted at 0 if negative (as prime-rl
         clamps its lag): only a log that announced a version before its batch shipped has
-        one, and the account reports that at its seq."""
+        one, and the account reports that at its seq. `past_bound`: it was of the policy
+        being trained and older than `max_off_policy_steps`."""
         self.trained_ages[max(0, age)] += 1
+        self.trained_past_bound += past_bound
 
     def report(self, violations: Sequence[str]) -> dict[str, Any]:
         """The `replay --json` object, listing `violations`."""
@@ -79,6 +85,7 @@ class RunSummary:
             "max_trained_age": max(ages) if ages else None,
             "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
             "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
+            "episodes_trained_past_bound": self.trained_past_bound,
             "run_finished": self.finished_reason,
             "restarts": kinds["run_resumed"],
             "invariant_violations": list(violations),

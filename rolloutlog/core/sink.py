@@ -10,8 +10,10 @@ that finalize at shutdown are still scored, once each, but never trained.
 
 Like the dispatcher, the state is mutated in place by `evolve` only (`check` everything,
 then `apply`), and `decide` reads the state that already includes the event it reacts to.
-The state lives in `core.sink_state`; which arrivals drop and in which order a batch is
-taken are the run's choices from the rule families (`state.rules`, `core.presets`).
+The state lives in `core.sink_state`; which arrivals and queued episodes drop and in which
+order a batch is taken are the run's choices from the rule families (`state.rules`,
+`core.presets`): under soft staleness (the `areal` field preset) nothing drops for its age,
+so there the guarantee is only what admission keeps.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from typing import Final
 from rolloutlog.core.curriculum import ScoredGroup
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.handlers import Handlers
-from rolloutlog.core.rules.acceptance import stale_in_queue
 from rolloutlog.core.rules.composition import take
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
 from rolloutlog.core.sink_state import (
@@ -343,7 +344,7 @@ def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
     remaining: dict[str, Queued] = {}
     for episode_id, queued in state.queue.items():
         age = rollout_age(queued.version, step)
-        if stale_in_queue(queued, step, bound):
+        if state.rules.drop_from_queue(queued, step, bound):
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason="stale", age=age))
         else:
             remaining[episode_id] = queued

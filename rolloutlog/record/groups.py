@@ -37,8 +37,8 @@ class GroupBook:
     def stale_arrivals(self, config: RunConfig, step: int) -> list[tuple[str, int]]:
         """(episode, age) of the arrivals the sink drops at finalization, in member order:
         past the bound at `step`, or (per-group) all of them after a stale cancellation."""
-        if not self.train or self.frozen:
-            return []
+        if not self.train or self.frozen or config.staleness == "soft":
+            return []  # soft staleness drops nothing for its age
         per_group = config.staleness == "per-group" and self.stale_cancelled
         return [
             (episode, step - 1 - version)

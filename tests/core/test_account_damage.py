@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
+from rolloutlog.core.account_properties import HARD_BOUND, kept_properties
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.types import (
     WORLD_KINDS,
@@ -222,7 +223,9 @@ def _batch_one_short_of_the_hold(log: list[Event]) -> tuple[list[Event], int, st
 
 def _shipped_past_the_bound(log: list[Event]) -> tuple[list[Event], int, str] | None:
     """A trained episode whose dispatch is recorded at a version far below the real one:
-    by the account's arithmetic it ships past the bound."""
+    by the account's arithmetic it ships past the bound (where the policy keeps the bound)."""
+    if HARD_BOUND not in kept_properties(config_of(log)):
+        return None
     account = account_for(log)
     for index, event in enumerate(log):
         aged = isinstance(event, BatchShipped) and [

@@ -24,6 +24,7 @@ from rolloutlog.events.types import (
     GroupOpened,
     GroupScored,
     RunFinished,
+    RunStarted,
 )
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.testing.strategies import world_logs
@@ -39,12 +40,16 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     cancelled = dict.fromkeys(CANCEL_REASONS, 0)
     scored = partial = admitted = late = unscheduled = trained = pruned = 0
     ages: Counter[int] = Counter()
-    finished = None
+    frozen: dict[str, bool] = {}
+    finished, bound, past_bound = None, 0, 0
     for event in log:
         match event:
+            case RunStarted():
+                bound = event.config["max_off_policy_steps"]
             case GroupOpened():
                 size[event.group_id] = event.group_size
                 train[event.group_id] = event.work == "train"
+                frozen[event.group_id] = event.frozen
             case EpisodeDispatched():
                 stamp[event.episode_id] = event.policy_version
                 in_flight.add(event.episode_id)
@@ -67,6 +72,10 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                 # the batch for step s trains on policy s - 1; an episode's age is how many
                 # versions that is past the one it was dispatched at
                 ages.update(event.step - 1 - stamp[e] for e in event.trained_ids)
+                past_bound += sum(
+                    event.step - 1 - stamp[e] > bound and not frozen[e.rpartition("/")[0]]
+                    for e in event.trained_ids
+                )
             case RunFinished():
                 finished = event.reason
     return {
@@ -89,6 +98,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "max_trained_age": max(ages) if ages else None,
         "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
         "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
+        "episodes_trained_past_bound": past_bound,
         "run_finished": finished,
         "restarts": 0,
         "invariant_violations": [],

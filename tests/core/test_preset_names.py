@@ -69,7 +69,7 @@ def test_a_preset_with_an_unknown_base_is_refused_by_name(name: str, base: str) 
     with pytest.raises(ConfigError) as refused:
         preset_overrides(bad)
     assert str(refused.value) == (
-        f"policy {bad!r}: must start with one of per-episode, per-group (or be 'all')"
+        f"policy {bad!r}: must start with one of {', '.join([*BASES, *FIELD])} (or be 'all')"
     )
 
 

@@ -48,6 +48,23 @@ def test_the_reference_model_agrees_on_capacity_under_token_batches(log: list[Ev
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
+AREAL = st.one_of(
+    run_configs(staleness="soft", admission="areal"),
+    st.integers(16, 200).flatmap(
+        lambda tokens: run_configs(
+            staleness="soft", admission="areal", batch_size=None, token_batch_size=tokens
+        )
+    ),
+)
+
+
+@given(world_logs(AREAL, checked=False))
+def test_the_reference_model_agrees_on_areal_admission(log: list[Event]) -> None:
+    """AReaL's admission counted in groups, and soft staleness (nothing cancelled or dropped
+    for its age): a ninth of `run_configs`' draws, so it gets worlds of its own."""
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
 EVAL_HEAVY = st.integers(1, 4).flatmap(
     lambda size: run_configs(
         eval_interval=1, group_size=size, max_inflight=4 * size, batch_size=1, token_batch_size=None

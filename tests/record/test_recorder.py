@@ -161,3 +161,20 @@ def test_each_dispatch_is_stamped_as_the_staleness_policy_says(tmp_path: Path) -
         ]
         assert replay_problems(tmp_path / staleness / "run.arrow") == []
     assert stamps == {"per-episode": [0, 1], "per-group": [0, 0]}
+
+
+def test_at_shutdown_an_arrival_past_the_bound_drops_unless_staleness_is_soft(
+    tmp_path: Path,
+) -> None:
+    dropped = {}
+    for staleness in ("per-episode", "soft"):
+        path = tmp_path / staleness
+        with recorder(path, staleness=staleness, max_off_policy_steps=0, target_lag=0) as rec:
+            rec.open_group(1.0, "a", env="math", task="t1")
+            rec.dispatch(1.0, "a", "e0")  # at v0
+            _ship_a_batch(rec, 1.5)  # batch 1: e0 is age 1 from here on
+            rec.complete(2.0, "e0", reward=1.0, prompt_tokens=1, completion_tokens=1)
+        events = read_log(path / "run.arrow")
+        dropped[staleness] = [e.episode_id for e in events if e.kind == "episode_dropped"]
+        assert replay_problems(path / "run.arrow") == []
+    assert dropped == {"per-episode": [f"{ours(tmp_path / 'per-episode', 'a')}/0"], "soft": []}

@@ -2,7 +2,8 @@
 
 The staleness test itself is `core.staleness.is_stale` (one definition); these rules say
 which episodes it is applied to. The sink calls the arrival rule its run's preset table
-chose (`core.presets`), for each arrival of a group it finalizes.
+chose (`core.presets`) for each arrival of a group it finalizes, and the queue rule for
+each queued episode when the step advances; soft staleness keeps both.
 """
 
 from __future__ import annotations
@@ -29,3 +30,13 @@ def drop_stale_and_its_siblings(group: SinkGroup, arrival: Arrival, step: int, b
 def stale_in_queue(queued: Queued, step: int, bound: int) -> bool:
     """A queued episode (admitted, so train) the step has carried past the bound."""
     return is_stale(queued.version, step, bound, train=True, frozen=queued.frozen)
+
+
+def keep_arrival(group: SinkGroup, arrival: Arrival, step: int, bound: int) -> bool:
+    """Soft: nothing is dropped for its age (AReaL trains what its admission let out)."""
+    return False
+
+
+def keep_queued(queued: Queued, step: int, bound: int) -> bool:
+    """Soft: the queue is never swept for age."""
+    return False

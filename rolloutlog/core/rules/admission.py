@@ -23,6 +23,21 @@ Liveness: with no train episode in flight, one may always be dispatched. Without
 group larger than the room left (`G > (max_off_policy_steps − target_lag + 1) × B`), or a
 token batch the estimate undercounts, would wait forever for members the rule holds back.
 
+**AReaL** (`admission = "areal"`, AReaL's own `StalenessManager.get_capacity`, counted in
+groups as AReaL counts workflow runs) opens a new train group only while
+
+    min(max_concurrent − running, (max_off_policy_steps + v + 1) × B − (accepted + running)) ≥ 1
+
+`running` are the train groups opened and not yet scored, `accepted` the train groups ever
+scored and admitted (AReaL never takes an accepted rollout back off the count, and a group
+consumed by a batch stays counted), `B = max(1, episodes per batch // G)` the groups a
+batch takes (AReaL's `consumer_batch_size` counts prompts), and `max_concurrent` is
+`max_inflight`: rolloutlog's permits count episodes and already bound what is in flight.
+A group the curriculum rejects, or one with nothing left to score, is AReaL's rejected
+rollout: it leaves `running` without joining `accepted`, and its capacity comes back. The
+members a group still owes are always allowed (AReaL submits a workflow run whole), and
+with no train group running one may always open (the liveness exception above, in groups).
+
 **Smoothing** (`admission_smoothing`): in each window of `SMOOTHING_WINDOW_S` seconds of
 event time, the in-flight count may grow by at most a burst (a group, or a tenth of
 `max_inflight`); a natural completion refunds one admission, a cancellation none.
@@ -62,6 +77,8 @@ class TrainLedger:
     unscored: dict[str, int] = attrs.Factory(dict)  # open train group -> unfinalized arrivals
     arrival_tokens: int = 0
     arrivals: int = 0
+    owed: int = 0  # members open train groups still owe (AReaL admission)
+    accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
@@ -73,15 +90,22 @@ def unlimited(config: RunConfig, ledger: TrainLedger, version: int) -> int | Non
     return None
 
 
+def episodes_per_batch(config: RunConfig, ledger: TrainLedger) -> int | None:
+    """The episodes one batch takes: `batch_size`, or with token batches the estimate from
+    the arrivals so far; None before the first completion of a token-batch run."""
+    if config.batch_size is not None:
+        return config.batch_size
+    if ledger.arrivals == 0:
+        return None
+    tokens = (config.token_batch_size or 0) * ledger.arrivals  # ceil(tokens / mean), in ints
+    return max(1, -(-tokens // max(1, ledger.arrival_tokens)))
+
+
 def capacity_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
     """How many more train episodes capacity admission allows now; None when unlimited."""
-    if config.batch_size is not None:
-        per_batch = config.batch_size
-    elif ledger.arrivals == 0:
+    per_batch = episodes_per_batch(config, ledger)
+    if per_batch is None:
         return None
-    else:  # ceil(token_batch_size / mean tokens), in integers
-        tokens = (config.token_batch_size or 0) * ledger.arrivals
-        per_batch = max(1, -(-tokens // max(1, ledger.arrival_tokens)))
     batches_to_come = config.max_off_policy_steps + version + 1 - ledger.batches
     left = batches_to_come * per_batch - ledger.beyond_trainer()
     return left if ledger.inflight else max(left, 1)  # liveness, see the module docstring
@@ -109,6 +133,67 @@ def evolve_ledger(ledger: TrainLedger, event: Event) -> None:
             ledger.batches += 1
         case _:
             pass  # eval and late arrivals, and what the ledger does not count
+
+
+def areal_capacity(
+    *,
+    max_concurrent: int,
+    running: int,
+    accepted: int,
+    version: int,
+    max_off_policy_steps: int,
+    batch_groups: int,
+) -> int:
+    """AReaL's `StalenessManager.get_capacity` on plain counts: the runs (here: groups)
+    that may start now; negative when over. tests/core/test_areal_counterpart.py checks it
+    against AReaL's own code."""
+    concurrency = max(1, max_concurrent) - running
+    horizon = (max_off_policy_steps + version + 1) * max(1, batch_groups)
+    return min(concurrency, horizon - (accepted + running))
+
+
+def areal_groups(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
+    """AReaL's capacity, in groups, on the ledger's counts; None when unlimited (token
+    batches before the first completion, as `capacity_left`)."""
+    per_batch = episodes_per_batch(config, ledger)
+    if per_batch is None:
+        return None
+    return areal_capacity(
+        max_concurrent=config.max_inflight,
+        running=len(ledger.unscored),
+        accepted=ledger.accepted_groups,
+        version=version,
+        max_off_policy_steps=config.max_off_policy_steps,
+        batch_groups=per_batch // config.group_size,
+    )
+
+
+def areal_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
+    """Train episodes AReaL admission allows now: the members open groups still owe, and
+    `G` for each group its capacity lets open; None when unlimited."""
+    groups = areal_groups(config, ledger, version)
+    if groups is None:
+        return None
+    if not ledger.unscored:
+        groups = max(groups, 1)  # liveness, see the module docstring
+    return ledger.owed + max(0, groups) * config.group_size
+
+
+def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
+    """`evolve_ledger`, and the group counts AReaL admission reads: members owed by open
+    train groups, and train groups ever admitted."""
+    evolve_ledger(ledger, event)
+    match event:
+        case GroupOpened(work="train"):
+            ledger.owed += event.group_size
+        case EpisodeDispatched() if event.group_id in ledger.unscored:
+            ledger.owed -= 1
+        case EpisodesCancelled() if event.group_id in ledger.unscored:
+            ledger.owed -= event.unscheduled
+        case GroupScored(admitted=True):
+            ledger.accepted_groups += 1
+        case _:
+            pass
 
 
 def unfollowed(ledger: TrainLedger, event: Event) -> None:

@@ -53,6 +53,14 @@ def stale_groups(
     return stale_members(state, group, stale, t)
 
 
+def stale_kept(
+    state: DispatcherState, group: OpenGroup, stale: tuple[str, ...], t: float
+) -> list[Event]:
+    """Soft: stale in-flight members keep running (nothing is cancelled for its age); the
+    straggler rule still applies, as per-episode."""
+    return stale_members(state, group, (), t)
+
+
 def after_batch_shipped(state: DispatcherState, t: float) -> list[Event]:
     """The step advanced: cut the stragglers of groups whose arrivals are now at risk."""
     cut_stragglers = state.rules.cut_stragglers

@@ -2,7 +2,8 @@
 
 On `run_finished` it cancels all that is owed (`shutdown`) and decides nothing after. On
 `run_resumed` it cancels what was in flight (`restart`), nothing unscheduled. On
-`version_pending` it cancels stale in-flight work (and straggler cuts); on `overload_cut`
+`version_pending` it cancels stale in-flight work (none under soft staleness) and straggler
+cuts; on `overload_cut`
 whole groups, youngest first; on `batch_shipped` straggler cuts. Any event that draws no
 cancellation fills free permits: the oldest open group that owes members first, then new
 groups (an owed eval group before train). Permits freed by its own cancellations are
@@ -64,7 +65,8 @@ def _before_update(record: Record, t: float) -> list[Event]:
         stale = [
             e
             for e in group.in_flight()
-            if past_bound(settings, group.train, group.frozen, e.version, step)
+            if settings.staleness != "soft"
+            and past_bound(settings, group.train, group.frozen, e.version, step)
         ]
         if stale and settings.staleness == "per-group":
             out.append(_cancel(group, group.in_flight(), group.unscheduled(), "stale", t))
@@ -137,7 +139,7 @@ def _train_room(record: Record) -> int:
     settings = record.config
     if (record.step - 1) - record.version > settings.target_lag:
         return 0
-    if settings.admission != "capacity":
+    if settings.admission not in ("capacity", "areal"):
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -148,6 +150,8 @@ def _train_room(record: Record) -> int:
             return UNLIMITED
         tokens = sum(e.tokens for e in completed)
         per_batch = max(1, -(-(settings.token_batch_size or 0) * len(completed) // tokens))
+    if settings.admission == "areal":
+        return _areal_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train
@@ -156,6 +160,28 @@ def _train_room(record: Record) -> int:
     batches_left = settings.max_off_policy_steps + record.version + 1 - record.batches
     room = batches_left * per_batch - (queued + unscored + in_flight)
     return room if in_flight else max(room, 1)
+
+
+def _areal_room(record: Record, per_batch: int) -> int:
+    """AReaL's rule, by groups: a train group is running from its opening until it is
+    scored, accepted once scored and admitted (for good: a batch does not give it back). A
+    new group may open while fewer than `max_inflight` run and accepted + running stay
+    under `(max_off_policy_steps + version + 1)` batches of `per_batch // G` groups (at
+    least one); one always may when none runs. What running groups still owe may always
+    go out."""
+    settings = record.config
+    running = [g for g in record.groups.values() if g.train and not g.scored]
+    accepted = len({record.episodes[e].group_id for e in record.admitted})
+    groups_per_batch = max(1, per_batch // settings.group_size)
+    batches = settings.max_off_policy_steps + record.version + 1
+    may_open = min(
+        settings.max_inflight - len(running),
+        batches * groups_per_batch - accepted - len(running),
+    )
+    if not running:
+        may_open = max(may_open, 1)
+    owed = sum(g.unscheduled() for g in running)
+    return owed + max(0, may_open) * settings.group_size
 
 
 def _evals_owed(record: Record) -> int:

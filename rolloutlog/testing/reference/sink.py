@@ -4,9 +4,9 @@ A group finalizes the moment its arrivals plus all its cancellation counts reach
 stale arrivals are dropped (all of them under per-group staleness once any cancellation of
 the group was `stale`), its fresh completed members are scored and shown to the
 curriculum, admitted members join the queue. When a batch ships the queue is swept of
-what the new step made stale. A batch is cut (one per decision) from the queue in
-`batch_order` once it is full, the trainer is within `target_lag`, and the run has not
-finished.
+what the new step made stale (under soft staleness nothing is ever dropped for its age).
+A batch is cut (one per decision) from the queue in `batch_order` once it is full, the
+trainer is within `target_lag`, and the run has not finished.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event, GroupScored
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import ZERO, admits, advantages, age, past_bound
+from rolloutlog.testing.reference.settings import Settings
 
 
 def decide(record: Record, event: Event) -> list[Event]:
@@ -40,12 +41,19 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
     out: list[Event] = []
     fresh: list[Episode] = []
     for episode in sorted(group.arrived(), key=lambda e: e.member):
-        if void or past_bound(settings, group.train, group.frozen, episode.version, step):
+        if void or _drops(settings, group, episode, step):
             out.append(_drop(episode, step, t))
         elif episode.status == "completed":
             fresh.append(episode)
     out.append(_score(record, group, fresh, t))
     return out
+
+
+def _drops(settings: Settings, group: Group, episode: Episode, step: int) -> bool:
+    """Past the bound, where the policy drops for age (soft staleness never does)."""
+    return settings.staleness != "soft" and past_bound(
+        settings, group.train, group.frozen, episode.version, step
+    )
 
 
 def _drop(episode: Episode, step: int, t: float) -> EpisodeDropped:
@@ -76,7 +84,7 @@ def _sweep_and_cut(record: Record, t: float) -> list[Event]:
     kept: list[Episode] = []
     for episode in record.queue():
         group = record.group_of(episode)
-        if past_bound(settings, group.train, group.frozen, episode.version, step):
+        if _drops(settings, group, episode, step):
             out.append(_drop(episode, step, t))
         else:
             kept.append(episode)

@@ -34,7 +34,7 @@ def run_tables(draw: st.DrawFn, **fixed: Any) -> dict[str, Any]:
         "group_size": group_size,
         "max_inflight": draw(st.integers(1, 3 * group_size + 4)),
         "max_off_policy_steps": draw(st.integers(0, 3)),
-        "staleness": draw(st.sampled_from(["per-episode", "per-group"])),
+        "staleness": draw(st.sampled_from(["per-episode", "per-group", "soft"])),
         "filter_zero_advantages": draw(st.booleans()),
         "tasks": draw(st.sampled_from([4, 64, 1024])),
         "zero_output_batches": draw(st.sampled_from([3, 10])),
@@ -53,7 +53,7 @@ def run_tables(draw: st.DrawFn, **fixed: Any) -> dict[str, Any]:
     if draw(st.integers(0, 3)) == 0:
         run["admission_smoothing"] = True
     # The policy knobs: every property must hold under each of them and their mixes.
-    run["admission"] = draw(st.sampled_from(["none", "capacity"]))
+    run["admission"] = draw(st.sampled_from(["none", "capacity", "areal"]))
     run["straggler_cut"] = draw(st.booleans())
     run["batch_order"] = draw(st.sampled_from(["fifo", "oldest-first"]))
     run.update(_drawn(draw, fixed))

@@ -152,6 +152,19 @@ def test_compare_takes_any_list_of_presets() -> None:
     assert result.exit_code == 2 and "unknown rule 'turbo'" in result.output
 
 
+def test_the_areal_preset_runs_under_its_name_and_counts_what_trains_past_the_bound() -> None:
+    result = invoke(
+        "--scenario", "default", "--steps", "20", "--policy", "areal", "--json", "--check"
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["policy"] == "areal"
+    assert report["invariant_violations"] == []  # its own properties: no hard bound
+    ages = report["trained_age_histogram"]
+    past = sum(n for age, n in ages.items() if int(age) > 2)  # the default's bound is 2
+    assert report["episodes_trained_past_bound"] == past > 0
+
+
 def test_an_existing_log_path_is_refused_before_the_run_unless_forced(tmp_path: Path) -> None:
     recorded = tmp_path / "recorded.arrow"
     assert invoke("--scenario", "smoke", "--steps", "3", "--log", str(recorded)).exit_code == 0

@@ -1,0 +1,58 @@
+"""Which of the contract's properties a run's policy keeps, and what replaces the others.
+
+Not every stack bounds staleness hard: AReaL's admission keeps rollouts fresh only as far
+as it lets them out, and trains what it accepted however old it is by then. The account
+checks each run against its own policy's list (docs/contract.md, "Properties per preset"),
+so that such a run is held to its own admission inequality instead of a bound it never
+promised; what trains past the bound is counted either way (`episodes_trained_past_bound`).
+Every property not named here holds for every policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from rolloutlog.core.account_group import Group
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.run_summary import RunSummary
+
+HARD_BOUND: Final = "hard-bound"  # nothing trains past max_off_policy_steps
+NO_STALE_IN_FLIGHT: Final = "no-stale-in-flight"  # a version update leaves no stale in flight
+CAPACITY: Final = "capacity"  # capacity admission's horizon, in episodes
+AREAL_ADMISSION: Final = "areal-admission"  # AReaL's get_capacity, in groups
+
+
+def kept_properties(config: RunConfig) -> frozenset[str]:
+    """The policy-dependent properties a run with `config` keeps (pure: keys only).
+
+    The admission inequalities are checked with episode batches only: with token batches
+    the episodes a batch takes are an estimate the account does not redo.
+    """
+    kept = set()
+    if config.staleness != "soft":
+        kept.add(HARD_BOUND)
+    if config.staleness == "per-episode":
+        kept.add(NO_STALE_IN_FLIGHT)
+    if config.batch_size is not None and config.admission == "capacity":
+        kept.add(CAPACITY)
+    if config.batch_size is not None and config.admission == "areal":
+        kept.add(AREAL_ADMISSION)
+    return frozenset(kept)
+
+
+def areal_problem(
+    config: RunConfig, version: int, open_groups: Iterable[Group], summary: RunSummary
+) -> str | None:
+    """Why a train group may not open under AReaL admission now, or None: its capacity in
+    groups, `min(max_inflight − running, (η + v + 1) × B − (accepted + running))`, must be
+    at least one, unless none is running (the liveness exception). The account's own
+    arithmetic: `running` the open train groups, `accepted` the groups the curriculum
+    admitted so far, `B = max(1, batch_size // G)`."""
+    running = sum(group.train for group in open_groups)
+    groups_per_batch = max(1, (config.batch_size or 0) // config.group_size)
+    horizon = (config.max_off_policy_steps + version + 1) * groups_per_batch
+    accepted = summary.admitted_groups
+    if running and (running >= config.max_inflight or accepted + running >= horizon):
+        return f"areal admission: {accepted} accepted + {running} running groups of {horizon}"
+    return None
