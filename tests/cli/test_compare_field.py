@@ -4,6 +4,7 @@ name (its column, its log, its `policy`), then `per-episode` and `all`."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from click.testing import CliRunner
 
 from rolloutlog.cli.main import main
 from rolloutlog.cli.policies import parse_policies
-from rolloutlog.core.presets import FIELD, FieldPreset
+from rolloutlog.core.presets import FIELD, FieldPreset, field_set
 from rolloutlog.runs.simulate import policy_name, run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.studies.grid import expand
@@ -27,15 +28,22 @@ FIELD_SET = [*ROWS, "per-episode", "all"]
 
 
 @pytest.fixture
-def field(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, keys in ROWS.items():
-        monkeypatch.setitem(FIELD, name, FieldPreset(f"org/{name}@abc1234 a.py", keys))
+def field() -> Iterator[None]:
+    """`FIELD` holding exactly `ROWS` (the real rows put back after)."""
+    saved = dict(FIELD)
+    FIELD.clear()
+    FIELD.update(
+        {name: FieldPreset(f"org/{name}@abc1234 a.py", keys) for name, keys in ROWS.items()}
+    )
+    yield
+    FIELD.clear()
+    FIELD.update(saved)
 
 
 @pytest.mark.parametrize("command", ["simulate", "sweep", "whatif"])
 def test_each_command_that_takes_a_list_says_what_field_runs(command: str) -> None:
     result = CliRunner().invoke(main, [command, "--help"], terminal_width=200)
-    assert "'field' runs the field's set: per-episode, all" in result.output
+    assert f"'field' runs the field's set: {', '.join(field_set())}" in result.output
 
 
 @pytest.mark.usefixtures("field")
