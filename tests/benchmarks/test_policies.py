@@ -22,8 +22,9 @@ def test_the_presets_are_the_field_set_then_the_named_ones_it_lacks(
 ) -> None:
     monkeypatch.setitem(FIELD, "stack", STACK)
     assert policies.presets() == [
-        "stack", "per-episode", "all", "per-group", "per-episode+capacity", "per-episode+straggler"
+        *FIELD, "per-episode", "all", "per-group", "per-episode+capacity", "per-episode+straggler"
     ]  # fmt: skip
+    assert policies.presets()[len(FIELD) - 1] == "stack"
     assert set(NAMED) <= set(policies.presets())
 
 
