@@ -27,7 +27,9 @@ It checks, each at the seq where it broke:
 - permits: never above the limit at admission (and, under a loop, as many permits held as
   episodes in flight); capacity admission's horizon;
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
-  only of at-risk groups, and whole.
+  only of at-risk groups, and whole;
+- requeue (`core.account_requeue`): a group discarded for requeue is discarded whole, where
+  the run's rule allows, and its task opened again before any fresh train group.
 It also counts what `replay --json` reports, as it learns what each event means, in a
 `core.run_summary.RunSummary` (`summary()`).
 
@@ -42,6 +44,7 @@ from typing import Any, Final, Protocol
 
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
@@ -65,7 +68,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks):
+class Account(RestartChecks, RequeueChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -81,6 +84,11 @@ class Account(RestartChecks):
         self.group_size: int = config.group_size
         self.batch_size: int | None = config.batch_size
         self.per_episode = config.staleness == "per-episode"
+        self.requeues = config.requeue != "none"  # stale groups run on, then are requeued
+        self.requeue_rule: str = config.requeue
+        self.tasks: dict[str, tuple[str, str]] = {}
+        self.requeue: dict[str, None] = {}
+        self.discarded: set[str] = set()
         self.capacity = config.admission == "capacity" and config.batch_size is not None
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
@@ -154,7 +162,7 @@ class Account(RestartChecks):
         Staleness is judged at the step the update arrived at: batches shipped later in the
         same reaction can age episodes further, and those the sink drops when they arrive.
         """
-        if world_kind == "version_pending" and self.per_episode:
+        if world_kind == "version_pending" and self.per_episode and not self.requeues:
             step, bound = self.publish_step, self.bound
             for group_id, group in self.groups.items():
                 for episode_id, (version, _) in group.inflight.items():
@@ -171,7 +179,15 @@ class Account(RestartChecks):
     # --- dispatcher events ---------------------------------------------------------------
 
     def on_group_opened(
-        self, seq: int, group_id: str, work: str, size: int, frozen: bool, version: int, step: int
+        self,
+        seq: int,
+        group_id: str,
+        work: str,
+        size: int,
+        frozen: bool,
+        version: int,
+        step: int,
+        task: tuple[str, str],
     ) -> None:
         kind = "group_opened"
         number = len(self.registry.members)
@@ -185,6 +201,8 @@ class Account(RestartChecks):
         self.groups[group_id] = Group(
             number, size, work == "train", frozen, version, unscheduled=size
         )
+        if work == "train":
+            self._requeue_opened(seq, group_id, task)
         return None
 
     def on_dispatched(
@@ -322,6 +340,7 @@ class Account(RestartChecks):
         self.run.dropped_stale += 1
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
+        group = None
         if queued is not None:
             version, ages, _ = queued
         else:
@@ -331,6 +350,8 @@ class Account(RestartChecks):
                 return self._fail(seq, kind, f"{episode_id} dropped but neither queued nor arrived")
             group.dropped.add(episode_id)
             version, ages = arrival[1], group.train and not group.frozen
+        if reason == "requeue":
+            self._requeue_dropped(seq, episode_id, group, queued is not None)
         actual = age(version, self.step)
         if reason not in DROP_REASONS or recorded_age != actual:
             self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
@@ -354,6 +375,7 @@ class Account(RestartChecks):
             arrived = len(group.arrived)
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
             return self._fail(seq, kind, f"{problem} != G={group.size}")
+        self._requeue_whole(seq, group_id, group)
         fresh = sorted(
             (member, episode_id, reward)
             for episode_id, (member, _, reward, _) in group.arrived.items()

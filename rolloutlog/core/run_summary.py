@@ -9,6 +9,8 @@ counts and writes them as the `replay --json` object. Counting conventions:
   (cancelled, arrived before, or after `run_finished`); recorded and otherwise ignored.
 - `episodes_dropped_stale` counts arrived or queued episodes the sink dropped as stale.
 - `groups_partial` counts finalized train groups that scored fewer than G members.
+- `groups_requeued` counts groups opened again on the task of a group the sink discarded
+  for requeue (tinker, slime-lag); those discarded members are in `episodes_dropped_stale`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class RunSummary:
     scored: int = 0
     partial: int = 0
     admitted_groups: int = 0
+    requeued: int = 0
     trained: int = 0
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
@@ -66,6 +69,7 @@ class RunSummary:
             "groups_finalized": kinds["group_scored"],
             "groups_partial": self.partial,
             "groups_admitted": self.admitted_groups,
+            "groups_requeued": self.requeued,
             "episodes_dispatched": kinds["episode_dispatched"],
             "episodes_completed": kinds["episode_completed"],
             "episodes_failed": kinds["episode_failed"],
