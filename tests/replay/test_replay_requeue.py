@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 
 from rolloutlog.core.tasks import task_for_group
-from rolloutlog.events.types import EpisodeDropped, Event, GroupOpened, RunFinished
+from rolloutlog.events.types import EpisodeDropped, Event, GroupOpened, RunFinished, RunStarted
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.verify import verify_log
 from tests.core.planted import fed
@@ -52,3 +52,15 @@ def test_a_skipped_requeue_fails_verify_and_the_account_at_its_seq(tmp_path: Pat
     assert fed(log).violations[0].startswith(f"seq {seq} (group_opened): skips the requeue of g2")
     human = run("verify", written(tmp_path, log))
     assert human.exit_code != 0 and f"seq {seq}" in human.output
+
+
+def test_a_requeue_drop_the_runs_rule_does_not_make_is_reported_at_its_seq() -> None:
+    """The same log recorded as if its run never requeued (`requeue = "none"`)."""
+    log = _tinker_log()
+    started = log[0]
+    assert isinstance(started, RunStarted)
+    log[0] = attrs.evolve(started, config={**started.config, "requeue": "none"})
+    seq = next(e.seq for e in log if isinstance(e, EpisodeDropped) and e.reason == "requeue")
+    assert f"seq {seq} (episode_dropped): requeue at completion under requeue rule 'none'" in (
+        fed(log).violations
+    )
