@@ -75,6 +75,7 @@ def _rate(unit: Unit) -> Callable[[Mapping[str, Any]], str]:
 
 
 TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels vary
+REQUEUED_ROW = "groups requeued"  # shown when a run requeues (tinker, slime-lag)
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
     ("run finished", lambda run: run.get("run_finished") or "unfinished"),  # a torn log
@@ -92,6 +93,7 @@ ROWS: tuple[Row, ...] = (
     ("failed", _number("episodes_failed")),
     ("late arrivals", _number("episodes_late")),
     ("partial groups", _number("groups_partial")),
+    (REQUEUED_ROW, _number("groups_requeued")),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("  of it in flight", _number("off_policy/in_flight/mean", 2)),
     ("  of it in queue", _number("off_policy/in_queue/mean", 2)),
@@ -112,7 +114,10 @@ def report_table(
     table.add_column("metric")
     for name in runs:
         table.add_column(name, justify="right")
+    requeues = any(run.get("groups_requeued") for run in runs.values())
     for label, show in ROWS:
+        if label == REQUEUED_ROW and not requeues:
+            continue
         if label == RATE_ROW:
             label, show = f"trained episodes / {unit[1]}", _rate(unit)
         table.add_row(time_label if label == TIME_ROW else label, *map(show, runs.values()))

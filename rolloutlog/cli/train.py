@@ -35,6 +35,7 @@ from rolloutlog.cli.train_options import (
 )
 from rolloutlog.cli.train_report import print_report
 from rolloutlog.core.config import ConfigError, parse_overrides
+from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.errors import LogError
 from rolloutlog.runs.train_inputs import (
     RunRefused,
@@ -92,6 +93,7 @@ def describe_step(stats: StepStats) -> str:
 def train_command(
     steps: int,
     seed: int,
+    policy: str | None,
     overrides: tuple[str, ...],
     log_path: Path | None,
     backend: str,
@@ -114,7 +116,14 @@ def train_command(
             return
         check_urls(urls)
         try:
-            config, settings = build_settings(parse_overrides(overrides), seed=seed)
+            preset = {} if policy is None else preset_overrides(policy)
+        except ConfigError as error:
+            fail(f"--policy: {error}")
+        try:
+            explicit = parse_overrides(overrides)
+            named = {key.removeprefix("run.") for key in explicit}  # a --set wins
+            preset = {key: value for key, value in preset.items() if key not in named}
+            config, settings = build_settings({**preset, **explicit}, seed=seed)
         except ConfigError as error:
             fail(str(error))
         if initial_dir is not None:

@@ -32,6 +32,12 @@ OPTIONS = [
     seed_option(
         "Seeds the task source, the model's initialisation and every episode's sampling.", 0
     ),
+    click.option(
+        "--policy",
+        metavar="PRESET",
+        help="A policy preset (per-episode, per-group, all, tinker, ...); a --set of one "
+        "of its keys wins. Default: the train defaults.",
+    ),
     set_option(
         "overrides",
         "KEY=VALUE",
@@ -81,6 +87,7 @@ def train_options(command: F) -> F:
 # Options a resume takes from the run, and why each is refused beside --resume.
 NOT_WITH_RESUME = {
     "overrides": ("--set", "the run's own settings are used"),
+    "policy": ("--policy", "the run's own settings are used"),
     "log_path": ("--log", "the run's own log is continued"),
     "initial_dir": ("--save-initial", "it writes a new run's v0 checkpoint"),
     "seed": ("--seed", "the run's own is used"),

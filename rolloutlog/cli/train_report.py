@@ -24,6 +24,11 @@ def print_report(report: dict[str, Any]) -> None:
         ("cancelled in flight", json.dumps(report["episodes_cancelled"])),
         ("aborts sent / late arrivals", f"{report['aborts_sent']} / {report['late_arrivals']}"),
         ("dropped stale", report["episodes_dropped_stale"]),
+        *(
+            [("groups requeued", report["groups_requeued"])]
+            if report.get("groups_requeued")
+            else []
+        ),
         ("failed", report["episodes_failed"]),
         ("trained ages", json.dumps(report["trained_age_histogram"])),
         ("invariant violations", len(report["invariant_violations"])),

@@ -27,7 +27,9 @@ It checks, each at the seq where it broke:
 - permits: never above the limit at admission (and, under a loop, as many permits held as
   episodes in flight); capacity admission's horizon, or AReaL admission's (in groups);
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
-  only of at-risk groups, and whole.
+  only of at-risk groups, and whole;
+- requeue (`core.account_requeue`): a group discarded for requeue is discarded whole, where
+  the run's rule allows, and its task opened again before any fresh train group.
 Which of the bound, no-stale-in-flight and admission properties a run keeps is its
 policy's (`core.account_properties`); what trains past the bound is counted either way.
 It also counts what `replay --json` reports, as it learns what each event means, in a
@@ -52,6 +54,7 @@ from rolloutlog.core.account_properties import (
     areal_problem,
     kept_properties,
 )
+from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
@@ -75,7 +78,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks):
+class Account(RestartChecks, RequeueChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -94,6 +97,11 @@ class Account(RestartChecks):
         self.kept = kept_properties(config)
         self.per_episode = config.staleness != "per-group"  # how each episode is stamped
         self.capacity = CAPACITY in self.kept
+        self.requeues = config.requeue != "none"  # stale groups run on, then are requeued
+        self.requeue_rule: str = config.requeue
+        self.tasks: dict[str, tuple[str, str]] = {}
+        self.requeue: dict[str, None] = {}
+        self.discarded: set[str] = set()
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
         self.groups: dict[str, Group] = {}  # open until group_scored
@@ -183,7 +191,15 @@ class Account(RestartChecks):
     # --- dispatcher events ---------------------------------------------------------------
 
     def on_group_opened(
-        self, seq: int, group_id: str, work: str, size: int, frozen: bool, version: int, step: int
+        self,
+        seq: int,
+        group_id: str,
+        work: str,
+        size: int,
+        frozen: bool,
+        version: int,
+        step: int,
+        task: tuple[str, str],
     ) -> None:
         kind = "group_opened"
         number = len(self.registry.members)
@@ -201,6 +217,8 @@ class Account(RestartChecks):
         self.groups[group_id] = Group(
             number, size, work == "train", frozen, version, unscheduled=size
         )
+        if work == "train":
+            self._requeue_opened(seq, group_id, task)
         return None
 
     def on_dispatched(
@@ -338,6 +356,7 @@ class Account(RestartChecks):
         self.run.dropped_stale += 1
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
+        group = None
         if queued is not None:
             version, ages, _ = queued
         else:
@@ -347,6 +366,8 @@ class Account(RestartChecks):
                 return self._fail(seq, kind, f"{episode_id} dropped but neither queued nor arrived")
             group.dropped.add(episode_id)
             version, ages = arrival[1], group.train and not group.frozen
+        if reason == "requeue":
+            self._requeue_dropped(seq, episode_id, group, queued is not None)
         actual = age(version, self.step)
         if reason not in DROP_REASONS or recorded_age != actual:
             self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
@@ -370,6 +391,7 @@ class Account(RestartChecks):
             arrived = len(group.arrived)
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
             return self._fail(seq, kind, f"{problem} != G={group.size}")
+        self._requeue_whole(seq, group_id, group)
         fresh = sorted(
             (member, episode_id, reward)
             for episode_id, (member, _, reward, _) in group.arrived.items()

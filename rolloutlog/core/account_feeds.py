@@ -40,7 +40,14 @@ FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
         e.seq, e.group_id, e.episode_ids, e.unscheduled, e.reason
     ),
     GroupOpened: lambda a, e: a.on_group_opened(
-        e.seq, e.group_id, e.work, e.group_size, e.frozen, e.policy_version, e.step
+        e.seq,
+        e.group_id,
+        e.work,
+        e.group_size,
+        e.frozen,
+        e.policy_version,
+        e.step,
+        (e.task_id, e.env),
     ),
     EpisodeDropped: lambda a, e: a.on_dropped(e.seq, e.episode_id, e.reason, e.age),
     GroupScored: lambda a, e: a.on_scored(

@@ -41,6 +41,7 @@ class Group:
     dropped: set[str] = attrs.Factory(set)
     cancelled: int = 0
     owes: bool = True  # still owes members in flight or unscheduled
+    requeue: bool = False  # discarded whole for requeue (`core.account_requeue`)
 
     def stale(self, version: int, step: int, bound: int) -> bool:
         """Past the bound at `step`: only train members from the policy being trained age."""

@@ -32,8 +32,8 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
     kept = set()
     if config.staleness != "soft":
         kept.add(HARD_BOUND)
-    if config.staleness == "per-episode":
-        kept.add(NO_STALE_IN_FLIGHT)
+    if config.staleness == "per-episode" and config.requeue == "none":
+        kept.add(NO_STALE_IN_FLIGHT)  # a requeue rule lets a stale group run to its end
     if config.batch_size is not None and config.admission == "capacity":
         kept.add(CAPACITY)
     if config.batch_size is not None and config.admission == "areal":

@@ -23,6 +23,7 @@ from rolloutlog.core.curriculum import known_curriculum
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
 AdmissionPolicy = Literal["none", "capacity", "areal"]
 BatchOrder = Literal["fifo", "oldest-first"]
+RequeuePolicy = Literal["none", "at-ship", "at-completion"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
 # which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
@@ -85,6 +86,9 @@ class RunConfig:
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
+    requeue: RequeuePolicy = checked(
+        "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).

@@ -6,7 +6,8 @@ object that `apply` updates in place and returns; `decide(state, event)` only re
 `decide` runs after the event was evolved, so it always sees the current state.
 
 `decide` is state-driven: on any event it fills free permits (oldest open group first,
-then new groups), unless a cancellation rule answers first (`core.rules.cancellation`): stale
+then new groups: a task the sink discarded for requeue before a fresh one), unless a
+cancellation rule answers first (`core.rules.cancellation`): stale
 episodes before a weight update, whole groups on an overload cut or at shutdown, every
 in-flight episode when a new driver resumes the run (`run_resumed`), and, with
 `straggler_cut`, the stragglers of at-risk groups before a weight update and when a batch
@@ -30,6 +31,7 @@ from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
+    EpisodeDropped,
     EpisodeFailed,
     EpisodesCancelled,
     Event,
@@ -125,9 +127,24 @@ def _check_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         event.kind,
         f"expected group id g{number}, got {event.group_id}",
     )
+    if event.work == "train" and state.requeue:
+        due = next(iter(state.requeue))
+        task = state.task_of(due)
+        require(
+            (event.task_id, event.env) == (task.task_id, task.env),
+            event.seq,
+            event.kind,
+            f"the requeue of {due} ({task.task_id}, {task.env}) is due before a fresh task, "
+            f"got ({event.task_id}, {event.env})",
+        )
 
 
 def _on_group_opened(state: DispatcherState, event: GroupOpened) -> None:
+    if event.work == "train" and state.requeue:
+        due = next(iter(state.requeue))
+        del state.requeue[due]
+        state.requeued_tasks[event.group_id] = state.task_of(due)
+        state.requeued_tasks.pop(due, None)
     number = state.groups_opened + 1
     state.groups_opened = number
     state.groups[event.group_id] = OpenGroup(
@@ -265,6 +282,13 @@ def _check_version_pending(state: DispatcherState, event: VersionPending) -> Non
     require(problem is None, event.seq, event.kind, problem or "")
 
 
+def _on_dropped(state: DispatcherState, event: EpisodeDropped) -> None:
+    group_id = event.episode_id.rpartition("/")[0]
+    if event.reason == "requeue" and group_id not in state.discarded:  # its task, once
+        state.discarded.add(group_id)
+        state.requeue[group_id] = None
+
+
 def _on_version_pending(state: DispatcherState, event: VersionPending) -> None:
     state.version = event.version
 
@@ -295,6 +319,7 @@ _APPLIES: Final = (
     .on(EpisodeDispatched, _on_dispatched)
     .on(EpisodesCancelled, _on_cancelled)
     .on(GroupOpened, _on_group_opened)
+    .on(EpisodeDropped, _on_dropped)
     .on(VersionPending, _on_version_pending)
     .on(BatchShipped, _on_batch_shipped)
     .on(LimitSet, _on_limit_set)
@@ -382,6 +407,7 @@ def _fill(state: DispatcherState, t: float) -> list[Event]:
 def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: list[Event]) -> None:
     config = state.config
     number, eval_owed = state.groups_opened, state.eval_owed
+    requeue = iter(state.requeue)  # requeued tasks first, oldest first
     while free > 0:
         work: Work
         if eval_owed > 0:
@@ -391,7 +417,8 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
         else:
             return
         number += 1
-        task = task_for_group(config, number, work)
+        due = next(requeue, None) if work == "train" else None
+        task = task_for_group(config, number, work) if due is None else state.task_of(due)
         group = OpenGroup(
             group_id=f"g{number}",
             number=number,

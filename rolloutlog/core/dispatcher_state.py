@@ -7,6 +7,7 @@ import attrs
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.presets import Rules, rules_for
 from rolloutlog.core.rules.admission import TrainLedger
+from rolloutlog.core.tasks import Task, task_for_group
 
 
 @attrs.define(slots=True)
@@ -52,6 +53,18 @@ class DispatcherState:
     late_events: int = 0
     finished: bool = False
     ledger: TrainLedger = attrs.Factory(TrainLedger)
+    # Groups the sink discarded for requeue, oldest first; each is opened again as a new
+    # group of the same task before any fresh train group, once (`discarded`: every group
+    # whose task was requeued). The task of a group that was itself a requeue is kept (the
+    # task source names only fresh groups' tasks). One entry per requeue.
+    requeue: dict[str, None] = attrs.Factory(dict)
+    discarded: set[str] = attrs.Factory(set)
+    requeued_tasks: dict[str, Task] = attrs.Factory(dict)
+
+    def task_of(self, group_id: str) -> Task:
+        """The task of train group `group_id`: its requeued task, or the task source's."""
+        task = self.requeued_tasks.get(group_id)
+        return task_for_group(self.config, int(group_id[1:]), "train") if task is None else task
 
     def gated(self) -> bool:
         """Train dispatch pauses while the trainer lags the step by more than `target_lag`."""

@@ -25,7 +25,7 @@ from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.rules import acceptance, admission, cancellation, composition
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.composition import BatchOrder
-from rolloutlog.events.types import EpisodesCancelled, Event
+from rolloutlog.events.types import DropReason, EpisodesCancelled, Event
 
 if TYPE_CHECKING:  # the states hold the rules: they import this table
     from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
@@ -48,6 +48,9 @@ class Rules:
     ]
     drop_on_arrival: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, step, bound)
     drop_from_queue: Callable[[Queued, int, int], bool]  # (queued, step, bound)
+    requeue_group: Callable[[SinkGroup, int, int, int], bool]  # (group, step, version, bound)
+    swept_reason: Callable[[], DropReason]
+    stale_in_flight: Callable[[DispatcherState, OpenGroup], tuple[str, ...]]  # to cancel
     batch_order: BatchOrder
 
 
@@ -97,6 +100,23 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "fifo": {"batch_order": composition.fifo},
         "oldest-first": {"batch_order": composition.oldest_first},
     },
+    "requeue": {
+        "none": {
+            "requeue_group": acceptance.never_requeue,
+            "swept_reason": acceptance.swept_as_stale,
+            "stale_in_flight": cancellation.stale_in_flight,
+        },
+        "at-ship": {
+            "requeue_group": acceptance.requeue_stale_for_batch,
+            "swept_reason": acceptance.swept_for_requeue,
+            "stale_in_flight": cancellation.run_to_completion,
+        },
+        "at-completion": {
+            "requeue_group": acceptance.requeue_lagging_version,
+            "swept_reason": acceptance.swept_as_stale,
+            "stale_in_flight": cancellation.run_to_completion,
+        },
+    },
 }
 
 
@@ -129,6 +149,20 @@ FIELD: Final[dict[str, FieldPreset]] = {
         "areal/infra/workflow_executor.py",
         keys={"staleness": "soft", "admission": "areal"},
     ),
+    "tinker": FieldPreset(
+        source=(
+            "thinking-machines-lab/tinker-cookbook@9dfcc3a tinker_cookbook/rl/train.py "
+            "(do_async_training: filter_stale_trajectory_group)"
+        ),
+        keys={"staleness": "per-group", "requeue": "at-ship"},
+    ),
+    "slime-lag": FieldPreset(
+        source=(
+            "THUDM/slime PR #2278 (draft, --max-policy-version-lag; read from its description) "
+            "over slime/rollout/fully_async_rollout.py"
+        ),
+        keys={"staleness": "per-group", "requeue": "at-completion"},
+    ),
 }
 FIELD_SET = "field"
 BASES = ("per-episode", "per-group")
@@ -139,7 +173,12 @@ RULES: dict[str, dict[str, Any]] = {
 }
 ALIASES = {"all": "per-episode+capacity+straggler+oldest-first"}
 NAMED = ("per-group", "per-episode", "per-episode+capacity", "per-episode+straggler", "all")
-_OFF: dict[str, Any] = {"admission": "none", "straggler_cut": False, "batch_order": "fifo"}
+_OFF: dict[str, Any] = {
+    "admission": "none",
+    "straggler_cut": False,
+    "batch_order": "fifo",
+    "requeue": "none",
+}
 
 
 def preset_overrides(name: str) -> dict[str, Any]:

@@ -12,6 +12,8 @@ counts and writes them as the `replay --json` object. Counting conventions:
 - `episodes_trained_past_bound` counts trained episodes of the policy being trained older
   than `max_off_policy_steps` at their step: a violation where the policy keeps the bound
   (`core.account_properties`), the price of its admission where it does not.
+- `groups_requeued` counts groups opened again on the task of a group the sink discarded
+  for requeue (tinker, slime-lag); those discarded members are in `episodes_dropped_stale`.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class RunSummary:
     scored: int = 0
     partial: int = 0
     admitted_groups: int = 0
+    requeued: int = 0
     trained: int = 0
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
@@ -72,6 +75,7 @@ class RunSummary:
             "groups_finalized": kinds["group_scored"],
             "groups_partial": self.partial,
             "groups_admitted": self.admitted_groups,
+            "groups_requeued": self.requeued,
             "episodes_dispatched": kinds["episode_dispatched"],
             "episodes_completed": kinds["episode_completed"],
             "episodes_failed": kinds["episode_failed"],

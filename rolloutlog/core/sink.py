@@ -6,7 +6,9 @@ stale are dropped, the fresh successful ones are scored and shown to the curricu
 admitted members join the queue. When the step advances, queued episodes that became stale
 are dropped; a batch is cut from the oldest queued episodes once it is full and the
 trainer is close enough behind (the ship hold). After `run_finished` nothing ships: groups
-that finalize at shutdown are still scored, once each, but never trained.
+that finalize at shutdown are still scored, once each, but never trained. Under a requeue
+rule (`requeue`, tinker and slime-lag) a stale group is discarded whole, its drops carrying
+reason `requeue`, and the dispatcher opens its task again.
 
 Like the dispatcher, the state is mutated in place by `evolve` only (`check` everything,
 then `apply`), and `decide` reads the state that already includes the event it reacts to.
@@ -291,20 +293,22 @@ def _finalize_if_complete(state: SinkState, group_id: str, t: float) -> list[Eve
 
 
 def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
-    """Drop stale arrivals, score the fresh successful members, ask the curriculum."""
+    """Drop stale arrivals, score the fresh successful members, ask the curriculum; a group
+    the run's requeue rule discards drops every arrival (reason `requeue`) and scores none."""
     config, step = state.config, state.step
     bound = config.max_off_policy_steps
     arrived = sorted(group.arrived, key=lambda a: a.member)
+    requeue = state.rules.requeue_group(group, step, state.version, bound)
     drop = state.rules.drop_on_arrival
     out: list[Event] = []
     fresh: list[Arrival] = []
     for arrival in arrived:
-        if drop(group, arrival, step, bound):
+        if requeue or drop(group, arrival, step, bound):
             out.append(
                 EpisodeDropped(
                     t=t,
                     episode_id=arrival.episode_id,
-                    reason="stale",
+                    reason="requeue" if requeue else "stale",
                     age=rollout_age(arrival.version, step),
                 )
             )
@@ -340,12 +344,13 @@ def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) 
 def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
     """The step advanced: drop queued episodes that became stale, then cut if a batch is full."""
     bound, step = state.config.max_off_policy_steps, state.step
+    reason = state.rules.swept_reason()
     out: list[Event] = []
     remaining: dict[str, Queued] = {}
     for episode_id, queued in state.queue.items():
         age = rollout_age(queued.version, step)
         if state.rules.drop_from_queue(queued, step, bound):
-            out.append(EpisodeDropped(t=t, episode_id=episode_id, reason="stale", age=age))
+            out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
         else:
             remaining[episode_id] = queued
     out.extend(_cut(state, remaining if out else state.queue, t))

@@ -19,11 +19,11 @@ UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
 CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown", "restart"]
-DropReason: TypeAlias = Literal["stale"]
+DropReason: TypeAlias = Literal["stale", "requeue"]
 
 WORK_KINDS: Final = ("train", "eval")
 CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart")
-DROP_REASONS: Final = ("stale",)
+DROP_REASONS: Final = ("stale", "requeue")
 
 
 @attrs.frozen(kw_only=True)
@@ -152,7 +152,11 @@ class OverloadCut:
 
 @attrs.frozen(kw_only=True)
 class EpisodeDropped:
-    """The sink dropped an arrived or queued episode that was past the bound at `age`."""
+    """The sink dropped an arrived or queued episode that was past the bound at `age`.
+
+    `reason` is `stale`, or `requeue` when the run's policy discards the episode's whole
+    group and requeues its task: the dispatcher then opens that task again as a new group.
+    """
 
     kind: ClassVar[str] = "episode_dropped"
     t: float

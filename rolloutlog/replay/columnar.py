@@ -99,7 +99,8 @@ def _group_opened(state: Digested, c: Columns, i: int, seq: int, t_text: str) ->
     group_id, work, size = c["group_id"][i], c["work"][i], c["group_size"][i]
     frozen = c["frozen"][i]
     version, step = c["policy_version"][i], c["step"][i]
-    state.account.on_group_opened(seq, group_id, work, size, frozen, version, step)
+    task = (c["task_id"][i], c["env"][i])
+    state.account.on_group_opened(seq, group_id, work, size, frozen, version, step, task)
     state.owing += 1
     if state.split is not None:
         state.split.on_group_opened(work, group_id)
@@ -173,7 +174,7 @@ def _dropped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     episode_id, reason, age = c["episode_id"][i], c["reason"][i], c["age"][i]
     state.account.on_dropped(seq, episode_id, reason, age)
     if state.split is not None:
-        state.split.on_dropped(episode_id)
+        state.split.on_dropped(episode_id, reason)
     return f"('episode_dropped', {seq}, {t_text}, {episode_id!r}, {reason!r}, {age})"
 
 

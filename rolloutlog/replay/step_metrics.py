@@ -12,7 +12,8 @@ part says rollouts are long.
 from event objects (`observe`) or straight from record batches (`from_batches`). Per step
 it keeps `off_policy/mean|max` (age), `off_policy/in_flight/mean|max` and
 `off_policy/in_queue/mean|max` over the episodes the batch trains, `off_policy/dropped`
-(episodes the sink dropped as stale during the step), `dispatcher/off_policy/mean|max`
+(episodes the sink dropped as stale during the step), `off_policy/requeued` (groups of
+them discarded whole and requeued: tinker, slime-lag), `dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
 and `reward/mean` (over the trained episodes). The run-level values aggregate every
 episode (not the step means); see docs/replay.md.
@@ -42,6 +43,7 @@ IN_FLIGHT: Final = "off_policy/in_flight"
 IN_QUEUE: Final = "off_policy/in_queue"
 DISPATCHER: Final = "dispatcher/off_policy"
 DROPPED: Final = "off_policy/dropped"
+REQUEUED: Final = "off_policy/requeued"
 # The per-step table's columns, in order (`rolloutlog metrics`).
 STEP_COLUMNS: Final = (
     "step",
@@ -49,6 +51,7 @@ STEP_COLUMNS: Final = (
     "trained",
     *(f"{name}/{stat}" for name in (OFF_POLICY, IN_FLIGHT, IN_QUEUE) for stat in ("mean", "max")),
     DROPPED,
+    REQUEUED,
     f"{DISPATCHER}/mean",
     f"{DISPATCHER}/max",
     "reward/mean",
@@ -98,6 +101,7 @@ class _Window:
     dispatcher: Stat = attrs.Factory(Stat)
     reward: Stat = attrs.Factory(Stat)
     dropped: int = 0
+    requeued: set[str] = attrs.Factory(set)  # groups discarded for requeue
 
     def values(self) -> dict[str, Any]:
         stats = ((OFF_POLICY, self.age), (IN_FLIGHT, self.in_flight), (IN_QUEUE, self.in_queue))
@@ -105,6 +109,7 @@ class _Window:
         for name, stat in stats:
             out[f"{name}/mean"], out[f"{name}/max"] = stat.mean(), stat.largest
         out[DROPPED] = self.dropped
+        out[REQUEUED] = len(self.requeued)
         out[f"{DISPATCHER}/mean"] = self.dispatcher.mean()
         out[f"{DISPATCHER}/max"] = self.dispatcher.largest
         return out
@@ -120,7 +125,7 @@ _READS: Final[dict[str, tuple[str, ...]]] = {
     "episodes_cancelled": ("episode_ids",),
     "version_pending": (),
     "version_live": ("version",),
-    "episode_dropped": ("episode_id",),
+    "episode_dropped": ("episode_id", "reason"),
     "group_scored": ("group_id", "episode_ids", "admitted"),
     "batch_shipped": ("t", "step", "episode_ids", "trained_ids"),
 }
@@ -245,10 +250,12 @@ class StepMetrics:
     def on_version_live(self, version: int) -> None:
         self.live_version = version
 
-    def on_dropped(self, episode_id: str) -> None:
+    def on_dropped(self, episode_id: str, reason: str) -> None:
         self.arrived.pop(episode_id, None)
-        self.window.dropped += 1
-        self.run.dropped += 1
+        for part in (self.window, self.run):
+            part.dropped += 1
+            if reason == "requeue":
+                part.requeued.add(episode_id.rpartition("/")[0])
 
     def on_scored(self, group_id: str, episode_ids: Sequence[str], admitted: bool) -> None:
         """Members that will never train (failed, unscored, not admitted) are forgotten."""

@@ -21,6 +21,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "late_failure": ("a failure of an episode already cancelled", 0.05),
     "delayed_live": ("another world event between version_pending and its version_live", 0.05),
     "admission_smoothing": ("admission smoothing is on", 0.05),
+    "requeue": ("a group discarded for requeue, its task opened again as a new group", 0.10),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -45,6 +46,7 @@ def features(log: Sequence[Event]) -> set[str]:
     cancelled: set[str] = set()
     finished = False
     live_owed: int | None = None
+    requeue_owed = False
     for event in log:
         e: Any = event
         kind = event.kind
@@ -56,6 +58,8 @@ def features(log: Sequence[Event]) -> set[str]:
                 found.add("admission_smoothing")
         elif kind == "group_opened":
             groups[e.group_id] = (e.work == "train" and not e.frozen, {})
+            if requeue_owed and e.work == "train":
+                found.add("requeue")
         elif kind == "episode_dispatched":
             groups[e.group_id][1][e.episode_id] = e.policy_version
         elif kind in ("episode_completed", "episode_failed"):
@@ -87,6 +91,7 @@ def features(log: Sequence[Event]) -> set[str]:
                 found.add("partial_after_stale")
         elif kind == "episode_dropped":
             found.add("stale_drop")
+            requeue_owed = requeue_owed or e.reason == "requeue"
         elif kind == "batch_shipped":
             step, batches = e.step + 1, batches + 1
         elif kind == "run_finished":

@@ -50,6 +50,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "straggler_cut": draw(st.booleans()),
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
+        "requeue": draw(st.sampled_from(["none", "none", "at-ship", "at-completion"])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))

@@ -42,6 +42,9 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     ages: Counter[int] = Counter()
     frozen: dict[str, bool] = {}
     finished, bound, past_bound = None, 0, 0
+    owed: list[str] = []  # groups discarded for requeue whose task no group took yet
+    requeue_seen: set[str] = set()
+    requeued = 0
     for event in log:
         match event:
             case RunStarted():
@@ -50,6 +53,14 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                 size[event.group_id] = event.group_size
                 train[event.group_id] = event.work == "train"
                 frozen[event.group_id] = event.frozen
+                if event.work == "train" and owed:
+                    owed.pop(0)
+                    requeued += 1
+            case EpisodeDropped(reason="requeue"):
+                group_id = event.episode_id.rpartition("/")[0]
+                if group_id not in owed and group_id not in requeue_seen:
+                    requeue_seen.add(group_id)
+                    owed.append(group_id)
             case EpisodeDispatched():
                 stamp[event.episode_id] = event.policy_version
                 in_flight.add(event.episode_id)
@@ -85,6 +96,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "groups_finalized": kinds["group_scored"],
         "groups_partial": partial,
         "groups_admitted": admitted,
+        "groups_requeued": requeued,
         "episodes_dispatched": kinds["episode_dispatched"],
         "episodes_completed": kinds["episode_completed"],
         "episodes_failed": kinds["episode_failed"],

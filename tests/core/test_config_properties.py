@@ -54,6 +54,7 @@ FIELD_TYPES: dict[str, object] = {
     "admission": "literal",
     "straggler_cut": bool,
     "batch_order": "literal",
+    "requeue": "literal",
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],

@@ -121,6 +121,7 @@ def test_oldest_first_ships_the_oldest_dispatch_versions_first():
                 "admission": "none",
                 "straggler_cut": False,
                 "batch_order": "fifo",
+                "requeue": "none",
             },
         ),
         (
@@ -130,6 +131,7 @@ def test_oldest_first_ships_the_oldest_dispatch_versions_first():
                 "admission": "capacity",
                 "straggler_cut": False,
                 "batch_order": "fifo",
+                "requeue": "none",
             },
         ),
         (
@@ -139,6 +141,7 @@ def test_oldest_first_ships_the_oldest_dispatch_versions_first():
                 "admission": "capacity",
                 "straggler_cut": True,
                 "batch_order": "oldest-first",
+                "requeue": "none",
             },
         ),
     ],

@@ -24,7 +24,7 @@ from rolloutlog.core.presets import (
 )
 from rolloutlog.testing.strategies import run_configs
 
-OFF = {"admission": "none", "straggler_cut": False, "batch_order": "fifo"}
+OFF = {"admission": "none", "straggler_cut": False, "batch_order": "fifo", "requeue": "none"}
 
 
 @given(st.sampled_from(BASES), st.lists(st.sampled_from(sorted(RULES)), unique=True))

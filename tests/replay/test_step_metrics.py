@@ -97,7 +97,7 @@ def hand_log() -> list[ev.Event]:
 
 
 # step, trained, age mean/max, in flight mean/max, in queue mean/max, dispatcher mean/max,
-# mean reward (off_policy/dropped is 0 throughout)
+# mean reward (off_policy/dropped and off_policy/requeued are 0 throughout)
 EXPECTED_ROWS = [
     (1, 1, 0, 0, 0, 0, 0, 0, None, None, 1.0),
     (2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0.5),
@@ -111,13 +111,15 @@ EXPECTED_RUN = {
     "off_policy/in_queue/mean": 1 / 3,
     "off_policy/in_queue/max": 1,
     "off_policy/dropped": 0,
+    "off_policy/requeued": 0,
     "dispatcher/off_policy/mean": 1,
     "dispatcher/off_policy/max": 1,
 }
 
 
 def _row(row: dict[str, object]) -> tuple[object, ...]:
-    return tuple(row[name] for name in STEP_COLUMNS if name not in ("time", "off_policy/dropped"))
+    dropped = ("off_policy/dropped", "off_policy/requeued")
+    return tuple(row[name] for name in STEP_COLUMNS if name not in ("time", *dropped))
 
 
 def test_the_hand_written_log_splits_as_computed_by_hand() -> None:

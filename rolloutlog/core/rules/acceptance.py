@@ -3,7 +3,8 @@
 The staleness test itself is `core.staleness.is_stale` (one definition); these rules say
 which episodes it is applied to. The sink calls the arrival rule its run's preset table
 chose (`core.presets`) for each arrival of a group it finalizes, and the queue rule for
-each queued episode when the step advances; soft staleness keeps both.
+each queued episode when the step advances; soft staleness keeps both. A requeue rule
+(tinker, slime-lag) discards a stale group whole instead, and its task is opened again.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rolloutlog.core.staleness import is_stale
+from rolloutlog.events.types import DropReason
 
 if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
     from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup
@@ -40,3 +42,45 @@ def keep_arrival(group: SinkGroup, arrival: Arrival, step: int, bound: int) -> b
 def keep_queued(queued: Queued, step: int, bound: int) -> bool:
     """Soft: the queue is never swept for age."""
     return False
+
+
+# --- requeue: a stale group discarded whole, its task opened again --------------------------
+# `requeue_group(group, step, version, bound)`: at completion, whether every arrival of the
+# group is past the rule's bound, so that the whole group is discarded (each arrival dropped,
+# reason `requeue`) and the dispatcher opens its task again. `swept_reason()`: the reason of
+# a queued episode the step carried past the bound (only `requeue` requeues its task).
+
+
+def never_requeue(group: SinkGroup, step: int, version: int, bound: int) -> bool:
+    """No requeue: stale arrivals are dropped by the staleness rule alone."""
+    return False
+
+
+def requeue_stale_for_batch(group: SinkGroup, step: int, version: int, bound: int) -> bool:
+    """At ship (tinker): the group is past the bound for the batch it would join now,
+    `(step − 1) − version of its sampler > bound`, counted for every arrival."""
+    return bool(group.arrived) and all(
+        group.is_stale(arrival.version, step, bound) for arrival in group.arrived
+    )
+
+
+def requeue_lagging_version(group: SinkGroup, step: int, version: int, bound: int) -> bool:
+    """At completion (slime-lag): accepted iff `current version − its version ≤ bound`,
+    read once, when the group completes; the queue time after it is not counted."""
+    return (
+        bool(group.arrived)
+        and group.train
+        and not group.frozen
+        and all(version - arrival.version > bound for arrival in group.arrived)
+    )
+
+
+def swept_as_stale() -> DropReason:
+    """A queued episode the step carried past the bound is dropped, its task not requeued."""
+    return "stale"
+
+
+def swept_for_requeue() -> DropReason:
+    """At ship (tinker): a queued group past the bound of the batch being cut is discarded
+    and its task requeued, like one that completes already past it."""
+    return "requeue"

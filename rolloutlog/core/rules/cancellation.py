@@ -22,9 +22,9 @@ def before_weight_update(state: DispatcherState, t: float) -> list[Event]:
     """Cancel the stale in-flight train episodes of each group, then cut stragglers, as
     the run's staleness rule says (`stale_members` or `stale_groups`)."""
     out: list[Event] = []
-    cancel_stale = state.rules.cancel_stale
+    cancel_stale, stale_in_flight = state.rules.cancel_stale, state.rules.stale_in_flight
     for group in state.groups.values():
-        out.extend(cancel_stale(state, group, _stale_in_flight(state, group), t))
+        out.extend(cancel_stale(state, group, stale_in_flight(state, group), t))
     return out
 
 
@@ -108,11 +108,18 @@ def at_risk(state: DispatcherState, group: OpenGroup) -> bool:
     return any(rollout_age(version, step) == bound for version in group.arrived_versions)
 
 
-def _stale_in_flight(state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
+def stale_in_flight(state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
+    """The in-flight train members past the bound at the current step: cancelled as stale."""
     if not group.train or group.frozen:
         return ()
     bound, step = state.config.max_off_policy_steps, state.step
     return tuple(e for e, v in group.inflight.items() if rollout_age(v, step) > bound)
+
+
+def run_to_completion(state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
+    """Under a requeue rule (tinker, slime-lag) nothing is cancelled as stale: a stale group
+    runs to its end, and the sink discards it whole and requeues its task."""
+    return ()
 
 
 def straggler_cut(

@@ -6,7 +6,8 @@ On `run_finished` it cancels all that is owed (`shutdown`) and decides nothing a
 cuts; on `overload_cut`
 whole groups, youngest first; on `batch_shipped` straggler cuts. Any event that draws no
 cancellation fills free permits: the oldest open group that owes members first, then new
-groups (an owed eval group before train). Permits freed by its own cancellations are
+groups (an owed eval group before train, a requeued task before a fresh one). Under a
+requeue rule nothing is cancelled as stale. Permits freed by its own cancellations are
 refilled when it sees those cancellations.
 """
 
@@ -66,6 +67,7 @@ def _before_update(record: Record, t: float) -> list[Event]:
             e
             for e in group.in_flight()
             if settings.staleness != "soft"
+            and settings.requeue == "none"  # a requeue rule lets stale groups run to the end
             and past_bound(settings, group.train, group.frozen, e.version, step)
         ]
         if stale and settings.staleness == "per-group":
@@ -207,11 +209,16 @@ def _fill(record: Record, t: float) -> list[Event]:
         free -= count
         train -= count if group.train else 0
     number, evals = len(record.groups), _evals_owed(record)
+    owed = record.requeues_owed()
     while free > 0 and (evals > 0 or train > 0):
         work = "eval" if evals > 0 else "train"
         evals -= work == "eval"
         number += 1
-        task_id, env, frozen = task(settings, number, work)
+        if work == "train" and owed:  # a requeued task before a fresh one, oldest first
+            again = owed.pop(0)
+            task_id, env, frozen = again.task_id, again.env, again.frozen
+        else:
+            task_id, env, frozen = task(settings, number, work)
         group_id = f"g{number}"
         out.append(
             GroupOpened(

@@ -28,6 +28,7 @@ class Episode:
     reward: float | None = None
     tokens: int = 0
     dropped: bool = False
+    drop_reason: str | None = None
     advantage: float | None = None  # set when admitted to the queue
     shipped: bool = False
 
@@ -164,7 +165,23 @@ class Record:
         )
 
     def _episode_dropped(self, event: Any) -> None:
-        self.episodes[event.episode_id].dropped = True
+        episode = self.episodes[event.episode_id]
+        episode.dropped, episode.drop_reason = True, event.reason
+
+    def requeues_owed(self) -> list[Group]:
+        """Groups discarded for requeue (a drop with reason `requeue`) whose task no train
+        group has taken yet: each train group opened takes the oldest one owed."""
+        discarded: set[str] = set()
+        owed: list[str] = []
+        for event in self.history:
+            if event.kind == "episode_dropped" and event.reason == "requeue":  # type: ignore[union-attr]
+                group_id = event.episode_id.rpartition("/")[0]  # type: ignore[union-attr]
+                if group_id not in discarded:
+                    discarded.add(group_id)
+                    owed.append(group_id)
+            elif event.kind == "group_opened" and event.work == "train" and owed:  # type: ignore[union-attr]
+                owed.pop(0)
+        return [self.groups[group_id] for group_id in owed]
 
     def _group_scored(self, event: Any) -> None:
         self.groups[event.group_id].scored = True

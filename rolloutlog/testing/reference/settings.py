@@ -35,6 +35,7 @@ class Settings:
     admission: str
     straggler_cut: bool
     batch_order: str
+    requeue: str = "none"  # a log recorded before the key existed never requeues
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -46,4 +47,4 @@ class Settings:
                 f"run_started.config: the reference model does not know {unknown[0]!r}; "
                 "teach it the rule (rolloutlog/testing/reference/)"
             )
-        return cls(**{name: config[name] for name in known})
+        return cls(**{name: config[name] for name in known if name in config})

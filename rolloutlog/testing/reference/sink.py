@@ -5,8 +5,10 @@ stale arrivals are dropped (all of them under per-group staleness once any cance
 the group was `stale`), its fresh completed members are scored and shown to the
 curriculum, admitted members join the queue. When a batch ships the queue is swept of
 what the new step made stale (under soft staleness nothing is ever dropped for its age).
-A batch is cut (one per decision) from the queue in `batch_order` once it is full, the
-trainer is within `target_lag`, and the run has not finished.
+Under `requeue` (tinker, slime-lag) a group its rule finds stale is discarded whole, reason
+`requeue`; tinker's swept episodes carry that reason too. A batch is cut (one per
+decision) from the queue in `batch_order` once it is full, the trainer is within
+`target_lag`, and the run has not finished.
 """
 
 from __future__ import annotations
@@ -38,10 +40,13 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
     void = settings.staleness == "per-group" and any(
         c.reason == "stale" for c in group.cancellations
     )
+    discard = _discarded_for_requeue(record, group)
     out: list[Event] = []
     fresh: list[Episode] = []
     for episode in sorted(group.arrived(), key=lambda e: e.member):
-        if void or _drops(settings, group, episode, step):
+        if discard:
+            out.append(_drop(episode, step, t, "requeue"))
+        elif void or _drops(settings, group, episode, step):
             out.append(_drop(episode, step, t))
         elif episode.status == "completed":
             fresh.append(episode)
@@ -56,9 +61,27 @@ def _drops(settings: Settings, group: Group, episode: Episode, step: int) -> boo
     )
 
 
-def _drop(episode: Episode, step: int, t: float) -> EpisodeDropped:
+def _discarded_for_requeue(record: Record, group: Group) -> bool:
+    """tinker (`at-ship`): every arrival is past the bound for the batch it would join now.
+    slime-lag (`at-completion`): every arrival lags the current version by more than the
+    bound. Either way the group goes whole, and its task is opened again."""
+    settings, arrived = record.config, group.arrived()
+    if not arrived or not group.train or group.frozen:
+        return False
+    bound = settings.max_off_policy_steps
+    if settings.requeue == "at-ship":
+        return all(age(e.version, record.step) > bound for e in arrived)
+    if settings.requeue == "at-completion":
+        return all(record.version - e.version > bound for e in arrived)
+    return False
+
+
+def _drop(episode: Episode, step: int, t: float, reason: str = "stale") -> EpisodeDropped:
     return EpisodeDropped(
-        t=t, episode_id=episode.episode_id, reason="stale", age=age(episode.version, step)
+        t=t,
+        episode_id=episode.episode_id,
+        reason=reason,  # type: ignore[arg-type]
+        age=age(episode.version, step),
     )
 
 
@@ -85,7 +108,8 @@ def _sweep_and_cut(record: Record, t: float) -> list[Event]:
     for episode in record.queue():
         group = record.group_of(episode)
         if _drops(settings, group, episode, step):
-            out.append(_drop(episode, step, t))
+            reason = "requeue" if settings.requeue == "at-ship" else "stale"  # tinker: at ship
+            out.append(_drop(episode, step, t, reason))
         else:
             kept.append(episode)
     return out + _cut(record, kept, t)

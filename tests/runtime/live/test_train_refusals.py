@@ -199,6 +199,7 @@ def test_a_refused_new_run_creates_nothing(
         (["--save-initial", "v0", "--steps", "5"], "--steps: not with --save-initial"),
         (["--save-initial", "v0", "--weights-dir", "w"], "--weights-dir: not with --save-initial"),
         (["--resume", "x.arrow", "--backend", "vllm"], "--backend: not with --resume"),
+        (["--resume", "x.arrow", "--policy", "tinker"], "--policy: not with --resume"),
     ],
 )
 def test_options_that_would_be_ignored_are_refused(
@@ -219,6 +220,7 @@ def test_options_that_would_be_ignored_are_refused(
             "--set batch_size and --set run.batch_size: two values for run.batch_size",
         ),
         (["--backend", "vllm"], "--backend vllm needs --url"),
+        (["--policy", "per-batch"], "--policy: policy 'per-batch': must start with one of"),
     ],
 )
 def test_bad_settings_are_one_line(arguments: list[str], message: str, tmp_path: Path) -> None:
