@@ -54,8 +54,7 @@ RULES: Final = {
     "missing-decision": "the preset makes this decision in this reaction; the log does not",
     "different-fields": "the preset makes a decision of this kind here, with other fields",
     "group-order": "within one group (or the batches) the preset decides these in the other order",
-    "t-tolerance": "a decision's t is before its world event's, or later than its "
-    "t_tolerance allows",
+    "t-tolerance": "a decision's t is before its world event's, or later than the tolerance allows",
 }
 
 
