@@ -148,9 +148,7 @@ def verify_command(log: Path, policy: str | None, t_tolerance: float | None, as_
         _conform(_open(log), log, preset, tolerance, as_json)
     source = _open(log)
     verdict = verify_log(source)
-    warn_torn_tail(source.torn_tail, log)
-    if verdict.error is None:
-        warn_no_event(verdict.events, log)
+    _warn_read(source, log, verdict.events, verdict.error)
     divergence = verdict.divergence
     if as_json:
         emit_json(
@@ -174,12 +172,17 @@ def verify_command(log: Path, policy: str | None, t_tolerance: float | None, as_
     raise SystemExit(OK if verdict.ok else DIFFERS)
 
 
+def _warn_read(source: LogFile, log: Path, events: int, error: object) -> None:
+    """What a verdict warns of on stderr: a torn tail; no event, unless an error says why."""
+    warn_torn_tail(source.torn_tail, log)
+    if error is None:
+        warn_no_event(events, log)
+
+
 def _conform(source: LogFile, log: Path, policy: str, tolerance: float, as_json: bool) -> None:
     """`verify --policy`: the conformance verdict, as `verify` reports its own."""
     verdict = check_conformance(source, policy, t_tolerance=tolerance)
-    warn_torn_tail(source.torn_tail, log)
-    if verdict.error is None:
-        warn_no_event(verdict.events, log)
+    _warn_read(source, log, verdict.events, verdict.error)
     broken = verdict.nonconformity
     if as_json:
         emit_json(
