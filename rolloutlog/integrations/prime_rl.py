@@ -16,7 +16,8 @@ prime-rl's own ids, at the moment it happens (seconds since the first call):
   `step` pending; `on_new_version(step)`: version `step` live; `set_limit(max_inflight)`:
   the permit limit;
 - `TrainSink.process_group(group_id)`: the score (each member's advantages summed over its
-  traces; admitted when any of its traces was queued);
+  traces; admitted when any of its traces was queued), after a stale cancellation the
+  drops of its arrived members and an empty score;
 - `TrainSink._drop_stale(trace_ids)`: a drop of each episode whose queued traces it voided;
 - `TrainSink.process_batch()`: the batch, its cut and its trained episodes.
 
@@ -121,20 +122,27 @@ class Recording:
 
     # --- the sink ----------------------------------------------------------------------
 
-    def scored_group(self, sink: Any, group_id: str, group: list[Any]) -> None:
+    def scored_group(self, sink: Any, group_id: str, group: list[Any], voided: bool) -> None:
+        """`voided`: a stale cancellation voids every arrived member (prime-rl's per-group
+        rule), recorded as their drops before the group's empty score."""
         if group_id not in self.groups or group_id in self.scored:
             return
         self.scored.add(group_id)
         advantages: dict[str, float] = {}
         queued = False
-        for episode in group:
-            if not getattr(episode, "ok", True) or not episode.traces:
-                continue  # a failure arrives unscored
+        scored = [e for e in group if getattr(e, "ok", True) and e.traces]
+        if voided:  # in dispatch order: prime-rl voids them at once
+            self.dropped(sorted(scored, key=lambda e: self._dispatch_number(e)))
+            scored = []
+        for episode in scored:  # a failure arrives unscored
             ours = self.by_episode[str(episode.id)]
             values = [getattr(trace, "advantage", None) or 0.0 for trace in episode.traces]
             advantages[ours] = sum(values)
             queued = queued or any(trace.id in sink.pending_batch for trace in episode.traces)
         self.log().score(self.t(), group_id, advantages, admitted=queued)
+
+    def _dispatch_number(self, episode: Any) -> int:
+        return int(self.by_episode[str(episode.id)].rpartition("/")[2])
 
     def dropped(self, voided: Iterable[Any]) -> None:
         for episode in dict.fromkeys(self.by_episode[str(e.id)] for e in voided):
@@ -260,8 +268,10 @@ def instrument(dispatcher_cls: type, sink_cls: type, recording: Recording) -> In
     def process(original: Any) -> Any:
         async def process_group(self: Any, group_id: str) -> None:
             group = list(self.pending_groups.get(group_id, ()))
+            cancellation = self.pending_group_cancellations.get(group_id)
+            voided = cancellation is not None and cancellation.reason == "stale"
             await original(self, group_id)
-            r.scored_group(self, group_id, group)
+            r.scored_group(self, group_id, group, voided)
 
         return process_group
 

@@ -72,6 +72,11 @@ class Episode:
 
 
 @dataclass
+class GroupCancellation:
+    reason: str
+
+
+@dataclass
 class Cohort:
     sampled_trace_ids: set[str]
 
@@ -126,12 +131,14 @@ class TrainSink:
         self.pending_groups: dict[str, list[Episode]] = defaultdict(list)
         self.pending_batch: dict[str, list[Any]] = {}
         self.episode_by_trace: dict[str, Episode] = {}
+        self.pending_group_cancellations: dict[str, GroupCancellation] = {}
         self.admit: dict[str, list[str]] = {}  # the script's verdicts: the traces it queues
         self.stale: set[str] = set()  # the script's drops, by trace
         self.cut: tuple[list[str], set[str]] = ([], set())  # the script's next batch
 
     async def process_group(self, group_id: str) -> None:
         group = self.pending_groups.pop(group_id, [])
+        self.pending_group_cancellations.pop(group_id, None)
         by_trace = {trace.id: (episode, trace) for episode in group for trace in episode.traces}
         for trace_id in self.admit.pop(group_id):
             episode, trace = by_trace[trace_id]
@@ -209,7 +216,9 @@ class Play:
             group = event.episode_id.rpartition("/")[0]
             sink.pending_groups[str(self.groups[group])].append(episode)
         elif isinstance(event, EpisodesCancelled):
-            await dispatcher.drop_group(self.groups[event.group_id], reason=event.reason)
+            gid = self.groups[event.group_id]
+            await dispatcher.drop_group(gid, reason=event.reason)
+            sink.pending_group_cancellations[str(gid)] = GroupCancellation(event.reason)
         elif isinstance(event, GroupScored):
             gid = str(self.groups[event.group_id])
             for ours, advantage in zip(event.episode_ids, event.advantages, strict=False):
@@ -220,8 +229,15 @@ class Play:
             sink.admit[gid] = [self.traces[e] for e in event.episode_ids if event.admitted]
             await sink.process_group(gid)
         elif isinstance(event, EpisodeDropped):
-            sink.stale = {self.traces[event.episode_id]}
-            sink._drop_stale()
+            trace = self.traces[event.episode_id]
+            if trace in sink.pending_batch:  # queued: the sweep drops it
+                sink.stale = {trace}
+                sink._drop_stale()
+            else:  # arrived: voided with its group by a stale cancellation, or not prime-rl's
+                group = str(self.groups[event.episode_id.rpartition("/")[0]])
+                cancellation = sink.pending_group_cancellations.get(group)
+                if cancellation is None or cancellation.reason != "stale":
+                    raise NotImplementedError("prime-rl drops no arrival before its group ends")
         elif isinstance(event, BatchShipped):
             sink.cut = (
                 [self.traces[e] for e in event.episode_ids],
