@@ -21,6 +21,7 @@ ALLOWED = {
     "runtime": {"core", "events"},
     "record": {"core", "events"},
     "importers": {"core", "events", "record"},
+    "integrations": {"core", "events", "record"},
     "testing": {"core", "events", "replay"},
     "runs": {"core", "events", "replay", "runtime"},
     "studies": {"core", "events", "replay", "runtime", "runs"},

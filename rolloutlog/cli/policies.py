@@ -33,6 +33,25 @@ def parse_policies(text: str, option: str) -> list[str]:
         ) from None
 
 
+def one_policy(text: str) -> str:
+    """`verify --policy PRESET`: one preset, or a usage error naming the option."""
+    names = parse_policies(text, "--policy")
+    if len(names) != 1:
+        raise click.BadParameter(f"names {len(names)} presets; give one", param_hint="--policy")
+    return names[0]
+
+
+def checked_tolerance(seconds: float | None) -> float:
+    """`--t-tolerance SECONDS` (default 0): how late a decision may be recorded."""
+    if seconds is None:
+        return 0.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise click.BadParameter(
+            f"must be a number of seconds >= 0, got {seconds!r}", param_hint="--t-tolerance"
+        )
+    return seconds
+
+
 def run_shown(
     policies: Mapping[str, Scenario],
     *,

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 from rich.console import Console
 from rich.table import Table
@@ -30,9 +31,11 @@ from rolloutlog.cli.output import (
     warn_torn_tail,
     warn_unstartable_config,
 )
+from rolloutlog.cli.policies import checked_tolerance, one_policy
 from rolloutlog.core.digest import event_payload
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import Event
+from rolloutlog.replay.conformance import RULES, check_conformance
 from rolloutlog.replay.diff import diff_logs, event_at
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.log_replay import Replay, replay_log
@@ -117,14 +120,35 @@ def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> No
 
 @command("verify")
 @click.argument("log", type=FILE)
+@click.option(
+    "--policy",
+    metavar="PRESET",
+    help="Check a log another orchestrator wrote against PRESET: its tasks, times and "
+    "outcomes as recorded, every decision re-decided, each reaction in any order across "
+    "groups (docs/foreign-runs.md).",
+)
+@click.option(
+    "--t-tolerance",
+    type=float,
+    metavar="SECONDS",
+    help="With --policy: how much later than its world event a decision may be recorded "
+    "(default 0).",
+)
 @AS_JSON
-def verify_command(log: Path, as_json: bool) -> None:
-    """Re-decide LOG from its world events; exit 1 at the first decided event that differs."""
+def verify_command(log: Path, policy: str | None, t_tolerance: float | None, as_json: bool) -> None:
+    """Re-decide LOG from its world events; exit 1 at the first decided event that differs.
+
+    With --policy, exit 1 at the first decision that does not conform to the preset.
+    """
+    if policy is None:
+        if t_tolerance is not None:
+            fail("--t-tolerance: only with --policy")
+    else:
+        preset, tolerance = one_policy(policy), checked_tolerance(t_tolerance)
+        _conform(_open(log), log, preset, tolerance, as_json)
     source = _open(log)
     verdict = verify_log(source)
-    warn_torn_tail(source.torn_tail, log)
-    if verdict.error is None:
-        warn_no_event(verdict.events, log)
+    _warn_read(source, log, verdict.events, verdict.error)
     divergence = verdict.divergence
     if as_json:
         emit_json(
@@ -148,9 +172,56 @@ def verify_command(log: Path, as_json: bool) -> None:
     raise SystemExit(OK if verdict.ok else DIFFERS)
 
 
-def _print_divergence(seq: int, left: Event | None, right: Event | None, names: Any = None) -> None:
+def _warn_read(source: LogFile, log: Path, events: int, error: object) -> None:
+    """What a verdict warns of on stderr: a torn tail; no event, unless an error says why."""
+    warn_torn_tail(source.torn_tail, log)
+    if error is None:
+        warn_no_event(events, log)
+
+
+def _conform(source: LogFile, log: Path, policy: str, tolerance: float, as_json: bool) -> None:
+    """`verify --policy`: the conformance verdict, as `verify` reports its own."""
+    verdict = check_conformance(source, policy, t_tolerance=tolerance)
+    _warn_read(source, log, verdict.events, verdict.error)
+    broken = verdict.nonconformity
+    if as_json:
+        emit_json(
+            {
+                "ok": verdict.ok,
+                "policy": policy,
+                "t_tolerance": tolerance,
+                "events": verdict.events,
+                "nonconformity": None if broken is None else broken.to_json(),
+                "error": None if verdict.error is None else str(verdict.error),
+            }
+        )
+    elif broken is not None:
+        title = f"first nonconformity at seq {broken.seq}: {broken.rule}"
+        names = (f"expected ({policy})", "recorded (the log)")
+        expected = broken.expected  # placed at the seq it is compared at: the log's
+        shown = None if expected is None else attrs.evolve(expected, seq=broken.seq)
+        _print_divergence(broken.seq, shown, broken.recorded, names, title=title)
+        Console().print(f"{RULES[broken.rule]} (in the reaction to seq {broken.cause})")
+    elif verdict.error is None and verdict.events:
+        Console().print(
+            f"[green]{verdict.events} events conform to {policy}: every reaction holds "
+            "the preset's decisions[/]"
+        )
+    if verdict.error is not None:
+        fail(f"{log}: {verdict.error} (after {verdict.events} conforming events)")
+    raise SystemExit(OK if verdict.ok else DIFFERS)
+
+
+def _print_divergence(
+    seq: int,
+    left: Event | None,
+    right: Event | None,
+    names: Any = None,
+    *,
+    title: str | None = None,
+) -> None:
     left_name, right_name = names or ("expected (today's deciders)", "recorded (the log)")
-    table = Table(title=f"first divergence at seq {seq}", title_justify="left")
+    table = Table(title=title or f"first divergence at seq {seq}", title_justify="left")
     table.add_column("field", style="bold")
     table.add_column(left_name)
     table.add_column(right_name)

@@ -81,7 +81,7 @@ def _shown(event: Event | None, otherwise: str) -> str:
     return otherwise if event is None else repr(event)
 
 
-class _Verifier:
+class Verifier:
     """Refuses what the loop cannot tell from a late arrival, and starts the loop."""
 
     def __init__(self, sink: Decider[SinkState], dispatcher: Decider[DispatcherState]) -> None:
@@ -119,9 +119,9 @@ def verify_log(
     `sink` and `dispatcher` default to today's deciders; pass others to check a log
     against a candidate implementation.
     """
-    verifier = _Verifier(sink, dispatcher)
+    verifier = Verifier(sink, dispatcher)
     matched = 0
-    redecision = redecide(_without_gaps(source.events()), start=verifier.start)
+    redecision = redecide(without_gaps(source.events()), start=verifier.start)
     try:
         for recorded, expected in redecision:
             if recorded is None or expected != recorded:
@@ -134,7 +134,7 @@ def verify_log(
     return Verification(matched, None, None)
 
 
-def _without_gaps(events: Iterable[Event]) -> Iterator[Event]:
+def without_gaps(events: Iterable[Event]) -> Iterator[Event]:
     """The events in order, refusing the first whose seq is not the next one."""
     for expected_seq, event in enumerate(events):
         if event.seq != expected_seq:
