@@ -37,6 +37,7 @@ from rolloutlog.events.types import WORLD_KINDS
 from rolloutlog.replay.chain import DigestChain
 from rolloutlog.replay.columnar_validate import batch_is_valid
 from rolloutlog.replay.step_metrics import StepMetrics
+from rolloutlog.replay.time_order import TimeOrder
 
 Columns = dict[str, list[Any]]
 Texts = list[tuple[str, str]]  # each row's canonical text and the fingerprint text after it
@@ -273,6 +274,7 @@ class ColumnarFold:
         self.digest = GENESIS
         self.digests: DigestChain | None = DigestChain() if keep_digests else None
         self.next_seq = 0
+        self.time_order = TimeOrder()  # `t` never goes back: read from each batch's column
         self._last_world: str | None = None
 
     @classmethod
@@ -304,6 +306,8 @@ class ColumnarFold:
         except InvariantViolation as problem:
             raise NeedsPlainFold(first, str(problem)) from problem
         self.state.run.count_kinds(columns["kind"], len(seqs))
+        times = batch.column("t").to_numpy(zero_copy_only=False)
+        self.time_order.batch(first, times, columns["kind"])
         self.next_seq = first + len(seqs)
 
     def _fold_rows(self, columns: Columns, first: int, texts: Texts | None) -> None:
@@ -346,5 +350,6 @@ class ColumnarFold:
             self._last_world = None
 
     def summary(self) -> dict[str, Any]:
-        """The `replay --json` object; a fold that finished here found no violation."""
-        return self.state.summary()
+        """The `replay --json` object; a fold that finished here found no violation of
+        the account's (only `t` going back, which it does not hand over for)."""
+        return self.time_order.listed(self.state.summary())
