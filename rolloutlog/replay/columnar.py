@@ -283,6 +283,22 @@ if set(_APPLIERS) != set(PAYLOAD_FIELDS):
     raise ImportError("columnar fold: every event kind needs a row applier")
 
 
+def _decoded(batch: pa.RecordBatch) -> Columns:
+    """`batch_columns`, but a column null in every row (most of a batch's 32: `config` and
+    the fields of rare kinds) is a list of None, not decoded row by row."""
+    rows = batch.num_rows
+    empty = [
+        name
+        for name, column in zip(batch.schema.names, batch.columns, strict=True)
+        if column.null_count == rows
+    ]
+    if not empty:
+        return batch_columns(batch)
+    columns = batch_columns(batch.drop_columns(empty))
+    nulls: list[Any] = [None] * rows  # shared: no applier writes to a column
+    return {**columns, **dict.fromkeys(empty, nulls)}
+
+
 class ColumnarFold:
     """Folds record batches into the digest chain and the run summary, without events."""
 
@@ -323,7 +339,7 @@ class ColumnarFold:
             raise NeedsPlainFold(first, "seqs do not continue the log gap-free")
         if not batch_is_valid(batch):
             raise NeedsPlainFold(first, "a value breaks the event rules")
-        columns = batch_columns(batch)
+        columns = _decoded(batch)
         try:
             self._fold_rows(columns, first, texts)
         except InvariantViolation as problem:
