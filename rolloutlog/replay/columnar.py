@@ -13,9 +13,11 @@ them for its own checks; on a consistent log they equal the deciders'.
 
 It must agree with `fold.LogFold` exactly: the same digests (the canonical bytes of a row
 are the canonical bytes of its event, `core.digest.canonical_values`), the same summary,
-the same verdict. It words no problem itself: at the first row the account flags (any
-broken property, or anything the deciders would refuse) it raises `NeedsPlainFold`, and
-`replay_log` folds the log on the plain path, which words the error or the violations.
+the same verdict. It words no problem of the account's itself: at the first row the
+account flags (any broken property, or anything the deciders would refuse) it raises
+`NeedsPlainFold`, and `replay_log` folds the log on the plain path, which words the error
+or the violations. Only `t` going back, which no decider reads, it reports as the plain
+fold does (`time_order`, fed each batch's `t` column).
 Refusing more than the plain fold would is allowed (only slower); refusing less is a bug,
 which the equivalence suite (`testing.equivalence`) hunts for.
 """
@@ -54,8 +56,9 @@ class NeedsPlainFold(Exception):  # a signal to `replay_log`, not a failure
 
 class CountTexts(dict[int, str]):
     """`str` of each count met so far. Formatting an int in an f-string costs about three
-    times a dict hit, and the fingerprint formats five counts on every row; the counts are
-    bounded by the run (permits, queue, groups), so the table stays small."""
+    times a dict hit, and every row's fingerprint formats four counts. Only values bounded
+    by the run's config go in (in flight, queued, open groups, members, drop ages), so the
+    table stays small however long the log."""
 
     def __missing__(self, count: int) -> str:
         text = self[count] = str(count)
@@ -84,7 +87,7 @@ class Digested:
         self.split = split  # the age split, fed each row's values as the account is
         self.step, self.version, self.limit = 1, 0, limit
         self.owing = 0  # the dispatcher's open groups: in-flight or unscheduled members
-        self.counts = CountTexts()  # for the fingerprint, members, versions and ages
+        self.counts = CountTexts()  # for the fingerprint, members and drop ages
         self.head, self.middle = "", ""
         self.moved()
 
@@ -137,10 +140,10 @@ def _dispatched(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> s
     state.account.on_dispatched(seq, episode_id, group_id, member, version)
     if state.split is not None:
         state.split.on_dispatched(group_id, episode_id, version)
-    counts = state.counts
+    counts = state.counts  # a member is below the group size
     return (
         f"('episode_dispatched', {seq}, {t_text}, {episode_id!r}, {group_id!r}, "
-        f"{counts[member]}, {counts[version]})"
+        f"{counts[member]}, {version})"
     )
 
 
