@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from rolloutlog.events.log_reader import read_log
-from rolloutlog.events.log_writer import write_log
+from rolloutlog.events.log_writer import LogWriter, write_log
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
 from tests.cli.test_cli_log import EXAMPLE
@@ -64,3 +64,21 @@ def test_only_the_events_a_fold_applied_are_checked(columnar: bool) -> None:
     assert [v.split(" ")[1] for v in stopped.violations] == ["20"]
     earlier = replay_log(MemoryLog([*events[:20], attrs.evolve(bogus, seq=20)]), columnar=columnar)
     assert (earlier.events, earlier.violations) == (20, [])
+
+
+def test_t_going_back_is_reported_when_a_later_batch_is_unreadable(tmp_path: Path) -> None:
+    # A second pass over the log lost every t violation when it met the damaged batch.
+    events = read_log(EXAMPLE)
+    events[17] = attrs.evolve(events[17], t=0.5)
+    path = tmp_path / "damaged.arrow"
+    with LogWriter(path, mode="overwrite", fsync=False, batch_events=10) as log:
+        for event in events:
+            log.append(event)
+    data = bytearray(path.read_bytes())
+    data[-200] ^= 0xFF  # inside the last record batch, the one from seq 20
+    path.write_bytes(bytes(data))
+    result = run("replay", "--json", path)
+    assert result.exit_code == 2
+    report = json.loads(result.stdout)
+    assert "where seq 20 should start" in report["error"]
+    assert report["invariant_violations"] == [BACK]
