@@ -9,7 +9,6 @@ seq, after the report of everything before it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,10 @@ from rolloutlog.events.types import Event
 from rolloutlog.replay.conformance import RULES, check_conformance
 from rolloutlog.replay.diff import diff_logs, event_at
 from rolloutlog.replay.fold import fold_events
-from rolloutlog.replay.log_replay import Replay, replay_log
+from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import LogFile, open_log
 from rolloutlog.replay.state_view import state_at
 from rolloutlog.replay.step_metrics import run_age_split
-from rolloutlog.replay.time_order import t_order_violations
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
 from rolloutlog.replay.verify import verify_log
 
@@ -74,8 +72,8 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     if replay.error is None:  # else the error says where the log stops
         warn_no_event(replay.events, log)
     split = run_age_split(source) if replay.age_split is None else replay.age_split
-    violations = [*replay.violations, *_t_order(source, replay)]
-    summary = {**replay.summary, "invariant_violations": violations, **split}
+    violations = replay.violations  # the account's, then `t` going back (`time_order`)
+    summary = {**replay.summary, **split}
     if as_json:
         error = None if replay.error is None else str(replay.error)
         emit_json({**summary, "digest": replay.digest.hex(), "error": error})
@@ -84,14 +82,6 @@ def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     if replay.error is not None:
         fail(str(replay.error))
     raise SystemExit(DIFFERS if violations else OK)
-
-
-def _t_order(source: LogFile, replay: Replay) -> list[str]:
-    """The events whose `t` goes back, among those the fold applied (a read error past
-    them is the fold's to report)."""
-    with contextlib.suppress(EventError, LogError):
-        return t_order_violations(source, before=replay.events if replay.error else None)
-    return []
 
 
 def _print_summary(summary: dict[str, Any], digest: str, *, stopped: bool) -> None:

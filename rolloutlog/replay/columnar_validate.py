@@ -51,8 +51,20 @@ def _present(column: pa.Array, required: np.ndarray[Any, Any]) -> bool:
     """No row whose kind carries this field leaves it null."""
     if column.null_count == 0:
         return True
-    nulls = column.is_null().to_numpy(zero_copy_only=False)
-    return not bool(np.any(nulls & required))
+    return not bool(np.any(required & ~_valid_rows(column)))
+
+
+def _valid_rows(column: pa.Array) -> np.ndarray[Any, Any]:
+    """Which rows hold a value, read from the validity bitmap: `is_null().to_numpy()`
+    builds its bools through Python objects, about 0.5 µs a row, on every column."""
+    if isinstance(column, pa.DictionaryArray):
+        if column.dictionary.null_count:  # a null label: let Arrow say which rows are null
+            valid: np.ndarray[Any, Any] = column.is_valid().to_numpy(zero_copy_only=False)
+            return valid
+        column = column.indices
+    bitmap = np.frombuffer(column.buffers()[0], dtype=np.uint8)
+    bits = np.unpackbits(bitmap, count=column.offset + len(column), bitorder="little")
+    return bits[column.offset :].view(bool)
 
 
 def _values_ok(rule: Rule, column: pa.Array) -> bool:
@@ -66,8 +78,8 @@ def _values_ok(rule: Rule, column: pa.Array) -> bool:
         return _floats_ok(rule, column)
     if value_type == "bool":
         return True
-    if value_type == "str":
-        return all(rule.check(value) is None for value in _distinct(column))
+    if value_type == "str":  # a problem is a text, None is none: `any` finds the first
+        return not any(map(rule.check, _distinct(column)))
     if value_type in ("str_list", "float_list"):
         return rule.check(tuple(_distinct(pc.list_flatten(column)))) is None
     if value_type == "json":

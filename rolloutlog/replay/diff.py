@@ -56,8 +56,9 @@ def diff_logs(a: LogSource, b: LogSource, *, ignore_config: bool = False) -> Log
 
     A log that stops early (inconsistent, or unreadable past some batch) is compared as far
     as it was folded, and its error is reported beside the answer. When the two agree up to
-    where one stopped, and the event there is the same in both or cannot be read from the
-    log that stopped (not a log at all, a damaged batch), the error is the answer.
+    where one stopped, the events at that seq are compared: where the event there is the
+    same in both or cannot be read from the log that stopped (not a log at all, a damaged
+    batch), the error is the answer; else that seq is (one log may end there).
     """
     replay_a = replay_log(a, keep_digests=True, check_invariants=False)
     replay_b = replay_log(b, keep_digests=True, check_invariants=False)
@@ -67,6 +68,10 @@ def diff_logs(a: LogSource, b: LogSource, *, ignore_config: bool = False) -> Log
             seq = min(replay_a.events, replay_b.events)  # one log ends there
     else:
         seq = first_difference(_chain(replay_a), _chain(replay_b))
+    if seq is None and (replay_a.error is not None or replay_b.error is not None):
+        # Equal as far as both were folded, and one stopped there: the logs may still part
+        # at that seq (one goes on with an event the fold refused, the other ends).
+        seq = replay_a.events
     error = _stopping_error(replay_a, replay_b, seq)
     if seq is None:
         return LogDiff(None, None, None, replay_a.events, replay_b.events, error)

@@ -28,6 +28,7 @@ from rolloutlog.events.types import (
     RunStarted,
 )
 from rolloutlog.replay.chain import DigestChain
+from rolloutlog.replay.time_order import TimeOrder
 
 # What stops a fold before the end of a log: the log's content contradicts itself
 # (InconsistentLogError), an event breaks its rules (EventError), or the file cannot be
@@ -45,6 +46,7 @@ class LogFold(HoldsPair):
         self.check_invariants = check_invariants
         self.account = Account(config, raise_on_violation=False)
         self.registry = self.account.registry  # tells a late arrival from a bogus one
+        self.time_order = TimeOrder()  # `t` never goes back: checked beside the account
         self.digest = GENESIS
         self.digests: DigestChain | None = None
         self.next_seq = 0
@@ -88,6 +90,7 @@ class LogFold(HoldsPair):
         if self.digests is not None:
             self.digests.append(self.digest)
         self.account.observe(event, self)
+        self.time_order.event(event.seq, event.kind, event.t)
         if event.kind in WORLD_KINDS:
             self._last_world = event
         self.next_seq += 1
@@ -107,7 +110,8 @@ class LogFold(HoldsPair):
 
     def summary(self) -> dict[str, Any]:
         """The `replay --json` object for what has been applied so far."""
-        return self.account.summary(checked=self.check_invariants)
+        summary = self.account.summary(checked=self.check_invariants)
+        return self.time_order.listed(summary) if self.check_invariants else summary
 
 
 @attrs.frozen

@@ -155,7 +155,6 @@ class StepMetrics:
         self.live_version = 0
         self.train_groups: set[str] = set()  # open train groups
         self.inflight: dict[str, int] = {}  # train episode -> dispatch version
-        self.inflight_versions: Counter[int] = Counter()  # the same, counted by version
         self.arrived: dict[str, tuple[int, int, float | None]] = {}  # id -> (v, w, reward)
         self.members: dict[str, list[str]] = {}  # group -> its arrived train episodes
         self.rows: list[dict[str, Any]] = []
@@ -217,32 +216,24 @@ class StepMetrics:
     def on_dispatched(self, group_id: str, episode_id: str, version: int) -> None:
         if group_id in self.train_groups:
             self.inflight[episode_id] = version
-            self.inflight_versions[version] += 1
 
     def on_failed(self, episode_id: str) -> None:
         self.on_completed(episode_id, None)
 
     def on_completed(self, episode_id: str, reward: float | None) -> None:
-        version = self._land(episode_id)
+        version = self.inflight.pop(episode_id, None)
         if version is not None:  # a train episode, not late
             self.arrived[episode_id] = (version, self.live_version, reward)
             self.members.setdefault(episode_id.rpartition("/")[0], []).append(episode_id)
 
-    def _land(self, episode_id: str) -> int | None:
-        """Take `episode_id` out of flight; its dispatch version, None if it was not in it."""
-        version = self.inflight.pop(episode_id, None)
-        if version is not None:
-            self.inflight_versions[version] -= 1
-            if not self.inflight_versions[version]:
-                del self.inflight_versions[version]
-        return version
-
     def on_cancelled(self, episode_ids: Sequence[str]) -> None:
         for episode_id in episode_ids:
-            self._land(episode_id)
+            self.inflight.pop(episode_id, None)
 
     def on_version_pending(self) -> None:
-        for version, count in self.inflight_versions.items():
+        # Counted here, once a step, rather than kept up to date on every dispatch and
+        # arrival: the ages are integers, so their sums do not depend on the order.
+        for version, count in Counter(self.inflight.values()).items():
             age = [_age(version, self.step)]
             self.window.dispatcher.add(age, count)
             self.run.dispatcher.add(age, count)

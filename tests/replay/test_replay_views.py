@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,8 +45,20 @@ def test_identical_logs_have_no_difference() -> None:
 def test_diff_names_the_first_changed_event(tampered: Tampered) -> None:
     result = diff_logs(MemoryLog(tampered.original), MemoryLog(tampered.log))
     assert result.seq == tampered.seq, tampered.how
-    assert result.a == tampered.original[tampered.seq]
+    assert result.a == event_at(MemoryLog(tampered.original), tampered.seq)  # None: it ended
     assert result.b == event_at(MemoryLog(tampered.log), tampered.seq)
+
+
+def test_a_log_going_on_with_an_event_the_fold_refuses_differs_there() -> None:
+    # Hypothesis found it: the last group_scored duplicated. Both chains are 19 long and
+    # equal (the fold of the longer log refuses its seq 19), yet only one log has seq 19.
+    log = small_log()
+    assert log[-1].kind == "group_scored"
+    longer = [*log, attrs.evolve(log[-1], seq=len(log))]
+    result = diff_logs(MemoryLog(log), MemoryLog(longer))
+    assert (result.seq, result.a, result.b) == (len(log), None, longer[-1])
+    assert result.error is not None and result.error[0] == "b"
+    assert "g3 is not open" in str(result.error[1])
 
 
 def test_a_log_and_its_prefix_differ_where_the_prefix_ends() -> None:

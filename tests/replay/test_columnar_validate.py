@@ -1,0 +1,31 @@
+"""The columnar event rules read nulls from the validity bitmaps: sliced batches included."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from rolloutlog.events.schema import events_to_batch
+from rolloutlog.replay.columnar_validate import batch_is_valid
+from tests.replay.replay_helpers import small_log
+
+
+def _with_null(batch: pa.RecordBatch, name: str, row: int) -> pa.RecordBatch:
+    values = batch.column(name).to_pylist()
+    values[row] = None
+    column = pa.array(values, batch.schema.field(name).type)
+    return batch.set_column(batch.schema.get_field_index(name), name, column)
+
+
+@pytest.mark.parametrize("start", [0, 1, 3, 9])  # slices start inside a bitmap byte
+def test_a_null_where_the_kind_carries_the_field_is_found_at_any_offset(start: int) -> None:
+    log = small_log()
+    batch = events_to_batch(log)
+    row = next(i for i, event in enumerate(log) if event.kind == "group_opened" and i > start)
+    assert batch_is_valid(batch.slice(start))
+    for name in ("group_id", "work", "group_size"):  # a string, a dictionary, an int
+        assert not batch_is_valid(_with_null(batch, name, row).slice(start)), name
+    # A null in a row the slice leaves out is no problem.
+    before = [i for i, event in enumerate(log) if event.kind == "group_opened" and i < start]
+    for out in before:
+        assert batch_is_valid(_with_null(batch, "group_id", out).slice(start))
