@@ -26,7 +26,6 @@ from rolloutlog.core.errors import InconsistentLogError, release, require, requi
 from rolloutlog.core.handlers import Handlers
 from rolloutlog.core.rules import cancellation as cancellations
 from rolloutlog.core.rules.admission import SMOOTHING_WINDOW_S, next_window_start, window_of
-from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -418,7 +417,7 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
             return
         number += 1
         due = next(requeue, None) if work == "train" else None
-        task = task_for_group(config, number, work) if due is None else state.task_of(due)
+        task = state.task_source(config, number, work) if due is None else state.task_of(due)
         group = OpenGroup(
             group_id=f"g{number}",
             number=number,

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.presets import Rules, rules_for
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.tasks import Task, task_for_group
+from rolloutlog.events.types import Work
+
+# (config, group number, work) -> the task a new group g<number> works on.
+TaskSource = Callable[[RunConfig, int, Work], Task]
 
 
 @attrs.define(slots=True)
@@ -60,17 +66,22 @@ class DispatcherState:
     requeue: dict[str, None] = attrs.Factory(dict)
     discarded: set[str] = attrs.Factory(set)
     requeued_tasks: dict[str, Task] = attrs.Factory(dict)
+    # Which task each new group gets: the seeded source, or (checking another orchestrator's
+    # log) the tasks that log recorded.
+    task_source: TaskSource = task_for_group
 
     def task_of(self, group_id: str) -> Task:
         """The task of train group `group_id`: its requeued task, or the task source's."""
         task = self.requeued_tasks.get(group_id)
-        return task_for_group(self.config, int(group_id[1:]), "train") if task is None else task
+        return self.task_source(self.config, int(group_id[1:]), "train") if task is None else task
 
     def gated(self) -> bool:
         """Train dispatch pauses while the trainer lags the step by more than `target_lag`."""
         return (self.step - 1) - self.version > self.config.target_lag
 
 
-def initial_state(config: RunConfig) -> DispatcherState:
+def initial_state(config: RunConfig, task_source: TaskSource = task_for_group) -> DispatcherState:
     """The dispatcher before `run_started`: no permits held, version 0, step 1."""
-    return DispatcherState(config=config, rules=rules_for(config), limit=config.max_inflight)
+    return DispatcherState(
+        config=config, rules=rules_for(config), limit=config.max_inflight, task_source=task_source
+    )

@@ -28,13 +28,14 @@ from typing import Any, Final
 
 import attrs
 
+from rolloutlog.core.config import RunConfig
 from rolloutlog.core.decider import DISPATCHER, SINK, Decider
 from rolloutlog.core.digest import event_payload
-from rolloutlog.core.dispatcher_state import DispatcherState
+from rolloutlog.core.dispatcher_state import DispatcherState, initial_state
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import preset_overrides
-from rolloutlog.core.tasks import Task
+from rolloutlog.core.tasks import Task, task_for_group
 from rolloutlog.events.types import (
     WORLD_KINDS,
     BatchShipped,
@@ -43,6 +44,7 @@ from rolloutlog.events.types import (
     Event,
     GroupOpened,
     RunStarted,
+    Work,
 )
 from rolloutlog.replay.fold import BAD_LOG_ERRORS, BadLog
 from rolloutlog.replay.source import LogSource
@@ -133,19 +135,13 @@ class LogTasks:
             pass  # the checking pass reports what stops the log, at its seq
 
     def dispatcher(self, base: Decider[DispatcherState] = DISPATCHER) -> Decider[DispatcherState]:
-        """`base`, its groups opened on the log's tasks."""
-        decide = base.decide
+        """`base`, its new groups (fresh or requeued) opened on the log's tasks."""
+        return attrs.evolve(base, initial_state=lambda config: initial_state(config, self.task))
 
-        def decide_on_log_tasks(state: DispatcherState, event: Event) -> list[Event]:
-            return [self._with_task(e) for e in decide(state, event)]
-
-        return attrs.evolve(base, decide=decide_on_log_tasks)
-
-    def _with_task(self, event: Event) -> Event:
-        if not isinstance(event, GroupOpened) or event.group_id not in self.tasks:
-            return event
-        task = self.tasks[event.group_id]
-        return attrs.evolve(event, env=task.env, task_id=task.task_id, frozen=task.frozen)
+    def task(self, config: RunConfig, number: int, work: Work) -> Task:
+        """The task source of the log: the task its `group_opened` of `g<number>` names."""
+        task = self.tasks.get(f"g{number}")
+        return task_for_group(config, number, work) if task is None else task
 
 
 def streams(event: Event) -> tuple[str, ...]:

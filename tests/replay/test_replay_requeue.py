@@ -10,6 +10,7 @@ import attrs
 
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import EpisodeDropped, Event, GroupOpened, RunFinished, RunStarted
+from rolloutlog.replay.conformance import check_conformance
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.verify import verify_log
 from tests.core.planted import fed
@@ -64,3 +65,16 @@ def test_a_requeue_drop_the_runs_rule_does_not_make_is_reported_at_its_seq() -> 
     assert f"seq {seq} (episode_dropped): requeue at completion under requeue rule 'none'" in (
         fed(log).violations
     )
+
+
+def test_a_tinker_log_on_another_orchestrators_tasks_conforms_with_its_requeue() -> None:
+    """The requeued task is the one the log recorded for the discarded group, not the seeded
+    source's (the dispatcher took it from the task source, which conformance replaces)."""
+    log = [
+        attrs.evolve(e, task_id=f"gsm8k/{e.task_id}", env="gsm8k")
+        if isinstance(e, GroupOpened)
+        else e
+        for e in _tinker_log()
+    ]
+    verdict = check_conformance(MemoryLog(log), "tinker")
+    assert verdict.ok, verdict.error or verdict.nonconformity
