@@ -77,7 +77,8 @@ class Account(RestartChecks):
         self.raise_on_violation = raise_on_violation
         self.violations: list[str] = []
         self.bound: int = config.max_off_policy_steps
-        self.target_lag: int = config.target_lag
+        # prime-rl's gate and hold allow a lag of one whatever the bound (`gate_lag`)
+        self.target_lag: int = 1 if config.gate_lag == "one" else config.target_lag
         self.group_size: int = config.group_size
         self.batch_size: int | None = config.batch_size
         self.per_episode = config.staleness == "per-episode"

@@ -23,6 +23,12 @@ from rolloutlog.core.curriculum import known_curriculum
 StalenessPolicy = Literal["per-episode", "per-group"]
 AdmissionPolicy = Literal["none", "capacity"]
 BatchOrder = Literal["fifo", "oldest-first"]
+GateLag = Literal["target-lag", "one"]
+StaleCancel = Literal["in-flight", "open"]
+StaleCheck = Literal["at-finalize", "after-curriculum"]
+QueueSweep = Literal["at-ship", "at-next-check"]
+OverloadCount = Literal["owed", "in-flight"]
+AdmissionWindow = Literal["fixed", "restarting"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
 # which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
@@ -81,6 +87,23 @@ class RunConfig:
     admission: AdmissionPolicy = checked("none", None, "capacity: cap train work ahead of trainer")
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
+    gate_lag: GateLag = checked("target-lag", None, "gate and ship hold lag: target_lag, or one")
+    stale_cancel: StaleCancel = checked(
+        "in-flight", None, "version_pending cancels stale in-flight work, or stale open groups"
+    )
+    stale_check: StaleCheck = checked(
+        "at-finalize", None, "stale arrivals drop at finalize, or at queueing after curriculum"
+    )
+    queue_sweep: QueueSweep = checked(
+        "at-ship", None, "queue swept when a batch ships, or at the next readiness check"
+    )
+    overload_count: OverloadCount = checked(
+        "owed", None, "an overload cut counts owed episodes, or in-flight train ones"
+    )
+    admission_window: AdmissionWindow = checked(
+        "fixed", None, "smoothing windows: fixed 5 s slots, or restarting at the first event"
+    )
+    eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).

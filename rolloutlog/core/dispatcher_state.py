@@ -48,14 +48,16 @@ class DispatcherState:
     inflight: dict[str, str] = attrs.Factory(dict)  # episode id -> group id; one per permit
     eval_owed: int = 0
     window: int = -1
+    window_start: float | None = None  # a restarting window's opening time (`core.rules`)
     window_growth: int = 0
     late_events: int = 0
     finished: bool = False
     ledger: TrainLedger = attrs.Factory(TrainLedger)
 
     def gated(self) -> bool:
-        """Train dispatch pauses while the trainer lags the step by more than `target_lag`."""
-        return (self.step - 1) - self.version > self.config.target_lag
+        """Train dispatch pauses while the trainer lags the step by more than the run's lag
+        (`target_lag`, or prime-rl's 1: `rules.lag`)."""
+        return (self.step - 1) - self.version > self.rules.lag(self.config)
 
 
 def initial_state(config: RunConfig) -> DispatcherState:

@@ -25,11 +25,11 @@ from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.rules import acceptance, admission, cancellation, composition
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.composition import BatchOrder
-from rolloutlog.events.types import EpisodesCancelled, Event
+from rolloutlog.events.types import EpisodesCancelled, Event, Work
 
 if TYPE_CHECKING:  # the states hold the rules: they import this table
     from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
-    from rolloutlog.core.sink_state import Arrival, SinkGroup
+    from rolloutlog.core.sink_state import Arrival, SinkGroup, SinkState
 
 
 @attrs.frozen
@@ -48,6 +48,15 @@ class Rules:
     ]
     drop_on_arrival: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, step, bound)
     batch_order: BatchOrder
+    lag: Callable[[RunConfig], int]  # the lag the gate and the ship hold allow
+    stale_unscheduled: Callable[[DispatcherState, OpenGroup], int]  # to cancel as stale
+    arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
+    checks_queue: Callable[[SinkState, Event], bool]  # whether this event runs a queue check
+    overload: Callable[[DispatcherState, int, float], list[Event]]
+    advance_window: Callable[[DispatcherState, float], None]  # smoothing's window, at `t`
+    window_after: Callable[[DispatcherState, float], float]  # when the next window opens
+    refund: Callable[[int], int]  # window growth after a natural completion
+    fill_passes: Callable[[DispatcherState], tuple[Work | None, ...]]
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -84,6 +93,42 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "fifo": {"batch_order": composition.fifo},
         "oldest-first": {"batch_order": composition.oldest_first},
     },
+    "gate_lag": {
+        "target-lag": {"lag": admission.configured_lag},
+        "one": {"lag": admission.lag_of_one},
+    },
+    "stale_cancel": {
+        "in-flight": {"stale_unscheduled": cancellation.unscheduled_kept},
+        "open": {"stale_unscheduled": cancellation.unscheduled_if_stale},
+    },
+    "stale_check": {
+        "at-finalize": {"arrival_bound": acceptance.the_bound},
+        "after-curriculum": {"arrival_bound": acceptance.no_bound_before_curriculum},
+    },
+    "queue_sweep": {
+        "at-ship": {"checks_queue": acceptance.check_at_each_step_event},
+        "at-next-check": {"checks_queue": acceptance.check_at_next_finalize},
+    },
+    "overload_count": {
+        "owed": {"overload": cancellation.overload},
+        "in-flight": {"overload": cancellation.overload_in_flight},
+    },
+    "admission_window": {
+        "fixed": {
+            "advance_window": admission.fixed_window,
+            "window_after": admission.fixed_window_after,
+            "refund": admission.net_refund,
+        },
+        "restarting": {
+            "advance_window": admission.restarting_window,
+            "window_after": admission.restarting_window_after,
+            "refund": admission.floored_refund,
+        },
+    },
+    "eval_first": {
+        False: {"fill_passes": admission.one_pass},
+        True: {"fill_passes": admission.evals_first},
+    },
 }
 
 
@@ -109,7 +154,23 @@ class FieldPreset:
 
 
 # Name -> the field's rule; docs/policies.md gives each one's reading of its source.
-FIELD: Final[dict[str, FieldPreset]] = {}
+FIELD: Final[dict[str, FieldPreset]] = {
+    "prime-rl": FieldPreset(
+        source="PrimeIntellect-ai/prime-rl@559b447 src/prime_rl/orchestrator/"
+        "{dispatcher,train_sink,utils,orchestrator}.py",
+        keys={
+            "staleness": "per-group",
+            "gate_lag": "one",
+            "stale_cancel": "open",
+            "stale_check": "after-curriculum",
+            "queue_sweep": "at-next-check",
+            "overload_count": "in-flight",
+            "admission_smoothing": True,  # its dispatcher always meters pool growth
+            "admission_window": "restarting",
+            "eval_first": True,
+        },
+    ),
+}
 FIELD_SET = "field"
 BASES = ("per-episode", "per-group")
 RULES: dict[str, dict[str, Any]] = {
@@ -119,7 +180,18 @@ RULES: dict[str, dict[str, Any]] = {
 }
 ALIASES = {"all": "per-episode+capacity+straggler+oldest-first"}
 NAMED = ("per-group", "per-episode", "per-episode+capacity", "per-episode+straggler", "all")
-_OFF: dict[str, Any] = {"admission": "none", "straggler_cut": False, "batch_order": "fifo"}
+_OFF: dict[str, Any] = {
+    "admission": "none",
+    "straggler_cut": False,
+    "batch_order": "fifo",
+    "gate_lag": "target-lag",
+    "stale_cancel": "in-flight",
+    "stale_check": "at-finalize",
+    "queue_sweep": "at-ship",
+    "overload_count": "owed",
+    "admission_window": "fixed",
+    "eval_first": False,
+}
 
 
 def preset_overrides(name: str) -> dict[str, Any]:

@@ -204,14 +204,21 @@ def _on_scored(state: SinkState, event: GroupScored) -> None:
     group = state.groups.pop(event.group_id)
     if not group.train:
         return
+    state.checked_step = state.step
+    stale_admitted = 0
     if event.admitted:
         _enqueue(state, group, event)
-        state.idle = IdleWork()
-        return
-    idle = state.idle
+        bound = state.config.max_off_policy_steps
+        stale_admitted = sum(
+            group.is_stale(state.queue[e].version, state.step, bound) for e in event.episode_ids
+        )
+        if stale_admitted < len(event.episode_ids):  # something will train: work came out
+            state.idle = IdleWork()
+            return
+    idle = state.idle  # nothing admitted, or all of it stale (the queue check drops it)
     idle.episodes += group.size
-    idle.stale += group.stale_cancelled + sum(a.dropped for a in group.arrived)
-    idle.rejected_groups += bool(event.episode_ids)
+    idle.stale += group.stale_cancelled + sum(a.dropped for a in group.arrived) + stale_admitted
+    idle.rejected_groups += bool(event.episode_ids) and not event.admitted
     idle.unscored_groups += not event.episode_ids
 
 
@@ -292,7 +299,7 @@ def _finalize_if_complete(state: SinkState, group_id: str, t: float) -> list[Eve
 def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
     """Drop stale arrivals, score the fresh successful members, ask the curriculum."""
     config, step = state.config, state.step
-    bound = config.max_off_policy_steps
+    bound = state.rules.arrival_bound(config.max_off_policy_steps)
     arrived = sorted(group.arrived, key=lambda a: a.member)
     drop = state.rules.drop_on_arrival
     out: list[Event] = []
@@ -337,7 +344,8 @@ def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) 
 
 
 def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
-    """The step advanced: drop queued episodes that became stale, then cut if a batch is full."""
+    """Drop queued episodes that are stale (the step advanced, or they were queued stale),
+    then cut if a batch is full."""
     bound, step = state.config.max_off_policy_steps, state.step
     out: list[Event] = []
     remaining: dict[str, Queued] = {}
@@ -356,7 +364,7 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
     config = state.config
     if state.finished:
         return []  # the run is over: what finalizes at shutdown is scored, never trained
-    if state.version < state.step - 1 - config.target_lag:
+    if state.version < state.step - 1 - state.rules.lag(config):
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
     cut = take(state.rules.batch_order, config, queue)
     if not cut:
@@ -381,12 +389,13 @@ def _decide_cancelled(state: SinkState, event: EpisodesCancelled) -> list[Event]
     return _finalize_if_complete(state, event.group_id, event.t)
 
 
-def _decide_shipped(state: SinkState, event: BatchShipped) -> list[Event]:
-    return _sweep_and_cut(state, event.t)
-
-
-def _decide_cut(state: SinkState, event: GroupScored | VersionPending) -> list[Event]:
-    return _cut(state, state.queue, event.t)
+def _decide_check(
+    state: SinkState, event: BatchShipped | GroupScored | VersionPending
+) -> list[Event]:
+    """A readiness check, where the run's rule runs one (`rules.checks_queue`): sweep the
+    queue of what is stale (a scored group's members may be, with `stale_check =
+    "after-curriculum"`), then cut."""
+    return _sweep_and_cut(state, event.t) if state.rules.checks_queue(state, event) else []
 
 
 _DECISIONS: Final = (
@@ -394,9 +403,9 @@ _DECISIONS: Final = (
     .on(EpisodeCompleted, _decide_arrival)
     .on(EpisodeFailed, _decide_arrival)
     .on(EpisodesCancelled, _decide_cancelled)
-    .on(BatchShipped, _decide_shipped)
-    .on(GroupScored, _decide_cut)
-    .on(VersionPending, _decide_cut)
+    .on(BatchShipped, _decide_check)
+    .on(GroupScored, _decide_check)
+    .on(VersionPending, _decide_check)
     .by_kind
 )
 

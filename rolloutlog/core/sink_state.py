@@ -83,6 +83,7 @@ class SinkState:
     completed: int = 0  # completed arrivals, and their tokens: the mean sizes a token batch
     completed_tokens: int = 0
     finished: bool = False  # after run_finished groups are still scored, never trained
+    checked_step: int = 0  # the step a train group last finalized at (a readiness check)
 
 
 def initial_state(config: RunConfig) -> SinkState:

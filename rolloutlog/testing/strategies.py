@@ -50,6 +50,13 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "straggler_cut": draw(st.booleans()),
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
+        "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one"])),
+        "stale_cancel": draw(st.sampled_from(["in-flight", "open"])),
+        "stale_check": draw(st.sampled_from(["at-finalize", "after-curriculum"])),
+        "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check"])),
+        "overload_count": draw(st.sampled_from(["owed", "in-flight"])),
+        "admission_window": draw(st.sampled_from(["fixed", "restarting"])),
+        "eval_first": draw(st.booleans()),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))

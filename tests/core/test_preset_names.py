@@ -24,7 +24,18 @@ from rolloutlog.core.presets import (
 )
 from rolloutlog.testing.strategies import run_configs
 
-OFF = {"admission": "none", "straggler_cut": False, "batch_order": "fifo"}
+OFF = {
+    "admission": "none",
+    "straggler_cut": False,
+    "batch_order": "fifo",
+    "gate_lag": "target-lag",
+    "stale_cancel": "in-flight",
+    "stale_check": "at-finalize",
+    "queue_sweep": "at-ship",
+    "overload_count": "owed",
+    "admission_window": "fixed",
+    "eval_first": False,
+}
 
 
 @given(st.sampled_from(BASES), st.lists(st.sampled_from(sorted(RULES)), unique=True))
@@ -69,7 +80,7 @@ def test_a_preset_with_an_unknown_base_is_refused_by_name(name: str, base: str) 
     with pytest.raises(ConfigError) as refused:
         preset_overrides(bad)
     assert str(refused.value) == (
-        f"policy {bad!r}: must start with one of per-episode, per-group (or be 'all')"
+        f"policy {bad!r}: must start with one of per-episode, per-group, prime-rl (or be 'all')"
     )
 
 

@@ -7,12 +7,17 @@ chose (`core.presets`), for each arrival of a group it finalizes.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from rolloutlog.core.staleness import is_stale
+from rolloutlog.events.types import BatchShipped, Event
 
 if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
-    from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup
+    from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup, SinkState
+
+# An arrival held to this bound at finalize is never stale there.
+NO_BOUND = sys.maxsize
 
 
 def drop_stale_arrival(group: SinkGroup, arrival: Arrival, step: int, bound: int) -> bool:
@@ -29,3 +34,28 @@ def drop_stale_and_its_siblings(group: SinkGroup, arrival: Arrival, step: int, b
 def stale_in_queue(queued: Queued, step: int, bound: int) -> bool:
     """A queued episode (admitted, so train) the step has carried past the bound."""
     return is_stale(queued.version, step, bound, train=True, frozen=queued.frozen)
+
+
+def the_bound(bound: int) -> int:
+    """At finalize an arrival is held to the run's bound: a stale one is dropped before its
+    group is scored, and the curriculum never sees it."""
+    return bound
+
+
+def no_bound_before_curriculum(bound: int) -> int:
+    """prime-rl: finalize drops only a group voided by a stale cancellation; stale arrivals
+    are scored and shown to the curriculum, and the queue check after they are queued (the
+    insertion sweep) drops them."""
+    return NO_BOUND
+
+
+def check_at_each_step_event(state: SinkState, event: Event) -> bool:
+    """The queue is checked (swept of stale episodes, then cut) whenever a batch ships, a
+    group is scored or a version is announced."""
+    return True
+
+
+def check_at_next_finalize(state: SinkState, event: Event) -> bool:
+    """prime-rl's lazy sweep: the readiness check runs when a train group finalizes, not
+    when a batch ships; a new version only releases a batch a check of this step held."""
+    return type(event) is not BatchShipped and state.checked_step == state.step
