@@ -28,6 +28,17 @@ def parse_policies(text: str, option: str) -> list[str]:
         ) from None
 
 
+def one_policy(text: str, others: str = "") -> str:
+    """`--policy`: exactly one preset (`others` says which option runs several)."""
+    presets = parse_policies(text, "--policy")
+    if len(presets) > 1:
+        raise click.BadParameter(
+            f"{text!r} names {len(presets)} presets; --policy runs one{others}",
+            param_hint="--policy",
+        )
+    return presets[0]
+
+
 def run_shown(
     policies: Mapping[str, Scenario],
     *,

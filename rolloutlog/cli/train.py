@@ -26,6 +26,7 @@ from rolloutlog.cli.options import (
     missing_extra,
 )
 from rolloutlog.cli.output import emit_json
+from rolloutlog.cli.policies import one_policy
 from rolloutlog.cli.progress import progress
 from rolloutlog.cli.train_options import (
     NOT_WITH_RESUME,
@@ -35,6 +36,7 @@ from rolloutlog.cli.train_options import (
 )
 from rolloutlog.cli.train_report import print_report
 from rolloutlog.core.config import ConfigError, parse_overrides
+from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.errors import LogError
 from rolloutlog.runs.train_inputs import (
     RunRefused,
@@ -93,6 +95,7 @@ def train_command(
     steps: int,
     seed: int,
     overrides: tuple[str, ...],
+    policy: str | None,
     log_path: Path | None,
     backend: str,
     urls: tuple[str, ...],
@@ -114,7 +117,8 @@ def train_command(
             return
         check_urls(urls)
         try:
-            config, settings = build_settings(parse_overrides(overrides), seed=seed)
+            preset = preset_overrides(one_policy(policy)) if policy is not None else {}
+            config, settings = build_settings({**preset, **parse_overrides(overrides)}, seed=seed)
         except ConfigError as error:
             fail(str(error))
         if initial_dir is not None:

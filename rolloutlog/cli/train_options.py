@@ -38,6 +38,12 @@ OPTIONS = [
         "A RunConfig key (batch_size, max_off_policy_steps, ...) or a live key "
         "(learning_rate, servers, ...); run.KEY / live.KEY name the section. Repeatable.",
     ),
+    click.option(
+        "--policy",
+        metavar="PRESET",
+        help="A policy preset (per-group, prime-rl, BASE+RULE+..., as simulate takes); "
+        "an explicit --set of one of its keys wins.",
+    ),
     file_option(
         "--log",
         "log_path",
@@ -81,6 +87,7 @@ def train_options(command: F) -> F:
 # Options a resume takes from the run, and why each is refused beside --resume.
 NOT_WITH_RESUME = {
     "overrides": ("--set", "the run's own settings are used"),
+    "policy": ("--policy", "the run's own settings are used"),
     "log_path": ("--log", "the run's own log is continued"),
     "initial_dir": ("--save-initial", "it writes a new run's v0 checkpoint"),
     "seed": ("--seed", "the run's own is used"),

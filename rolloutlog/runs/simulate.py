@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.presets import NAMED, RULES, preset_overrides
+from rolloutlog.core.presets import FIELD, NAMED, RULES, preset_overrides
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, DEFAULT_BATCH_EVENTS, LogWriter
 from rolloutlog.events.types import Event
@@ -145,10 +145,12 @@ def _log_writer(
 
 
 def policy_name(scenario: Scenario) -> str:
-    """The preset a scenario's run config matches, or its staleness policy plus its rules."""
+    """The preset a scenario's run config matches, or its base (a field preset whose keys it
+    has, else its staleness policy) plus its rules."""
     run = scenario.run.to_dict()
-    for name in NAMED:
+    for name in [*FIELD, *NAMED]:
         if all(run[key] == value for key, value in preset_overrides(name).items()):
             return name
     rules = [rule for rule, keys in RULES.items() if all(run[k] == v for k, v in keys.items())]
-    return "+".join([scenario.run.staleness, *rules])
+    field = (n for n, p in FIELD.items() if all(run[k] == v for k, v in p.keys.items()))
+    return "+".join([next(field, scenario.run.staleness), *rules])

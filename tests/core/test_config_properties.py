@@ -54,6 +54,13 @@ FIELD_TYPES: dict[str, object] = {
     "admission": "literal",
     "straggler_cut": bool,
     "batch_order": "literal",
+    "gate_lag": "literal",
+    "stale_cancel": "literal",
+    "stale_check": "literal",
+    "queue_sweep": "literal",
+    "overload_count": "literal",
+    "admission_window": "literal",
+    "eval_first": bool,
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
