@@ -154,12 +154,14 @@ class Account(RestartChecks):
 
         Staleness is judged at the step the update arrived at: batches shipped later in the
         same reaction can age episodes further, and those the sink drops when they arrive.
+        Episodes at the announced version were dispatched after it arrived: only a lag above
+        the bound (prime-rl's `gate_lag = "one"` at bound 0) lets those out stale.
         """
         if world_kind == "version_pending" and self.per_episode:
-            step, bound = self.publish_step, self.bound
+            step, bound, announced = self.publish_step, self.bound, self.version
             for group_id, group in self.groups.items():
                 for episode_id, (version, _) in group.inflight.items():
-                    if group.stale(version, step, bound):
+                    if version != announced and group.stale(version, step, bound):
                         self._fail(seq, world_kind, f"stale {episode_id} of {group_id} in flight")
         elif world_kind == "run_resumed":
             self._restart_settled(seq)
