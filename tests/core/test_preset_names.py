@@ -23,19 +23,9 @@ from rolloutlog.core.presets import (
     rules_for,
 )
 from rolloutlog.testing.strategies import run_configs
+from tests.core.test_policy_knobs import FIELD_RULES_OFF
 
-OFF = {
-    "admission": "none",
-    "straggler_cut": False,
-    "batch_order": "fifo",
-    "gate_lag": "target-lag",
-    "stale_cancel": "in-flight",
-    "stale_check": "at-finalize",
-    "queue_sweep": "at-ship",
-    "overload_count": "owed",
-    "admission_window": "fixed",
-    "eval_first": False,
-}
+OFF = {"admission": "none", "straggler_cut": False, "batch_order": "fifo", **FIELD_RULES_OFF}
 
 
 @given(st.sampled_from(BASES), st.lists(st.sampled_from(sorted(RULES)), unique=True))
