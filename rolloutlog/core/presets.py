@@ -23,6 +23,7 @@ import attrs
 
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.rules import acceptance, admission, cancellation, composition
+from rolloutlog.core.rules.acceptance import Sweep
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.composition import BatchOrder
 from rolloutlog.events.types import EpisodesCancelled, Event, Work
@@ -51,7 +52,7 @@ class Rules:
     lag: Callable[[RunConfig], int]  # the lag the gate and the ship hold allow
     stale_unscheduled: Callable[[DispatcherState, OpenGroup], int]  # to cancel as stale
     arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
-    checks_queue: Callable[[SinkState, Event], bool]  # whether this event runs a queue check
+    checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep
     overload: Callable[[DispatcherState, int, float], list[Event]]
     advance_window: Callable[[DispatcherState, float], None]  # smoothing's window, at `t`
     window_after: Callable[[DispatcherState, float], float]  # when the next window opens

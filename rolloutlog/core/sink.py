@@ -16,6 +16,7 @@ taken are the run's choices from the rule families (`state.rules`, `core.presets
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from rolloutlog.core.curriculum import ScoredGroup
@@ -202,6 +203,7 @@ def _check_scored(state: SinkState, event: GroupScored) -> None:
 
 def _on_scored(state: SinkState, event: GroupScored) -> None:
     group = state.groups.pop(event.group_id)
+    state.first_check = group.train and state.checked_step != state.step
     if not group.train:
         return
     state.checked_step = state.step
@@ -343,19 +345,21 @@ def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) 
     )
 
 
-def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
-    """Drop queued episodes that are stale (the step advanced, or they were queued stale),
-    then cut if a batch is full."""
-    bound, step = state.config.max_off_policy_steps, state.step
+def _sweep_and_cut(state: SinkState, swept: Iterable[str], t: float) -> list[Event]:
+    """Drop the `swept` queued episodes that are stale (the step advanced, or they were
+    queued stale), then cut if a batch is full."""
+    bound, step, queue = state.config.max_off_policy_steps, state.step, state.queue
     out: list[Event] = []
-    remaining: dict[str, Queued] = {}
-    for episode_id, queued in state.queue.items():
-        age = rollout_age(queued.version, step)
-        if stale_in_queue(queued, step, bound):
+    dropped: set[str] = set()
+    for episode_id in swept:
+        queued = queue.get(episode_id)
+        if queued is not None and stale_in_queue(queued, step, bound):
+            age = rollout_age(queued.version, step)
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason="stale", age=age))
-        else:
-            remaining[episode_id] = queued
-    out.extend(_cut(state, remaining if out else state.queue, t))
+            dropped.add(episode_id)
+    if dropped:
+        queue = {e: q for e, q in queue.items() if e not in dropped}
+    out.extend(_cut(state, queue, t))
     return out
 
 
@@ -392,10 +396,18 @@ def _decide_cancelled(state: SinkState, event: EpisodesCancelled) -> list[Event]
 def _decide_check(
     state: SinkState, event: BatchShipped | GroupScored | VersionPending
 ) -> list[Event]:
-    """A readiness check, where the run's rule runs one (`rules.checks_queue`): sweep the
-    queue of what is stale (a scored group's members may be, with `stale_check =
+    """A readiness check, where the run's rule runs one (`rules.checks_queue`): sweep what
+    it names of stale episodes (a scored group's members may be stale, with `stale_check =
     "after-curriculum"`), then cut."""
-    return _sweep_and_cut(state, event.t) if state.rules.checks_queue(state, event) else []
+    sweep = state.rules.checks_queue(state, event)
+    if sweep is None:
+        return []
+    swept: Iterable[str] = ()
+    if sweep == "queue":
+        swept = list(state.queue)
+    elif sweep == "scored" and isinstance(event, GroupScored) and event.admitted:
+        swept = event.episode_ids
+    return _sweep_and_cut(state, swept, event.t)
 
 
 _DECISIONS: Final = (

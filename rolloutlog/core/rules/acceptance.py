@@ -8,16 +8,18 @@ chose (`core.presets`), for each arrival of a group it finalizes.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from rolloutlog.core.staleness import is_stale
-from rolloutlog.events.types import BatchShipped, Event
+from rolloutlog.events.types import BatchShipped, Event, GroupScored
 
 if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
     from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup, SinkState
 
 # An arrival held to this bound at finalize is never stale there.
 NO_BOUND = sys.maxsize
+# What a queue check sweeps of stale episodes: the queue, the scored group's members, none.
+Sweep = Literal["queue", "scored", "nothing"]
 
 
 def drop_stale_arrival(group: SinkGroup, arrival: Arrival, step: int, bound: int) -> bool:
@@ -49,13 +51,22 @@ def no_bound_before_curriculum(bound: int) -> int:
     return NO_BOUND
 
 
-def check_at_each_step_event(state: SinkState, event: Event) -> bool:
-    """The queue is checked (swept of stale episodes, then cut) whenever a batch ships, a
-    group is scored or a version is announced."""
-    return True
+def check_at_each_step_event(state: SinkState, event: Event) -> Sweep | None:
+    """The queue is checked whenever a batch ships (swept whole: the step moved), a group
+    is scored (its queued members swept: with `stale_check = "after-curriculum"` they may
+    be stale) or a version is announced (nothing aged: cut only)."""
+    if type(event) is BatchShipped:
+        return "queue"
+    return "scored" if type(event) is GroupScored else "nothing"
 
 
-def check_at_next_finalize(state: SinkState, event: Event) -> bool:
+def check_at_next_finalize(state: SinkState, event: Event) -> Sweep | None:
     """prime-rl's lazy sweep: the readiness check runs when a train group finalizes, not
-    when a batch ships; a new version only releases a batch a check of this step held."""
-    return type(event) is not BatchShipped and state.checked_step == state.step
+    when a batch ships, and sweeps the whole queue at the first check of a step (queued
+    episodes age only when the step moves); a new version only releases a batch that a
+    check of this step held."""
+    if type(event) is BatchShipped or state.checked_step != state.step:
+        return None
+    if type(event) is GroupScored:
+        return "queue" if state.first_check else "scored"
+    return "nothing"
