@@ -130,8 +130,14 @@ class RunConfig:
         return problems
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data, as recorded in `run_started.config`."""
-        return attrs.asdict(self)
+        """Plain data, as recorded in `run_started.config`. The field presets' keys are left
+        out at their defaults, so a run under rolloutlog's own rules records (and digests,
+        and caches) the config it did before they existed; reading it back defaults them."""
+        data = attrs.asdict(self)
+        for name in FIELD_RULE_KEYS:
+            if data[name] == _DEFAULTS[name]:
+                del data[name]
+        return data
 
     @classmethod
     def from_mapping(
@@ -151,6 +157,18 @@ class RunConfig:
             raise ConfigError(problems[0])
         return config
 
+
+# The keys only field presets change (`core.presets.FIELD`), and their defaults.
+FIELD_RULE_KEYS = (
+    "gate_lag",
+    "stale_cancel",
+    "stale_check",
+    "queue_sweep",
+    "overload_count",
+    "admission_window",
+    "eval_first",
+)
+_DEFAULTS = {f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS}
 
 C = TypeVar("C")
 

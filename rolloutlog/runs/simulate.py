@@ -147,7 +147,7 @@ def _log_writer(
 def policy_name(scenario: Scenario) -> str:
     """The preset a scenario's run config matches, or its base (a field preset whose keys it
     has, else its staleness policy) plus its rules."""
-    run = scenario.run.to_dict()
+    run = attrs.asdict(scenario.run)  # every key, the field presets' at their defaults too
     for name in [*FIELD, *NAMED]:
         if all(run[key] == value for key, value in preset_overrides(name).items()):
             return name

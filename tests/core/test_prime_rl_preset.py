@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rolloutlog.core.config import RunConfig
 from rolloutlog.core.presets import FIELD, preset_overrides
 from rolloutlog.events.types import Event, LimitSet, OverloadCut
 from tests.core.test_policy_knobs import FIELD_RULES_OFF
@@ -204,3 +205,13 @@ def test_owed_eval_work_goes_before_a_train_group_that_owes_members(
     assert run.inflight() == ["g2/0", "g2/1"]
     out = run.complete("g2/0")
     assert _ids(run, "episode_dispatched", out) == [next_out]
+
+
+def test_a_run_under_rolloutlogs_rules_records_the_config_it_did_before_these_keys() -> None:
+    """The recorded config (and so every digest and cache key) of today's presets is
+    unchanged: the field presets' keys are left out at their defaults, and read back."""
+    config = RunConfig.from_mapping(preset_overrides("per-group"))
+    assert not set(FIELD_RULES_OFF) & set(config.to_dict())
+    prime = RunConfig.from_mapping(preset_overrides("prime-rl"))
+    assert RunConfig.from_mapping(prime.to_dict()) == prime
+    assert RunConfig.from_mapping(config.to_dict()) == config
