@@ -135,7 +135,7 @@ class RunConfig:
         and caches) the config it did before they existed; reading it back defaults them."""
         data = attrs.asdict(self)
         for name in FIELD_RULE_KEYS:
-            if data[name] == _DEFAULTS[name]:
+            if data[name] == FIELD_RULE_DEFAULTS[name]:
                 del data[name]
         return data
 
@@ -168,7 +168,9 @@ FIELD_RULE_KEYS = (
     "admission_window",
     "eval_first",
 )
-_DEFAULTS = {f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS}
+FIELD_RULE_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS
+}
 
 C = TypeVar("C")
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.core.config import FIELD_RULE_DEFAULTS, ConfigError, RunConfig
 from rolloutlog.core.rules import acceptance, admission, cancellation, composition
 from rolloutlog.core.rules.acceptance import Sweep
 from rolloutlog.core.rules.admission import TrainLedger
@@ -185,13 +185,7 @@ _OFF: dict[str, Any] = {
     "admission": "none",
     "straggler_cut": False,
     "batch_order": "fifo",
-    "gate_lag": "target-lag",
-    "stale_cancel": "in-flight",
-    "stale_check": "at-finalize",
-    "queue_sweep": "at-ship",
-    "overload_count": "owed",
-    "admission_window": "fixed",
-    "eval_first": False,
+    **FIELD_RULE_DEFAULTS,  # rolloutlog's own rule where a field preset decides otherwise
 }
 
 
