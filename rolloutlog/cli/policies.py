@@ -33,12 +33,15 @@ def parse_policies(text: str, option: str) -> list[str]:
         ) from None
 
 
-def one_policy(text: str) -> str:
-    """`verify --policy PRESET`: one preset, or a usage error naming the option."""
-    names = parse_policies(text, "--policy")
-    if len(names) != 1:
-        raise click.BadParameter(f"names {len(names)} presets; give one", param_hint="--policy")
-    return names[0]
+def one_policy(text: str, others: str = "") -> str:
+    """`--policy`: exactly one preset (`others` says which option runs several)."""
+    presets = parse_policies(text, "--policy")
+    if len(presets) > 1:
+        raise click.BadParameter(
+            f"{text!r} names {len(presets)} presets; --policy runs one{others}",
+            param_hint="--policy",
+        )
+    return presets[0]
 
 
 def checked_tolerance(seconds: float | None) -> float:

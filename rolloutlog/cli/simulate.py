@@ -28,7 +28,7 @@ from rolloutlog.cli.options import (
     steps_option,
 )
 from rolloutlog.cli.output import emit_json
-from rolloutlog.cli.policies import field_help, parse_policies, run_shown
+from rolloutlog.cli.policies import field_help, one_policy, parse_policies, run_shown
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED
@@ -50,17 +50,6 @@ def policy_log_path(log: Path | None, policy: str, compare: bool) -> Path | None
     if log is None or not compare:
         return log
     return log.with_name(f"{log.stem}.{policy}{log.suffix}")
-
-
-def _one_policy(text: str) -> list[str]:
-    """`--policy`: one preset (a list was cut to its first, silently)."""
-    presets = parse_policies(text, "--policy")
-    if len(presets) > 1:
-        raise click.BadParameter(
-            f"{text!r} names {len(presets)} presets; --policy runs one (--compare runs several)",
-            param_hint="--policy",
-        )
-    return presets
 
 
 def _scenario(
@@ -151,7 +140,9 @@ def simulate_command(
     if compare is not None:
         policies = _policies(base, parse_policies(compare, "--compare"), explicit, "--compare")
     elif policy is not None:
-        policies = _policies(base, _one_policy(policy), explicit, "--policy")
+        policies = _policies(
+            base, [one_policy(policy, " (--compare runs several)")], explicit, "--policy"
+        )
     else:
         policies = _policies(base, None, explicit, "")
     log_paths = {name: policy_log_path(log, name, compare is not None) for name in policies}

@@ -26,6 +26,7 @@ from rolloutlog.cli.options import (
     missing_extra,
 )
 from rolloutlog.cli.output import emit_json
+from rolloutlog.cli.policies import one_policy
 from rolloutlog.cli.progress import progress
 from rolloutlog.cli.train_options import (
     NOT_WITH_RESUME,
@@ -116,7 +117,7 @@ def train_command(
             return
         check_urls(urls)
         try:
-            preset = {} if policy is None else preset_overrides(policy)
+            preset = {} if policy is None else preset_overrides(one_policy(policy))
         except ConfigError as error:
             fail(f"--policy: {error}")
         try:

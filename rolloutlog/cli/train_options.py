@@ -35,8 +35,9 @@ OPTIONS = [
     click.option(
         "--policy",
         metavar="PRESET",
-        help="A policy preset (per-episode, per-group, all, tinker, ...); a --set of one "
-        "of its keys wins. Default: the train defaults.",
+        help="A policy preset (per-episode, per-group, all, prime-rl, tinker, ..., or "
+        "BASE+RULE+... as simulate takes); a --set of one of its keys wins. Default: the "
+        "train defaults.",
     ),
     set_option(
         "overrides",

@@ -90,7 +90,8 @@ class Account(RestartChecks, RequeueChecks):
         self.raise_on_violation = raise_on_violation
         self.violations: list[str] = []
         self.bound: int = config.max_off_policy_steps
-        self.target_lag: int = config.target_lag
+        # prime-rl's gate and hold allow a lag of one whatever the bound (`gate_lag`)
+        self.target_lag: int = 1 if config.gate_lag == "one" else config.target_lag
         self.group_size: int = config.group_size
         self.batch_size: int | None = config.batch_size
         self.config = config
@@ -173,12 +174,14 @@ class Account(RestartChecks, RequeueChecks):
 
         Staleness is judged at the step the update arrived at: batches shipped later in the
         same reaction can age episodes further, and those the sink drops when they arrive.
+        Episodes at the announced version were dispatched after it arrived: only a lag above
+        the bound (prime-rl's `gate_lag = "one"` at bound 0) lets those out stale.
         """
         if world_kind == "version_pending" and NO_STALE_IN_FLIGHT in self.kept:
-            step, bound = self.publish_step, self.bound
+            step, bound, announced = self.publish_step, self.bound, self.version
             for group_id, group in self.groups.items():
                 for episode_id, (version, _) in group.inflight.items():
-                    if group.stale(version, step, bound):
+                    if version != announced and group.stale(version, step, bound):
                         self._fail(seq, world_kind, f"stale {episode_id} of {group_id} in flight")
         elif world_kind == "run_resumed":
             self._restart_settled(seq)

@@ -24,6 +24,12 @@ StalenessPolicy = Literal["per-episode", "per-group", "soft"]
 AdmissionPolicy = Literal["none", "capacity", "areal"]
 BatchOrder = Literal["fifo", "oldest-first"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
+GateLag = Literal["target-lag", "one"]
+StaleCancel = Literal["in-flight", "open"]
+StaleCheck = Literal["at-finalize", "after-curriculum"]
+QueueSweep = Literal["at-ship", "at-next-check"]
+OverloadCount = Literal["owed", "in-flight"]
+AdmissionWindow = Literal["fixed", "restarting"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
 # which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
@@ -89,6 +95,23 @@ class RunConfig:
     requeue: RequeuePolicy = checked(
         "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
     )
+    gate_lag: GateLag = checked("target-lag", None, "gate and ship hold lag: target_lag, or one")
+    stale_cancel: StaleCancel = checked(
+        "in-flight", None, "version_pending cancels stale in-flight work, or stale open groups"
+    )
+    stale_check: StaleCheck = checked(
+        "at-finalize", None, "stale arrivals drop at finalize, or at queueing after curriculum"
+    )
+    queue_sweep: QueueSweep = checked(
+        "at-ship", None, "queue swept when a batch ships, or at the next readiness check"
+    )
+    overload_count: OverloadCount = checked(
+        "owed", None, "an overload cut counts owed episodes, or in-flight train ones"
+    )
+    admission_window: AdmissionWindow = checked(
+        "fixed", None, "smoothing windows: fixed 5 s slots, or restarting at the first event"
+    )
+    eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -115,8 +138,14 @@ class RunConfig:
         return problems
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data, as recorded in `run_started.config`."""
-        return attrs.asdict(self)
+        """Plain data, as recorded in `run_started.config`. The field presets' keys are left
+        out at their defaults, so a run under rolloutlog's own rules records (and digests,
+        and caches) the config it did before they existed; reading it back defaults them."""
+        data = attrs.asdict(self)
+        for name in FIELD_RULE_KEYS:
+            if data[name] == FIELD_RULE_DEFAULTS[name]:
+                del data[name]
+        return data
 
     @classmethod
     def from_mapping(
@@ -136,6 +165,21 @@ class RunConfig:
             raise ConfigError(problems[0])
         return config
 
+
+# The keys only field presets change (`core.presets.FIELD`), and their defaults.
+FIELD_RULE_KEYS = (
+    "requeue",
+    "gate_lag",
+    "stale_cancel",
+    "stale_check",
+    "queue_sweep",
+    "overload_count",
+    "admission_window",
+    "eval_first",
+)
+FIELD_RULE_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS
+}
 
 C = TypeVar("C")
 

@@ -25,7 +25,7 @@ from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.handlers import Handlers
 from rolloutlog.core.rules import cancellation as cancellations
-from rolloutlog.core.rules.admission import SMOOTHING_WINDOW_S, next_window_start, window_of
+from rolloutlog.core.rules.admission import SMOOTHING_WINDOW_S
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -78,7 +78,7 @@ def check(state: DispatcherState, event: Event) -> None:
 def apply(state: DispatcherState, event: Event) -> DispatcherState:
     """Apply an event `check` accepted, in place; events it does not care about pass through."""
     if state.config.admission_smoothing:
-        _advance_window(state, event.t)
+        state.rules.advance_window(state, event.t)
     apply_kind = _APPLIES.get(type(event))
     if apply_kind is not None:
         apply_kind(state, event)
@@ -102,19 +102,12 @@ def next_tick(state: DispatcherState, now: float) -> float | None:
     """
     if not state.config.admission_smoothing or state.finished or state.inflight:
         return None
-    return next_window_start(now)
+    return state.rules.window_after(state, now)
 
 
 def tick(state: DispatcherState, t: float) -> LimitSet:
     """The world event of a tick: the current limit, restated at `t`."""
     return LimitSet(t=t, max_inflight=state.limit)
-
-
-def _advance_window(state: DispatcherState, t: float) -> None:
-    window = window_of(t)
-    if window != state.window:
-        state.window = window
-        state.window_growth = 0
 
 
 def _check_group_opened(state: DispatcherState, event: GroupOpened) -> None:
@@ -201,7 +194,7 @@ def _on_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed)
     version = group.inflight.pop(event.episode_id)
     if isinstance(event, EpisodeCompleted):
         group.arrived_versions.append(version)
-    state.window_growth -= 1  # a natural completion refunds one admission
+    state.window_growth = state.rules.refund(state.window_growth)  # a natural completion
     _close_if_done(state, group)
 
 
@@ -353,7 +346,7 @@ def _before_weight_update(state: DispatcherState, event: VersionPending) -> list
 
 
 def _overload(state: DispatcherState, event: OverloadCut) -> list[Event]:
-    return cancellations.overload(state, event.n, event.t)
+    return state.rules.overload(state, event.n, event.t)
 
 
 def _after_batch_shipped(state: DispatcherState, event: BatchShipped) -> list[Event]:
@@ -383,14 +376,28 @@ def _train_allowance(state: DispatcherState) -> int:
 
 
 def _fill(state: DispatcherState, t: float) -> list[Event]:
-    """Use free permits: continue the oldest open group that owes members, else open new ones."""
+    """Use free permits, in the passes the run's rule gives (`rules.fill_passes`): in each,
+    continue the oldest open group that owes members, else open new ones."""
     free = _free_permits(state)
     if free <= 0:
         return []
     train = _train_allowance(state)
     out: list[Event] = []
+    for work in state.rules.fill_passes(state):
+        free, train = _fill_pass(state, work, free, train, t, out)
+        if free <= 0:
+            break
+    return out
+
+
+def _fill_pass(
+    state: DispatcherState, work: Work | None, free: int, train: int, t: float, out: list[Event]
+) -> tuple[int, int]:
+    """One pass over the groups of `work` (None: any); the permits and train room left."""
     for group_id in state.owing:
         group = state.groups[group_id]
+        if work is not None and (work == "train") != group.train:
+            continue
         count = min(free, group.unscheduled, train if group.train else free)
         if count <= 0:
             continue
@@ -398,15 +405,19 @@ def _fill(state: DispatcherState, t: float) -> list[Event]:
         free -= count
         train -= count if group.train else 0
         if free == 0:
-            return out
-    _open_groups(state, free, train, t, out)
-    return out
+            return free, train
+    return _open_groups(state, free, train if work != "eval" else 0, t, out), train
 
 
-def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: list[Event]) -> None:
+def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: list[Event]) -> int:
+    """Open owed eval groups, then train groups while `train` allows; the permits left.
+    Groups already opened in `out` (an earlier pass) count as opened."""
     config = state.config
-    number, eval_owed = state.groups_opened, state.eval_owed
-    requeue = iter(state.requeue)  # requeued tasks first, oldest first
+    opened = [e for e in out if type(e) is GroupOpened]
+    number = state.groups_opened + len(opened)
+    eval_owed = state.eval_owed - sum(e.work == "eval" for e in opened)
+    # Requeued tasks first, oldest first; those an earlier pass opened are taken.
+    requeue = iter(list(state.requeue)[sum(e.work == "train" for e in opened) :])
     while free > 0:
         work: Work
         if eval_owed > 0:
@@ -414,7 +425,7 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
         elif train > 0:
             work = "train"
         else:
-            return
+            return free
         number += 1
         due = next(requeue, None) if work == "train" else None
         task = state.task_source(config, number, work) if due is None else state.task_of(due)
@@ -443,6 +454,7 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
         _dispatch_members(state, group, state.version, 0, count, t, out)
         free -= count
         train -= count if group.train else 0
+    return free
 
 
 def _dispatch_members(

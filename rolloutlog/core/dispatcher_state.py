@@ -55,6 +55,7 @@ class DispatcherState:
     inflight: dict[str, str] = attrs.Factory(dict)  # episode id -> group id; one per permit
     eval_owed: int = 0
     window: int = -1
+    window_start: float | None = None  # a restarting window's opening time (`core.rules`)
     window_growth: int = 0
     late_events: int = 0
     finished: bool = False
@@ -76,8 +77,9 @@ class DispatcherState:
         return self.task_source(self.config, int(group_id[1:]), "train") if task is None else task
 
     def gated(self) -> bool:
-        """Train dispatch pauses while the trainer lags the step by more than `target_lag`."""
-        return (self.step - 1) - self.version > self.config.target_lag
+        """Train dispatch pauses while the trainer lags the step by more than the run's lag
+        (`target_lag`, or prime-rl's 1: `rules.lag`)."""
+        return (self.step - 1) - self.version > self.rules.lag(self.config)
 
 
 def initial_state(config: RunConfig, task_source: TaskSource = task_for_group) -> DispatcherState:

@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.core.config import FIELD_RULE_DEFAULTS, ConfigError, RunConfig
 from rolloutlog.core.rules import acceptance, admission, cancellation, composition
+from rolloutlog.core.rules.acceptance import Sweep
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.composition import BatchOrder
-from rolloutlog.events.types import DropReason, EpisodesCancelled, Event
+from rolloutlog.events.types import DropReason, EpisodesCancelled, Event, Work
 
 if TYPE_CHECKING:  # the states hold the rules: they import this table
     from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
-    from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup
+    from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup, SinkState
 
 
 @attrs.frozen
@@ -52,6 +53,15 @@ class Rules:
     swept_reason: Callable[[], DropReason]
     stale_in_flight: Callable[[DispatcherState, OpenGroup], tuple[str, ...]]  # to cancel
     batch_order: BatchOrder
+    lag: Callable[[RunConfig], int]  # the lag the gate and the ship hold allow
+    stale_unscheduled: Callable[[DispatcherState, OpenGroup], int]  # to cancel as stale
+    arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
+    checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep
+    overload: Callable[[DispatcherState, int, float], list[Event]]
+    advance_window: Callable[[DispatcherState, float], None]  # smoothing's window, at `t`
+    window_after: Callable[[DispatcherState, float], float]  # when the next window opens
+    refund: Callable[[int], int]  # window growth after a natural completion
+    fill_passes: Callable[[DispatcherState], tuple[Work | None, ...]]
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -117,6 +127,42 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "stale_in_flight": cancellation.run_to_completion,
         },
     },
+    "gate_lag": {
+        "target-lag": {"lag": admission.configured_lag},
+        "one": {"lag": admission.lag_of_one},
+    },
+    "stale_cancel": {
+        "in-flight": {"stale_unscheduled": cancellation.unscheduled_kept},
+        "open": {"stale_unscheduled": cancellation.unscheduled_if_stale},
+    },
+    "stale_check": {
+        "at-finalize": {"arrival_bound": acceptance.the_bound},
+        "after-curriculum": {"arrival_bound": acceptance.no_bound_before_curriculum},
+    },
+    "queue_sweep": {
+        "at-ship": {"checks_queue": acceptance.check_at_each_step_event},
+        "at-next-check": {"checks_queue": acceptance.check_at_next_finalize},
+    },
+    "overload_count": {
+        "owed": {"overload": cancellation.overload},
+        "in-flight": {"overload": cancellation.overload_in_flight},
+    },
+    "admission_window": {
+        "fixed": {
+            "advance_window": admission.fixed_window,
+            "window_after": admission.fixed_window_after,
+            "refund": admission.net_refund,
+        },
+        "restarting": {
+            "advance_window": admission.restarting_window,
+            "window_after": admission.restarting_window_after,
+            "refund": admission.floored_refund,
+        },
+    },
+    "eval_first": {
+        False: {"fill_passes": admission.one_pass},
+        True: {"fill_passes": admission.evals_first},
+    },
 }
 
 
@@ -143,6 +189,21 @@ class FieldPreset:
 
 # Name -> the field's rule; docs/policies.md gives each one's reading of its source.
 FIELD: Final[dict[str, FieldPreset]] = {
+    "prime-rl": FieldPreset(
+        source="PrimeIntellect-ai/prime-rl@559b447 src/prime_rl/orchestrator/"
+        "{dispatcher,train_sink,utils,orchestrator}.py",
+        keys={
+            "staleness": "per-group",
+            "gate_lag": "one",
+            "stale_cancel": "open",
+            "stale_check": "after-curriculum",
+            "queue_sweep": "at-next-check",
+            "overload_count": "in-flight",
+            "admission_smoothing": True,  # its dispatcher always meters pool growth
+            "admission_window": "restarting",
+            "eval_first": True,
+        },
+    ),
     "areal": FieldPreset(
         source="inclusionAI/AReaL areal==1.0.4 areal/infra/staleness_manager.py "
         "(StalenessManager.get_capacity, on_rollout_accepted/rejected), "
@@ -177,7 +238,7 @@ _OFF: dict[str, Any] = {
     "admission": "none",
     "straggler_cut": False,
     "batch_order": "fifo",
-    "requeue": "none",
+    **FIELD_RULE_DEFAULTS,  # rolloutlog's own rule where a field preset decides otherwise
 }
 
 

@@ -20,6 +20,7 @@ so there the guarantee is only what admission keeps.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from rolloutlog.core.curriculum import ScoredGroup
@@ -205,16 +206,24 @@ def _check_scored(state: SinkState, event: GroupScored) -> None:
 
 def _on_scored(state: SinkState, event: GroupScored) -> None:
     group = state.groups.pop(event.group_id)
+    state.first_check = group.train and state.checked_step != state.step
     if not group.train:
         return
+    state.checked_step = state.step
+    stale_admitted = 0
     if event.admitted:
         _enqueue(state, group, event)
-        state.idle = IdleWork()
-        return
-    idle = state.idle
+        bound = state.config.max_off_policy_steps
+        stale_admitted = sum(
+            group.is_stale(state.queue[e].version, state.step, bound) for e in event.episode_ids
+        )
+        if stale_admitted < len(event.episode_ids):  # something will train: work came out
+            state.idle = IdleWork()
+            return
+    idle = state.idle  # nothing admitted, or all of it stale (the queue check drops it)
     idle.episodes += group.size
-    idle.stale += group.stale_cancelled + sum(a.dropped for a in group.arrived)
-    idle.rejected_groups += bool(event.episode_ids)
+    idle.stale += group.stale_cancelled + sum(a.dropped for a in group.arrived) + stale_admitted
+    idle.rejected_groups += bool(event.episode_ids) and not event.admitted
     idle.unscored_groups += not event.episode_ids
 
 
@@ -296,9 +305,9 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
     """Drop stale arrivals, score the fresh successful members, ask the curriculum; a group
     the run's requeue rule discards drops every arrival (reason `requeue`) and scores none."""
     config, step = state.config, state.step
-    bound = config.max_off_policy_steps
+    bound = state.rules.arrival_bound(config.max_off_policy_steps)
     arrived = sorted(group.arrived, key=lambda a: a.member)
-    requeue = state.rules.requeue_group(group, step, state.version, bound)
+    requeue = state.rules.requeue_group(group, step, state.version, config.max_off_policy_steps)
     drop = state.rules.drop_on_arrival
     out: list[Event] = []
     fresh: list[Arrival] = []
@@ -341,19 +350,22 @@ def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) 
     )
 
 
-def _sweep_and_cut(state: SinkState, t: float) -> list[Event]:
-    """The step advanced: drop queued episodes that became stale, then cut if a batch is full."""
-    bound, step = state.config.max_off_policy_steps, state.step
+def _sweep_and_cut(state: SinkState, swept: Iterable[str], t: float) -> list[Event]:
+    """Drop the `swept` queued episodes that are stale (the step advanced, or they were
+    queued stale), then cut if a batch is full."""
+    bound, step, queue = state.config.max_off_policy_steps, state.step, state.queue
     reason = state.rules.swept_reason()
     out: list[Event] = []
-    remaining: dict[str, Queued] = {}
-    for episode_id, queued in state.queue.items():
-        age = rollout_age(queued.version, step)
-        if state.rules.drop_from_queue(queued, step, bound):
+    dropped: set[str] = set()
+    for episode_id in swept:
+        queued = queue.get(episode_id)
+        if queued is not None and state.rules.drop_from_queue(queued, step, bound):
+            age = rollout_age(queued.version, step)
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
-        else:
-            remaining[episode_id] = queued
-    out.extend(_cut(state, remaining if out else state.queue, t))
+            dropped.add(episode_id)
+    if dropped:
+        queue = {e: q for e, q in queue.items() if e not in dropped}
+    out.extend(_cut(state, queue, t))
     return out
 
 
@@ -362,7 +374,7 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
     config = state.config
     if state.finished:
         return []  # the run is over: what finalizes at shutdown is scored, never trained
-    if state.version < state.step - 1 - config.target_lag:
+    if state.version < state.step - 1 - state.rules.lag(config):
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
     cut = take(state.rules.batch_order, config, queue)
     if not cut:
@@ -387,12 +399,21 @@ def _decide_cancelled(state: SinkState, event: EpisodesCancelled) -> list[Event]
     return _finalize_if_complete(state, event.group_id, event.t)
 
 
-def _decide_shipped(state: SinkState, event: BatchShipped) -> list[Event]:
-    return _sweep_and_cut(state, event.t)
-
-
-def _decide_cut(state: SinkState, event: GroupScored | VersionPending) -> list[Event]:
-    return _cut(state, state.queue, event.t)
+def _decide_check(
+    state: SinkState, event: BatchShipped | GroupScored | VersionPending
+) -> list[Event]:
+    """A readiness check, where the run's rule runs one (`rules.checks_queue`): sweep what
+    it names of stale episodes (a scored group's members may be stale, with `stale_check =
+    "after-curriculum"`), then cut."""
+    sweep = state.rules.checks_queue(state, event)
+    if sweep is None:
+        return []
+    swept: Iterable[str] = ()
+    if sweep == "queue":
+        swept = list(state.queue)
+    elif sweep == "scored" and isinstance(event, GroupScored) and event.admitted:
+        swept = event.episode_ids
+    return _sweep_and_cut(state, swept, event.t)
 
 
 _DECISIONS: Final = (
@@ -400,9 +421,9 @@ _DECISIONS: Final = (
     .on(EpisodeCompleted, _decide_arrival)
     .on(EpisodeFailed, _decide_arrival)
     .on(EpisodesCancelled, _decide_cancelled)
-    .on(BatchShipped, _decide_shipped)
-    .on(GroupScored, _decide_cut)
-    .on(VersionPending, _decide_cut)
+    .on(BatchShipped, _decide_check)
+    .on(GroupScored, _decide_check)
+    .on(VersionPending, _decide_check)
     .by_kind
 )
 

@@ -83,6 +83,8 @@ class SinkState:
     completed: int = 0  # completed arrivals, and their tokens: the mean sizes a token batch
     completed_tokens: int = 0
     finished: bool = False  # after run_finished groups are still scored, never trained
+    checked_step: int = 0  # the step a train group last finalized at (a readiness check)
+    first_check: bool = False  # that group_scored was the first of a train group at its step
 
 
 def initial_state(config: RunConfig) -> SinkState:

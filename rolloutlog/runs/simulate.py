@@ -150,7 +150,7 @@ def policy_name(scenario: Scenario) -> str:
     So a field preset runs under its own name (a log per preset with `--compare field`,
     and `whatif` re-runs the name), and a run that some field row describes is named by
     it; a row that sets exactly a named preset's keys is that preset."""
-    run = scenario.run.to_dict()
+    run = attrs.asdict(scenario.run)  # every key, the field presets' at their defaults too
 
     def matches(keys: dict[str, Any]) -> bool:
         return all(run[key] == value for key, value in keys.items())

@@ -51,6 +51,13 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
         "requeue": draw(st.sampled_from(["none", "none", "at-ship", "at-completion"])),
+        "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one"])),
+        "stale_cancel": draw(st.sampled_from(["in-flight", "open"])),
+        "stale_check": draw(st.sampled_from(["at-finalize", "after-curriculum"])),
+        "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check"])),
+        "overload_count": draw(st.sampled_from(["owed", "in-flight"])),
+        "admission_window": draw(st.sampled_from(["fixed", "restarting"])),
+        "eval_first": draw(st.booleans()),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))

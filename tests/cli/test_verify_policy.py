@@ -52,7 +52,7 @@ def test_the_first_nonconformity_exits_1_with_its_seq_and_rule(tmp_path: Path) -
     [
         (["--t-tolerance", "1"], "--t-tolerance: only with --policy"),
         (["--policy", "per-episode", "--t-tolerance", "-1"], "--t-tolerance: must be a number"),
-        (["--policy", "field"], "--policy: names "),
+        (["--policy", "field"], "presets; --policy runs one"),
         (["--policy", "bogus"], "--policy: policy 'bogus': must start with one of"),
     ],
 )

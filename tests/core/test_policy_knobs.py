@@ -147,7 +147,19 @@ def test_oldest_first_ships_the_oldest_dispatch_versions_first():
     ],
 )
 def test_presets_set_every_policy_key(name, expected):
-    assert preset_overrides(name) == expected
+    assert preset_overrides(name) == {**expected, **FIELD_RULES_OFF}
+
+
+# The keys field presets choose (tests/core/test_prime_rl_preset.py), at today's rules.
+FIELD_RULES_OFF = {
+    "gate_lag": "target-lag",
+    "stale_cancel": "in-flight",
+    "stale_check": "at-finalize",
+    "queue_sweep": "at-ship",
+    "overload_count": "owed",
+    "admission_window": "fixed",
+    "eval_first": False,
+}
 
 
 def test_bad_presets_are_refused_by_name():

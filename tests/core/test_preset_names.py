@@ -23,8 +23,15 @@ from rolloutlog.core.presets import (
     rules_for,
 )
 from rolloutlog.testing.strategies import run_configs
+from tests.core.test_policy_knobs import FIELD_RULES_OFF
 
-OFF = {"admission": "none", "straggler_cut": False, "batch_order": "fifo", "requeue": "none"}
+OFF = {
+    "admission": "none",
+    "straggler_cut": False,
+    "batch_order": "fifo",
+    "requeue": "none",
+    **FIELD_RULES_OFF,
+}
 
 
 @given(st.sampled_from(BASES), st.lists(st.sampled_from(sorted(RULES)), unique=True))

@@ -49,6 +49,7 @@ event time, the in-flight count may grow by at most a burst (a group, or a tenth
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -63,7 +64,11 @@ from rolloutlog.events.types import (
     Event,
     GroupOpened,
     GroupScored,
+    Work,
 )
+
+if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
+    from rolloutlog.core.dispatcher_state import DispatcherState
 
 
 @attrs.define(slots=True)
@@ -246,6 +251,71 @@ def smoothed(free: int, config: RunConfig, window_growth: int) -> int:
 def unsmoothed(free: int, config: RunConfig, window_growth: int) -> int:
     """Free permits, uncapped."""
     return free
+
+
+def fixed_window(state: DispatcherState, t: float) -> None:
+    """Windows are fixed slots of event time: growth restarts when `t` enters a new one."""
+    window = window_of(t)
+    if window != state.window:
+        state.window = window
+        state.window_growth = 0
+
+
+def restarting_window(state: DispatcherState, t: float) -> None:
+    """prime-rl's window: it restarts at the first event at least `SMOOTHING_WINDOW_S` after
+    the one that opened it (its dispatcher checks the clock when it next tries to admit)."""
+    if state.window_start is None or t - state.window_start >= SMOOTHING_WINDOW_S:
+        state.window_start = t
+        state.window_growth = 0
+
+
+def fixed_window_after(state: DispatcherState, now: float) -> float:
+    """When the fixed window after the one holding `now` opens."""
+    return next_window_start(now)
+
+
+def restarting_window_after(state: DispatcherState, now: float) -> float:
+    """When an event would restart the current window (now, if it is already due)."""
+    start = now if state.window_start is None else state.window_start
+    return max(now, start + SMOOTHING_WINDOW_S)
+
+
+def net_refund(growth: int) -> int:
+    """A natural completion refunds one admission; the window's net growth may go below 0."""
+    return growth - 1
+
+
+def floored_refund(growth: int) -> int:
+    """prime-rl counts admissions in the window, and a refund never takes it below zero."""
+    return max(0, growth - 1)
+
+
+# --- the order permits are filled in ------------------------------------------------------
+
+
+def one_pass(state: DispatcherState) -> tuple[Work | None, ...]:
+    """One pass over the work: the oldest owing group first, then new groups (eval first)."""
+    return (None,)
+
+
+def evals_first(state: DispatcherState) -> tuple[Work | None, ...]:
+    """prime-rl's eval mode: owed eval work (open eval groups' members, then the owed eval
+    groups, opened whole) takes permits before any train group is continued or opened."""
+    return ("eval", "train")
+
+
+# --- the lag the gate and the ship hold allow ---------------------------------------------
+
+
+def configured_lag(config: RunConfig) -> int:
+    """The run's `target_lag` (at most `max_off_policy_steps`, `RunConfig.startup_problems`)."""
+    return config.target_lag
+
+
+def lag_of_one(config: RunConfig) -> int:
+    """prime-rl's `TARGET_LAG = 1`, whatever the bound: with `max_off_policy_steps = 0` it
+    dispatches episodes that are stale already, and the sink drops them."""
+    return 1
 
 
 # --- stamping -----------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
+import attrs
+
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import CancelReason, EpisodesCancelled, Event
 
@@ -35,9 +37,12 @@ def stale_members(
     unscheduled members are dispatched later at the then-current version. Then the
     straggler rule, for what is left."""
     out: list[Event] = []
-    if stale:
-        out.append(_members(group, stale, 0, "stale", t))
+    unscheduled = state.rules.stale_unscheduled(state, group)
+    if stale or unscheduled:
+        out.append(_members(group, stale, unscheduled, "stale", t))
     cut = state.rules.cut_stragglers(state, group, stale, t)
+    if cut is not None and unscheduled:  # the stale cancellation took the unscheduled
+        cut = attrs.evolve(cut, unscheduled=0) if cut.episode_ids else None
     if cut is not None:
         out.append(cut)
     return out
@@ -48,7 +53,7 @@ def stale_groups(
 ) -> list[Event]:
     """Per-group: the whole group of any group whose (shared) dispatch version is stale;
     a group with nothing stale is left to the straggler rule, as per-episode."""
-    if stale:
+    if stale or state.rules.stale_unscheduled(state, group):
         return [_whole_group(group, "stale", t)]
     return stale_members(state, group, stale, t)
 
@@ -59,6 +64,21 @@ def stale_kept(
     """Soft: stale in-flight members keep running (nothing is cancelled for its age); the
     straggler rule still applies, as per-episode."""
     return stale_members(state, group, (), t)
+def unscheduled_kept(state: DispatcherState, group: OpenGroup) -> int:
+    """Unscheduled members are never cancelled as stale: they go out when permits free,
+    stamped as the run's staleness rule says, even if that stamp is already stale."""
+    return 0
+
+
+def unscheduled_if_stale(state: DispatcherState, group: OpenGroup) -> int:
+    """prime-rl drops every open group whose members would go out stale, one with only
+    unscheduled members too: the unscheduled members to cancel, if the version they would
+    carry (`rules.stamp`) is past the bound now."""
+    if not group.unscheduled or not group.train or group.frozen:
+        return 0
+    version = state.rules.stamp(group.start_version, state.version)
+    stale = rollout_age(version, state.step) > state.config.max_off_policy_steps
+    return group.unscheduled if stale else 0
 
 
 def after_batch_shipped(state: DispatcherState, t: float) -> list[Event]:
@@ -66,6 +86,25 @@ def after_batch_shipped(state: DispatcherState, t: float) -> list[Event]:
     cut_stragglers = state.rules.cut_stragglers
     cuts = (cut_stragglers(state, group, (), t) for group in state.groups.values())
     return [cut for cut in cuts if cut is not None]
+
+
+def overload_in_flight(state: DispatcherState, n: int, t: float) -> list[Event]:
+    """prime-rl's cut: whole train groups with members in flight, youngest first by their
+    oldest in-flight member's dispatch, until at least `n` in-flight episodes are cancelled
+    (unscheduled members go with their group but free no permit, so they do not count)."""
+    order: dict[str, None] = {}  # groups by their oldest in-flight member, in dispatch order
+    for group_id in state.inflight.values():  # dispatch order: a dict keeps insertion order
+        order.setdefault(group_id, None)
+    victims: list[OpenGroup] = []
+    shed = 0
+    for group_id in reversed(order):
+        group = state.groups[group_id]
+        if shed >= n:
+            break
+        if group.train:
+            victims.append(group)
+            shed += len(group.inflight)
+    return _whole_groups(victims, "overload", t)
 
 
 def overload(state: DispatcherState, n: int, t: float) -> list[Event]:

@@ -70,22 +70,36 @@ def _before_update(record: Record, t: float) -> list[Event]:
             and settings.requeue == "none"  # a requeue rule lets stale groups run to the end
             and past_bound(settings, group.train, group.frozen, e.version, step)
         ]
-        if stale and settings.staleness == "per-group":
+        waiting = _stale_unscheduled(record, group)
+        if (stale or waiting) and settings.staleness == "per-group":
             out.append(_cancel(group, group.in_flight(), group.unscheduled(), "stale", t))
             continue
-        if stale:
-            out.append(_cancel(group, stale, 0, "stale", t))
-        cut = _straggler(record, group, stale, t)
+        if stale or waiting:
+            out.append(_cancel(group, stale, waiting, "stale", t))
+        cut = _straggler(record, group, stale, t, group.unscheduled() - waiting)
         if cut is not None:
             out.append(cut)
     return out
 
 
+def _stale_unscheduled(record: Record, group: Group) -> int:
+    """With `stale_cancel = "open"`, members not yet dispatched are cancelled as stale too
+    when the version they would carry (the group's start version per-group, the current
+    one per-episode) is already past the bound."""
+    settings = record.config
+    if settings.stale_cancel != "open" or group.unscheduled() == 0:
+        return 0
+    version = group.start_version if settings.staleness == "per-group" else record.version
+    stale = past_bound(settings, group.train, group.frozen, version, record.step)
+    return group.unscheduled() if stale else 0
+
+
 def _straggler(
-    record: Record, group: Group, spared: list[Episode], t: float
+    record: Record, group: Group, spared: list[Episode], t: float, waiting: int | None = None
 ) -> EpisodesCancelled | None:
     """An arrived completed member at exactly the bound would be lost after the next batch:
-    cancel what the group still owes so it finalizes now."""
+    cancel what the group still owes so it finalizes now (`waiting`: its unscheduled members
+    not already cancelled in the same answer)."""
     settings = record.config
     if not settings.straggler_cut or not group.train or group.frozen:
         return None
@@ -96,13 +110,18 @@ def _straggler(
     if not at_risk:
         return None
     rest = [e for e in group.in_flight() if e not in spared]
-    if not rest and group.unscheduled() == 0:
+    waiting = group.unscheduled() if waiting is None else waiting
+    if not rest and waiting == 0:
         return None
-    return _cancel(group, rest, group.unscheduled(), "straggler", t)
+    return _cancel(group, rest, waiting, "straggler", t)
 
 
 def _overload(record: Record, n: int, t: float) -> list[Event]:
-    """Whole groups, youngest (last opened) first, until at least `n` owed are cancelled."""
+    """Whole groups, youngest (last opened) first, until at least `n` owed are cancelled.
+    With `overload_count = "in-flight"`: only train groups with members in flight, the
+    youngest by their oldest in-flight member, until `n` in-flight members are cancelled."""
+    if record.config.overload_count == "in-flight":
+        return _overload_in_flight(record, n, t)
     out: list[Event] = []
     cancelled = 0
     for group in reversed(record.open_groups()):
@@ -111,6 +130,36 @@ def _overload(record: Record, n: int, t: float) -> list[Event]:
         out.append(_cancel(group, group.in_flight(), group.unscheduled(), "overload", t))
         cancelled += len(group.in_flight()) + group.unscheduled()
     return out
+
+
+def _overload_in_flight(record: Record, n: int, t: float) -> list[Event]:
+    oldest: dict[str, int] = {}  # group -> when (in dispatch order) its oldest in-flight left
+    for position, episode in enumerate(record.in_flight()):
+        oldest.setdefault(episode.group_id, position)
+    train = [g for g in record.groups.values() if g.group_id in oldest and g.train]
+    out: list[Event] = []
+    cancelled = 0
+    for group in sorted(train, key=lambda g: oldest[g.group_id], reverse=True):
+        if cancelled >= n:
+            break
+        out.append(_cancel(group, group.in_flight(), group.unscheduled(), "overload", t))
+        cancelled += len(group.in_flight())
+    return out
+
+
+def _restarting_growth(record: Record) -> int:
+    """prime-rl's window opens at an event and restarts at the first event 5 s or more
+    after that; it counts admissions, and a natural arrival takes one back (not below 0)."""
+    start: float | None = None
+    growth = 0
+    for event in record.history:
+        if start is None or event.t - start >= WINDOW_S:
+            start, growth = event.t, 0
+        if event.kind == "episode_dispatched":
+            growth += 1
+        elif event.seq in record.natural_arrivals:
+            growth = max(0, growth - 1)
+    return growth
 
 
 def _window_growth(record: Record) -> int:
@@ -132,14 +181,16 @@ def _free(record: Record) -> int:
     free = record.limit - len(record.in_flight())
     if settings.admission_smoothing:
         burst = max(settings.group_size, settings.max_inflight // 10)
-        free = min(free, burst - _window_growth(record))
+        restarting = settings.admission_window == "restarting"
+        growth = _restarting_growth(record) if restarting else _window_growth(record)
+        free = min(free, burst - growth)
     return free
 
 
 def _train_room(record: Record) -> int:
     """Train episodes that may go out now: none past the gate, else capacity's room."""
     settings = record.config
-    if (record.step - 1) - record.version > settings.target_lag:
+    if (record.step - 1) - record.version > settings.lag:
         return 0
     if settings.admission not in ("capacity", "areal"):
         return UNLIMITED
@@ -194,49 +245,59 @@ def _evals_owed(record: Record) -> int:
 
 
 def _fill(record: Record, t: float) -> list[Event]:
+    """Free permits go to open groups that owe members, oldest first, then to new groups
+    (owed eval groups before train). With `eval_first`, all that is owed to eval (open eval
+    groups, then the owed ones) goes first, and only then train."""
     settings = record.config
     free = _free(record)
     if free <= 0:
         return []
     train = _train_room(record)
     out: list[Event] = []
-    for group in record.open_groups():
-        count = min(free, group.unscheduled(), train if group.train else free)
-        if count <= 0:
-            continue
-        version = group.start_version if settings.staleness == "per-group" else record.version
-        out += _dispatch(group.group_id, len(group.members), count, version, t)
-        free -= count
-        train -= count if group.train else 0
     number, evals = len(record.groups), _evals_owed(record)
     owed = record.requeues_owed()
-    while free > 0 and (evals > 0 or train > 0):
-        work = "eval" if evals > 0 else "train"
-        evals -= work == "eval"
-        number += 1
-        if work == "train" and owed:  # a requeued task before a fresh one, oldest first
-            again = owed.pop(0)
-            task_id, env, frozen = again.task_id, again.env, again.frozen
-        else:
-            task_id, env, frozen = task(settings, number, work)
-        group_id = f"g{number}"
-        out.append(
-            GroupOpened(
-                t=t,
-                group_id=group_id,
-                work=work,  # type: ignore[arg-type]
-                env=env,
-                task_id=task_id,
-                group_size=settings.group_size,
-                policy_version=record.version,
-                step=record.step,
-                frozen=frozen,
+    for only in ("eval", "train") if settings.eval_first else (None,):
+        if free <= 0:
+            break
+        for group in record.open_groups():
+            if only is not None and group.work != only:
+                continue
+            count = min(free, group.unscheduled(), train if group.train else free)
+            if count <= 0:
+                continue
+            version = group.start_version if settings.staleness == "per-group" else record.version
+            out += _dispatch(group.group_id, len(group.members), count, version, t)
+            free -= count
+            train -= count if group.train else 0
+        room = 0 if only == "eval" else train
+        while free > 0 and (evals > 0 or room > 0):
+            work = "eval" if evals > 0 else "train"
+            evals -= work == "eval"
+            number += 1
+            if work == "train" and owed:  # a requeued task before a fresh one, oldest first
+                again = owed.pop(0)
+                task_id, env, frozen = again.task_id, again.env, again.frozen
+            else:
+                task_id, env, frozen = task(settings, number, work)
+            group_id = f"g{number}"
+            out.append(
+                GroupOpened(
+                    t=t,
+                    group_id=group_id,
+                    work=work,  # type: ignore[arg-type]
+                    env=env,
+                    task_id=task_id,
+                    group_size=settings.group_size,
+                    policy_version=record.version,
+                    step=record.step,
+                    frozen=frozen,
+                )
             )
-        )
-        count = min(free, settings.group_size, train if work == "train" else free)
-        out += _dispatch(group_id, 0, count, record.version, t)
-        free -= count
-        train -= count if work == "train" else 0
+            count = min(free, settings.group_size, room if work == "train" else free)
+            out += _dispatch(group_id, 0, count, record.version, t)
+            free -= count
+            room -= count if work == "train" else 0
+        train = room if only != "eval" else train
     return out
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 # Keys that change no decision of the deciders (only the drivers read them).
@@ -36,6 +36,20 @@ class Settings:
     straggler_cut: bool
     batch_order: str
     requeue: str = "none"  # a log recorded before the key existed never requeues
+    # The field presets' keys; a log recorded before they existed decides as they default.
+    gate_lag: str = "target-lag"
+    stale_cancel: str = "in-flight"
+    stale_check: str = "at-finalize"
+    queue_sweep: str = "at-ship"
+    overload_count: str = "owed"
+    admission_window: str = "fixed"
+    eval_first: bool = False
+
+    @property
+    def lag(self) -> int:
+        """How far the trainer may lag the step before train dispatch and shipping wait:
+        `target_lag`, or one whatever the bound (prime-rl's constant)."""
+        return 1 if self.gate_lag == "one" else self.target_lag
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -47,4 +61,5 @@ class Settings:
                 f"run_started.config: the reference model does not know {unknown[0]!r}; "
                 "teach it the rule (rolloutlog/testing/reference/)"
             )
-        return cls(**{name: config[name] for name in known if name in config})
+        defaulted = {f.name for f in fields(cls) if f.default is not MISSING}
+        return cls(**{n: config[n] for n in known if n in config or n not in defaulted})

@@ -3,12 +3,13 @@
 A group finalizes the moment its arrivals plus all its cancellation counts reach G. Its
 stale arrivals are dropped (all of them under per-group staleness once any cancellation of
 the group was `stale`), its fresh completed members are scored and shown to the
-curriculum, admitted members join the queue. When a batch ships the queue is swept of
-what the new step made stale (under soft staleness nothing is ever dropped for its age).
-Under `requeue` (tinker, slime-lag) a group its rule finds stale is discarded whole, reason
-`requeue`; tinker's swept episodes carry that reason too. A batch is cut (one per
-decision) from the queue in `batch_order` once it is full, the trainer is within
-`target_lag`, and the run has not finished.
+curriculum, admitted members join the queue (with `stale_check = "after-curriculum"` stale
+arrivals are scored too, and the next queue check drops them; under soft staleness nothing
+is ever dropped for its age). Under `requeue` (tinker, slime-lag) a group its rule finds
+stale is discarded whole, reason `requeue`; tinker's swept episodes carry that reason too.
+A queue check sweeps the queue of what is past the bound, then cuts a batch (one per
+decision) in `batch_order` once it is full, the trainer is within the lag, and the run has
+not finished.
 """
 
 from __future__ import annotations
@@ -25,11 +26,25 @@ def decide(record: Record, event: Event) -> list[Event]:
         return _finalize(record, event.episode_id.rpartition("/")[0], event.t)  # type: ignore[union-attr]
     if kind == "episodes_cancelled":
         return _finalize(record, event.group_id, event.t)  # type: ignore[union-attr]
-    if kind == "batch_shipped":
+    if kind in ("batch_shipped", "group_scored", "version_pending") and _checks(record, kind):
         return _sweep_and_cut(record, event.t)
-    if kind in ("group_scored", "version_pending"):
-        return _cut(record, record.queue(), event.t)
     return []
+
+
+def _checks(record: Record, kind: str) -> bool:
+    """Whether the queue is checked now. By default at every batch, scored group and new
+    version. With `queue_sweep = "at-next-check"` (prime-rl) only once a train group was
+    scored since the last batch shipped, and never at a batch itself."""
+    if record.config.queue_sweep == "at-ship":
+        return True
+    if kind == "batch_shipped":
+        return False
+    for event in reversed(record.history):
+        if event.kind == "batch_shipped":
+            return False
+        if event.kind == "group_scored" and record.groups[event.group_id].train:  # type: ignore[union-attr]
+            return True
+    return False
 
 
 def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
@@ -43,10 +58,11 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
     discard = _discarded_for_requeue(record, group)
     out: list[Event] = []
     fresh: list[Episode] = []
+    judged = settings.stale_check == "at-finalize"  # else the queue check drops them
     for episode in sorted(group.arrived(), key=lambda e: e.member):
         if discard:
             out.append(_drop(episode, step, t, "requeue"))
-        elif void or _drops(settings, group, episode, step):
+        elif void or (judged and _drops(settings, group, episode, step)):
             out.append(_drop(episode, step, t))
         elif episode.status == "completed":
             fresh.append(episode)
@@ -117,7 +133,7 @@ def _sweep_and_cut(record: Record, t: float) -> list[Event]:
 
 def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
     settings = record.config
-    if record.finished or record.version < record.step - 1 - settings.target_lag:
+    if record.finished or record.version < record.step - 1 - settings.lag:
         return []
     if settings.batch_order == "oldest-first":
         queue = sorted(queue, key=lambda e: e.version)
