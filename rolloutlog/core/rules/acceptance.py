@@ -90,6 +90,8 @@ def swept_for_requeue() -> DropReason:
     """At ship (tinker): a queued group past the bound of the batch being cut is discarded
     and its task requeued, like one that completes already past it."""
     return "requeue"
+
+
 def the_bound(bound: int) -> int:
     """At finalize an arrival is held to the run's bound: a stale one is dropped before its
     group is scored, and the curriculum never sees it."""

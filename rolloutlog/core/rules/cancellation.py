@@ -64,6 +64,8 @@ def stale_kept(
     """Soft: stale in-flight members keep running (nothing is cancelled for its age); the
     straggler rule still applies, as per-episode."""
     return stale_members(state, group, (), t)
+
+
 def unscheduled_kept(state: DispatcherState, group: OpenGroup) -> int:
     """Unscheduled members are never cancelled as stale: they go out when permits free,
     stamped as the run's staleness rule says, even if that stamp is already stale."""
