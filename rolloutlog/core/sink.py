@@ -213,10 +213,12 @@ def _on_scored(state: SinkState, event: GroupScored) -> None:
     stale_admitted = 0
     if event.admitted:
         _enqueue(state, group, event)
-        bound = state.config.max_off_policy_steps
-        stale_admitted = sum(
-            group.is_stale(state.queue[e].version, state.step, bound) for e in event.episode_ids
+        bound, step, drops = (
+            state.config.max_off_policy_steps,
+            state.step,
+            state.rules.drop_from_queue,
         )
+        stale_admitted = sum(drops(state.queue[e], step, bound) for e in event.episode_ids)
         if stale_admitted < len(event.episode_ids):  # something will train: work came out
             state.idle = IdleWork()
             return

@@ -20,6 +20,8 @@ from rolloutlog.events.schema import SCHEMA_VERSION, events_to_batch
 from rolloutlog.events.types import (
     UNSEQUENCED,
     WORLD_KINDS,
+    BatchShipped,
+    EpisodeDispatched,
     Event,
     GroupOpened,
     GroupScored,
@@ -51,21 +53,31 @@ def test_evolve_and_the_queued_tokens_agree_with_the_fold(log: list[Event]) -> N
 @given(world_logs(max_steps=60))
 def test_the_zero_output_guard_counts_what_the_log_shows(log: list[Event]) -> None:
     """The idle work the guard counts, recounted from the log: the size of every train group
-    finalized since the last one admitted, and how many of those were scored but rejected,
-    or had no fresh successful member to score."""
+    finalized since the last one that admitted something that will train, and how many of
+    those were scored but rejected, or had no fresh successful member to score. A group
+    admitted with every member already past the bound (stale arrivals judged after the
+    curriculum) admits nothing that trains: the queue check drops it."""
+    config = RunConfig.from_mapping(log[0].config, startable=False)  # type: ignore[union-attr]
     fold = LogFold.from_run_started(log[0])
     sizes: dict[str, int] = {}
+    frozen: dict[str, bool] = {}
+    stamps: dict[str, int] = {}
+    step = 1
     episodes = rejected = unscored = 0
     for event in log:
         fold.apply(event)
         if isinstance(event, GroupOpened) and event.work == "train":
-            sizes[event.group_id] = event.group_size
+            sizes[event.group_id], frozen[event.group_id] = event.group_size, event.frozen
+        if isinstance(event, EpisodeDispatched):
+            stamps[event.episode_id] = event.policy_version
+        if isinstance(event, BatchShipped):
+            step = event.step + 1
         if isinstance(event, GroupScored) and event.group_id in sizes:
-            if event.admitted:
+            if event.admitted and not _all_past_the_bound(config, event, stamps, step, frozen):
                 episodes = rejected = unscored = 0
             else:
                 episodes += sizes[event.group_id]
-                rejected += bool(event.episode_ids)
+                rejected += bool(event.episode_ids) and not event.admitted
                 unscored += not event.episode_ids
         idle = fold.sink_state.idle
         assert (idle.episodes, idle.rejected_groups, idle.unscored_groups) == (
@@ -73,6 +85,20 @@ def test_the_zero_output_guard_counts_what_the_log_shows(log: list[Event]) -> No
             rejected,
             unscored,
         ), event
+
+
+def _all_past_the_bound(
+    config: RunConfig,
+    event: GroupScored,
+    stamps: dict[str, int],
+    step: int,
+    frozen: dict[str, bool],
+) -> bool:
+    """Every admitted member is older than the bound now, where the run drops for age."""
+    if config.staleness == "soft" or frozen[event.group_id]:
+        return False
+    bound = config.max_off_policy_steps
+    return all((step - 1) - stamps[e] > bound for e in event.episode_ids)
 
 
 @given(world_logs(max_steps=60))
@@ -99,7 +125,10 @@ def test_a_driver_loop_remakes_the_log_and_its_ticks_restate_the_limit(log: list
             assert due is None
         else:
             assert due is not None
-            assert recorded.t < due <= recorded.t + WINDOW and due % WINDOW == 0
+            assert recorded.t < due <= recorded.t + WINDOW
+            # fixed windows open on multiples of WINDOW; restarting ones (prime-rl's) at
+            # WINDOW after the event that opened them
+            assert due % WINDOW == 0 or loop.config.admission_window == "restarting"
         assert loop.zero_output_reason() == sink.zero_output_reason(loop.sink_state)
     assert appended == log
     fold = fold_events(log).fold  # replay's own digest chain over the recorded log
@@ -112,7 +141,8 @@ def test_an_idle_smoothed_dispatcher_owes_a_tick_at_the_next_window(
     config: RunConfig, now: float, smoothing: bool
 ) -> None:
     """Before anything is dispatched the dispatcher is idle: with smoothing on the tick is
-    due at the start of the next window, with it off never; once episodes are in flight,
+    due at the start of the next window (a restarting window: a window from now, as none is open), with
+    it off never; once episodes are in flight,
     or the run has finished, no tick is owed."""
     config = attrs.evolve(config, admission_smoothing=smoothing)
     idle = dispatcher.initial_state(config)
@@ -120,7 +150,10 @@ def test_an_idle_smoothed_dispatcher_owes_a_tick_at_the_next_window(
     if not smoothing:
         assert due is None
         return
-    assert due == (int(now // WINDOW) + 1) * WINDOW
+    if config.admission_window == "fixed":
+        assert due == (int(now // WINDOW) + 1) * WINDOW
+    else:  # a restarting window counts from now, as none is open yet
+        assert due == now + WINDOW
     loop = ReactionLoop(config)
     started = RunStarted(
         t=now, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="test"
