@@ -376,7 +376,7 @@ def _train_allowance(state: DispatcherState) -> int:
 
 
 def _fill(state: DispatcherState, t: float) -> list[Event]:
-    """Use free permits, in the passes the run's rule gives (`rules.fill_passes`): in each,
+    """Use free permits, in the passes the run's rule gives (`state.rules.fill_passes`): in each,
     continue the oldest open group that owes members, else open new ones."""
     free = _free_permits(state)
     if free <= 0:

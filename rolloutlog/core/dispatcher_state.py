@@ -78,7 +78,7 @@ class DispatcherState:
 
     def gated(self) -> bool:
         """Train dispatch pauses while the trainer lags the step by more than the run's lag
-        (`target_lag`, or prime-rl's 1: `rules.lag`)."""
+        (`target_lag`, or prime-rl's 1: `state.rules.lag`)."""
         return (self.step - 1) - self.version > self.rules.lag(self.config)
 
 

@@ -404,7 +404,7 @@ def _decide_cancelled(state: SinkState, event: EpisodesCancelled) -> list[Event]
 def _decide_check(
     state: SinkState, event: BatchShipped | GroupScored | VersionPending
 ) -> list[Event]:
-    """A readiness check, where the run's rule runs one (`rules.checks_queue`): sweep what
+    """A readiness check, where the run's rule runs one (`state.rules.checks_queue`): sweep what
     it names of stale episodes (a scored group's members may be stale, with `stale_check =
     "after-curriculum"`), then cut."""
     sweep = state.rules.checks_queue(state, event)

@@ -141,9 +141,9 @@ def test_an_idle_smoothed_dispatcher_owes_a_tick_at_the_next_window(
     config: RunConfig, now: float, smoothing: bool
 ) -> None:
     """Before anything is dispatched the dispatcher is idle: with smoothing on the tick is
-    due at the start of the next window (a restarting window: a window from now, as none is open), with
-    it off never; once episodes are in flight,
-    or the run has finished, no tick is owed."""
+    due at the start of the next window (a restarting window: a window from now, as none is
+    open), with it off never; once episodes are in flight, or the run has finished, no tick
+    is owed."""
     config = attrs.evolve(config, admission_smoothing=smoothing)
     idle = dispatcher.initial_state(config)
     due = dispatcher.next_tick(idle, now)

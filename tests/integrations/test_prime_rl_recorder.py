@@ -15,7 +15,7 @@ import pytest
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
-from rolloutlog.core.presets import FIELD
+from rolloutlog.core.presets import FIELD, preset_overrides
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import EpisodeDropped, EpisodesCancelled, Event, GroupScored
 from rolloutlog.integrations import prime_rl
@@ -26,7 +26,8 @@ from rolloutlog.testing.scripted_world import ScriptedWorld
 from tests.integrations import scripted_prime_rl
 from tests.integrations.scripted_prime_rl import play
 
-# prime-rl's own preset once core.presets.FIELD has it; per-group is its staleness rule.
+# prime-rl's own preset (per-group before core.presets.FIELD had it): the stand-in replays
+# runs our deciders made under it.
 PRESET = "prime-rl" if "prime-rl" in FIELD else "per-group"
 # What prime-rl's calls can show: no failures, overload cuts, late or repeated arrivals.
 WEIGHTS = {"complete": 8, "publish": 2, "go_live": 1, "limit": 1}
@@ -44,7 +45,7 @@ def decided_log(seed: int, bound: int) -> list[Event]:
             "batch_size": 4,
             "max_off_policy_steps": bound,
             "target_lag": bound,
-            "staleness": "per-group",
+            **preset_overrides(PRESET),
         }
     )
     for attempt in range(seed * 100, seed * 100 + 100):

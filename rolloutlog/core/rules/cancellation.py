@@ -75,7 +75,7 @@ def unscheduled_kept(state: DispatcherState, group: OpenGroup) -> int:
 def unscheduled_if_stale(state: DispatcherState, group: OpenGroup) -> int:
     """prime-rl drops every open group whose members would go out stale, one with only
     unscheduled members too: the unscheduled members to cancel, if the version they would
-    carry (`rules.stamp`) is past the bound now."""
+    carry (`state.rules.stamp`) is past the bound now."""
     if not group.unscheduled or not group.train or group.frozen:
         return 0
     version = state.rules.stamp(group.start_version, state.version)
