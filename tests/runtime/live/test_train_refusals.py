@@ -220,7 +220,7 @@ def test_options_that_would_be_ignored_are_refused(
             "--set batch_size and --set run.batch_size: two values for run.batch_size",
         ),
         (["--backend", "vllm"], "--backend vllm needs --url"),
-        (["--policy", "per-batch"], "--policy: policy 'per-batch': must start with one of"),
+        (["--policy", "per-batch"], "Invalid value for --policy: policy 'per-batch': must start"),
     ],
 )
 def test_bad_settings_are_one_line(arguments: list[str], message: str, tmp_path: Path) -> None:
