@@ -6,6 +6,7 @@ from __future__ import annotations
 import attrs
 
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.curriculum import ScoredGroup, curriculum_named
 from rolloutlog.core.scoring import grpo_advantages
 
 
@@ -18,6 +19,8 @@ class GroupBook:
     train: bool
     frozen: bool
     version: int
+    env: str
+    task: str
     dispatched: int = 0
     owed_cancelled: int = 0  # unscheduled members cancelled
     inflight: dict[str, int] = attrs.Factory(dict)  # episode -> its dispatch version
@@ -58,3 +61,20 @@ class GroupBook:
         rewards = [reward for _, _, reward in fresh if reward is not None]
         advantages = list(grpo_advantages(rewards)) if self.train else []
         return [episode for _, episode, _ in fresh], advantages
+
+    def admitted_at_shutdown(self, config: RunConfig) -> bool:
+        """What the sink's curriculum says of the fresh scored members, as it asks at any
+        finalization (nothing trains after the run ended, but the verdict is recorded)."""
+        ours, advantages = self.fresh_scores()
+        if not self.train or not ours:
+            return False
+        rewards = tuple(self.arrived[e][2] for e in ours)
+        scored = ScoredGroup(
+            group_id=self.ours,
+            task_id=self.task,
+            env=self.env,
+            episode_ids=tuple(ours),
+            rewards=tuple(r for r in rewards if r is not None),
+            advantages=tuple(advantages),
+        )
+        return curriculum_named(config.curriculum)(scored)

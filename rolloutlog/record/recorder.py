@@ -129,7 +129,9 @@ class Recorder:
             ),
             ("group", key, ours),
         )
-        self._groups[ours] = GroupBook(ours, size, work == "train", frozen, self.version)
+        self._groups[ours] = GroupBook(
+            ours, size, work == "train", frozen, self.version, env=env, task=task
+        )
         return ours
 
     def dispatch(self, t: float, group: ForeignId, episode: ForeignId) -> str:
@@ -302,8 +304,9 @@ class Recorder:
 
         Everything still owed is cancelled (reason `shutdown`: in-flight and unscheduled
         members, one cancellation per group), then every group not yet scored is: arrivals
-        stale at the current step are dropped, the rest get GRPO advantages, and nothing is
-        admitted, since nothing trains after the run ended. The log then replays clean.
+        stale at the current step are dropped, the rest get GRPO advantages and the
+        curriculum's verdict, as the sink gives them (nothing ships after the run ended).
+        The log then replays clean, and conforms where the run's decisions did.
         """
         call = "finish"
         self._append(call, t, RunFinished(t=t, reason=reason))
@@ -408,7 +411,8 @@ class Recorder:
             )
             group.dropped.add(episode)
         ours, advantages = group.fresh_scores()
-        self._append_scored("finish", t, group, ours, advantages, admitted=False)
+        admitted = group.admitted_at_shutdown(self.config)
+        self._append_scored("finish", t, group, ours, advantages, admitted=admitted)
 
     def _arrive(self, ours: str, reward: float | None, tokens: int) -> None:
         group = self._episode_group[ours]

@@ -9,6 +9,8 @@ import pytest
 
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.record import Recorder, RecordError, read_foreign_ids
+from rolloutlog.replay.conformance import check_conformance
+from rolloutlog.replay.source import open_log
 from tests.record.clean import replay_problems
 
 CONFIG = {"group_size": 2, "batch_size": 2}
@@ -178,3 +180,36 @@ def test_at_shutdown_an_arrival_past_the_bound_drops_unless_staleness_is_soft(
         dropped[staleness] = [e.episode_id for e in events if e.kind == "episode_dropped"]
         assert replay_problems(path / "run.arrow") == []
     assert dropped == {"per-episode": [f"{ours(tmp_path / 'per-episode', 'a')}/0"], "soft": []}
+
+
+def _docs_run(rec: Recorder) -> None:
+    """docs/foreign-runs.md's hand-written run, through the recording API: at its end g2
+    has one fresh arrival and g3 none, so the shutdown protocol finalizes both."""
+    rec.open_group(0.01, "a", env="gsm8k", task="gsm8k/17")
+    rec.dispatch(0.02, "a", "a0")
+    rec.dispatch(0.02, "a", "a1")
+    rec.complete(1.5, "a0", reward=1.0, prompt_tokens=120, completion_tokens=310)
+    rec.open_group(1.51, "b", env="gsm8k", task="gsm8k/5")
+    rec.dispatch(1.52, "b", "b0")
+    rec.complete(2.25, "a1", reward=0.0, prompt_tokens=120, completion_tokens=505)
+    rec.dispatch(2.26, "b", "b1")
+    rec.score(2.27, "a", {"a0": 0.5, "a1": -0.5}, admitted=True)
+    rec.ship(2.28, ["a0", "a1"])
+    rec.complete(3.0, "b0", reward=1.0, prompt_tokens=98, completion_tokens=212)
+    rec.open_group(3.02, "c", env="gsm8k", task="gsm8k/40")
+    rec.dispatch(3.03, "c", "c0")
+    rec.finish(4.0, reason="done")
+
+
+@pytest.mark.parametrize(("curriculum", "admitted"), [("all", True), ("informative", False)])
+def test_the_shutdown_scoring_asks_the_curriculum_as_the_deciders_do(
+    tmp_path: Path, curriculum: str, admitted: bool
+) -> None:
+    config = {"max_inflight": 2, "curriculum": curriculum}
+    with recorder(tmp_path, **config) as rec:
+        _docs_run(rec)
+    path = tmp_path / "run.arrow"
+    scored = {e.group_id: e.admitted for e in read_log(path) if e.kind == "group_scored"}
+    assert scored == {"g1": True, "g2": admitted, "g3": False}  # g2: one member, reward 1
+    verdict = check_conformance(open_log(path), "per-episode", t_tolerance=0.05)
+    assert verdict.ok, verdict
