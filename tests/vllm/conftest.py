@@ -25,6 +25,7 @@ from typing import NoReturn
 import pytest
 
 from rolloutlog.runtime.live.client import ClientLimits, VLLMClient
+from rolloutlog.runtime.live.model import build_model, save_checkpoint
 from rolloutlog.runtime.live.session import save_initial
 from rolloutlog.runtime.live.settings import build_settings
 from rolloutlog.runtime.live.transport import StreamTransport
@@ -80,6 +81,14 @@ def vllm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The v0 checkpoint of `rolloutlog train --seed 0` (what `--save-initial` writes)."""
     _, settings = build_settings({}, seed=0)
     return save_initial(settings, 0, tmp_path_factory.mktemp("vllm") / "initial")
+
+
+@pytest.fixture(scope="session")
+def other_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint with other weights than the servers started from (seed 1, not 0)."""
+    path = tmp_path_factory.mktemp("other") / "b"
+    save_checkpoint(build_model(seed=1), path)
+    return path
 
 
 @pytest.fixture(scope="session")

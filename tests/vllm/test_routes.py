@@ -32,7 +32,7 @@ import torch
 
 from rolloutlog.runtime.live.client import VLLMClient
 from rolloutlog.runtime.live.digits import EOS_ID, task_from_id
-from rolloutlog.runtime.live.model import build_model, load_checkpoint, save_checkpoint
+from rolloutlog.runtime.live.model import load_checkpoint
 from rolloutlog.runtime.live.protocol import (
     GenerateRequest,
     Generation,
@@ -52,14 +52,6 @@ RUNNING_METRIC = re.compile(rb"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)$", 
 def request(request_id: str, max_tokens: int = 4, *, ignore_eos: bool = True) -> GenerateRequest:
     sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, seed=len(request_id))
     return GenerateRequest(request_id=request_id, token_ids=PROMPT, sampling=sampling)
-
-
-@pytest.fixture(scope="module")
-def other_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A checkpoint with other weights than the servers started from (seed 1, not 0)."""
-    path = tmp_path_factory.mktemp("other") / "b"
-    save_checkpoint(build_model(seed=1), path)
-    return path
 
 
 def torch_logprobs(weights: Path, generation: Generation) -> list[float]:

@@ -37,6 +37,7 @@ from rolloutlog.runtime.live.protocol import (
     InferenceError,
     InferenceRejected,
     InferenceUnavailable,
+    PauseMode,
 )
 
 GROUPS_REMEMBERED_MAX: Final = 65536  # affinity entries kept; the oldest are forgotten
@@ -168,11 +169,15 @@ class EndpointPool:
         )
 
     # ---- weights ---------------------------------------------------------------------
-    async def publish_weights(self, weights_path: str, version: str) -> str:
+    async def publish_weights(
+        self, weights_path: str, version: str, *, pause: PauseMode = "keep"
+    ) -> str:
         """Make `version` (a checkpoint directory) live on every endpoint in rotation.
 
         Pause in keep mode, so requests in flight freeze and finish on the new weights
-        (their `weight_versions` show both); then reload, relabel and resume. An endpoint
+        (their `weight_versions` show both), or in abort mode (`pause="abort"`, interrupt
+        mode), so they answer at once with their tokens so far (`partial`); then reload,
+        relabel and resume. An endpoint
         whose reload fails leaves rotation; if all fail, all resume on the old weights and
         `WeightReloadFailed` is raised. With no endpoint left it waits for one to come
         back (`wait_for_endpoints`), then updates it.
@@ -180,13 +185,13 @@ class EndpointPool:
         while True:
             await self._alive_or_recovered()
             try:
-                return await self._publish_once(weights_path, version)
+                return await self._publish_once(weights_path, version, pause)
             except NoEndpointsLeft:
                 if not self._may_recover():
                     raise
 
-    async def _publish_once(self, weights_path: str, version: str) -> str:
-        await self._each(self.alive(), lambda e: e.backend.pause("keep"))
+    async def _publish_once(self, weights_path: str, version: str, pause: PauseMode) -> str:
+        await self._each(self.alive(), lambda e: e.backend.pause(pause))
         self._require_alive()  # every endpoint failed to pause: lost, not a reload failure
         failures = await self._each(
             self.alive(), lambda e: e.backend.reload_weights(weights_path), lose=False

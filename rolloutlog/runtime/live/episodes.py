@@ -39,21 +39,27 @@ SEED_MASK: Final = (1 << 63) - 1  # vLLM and the CPU server take seeds that fit 
 
 @attrs.frozen(kw_only=True)
 class TrainSample:
-    """One episode as the trainer needs it; `inference_logprobs` has one entry per token."""
+    """One episode as the trainer needs it; `inference_logprobs` has one entry per token,
+    each from the weights that sampled it. `gradient_mask` (None: every token) says which
+    tokens carry gradient, when tokens of old versions are masked (`partial.gradient_mask`)."""
 
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
     inference_logprobs: tuple[float, ...]
     advantage: float
+    gradient_mask: tuple[bool, ...] | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.prompt_ids or not self.completion_ids:
             raise ValueError("a train sample needs a prompt and at least one completion token")
-        if len(self.inference_logprobs) != len(self.completion_ids):
-            raise ValueError(
-                f"{len(self.inference_logprobs)} inference logprobs for "
-                f"{len(self.completion_ids)} completion tokens"
-            )
+        for name, values in (
+            ("inference logprobs", self.inference_logprobs),
+            ("gradient mask entries", self.gradient_mask),
+        ):
+            if values is not None and len(values) != len(self.completion_ids):
+                raise ValueError(
+                    f"{len(values)} {name} for {len(self.completion_ids)} completion tokens"
+                )
 
 
 class BookError(RuntimeError):

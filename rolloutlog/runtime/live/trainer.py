@@ -21,6 +21,8 @@ with r = ratio above, taken from the behaviour logprobs inference returned:
 - `mask`: the clipped surrogate, but a token whose r lies outside the band
   [low, high] (`is_band_low`, `is_band_high`, both ends inclusive: a token at exactly
   `low` trains) carries no gradient, as IcePop and MIS do; it stays in the token mean.
+A sample's `gradient_mask` (tokens of versions past the bound, in interrupt mode) removes
+its masked tokens from both terms, policy and entropy; they too stay in the token mean.
 Each step publishes version `k` to the broadcast directory and returns it; the runtime then
 announces it (`version_pending`) and makes it live.
 """
@@ -81,6 +83,7 @@ class _Batch:
     mask: torch.Tensor  # [B, L-1] 1 where position p predicts a completion token
     old_logprobs: torch.Tensor  # [B, L-1] inference logprobs at those positions
     advantages: torch.Tensor  # [B]
+    gradient: torch.Tensor  # [B, L-1] 1 where a completion token carries gradient
 
 
 def _collate(samples: Sequence[TrainSample]) -> _Batch:
@@ -88,14 +91,17 @@ def _collate(samples: Sequence[TrainSample]) -> _Batch:
     tokens = torch.full((len(samples), length), PAD_ID, dtype=torch.long)
     mask = torch.zeros(len(samples), length - 1)
     old = torch.zeros(len(samples), length - 1)
+    gradient = torch.zeros(len(samples), length - 1)
     for row, sample in enumerate(samples):
         sequence = sample.prompt_ids + sample.completion_ids
         tokens[row, : len(sequence)] = torch.tensor(sequence)
         start, end = len(sample.prompt_ids) - 1, len(sequence) - 1
         mask[row, start:end] = 1.0
         old[row, start:end] = torch.tensor(sample.inference_logprobs)
+        carries = sample.gradient_mask
+        gradient[row, start:end] = 1.0 if carries is None else torch.tensor(carries).float()
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-    return _Batch(tokens, mask, old, advantages)
+    return _Batch(tokens, mask, old, advantages, gradient)
 
 
 def surrogate(
@@ -187,9 +193,9 @@ class GRPOTrainer:
             logprobs, batch.old_logprobs, batch.advantages, batch.mask, self.config
         )
         epsilon = self.config.clip_epsilon
-        tokens = batch.mask.sum()
-        policy_loss = -(objective * batch.mask).sum() / tokens
-        mean_entropy = (entropy * batch.mask).sum() / tokens
+        tokens = batch.mask.sum()  # masked tokens (`gradient` 0) stay in the token mean
+        policy_loss = -(objective * batch.gradient).sum() / tokens
+        mean_entropy = (entropy * batch.gradient).sum() / tokens
         loss = policy_loss - self.config.entropy_coefficient * mean_entropy
         clipped = ((ratio - 1).abs() > epsilon).float() * batch.mask
         parts = {

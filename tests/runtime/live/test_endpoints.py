@@ -71,9 +71,13 @@ def test_groups_stay_together_and_new_groups_go_to_the_least_loaded(checkpoints,
     assert after == [set(), set()]
 
 
+@pytest.mark.parametrize("pause", ["keep", "abort"])
 def test_weights_fan_out_and_go_live_only_when_every_endpoint_has_them(
-    checkpoints, contract_client
+    checkpoints, contract_client, pause
 ):
+    """Keep mode: requests in flight finish on both versions. Abort mode (interrupt): they
+    answer `abort` at the pause, their tokens so far all from the old weights."""
+
     async def scenario(servers):
         pool = EndpointPool([contract_client(s.url) for s in servers])
         try:
@@ -84,7 +88,7 @@ def test_weights_fan_out_and_go_live_only_when_every_endpoint_has_them(
             await wait_until(
                 lambda: min(s.engine.tokens_total for s in servers) >= 5, "5 tokens on each"
             )
-            live = await pool.publish_weights(str(checkpoints["b"]), "v1")
+            live = await pool.publish_weights(str(checkpoints["b"]), "v1", pause=pause)
             labels = [await e.backend.weight_version() for e in pool.endpoints]
             paused = [await e.backend.is_paused() for e in pool.endpoints]
             return live, labels, paused, await asyncio.gather(*tasks)
@@ -95,7 +99,11 @@ def test_weights_fan_out_and_go_live_only_when_every_endpoint_has_them(
         live, labels, paused, results = run(scenario(servers))
     assert live == "v1" and labels == ["v1", "v1"] and paused == [False, False]
     for result in results:
-        assert [span.version for span in result.weight_versions] == ["default", "v1"]
+        if pause == "keep":
+            assert [span.version for span in result.weight_versions] == ["default", "v1"]
+        else:
+            assert result.finish_reason == "abort" and 5 <= len(result.token_ids) < 40
+            assert [span.version for span in result.weight_versions] == ["default"]
 
 
 def test_a_reload_that_fails_everywhere_raises_and_inference_resumes(

@@ -75,6 +75,24 @@ def test_wait_mode_returns_once_in_flight_requests_have_finished(engine):
     engine.resume()
 
 
+@pytest.mark.parametrize("mode", ["abort", "wait"])
+def test_as_vllm_032_a_request_sent_while_paused_is_held_until_resume(mode):
+    """`queue_when_paused`: held, not rejected; not stepped while paused, and not aborted by
+    a later abort-mode pause (that pause aborts only what runs)."""
+    engine = Engine(build_model(seed=0), min_step_s=0.01, queue_when_paused=True).start()
+    try:
+        engine.pause(mode)
+        held = engine.submit("held", PROMPT, SamplingSpec(max_tokens=3, ignore_eos=True))
+        engine.pause("abort")
+        with engine._cond:
+            assert not engine._stepping and not held.done.is_set() and held.output == []
+        assert engine.unfinished == 1
+        engine.resume()
+        assert held.done.wait(10) and held.finish_reason == "length" and len(held.output) == 3
+    finally:
+        engine.stop()
+
+
 def test_abort_while_paused_in_keep_mode_finishes_at_once(engine):
     engine.pause("keep")
     queued = engine.submit("queued", PROMPT, LONG)

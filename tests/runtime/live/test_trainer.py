@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 import torch
 
@@ -117,6 +118,30 @@ def test_mask_drops_the_tokens_outside_the_band_and_keeps_both_ends():
     plain, none_corrected = _gradient(differences, [1.0, -1.0], TrainerConfig())
     assert plain[0, 1] != 0.0 and plain[1, 1] != 0.0
     assert none_corrected.sum() == 0.0
+
+
+def _gradients(trainer: GRPOTrainer, samples: list[TrainSample]) -> list[torch.Tensor]:
+    trainer.model.zero_grad(set_to_none=False)
+    loss, _ = trainer.loss(samples)
+    loss.backward()  # type: ignore[no-untyped-call]
+    return [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
+
+
+def test_tokens_outside_the_gradient_mask_carry_no_gradient_but_stay_in_the_mean(tmp_path):
+    """A fully masked sample adds nothing to the gradient, only its tokens to the mean;
+    a partly masked one trains on its unmasked tokens only."""
+    trainer = GRPOTrainer(build_model(seed=0), WeightBroadcast(tmp_path))
+    kept, other = _fixed_batch()[:2]
+    masked = attrs.evolve(other, gradient_mask=(False,) * len(other.completion_ids))
+    alone, together = _gradients(trainer, [kept]), _gradients(trainer, [kept, masked])
+    share = len(kept.completion_ids) / (len(kept.completion_ids) + len(other.completion_ids))
+    for a, b in zip(alone, together, strict=True):
+        assert torch.allclose(b, a * share, atol=1e-6)
+    half = (True,) * 2 + (False,) * (len(other.completion_ids) - 2)
+    partly = _gradients(trainer, [kept, attrs.evolve(other, gradient_mask=half)])
+    assert any(not torch.allclose(p, t, atol=1e-6) for p, t in zip(partly, together, strict=True))
+    with pytest.raises(ValueError, match="gradient mask entries"):
+        attrs.evolve(other, gradient_mask=(True,))
 
 
 def test_each_step_publishes_a_ready_checkpoint_that_inference_can_load(tmp_path):

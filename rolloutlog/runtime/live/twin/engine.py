@@ -11,6 +11,10 @@ Choices, and why:
 - Pause modes mirror vLLM's scheduler: `keep` freezes in-flight requests and queues new
   ones; `abort` finishes them with `finish_reason="abort"` and rejects new ones; `wait`
   rejects new ones and lets in-flight ones finish. A pause returns only at a step boundary.
+  An aborted request answers with the tokens it had (an interrupted request's partial
+  output), and a request whose prompt is another's prompt plus those tokens continues it.
+- `queue_when_paused=True` imitates vLLM 0.32 (the CPU build CI runs): a request sent
+  during an `abort` or `wait` pause is held, not rejected, and joins the batch at resume.
 - A weight reload swaps tensors between steps and does not touch the version label; the
   label changes only through `set_weight_version` (`/update_weight_version`), as in vLLM.
 - Every limit is explicit: `max_batch` requests per step, `max_waiting` requests queued.
@@ -107,6 +111,7 @@ class Engine:
         max_waiting: int = 4096,
         seed: int = 0,
         min_step_s: float = 0.0,
+        queue_when_paused: bool = False,
     ) -> None:
         self.model = model.eval()
         self.max_model_len = model.config.max_position_embeddings
@@ -119,6 +124,8 @@ class Engine:
         self._cond = threading.Condition()
         self._model_lock = threading.Lock()
         self._active: list[EngineRequest] = []
+        self._held: list[EngineRequest] = []  # sent during an abort/wait pause (0.32)
+        self.queue_when_paused = queue_when_paused
         self._pause_mode: PauseMode | None = None
         self._stepping = False
         self._stopping = False
@@ -140,9 +147,10 @@ class Engine:
         if self._thread.is_alive():
             self._thread.join(timeout_s)
         with self._cond:
-            for request in self._active:
+            for request in self._active + self._held:
                 self._finish(request, "abort")
             self._active.clear()
+            self._held.clear()
 
     @property
     def alive(self) -> bool:
@@ -152,7 +160,7 @@ class Engine:
     def unfinished(self) -> int:
         """Requests queued or running (not yet finished)."""
         with self._cond:
-            return len(self._active)
+            return len(self._active) + len(self._held)
 
     # ---- requests --------------------------------------------------------------------
     def submit(self, external_id: str, prompt: list[int], spec: SamplingSpec) -> EngineRequest:
@@ -163,11 +171,12 @@ class Engine:
         generator = None if greedy else torch.Generator().manual_seed(seed)
         request = EngineRequest(external_id, list(prompt), spec, max_tokens, generator)
         with self._cond:
-            if self._pause_mode in ("abort", "wait"):
+            held = self._pause_mode in ("abort", "wait")
+            if held and not self.queue_when_paused:
                 raise EnginePausedError("Generation is paused. Please retry after it resumes.")
-            if len(self._active) >= self.max_waiting:
+            if len(self._active) + len(self._held) >= self.max_waiting:
                 raise EngineOverloadedError(f"more than {self.max_waiting} requests queued")
-            self._active.append(request)
+            (self._held if held else self._active).append(request)
             self._cond.notify_all()
         return request
 
@@ -200,12 +209,14 @@ class Engine:
         """Abort the requests with these ids (all when `None`); unknown ids are ignored."""
         with self._cond:
             wanted = None if external_ids is None else set(external_ids)
-            hits = [r for r in self._active if wanted is None or r.external_id in wanted]
+            pool = self._active + self._held
+            hits = [r for r in pool if wanted is None or r.external_id in wanted]
             for request in hits:
                 request.abort_requested = True
                 if not request.in_step:
                     self._finish(request, "abort")
             self._active = [r for r in self._active if not r.done.is_set()]
+            self._held = [r for r in self._held if not r.done.is_set()]
             self._cond.notify_all()
             return len(hits)
 
@@ -217,7 +228,9 @@ class Engine:
             self._pause_mode = mode
             self._cond.notify_all()
         if mode == "abort":
-            self.abort(None)
+            with self._cond:
+                running = [r.external_id for r in self._active]
+            self.abort(running)
         with self._cond:
             settled = self._cond.wait_for(
                 lambda: not self._stepping and (mode != "wait" or not self._active), timeout_s
@@ -228,6 +241,8 @@ class Engine:
     def resume(self) -> None:
         with self._cond:
             self._pause_mode = None
+            self._active.extend(self._held)
+            self._held.clear()
             self._cond.notify_all()
 
     @property

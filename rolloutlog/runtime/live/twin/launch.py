@@ -37,14 +37,17 @@ def serve_in_thread(
     max_batch: int = 256,
     min_step_s: float = 0.0,
     keepalive_s: float = DEFAULT_KEEPALIVE_S,
+    queue_when_paused: bool = False,
 ) -> InferenceServer:
-    """A started in-process server on a free loopback port; call `stop()` when done."""
+    """A started in-process server on a free loopback port; call `stop()` when done.
+    `queue_when_paused` imitates vLLM 0.32 (see `engine`)."""
     engine = Engine(
         load_checkpoint(weights_dir),
         weights_dir=weights_dir,
         max_batch=max_batch,
         seed=seed,
         min_step_s=min_step_s,
+        queue_when_paused=queue_when_paused,
     )
     return InferenceServer(engine, keepalive_s=keepalive_s).start()
 
