@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
+from rolloutlog.core.account_budget import BudgetChecks
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
 from rolloutlog.core.account_properties import (
@@ -78,7 +79,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks):
+class Account(RestartChecks, RequeueChecks, BudgetChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -222,6 +223,7 @@ class Account(RestartChecks, RequeueChecks):
         )
         if work == "train":
             self._requeue_opened(seq, group_id, task)
+            self._budget_opened(seq)
         return None
 
     def on_dispatched(

@@ -65,6 +65,23 @@ def test_the_reference_model_agrees_on_areal_admission(log: list[Event]) -> None
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
+VERL = st.one_of(
+    run_configs(staleness="soft", admission="verl"),
+    st.integers(16, 200).flatmap(
+        lambda tokens: run_configs(
+            staleness="soft", admission="verl", batch_size=None, token_batch_size=tokens
+        )
+    ),
+)
+
+
+@given(world_logs(VERL, checked=False))
+def test_the_reference_model_agrees_on_verl_admission(log: list[Event]) -> None:
+    """verl's sample budget per weight sync, counted in groups and restarted at each
+    `version_pending` at what is outstanding: worlds of its own, as areal's."""
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
 EVAL_HEAVY = st.integers(1, 4).flatmap(
     lambda size: run_configs(
         eval_interval=1, group_size=size, max_inflight=4 * size, batch_size=1, token_batch_size=None

@@ -84,6 +84,8 @@ class TrainLedger:
     arrivals: int = 0
     owed: int = 0  # members open train groups still owe (AReaL admission)
     accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
+    window_groups: int = 0  # train groups counted in this sync window (verl admission)
+    queued_groups: dict[str, int] = attrs.Factory(dict)  # group -> episodes queued (verl)
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""

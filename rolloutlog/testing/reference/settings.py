@@ -44,6 +44,7 @@ class Settings:
     overload_count: str = "owed"
     admission_window: str = "fixed"
     eval_first: bool = False
+    staleness_threshold: float = 0.1  # verl admission's θ
 
     @property
     def lag(self) -> int:
