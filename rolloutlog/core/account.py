@@ -91,8 +91,10 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks):
         self.raise_on_violation = raise_on_violation
         self.violations: list[str] = []
         self.bound: int = config.max_off_policy_steps
-        # prime-rl's gate and hold allow a lag of one whatever the bound (`gate_lag`)
-        self.target_lag: int = 1 if config.gate_lag == "one" else config.target_lag
+        # prime-rl's gate and hold allow a lag of one whatever the bound (`gate_lag`); a
+        # version every K batches (`updates_per_sync`) adds the sync interval, K − 1
+        lag = 1 if config.gate_lag == "one" else config.target_lag
+        self.target_lag: int = lag + config.updates_per_sync - 1
         self.group_size: int = config.group_size
         self.batch_size: int | None = config.batch_size
         self.config = config

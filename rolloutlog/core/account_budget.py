@@ -2,10 +2,11 @@
 
 Under `admission = "verl"` a train group opens only while the train groups counted in the
 current sync window stay under `int(max(1, batch_size // G) × (1 + θ) × K)`, unless no
-train group is open (the liveness exception). The account keeps its own window count: one
-per train group opened, restarted at each `version_pending` at the train groups it then
-holds open (opened, not yet scored) and those with an episode in its own queue. It reads
-nothing of the dispatcher's ledger. Kept with episode batches only
+train group is open, no sync is owed (no K-th batch shipped whose version is unannounced)
+and the queue holds less than a batch (the liveness exception). The account keeps its own
+window count: one per train group opened, restarted at each `version_pending` at the
+train groups it then holds open (opened, not yet scored) and those with an episode in its
+own queue. It reads nothing of the dispatcher's ledger. Kept with episode batches only
 (`core.account_properties.VERL_BUDGET`).
 """
 
@@ -26,8 +27,11 @@ class _Books(Protocol):
     groups: dict[str, Group]
     queue: dict[str, tuple[int, bool, int]]
     budget_window: int
+    version: int
 
     def _fail(self, seq: int, kind: str, problem: str) -> None: ...
+
+    def shipped(self) -> int: ...
 
 
 class BudgetChecks:
@@ -42,9 +46,12 @@ class BudgetChecks:
             return
         config = self.config
         groups_per_batch = max(1, (config.batch_size or 0) // config.group_size)
-        budget = int(groups_per_batch * (1 + config.staleness_threshold))
+        budget = int(groups_per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
         others = sum(group.train for group in self.groups.values()) - 1
-        if others and self.budget_window >= budget:
+        shipped, k = self.shipped(), config.updates_per_sync
+        owed = (shipped // k) * k > self.version  # a sync is coming
+        full = len(self.queue) >= (config.batch_size or 0)  # a batch is coming
+        if (others or owed or full) and self.budget_window >= budget:
             problem = f"{self.budget_window} groups counted this sync window, of {budget}"
             self._fail(seq, "group_opened", f"verl admission: {problem}")
         self.budget_window += 1

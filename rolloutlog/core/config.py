@@ -115,8 +115,11 @@ class RunConfig:
         "fixed", None, "smoothing windows: fixed 5 s slots, or restarting at the first event"
     )
     eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
+    updates_per_sync: int = checked(
+        1, at_least(1), "K: trainer updates per weight sync (version_pending after every K-th)"
+    )
     staleness_threshold: float = checked(
-        0.1, at_least(0.0), "verl admission: θ, a sync window opens R·(1+θ) train groups"
+        0.1, at_least(0.0), "verl admission: θ, a sync window opens R·(1+θ)·K train groups"
     )
 
     def startup_problems(self) -> list[str]:
@@ -183,6 +186,7 @@ FIELD_RULE_KEYS = (
     "admission_window",
     "eval_first",
     "staleness_threshold",
+    "updates_per_sync",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

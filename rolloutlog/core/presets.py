@@ -234,7 +234,12 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "{fully_async_rollouter,message_queue}.py (_should_pause_generation, "
             "reset_staleness, MessageQueue.put_sample)"
         ),
-        keys={"staleness": "soft", "admission": "verl", "staleness_threshold": 0.1},
+        keys={
+            "staleness": "soft",
+            "admission": "verl",
+            "staleness_threshold": 0.1,  # its yaml's defaults: θ, and K below
+            "updates_per_sync": 4,  # trigger_parameter_sync_step
+        },
     ),
 }
 FIELD_SET = "field"

@@ -59,6 +59,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "admission_window": draw(st.sampled_from(["fixed", "restarting"])),
         "eval_first": draw(st.booleans()),
         "staleness_threshold": draw(st.sampled_from([0.0, 0.1, 0.5, 1.0])),
+        "updates_per_sync": draw(st.sampled_from([1, 1, 1, 2, 3])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))

@@ -160,6 +160,7 @@ FIELD_RULES_OFF = {
     "admission_window": "fixed",
     "eval_first": False,
     "staleness_threshold": 0.1,  # verl admission's θ: read only under admission = "verl"
+    "updates_per_sync": 1,
 }
 
 

@@ -14,6 +14,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import DISPATCHER
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import EpisodeDispatched, Event
@@ -48,14 +49,19 @@ def test_the_reference_model_agrees_on_capacity_under_token_batches(log: list[Ev
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
-AREAL = st.one_of(
-    run_configs(staleness="soft", admission="areal"),
-    st.integers(16, 200).flatmap(
-        lambda tokens: run_configs(
-            staleness="soft", admission="areal", batch_size=None, token_batch_size=tokens
-        )
-    ),
-)
+def soft_admission(admission: str) -> st.SearchStrategy[RunConfig]:
+    """Soft staleness under `admission`, with episode batches or token batches."""
+    return st.one_of(
+        run_configs(staleness="soft", admission=admission),
+        st.integers(16, 200).flatmap(
+            lambda tokens: run_configs(
+                staleness="soft", admission=admission, batch_size=None, token_batch_size=tokens
+            )
+        ),
+    )
+
+
+AREAL = soft_admission("areal")
 
 
 @given(world_logs(AREAL, checked=False))
@@ -65,14 +71,7 @@ def test_the_reference_model_agrees_on_areal_admission(log: list[Event]) -> None
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
-VERL = st.one_of(
-    run_configs(staleness="soft", admission="verl"),
-    st.integers(16, 200).flatmap(
-        lambda tokens: run_configs(
-            staleness="soft", admission="verl", batch_size=None, token_batch_size=tokens
-        )
-    ),
-)
+VERL = soft_admission("verl")
 
 
 @given(world_logs(VERL, checked=False))

@@ -13,9 +13,10 @@ here a new train group opens only while
 
 with `B // G` the groups a batch takes, `window groups` the train groups opened since the
 last `version_pending` plus, at it, those then open (not yet scored) and those with an
-episode in the sink's queue. Until several trainer updates per sync exist, `K = 1`. The
+episode in the sink's queue, and `K = updates_per_sync` (a version every K batches). The
 members an open group still owes are always allowed (verl submits a sample whole), and
-with no train group open one may always open: rolloutlog's liveness exception (verl would
+with no train group open, no sync owed (every K-th batch shipped is announced) and less
+than a batch queued, one may always open: rolloutlog's liveness exception (verl would
 wait for a sync that a batch short of pruned or failed members never brings).
 """
 
@@ -35,9 +36,15 @@ from rolloutlog.events.types import (
 
 def sync_budget(config: RunConfig, per_batch: int) -> int:
     """verl's `max_required_samples`, in groups: `int(R × (1 + θ) × K)` with `R` the groups
-    one batch of `per_batch` episodes takes (at least one) and `K = 1`."""
+    one batch of `per_batch` episodes takes (at least one), `K = updates_per_sync`."""
     batch_groups = max(1, per_batch // config.group_size)
-    return int(batch_groups * (1 + config.staleness_threshold))
+    return int(batch_groups * (1 + config.staleness_threshold) * config.updates_per_sync)
+
+
+def sync_owed(config: RunConfig, shipped: int, version: int) -> bool:
+    """A sync is coming: the trainer has a K-th batch (`K = updates_per_sync`) shipped whose
+    version is not announced yet."""
+    return shipped - shipped % config.updates_per_sync > version
 
 
 def budget_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
@@ -48,7 +55,8 @@ def budget_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | N
     if per_batch is None:
         return None
     room = sync_budget(config, per_batch) - ledger.window_groups
-    if not ledger.unscored:
+    coming = sync_owed(config, ledger.batches, version) or ledger.queued >= per_batch
+    if not ledger.unscored and not coming:
         room = max(room, 1)  # liveness, see the module docstring
     return ledger.owed + max(0, room) * config.group_size
 

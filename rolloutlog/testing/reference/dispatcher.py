@@ -250,9 +250,10 @@ def _areal_room(record: Record, per_batch: int) -> int:
 def _verl_room(record: Record, per_batch: int) -> int:
     """verl's rule, by groups: since the last weight sync (`version_pending`), the train
     groups opened, and those outstanding at the sync (opened and not yet scored, or with an
-    admitted episode neither shipped nor dropped yet), count against `int(R × (1 + θ))`,
+    admitted episode neither shipped nor dropped yet), count against `int(R × (1 + θ) × K)`,
     `R = per_batch // G` (at least one). A new group may open while the count is under it;
-    one always may when no train group is open. What open groups still owe may go out."""
+    one always may when no train group is open, no K-th batch awaits its version and the
+    queue holds less than a batch. What open groups still owe may go out."""
     settings = record.config
     syncs = [n for n, e in enumerate(record.history) if e.kind == "version_pending"]
     since = syncs[-1] if syncs else -1
@@ -261,9 +262,12 @@ def _verl_room(record: Record, per_batch: int) -> int:
     )
     if since >= 0:
         counted += len(_outstanding_at(record.history[: since + 1]))
-    budget = int(max(1, per_batch // settings.group_size) * (1 + settings.staleness_threshold))
+    groups_per_batch = max(1, per_batch // settings.group_size)
+    budget = int(groups_per_batch * (1 + settings.staleness_threshold) * settings.updates_per_sync)
     running = [g for g in record.groups.values() if g.train and not g.scored]
-    may_open = budget - counted if running else max(budget - counted, 1)
+    k = settings.updates_per_sync
+    sync_coming = record.batches // k * k > record.version or len(record.queue()) >= per_batch
+    may_open = budget - counted if running or sync_coming else max(budget - counted, 1)
     owed = sum(g.unscheduled() for g in running)
     return owed + max(0, may_open) * settings.group_size
 
