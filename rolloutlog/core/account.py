@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
+from rolloutlog.core.account_budget import BudgetChecks
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
 from rolloutlog.core.account_properties import (
@@ -78,7 +79,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks):
+class Account(RestartChecks, RequeueChecks, BudgetChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -90,8 +91,10 @@ class Account(RestartChecks, RequeueChecks):
         self.raise_on_violation = raise_on_violation
         self.violations: list[str] = []
         self.bound: int = config.max_off_policy_steps
-        # prime-rl's gate and hold allow a lag of one whatever the bound (`gate_lag`)
-        self.target_lag: int = 1 if config.gate_lag == "one" else config.target_lag
+        # prime-rl's gate and hold allow a lag of one whatever the bound (`gate_lag`); a
+        # version every K batches (`updates_per_sync`) adds the sync interval, K − 1
+        lag = 1 if config.gate_lag == "one" else config.target_lag
+        self.target_lag: int = lag + config.updates_per_sync - 1
         self.group_size: int = config.group_size
         self.batch_size: int | None = config.batch_size
         self.config = config
@@ -222,6 +225,7 @@ class Account(RestartChecks, RequeueChecks):
         )
         if work == "train":
             self._requeue_opened(seq, group_id, task)
+            self._budget_opened(seq)
         return None
 
     def on_dispatched(

@@ -21,6 +21,7 @@ HARD_BOUND: Final = "hard-bound"  # nothing trains past max_off_policy_steps
 NO_STALE_IN_FLIGHT: Final = "no-stale-in-flight"  # a version update leaves no stale in flight
 CAPACITY: Final = "capacity"  # capacity admission's horizon, in episodes
 AREAL_ADMISSION: Final = "areal-admission"  # AReaL's get_capacity, in groups
+VERL_BUDGET: Final = "verl-budget"  # verl's sample budget per weight sync, in groups
 
 
 def kept_properties(config: RunConfig) -> frozenset[str]:
@@ -38,6 +39,8 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
         kept.add(CAPACITY)
     if config.batch_size is not None and config.admission == "areal":
         kept.add(AREAL_ADMISSION)
+    if config.batch_size is not None and config.admission == "verl":
+        kept.add(VERL_BUDGET)
     return frozenset(kept)
 
 

@@ -31,6 +31,8 @@ class _Books(Protocol):
 
     def _moved(self) -> None: ...
 
+    def _budget_synced(self) -> None: ...
+
 
 class RestartChecks:
     """`Account`'s `on_version_pending` and `on_resumed`, and the restart's own checks of
@@ -53,6 +55,7 @@ class RestartChecks:
         self.version = version
         self.publish_step = self.step
         self._moved()
+        self._budget_synced()
 
     def on_resumed(self: _Books, seq: int, episode_ids: Sequence[str], version: int) -> None:
         """A restart names exactly what was outstanding, after the last announced version

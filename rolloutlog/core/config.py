@@ -21,7 +21,7 @@ import attrs
 from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
-AdmissionPolicy = Literal["none", "capacity", "areal"]
+AdmissionPolicy = Literal["none", "capacity", "areal", "verl"]
 BatchOrder = Literal["fifo", "oldest-first"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
 GateLag = Literal["target-lag", "one"]
@@ -88,7 +88,10 @@ class RunConfig:
     curriculum: str = checked("all", known_curriculum, "group admission rule (core.curriculum)")
     zero_output_batches: int = checked(10, at_least(1), "stop after N batches of nothing admitted")
     admission: AdmissionPolicy = checked(
-        "none", None, "capacity: cap train work ahead of trainer; areal: AReaL's, in groups"
+        "none",
+        None,
+        "capacity: cap train work ahead of trainer; areal: AReaL's, in groups; "
+        "verl: a sample budget per weight sync",
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
@@ -112,6 +115,12 @@ class RunConfig:
         "fixed", None, "smoothing windows: fixed 5 s slots, or restarting at the first event"
     )
     eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
+    updates_per_sync: int = checked(
+        1, at_least(1), "K: trainer updates per weight sync (version_pending after every K-th)"
+    )
+    staleness_threshold: float = checked(
+        0.1, at_least(0.0), "verl admission: θ, a sync window opens R·(1+θ)·K train groups"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -176,6 +185,8 @@ FIELD_RULE_KEYS = (
     "overload_count",
     "admission_window",
     "eval_first",
+    "staleness_threshold",
+    "updates_per_sync",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

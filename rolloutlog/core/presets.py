@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from rolloutlog.core.config import FIELD_RULE_DEFAULTS, ConfigError, RunConfig
-from rolloutlog.core.rules import acceptance, admission, cancellation, composition
+from rolloutlog.core.rules import acceptance, admission, admission_budget, cancellation, composition
 from rolloutlog.core.rules.acceptance import Sweep
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.composition import BatchOrder
@@ -96,6 +96,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "areal": {
             "allowance": admission.areal_left,
             "follow_ledger": admission.evolve_group_ledger,
+        },
+        "verl": {
+            "allowance": admission_budget.budget_left,
+            "follow_ledger": admission_budget.evolve_budget_ledger,
         },
     },
     "admission_smoothing": {
@@ -223,6 +227,19 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "over slime/rollout/fully_async_rollout.py"
         ),
         keys={"staleness": "per-group", "requeue": "at-completion"},
+    ),
+    "verl-fully-async": FieldPreset(
+        source=(
+            "verl-project/verl@1dda039 verl/experimental/fully_async_policy/"
+            "{fully_async_rollouter,message_queue}.py (_should_pause_generation, "
+            "reset_staleness, MessageQueue.put_sample)"
+        ),
+        keys={
+            "staleness": "soft",
+            "admission": "verl",
+            "staleness_threshold": 0.1,  # its yaml's defaults: θ, and K below
+            "updates_per_sync": 4,  # trigger_parameter_sync_step
+        },
     ),
 }
 FIELD_SET = "field"

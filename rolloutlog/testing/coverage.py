@@ -22,6 +22,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "delayed_live": ("another world event between version_pending and its version_live", 0.05),
     "admission_smoothing": ("admission smoothing is on", 0.05),
     "requeue": ("a group discarded for requeue, its task opened again as a new group", 0.10),
+    "verl_carry": ("a verl sync window restarts counting train groups open or queued", 0.02),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -47,6 +48,8 @@ def features(log: Sequence[Event]) -> set[str]:
     finished = False
     live_owed: int | None = None
     requeue_owed = False
+    outstanding: set[str] = set()  # train groups opened, not yet scored
+    queued: set[str] = set()  # admitted episodes not yet shipped or dropped
     for event in log:
         e: Any = event
         kind = event.kind
@@ -60,6 +63,8 @@ def features(log: Sequence[Event]) -> set[str]:
             groups[e.group_id] = (e.work == "train" and not e.frozen, {})
             if requeue_owed and e.work == "train":
                 found.add("requeue")
+            if e.work == "train":
+                outstanding.add(e.group_id)
         elif kind == "episode_dispatched":
             groups[e.group_id][1][e.episode_id] = e.policy_version
         elif kind in ("episode_completed", "episode_failed"):
@@ -84,16 +89,22 @@ def features(log: Sequence[Event]) -> set[str]:
             live_owed = e.version
             if _mixed(groups, step, config.get("max_off_policy_steps", 0)):
                 found.add("pending_mixed")
+            if config.get("admission") == "verl" and (outstanding or queued):
+                found.add("verl_carry")
         elif kind == "version_live":
             live_owed = None
         elif kind == "group_scored":
+            outstanding.discard(e.group_id)
+            queued.update(e.episode_ids if e.admitted else ())
             if e.group_id in stale_cancelled and e.episode_ids:
                 found.add("partial_after_stale")
         elif kind == "episode_dropped":
             found.add("stale_drop")
+            queued.discard(e.episode_id)
             requeue_owed = requeue_owed or e.reason == "requeue"
         elif kind == "batch_shipped":
             step, batches = e.step + 1, batches + 1
+            queued.difference_update(e.episode_ids)
         elif kind == "run_finished":
             finished = True
         elif kind == "run_resumed":

@@ -159,6 +159,8 @@ FIELD_RULES_OFF = {
     "overload_count": "owed",
     "admission_window": "fixed",
     "eval_first": False,
+    "staleness_threshold": 0.1,  # verl admission's θ: read only under admission = "verl"
+    "updates_per_sync": 1,
 }
 
 

@@ -14,6 +14,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import DISPATCHER
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import EpisodeDispatched, Event
@@ -48,20 +49,35 @@ def test_the_reference_model_agrees_on_capacity_under_token_batches(log: list[Ev
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
-AREAL = st.one_of(
-    run_configs(staleness="soft", admission="areal"),
-    st.integers(16, 200).flatmap(
-        lambda tokens: run_configs(
-            staleness="soft", admission="areal", batch_size=None, token_batch_size=tokens
-        )
-    ),
-)
+def soft_admission(admission: str) -> st.SearchStrategy[RunConfig]:
+    """Soft staleness under `admission`, with episode batches or token batches."""
+    return st.one_of(
+        run_configs(staleness="soft", admission=admission),
+        st.integers(16, 200).flatmap(
+            lambda tokens: run_configs(
+                staleness="soft", admission=admission, batch_size=None, token_batch_size=tokens
+            )
+        ),
+    )
+
+
+AREAL = soft_admission("areal")
 
 
 @given(world_logs(AREAL, checked=False))
 def test_the_reference_model_agrees_on_areal_admission(log: list[Event]) -> None:
     """AReaL's admission counted in groups, and soft staleness (nothing cancelled or dropped
     for its age): a ninth of `run_configs`' draws, so it gets worlds of its own."""
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
+VERL = soft_admission("verl")
+
+
+@given(world_logs(VERL, checked=False))
+def test_the_reference_model_agrees_on_verl_admission(log: list[Event]) -> None:
+    """verl's sample budget per weight sync, counted in groups and restarted at each
+    `version_pending` at what is outstanding: worlds of its own, as areal's."""
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 

@@ -84,6 +84,8 @@ class TrainLedger:
     arrivals: int = 0
     owed: int = 0  # members open train groups still owe (AReaL admission)
     accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
+    window_groups: int = 0  # train groups counted in this sync window (verl admission)
+    queued_groups: dict[str, int] = attrs.Factory(dict)  # group -> episodes queued (verl)
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
@@ -308,14 +310,16 @@ def evals_first(state: DispatcherState) -> tuple[Work | None, ...]:
 
 
 def configured_lag(config: RunConfig) -> int:
-    """The run's `target_lag` (at most `max_off_policy_steps`, `RunConfig.startup_problems`)."""
-    return config.target_lag
+    """The run's `target_lag` (at most `max_off_policy_steps`, `RunConfig.startup_problems`),
+    and the sync interval: with `updates_per_sync = K` a version comes every K batches."""
+    return config.target_lag + config.updates_per_sync - 1
 
 
 def lag_of_one(config: RunConfig) -> int:
     """prime-rl's `TARGET_LAG = 1`, whatever the bound: with `max_off_policy_steps = 0` it
-    dispatches episodes that are stale already, and the sink drops them."""
-    return 1
+    dispatches episodes that are stale already, and the sink drops them (and the sync
+    interval, as `configured_lag`)."""
+    return 1 + config.updates_per_sync - 1
 
 
 # --- stamping -----------------------------------------------------------------------------

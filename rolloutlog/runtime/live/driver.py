@@ -478,13 +478,15 @@ class LiveDriver:
 
     # ---- training and weight updates ---------------------------------------------------
     async def _train_worker(self) -> None:
-        """Train shipped batches in order; each new version goes pending, then live."""
+        """Train shipped batches in order; each new version goes pending, then live (with
+        `updates_per_sync = K`, only every K-th: between syncs inference keeps its weights)."""
         loop = asyncio.get_running_loop()
         while True:
             batch = await self._batches.get()
             try:
                 report = await loop.run_in_executor(self._executor, self._train, batch)
-                if not self._done.is_set():  # once stopping, versions are trained, not made live
+                syncs = batch.step % self.config.updates_per_sync == 0
+                if syncs and not self._done.is_set():  # once stopping, trained, not made live
                     self._feed(VersionPending(t=self._now(), version=report.version))
                     self._commit()  # an announced version is durable before it goes live
                     self.crash.crash_at("pending")

@@ -99,13 +99,20 @@ class Simulation:
         if trace is None:
             streams = RandomStreams(scenario.seed)
             self.world = WorldModel(world, scenario.run.tasks, streams)
-            self.trainer = Trainer(world, streams["trainer"], self.queue)
+            self.trainer = Trainer(
+                world,
+                streams["trainer"],
+                self.queue,
+                updates_per_sync=scenario.run.updates_per_sync,
+            )
             self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
         else:  # a recorded world (`rolloutlog whatif`): its own seed, the run keeps the log's
             streams = RandomStreams(trace.seed)
             self.world = TraceWorld(trace, world, streams)
             times = TraceTimes(trace, world, streams["trainer"])
-            self.trainer = Trainer(world, streams["trainer"], self.queue, times)
+            self.trainer = Trainer(
+                world, streams["trainer"], self.queue, times, scenario.run.updates_per_sync
+            )
             self.controller = TraceController(
                 trace, world, scenario.run, streams["controller"], self.queue
             )

@@ -5,6 +5,9 @@ The trainer is sequential: it trains batch s for a step time, publishes `v_s`
 then starts on the next batch. With `version_skip_rate` it may skip publishing `v_s` when
 batch s+1 is already waiting, so versions jump by more than one; it never skips when
 nothing is waiting, since a skipped version with no next batch would hold the run forever.
+With `updates_per_sync = K` it publishes only after every K-th batch (verl's
+`trigger_parameter_sync_step`): between syncs the next batch starts as soon as one ends,
+and a sync is skipped only when the K batches of the next one are already waiting.
 
 Every batch draws the same three numbers from the `trainer` stream (step jitter, update
 jitter, skip), whatever happens to it, so the trainer's randomness lines up across
@@ -54,9 +57,11 @@ class Trainer:
         rng: np.random.Generator,
         queue: EventQueue,
         times: BatchTimes | None = None,
+        updates_per_sync: int = 1,
     ) -> None:
         """`times` replaces the drawn batch times (a recorded trace's, for example)."""
         self.world, self.rng, self.queue = world, rng, queue
+        self.updates_per_sync = updates_per_sync
         self.times = times or self.drawn_times
         self.backlog: deque[_Batch] = deque()
         self.current: _Batch | None = None
@@ -84,7 +89,11 @@ class Trainer:
     def trained(self, now: float, step: int) -> Publish | None:
         """Training of batch `step` ended: publish it, or skip when the next one waits."""
         batch = self._expect(step)
-        if self.backlog and batch.skip < self.world.version_skip_rate:
+        if step % self.updates_per_sync:  # between syncs: no version, on to the next batch
+            self._next(now)
+            return None
+        waiting = len(self.backlog) >= self.updates_per_sync  # the next sync's batches
+        if waiting and batch.skip < self.world.version_skip_rate:
             self._start(now)
             return None
         self.phase = "updating"
@@ -94,6 +103,10 @@ class Trainer:
     def live(self, now: float, version: int) -> None:
         """The weight update of `version` finished; start on the next batch if one waits."""
         self._expect(version)
+        self._next(now)
+
+    def _next(self, now: float) -> None:
+        """The batch in hand is done: start on the next if one waits, else go idle."""
         self.current = None
         if self.backlog:
             self._start(now)

@@ -13,7 +13,15 @@ refilled when it sees those cancellations.
 
 from __future__ import annotations
 
-from rolloutlog.events.types import EpisodeDispatched, EpisodesCancelled, Event, GroupOpened
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeDispatched,
+    EpisodeDropped,
+    EpisodesCancelled,
+    Event,
+    GroupOpened,
+    GroupScored,
+)
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import age, past_bound, task
 
@@ -192,7 +200,7 @@ def _train_room(record: Record) -> int:
     settings = record.config
     if (record.step - 1) - record.version > settings.lag:
         return 0
-    if settings.admission not in ("capacity", "areal"):
+    if settings.admission not in ("capacity", "areal", "verl"):
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -205,6 +213,8 @@ def _train_room(record: Record) -> int:
         per_batch = max(1, -(-(settings.token_batch_size or 0) * len(completed) // tokens))
     if settings.admission == "areal":
         return _areal_room(record, per_batch)
+    if settings.admission == "verl":
+        return _verl_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train
@@ -235,6 +245,51 @@ def _areal_room(record: Record, per_batch: int) -> int:
         may_open = max(may_open, 1)
     owed = sum(g.unscheduled() for g in running)
     return owed + max(0, may_open) * settings.group_size
+
+
+def _verl_room(record: Record, per_batch: int) -> int:
+    """verl's rule, by groups: since the last weight sync (`version_pending`), the train
+    groups opened, and those outstanding at the sync (opened and not yet scored, or with an
+    admitted episode neither shipped nor dropped yet), count against `int(R × (1 + θ) × K)`,
+    `R = per_batch // G` (at least one). A new group may open while the count is under it;
+    one always may when no train group is open, no K-th batch awaits its version and the
+    queue holds less than a batch. What open groups still owe may go out."""
+    settings = record.config
+    syncs = [n for n, e in enumerate(record.history) if e.kind == "version_pending"]
+    since = syncs[-1] if syncs else -1
+    counted = sum(
+        isinstance(e, GroupOpened) and e.work == "train" for e in record.history[since + 1 :]
+    )
+    if since >= 0:
+        counted += len(_outstanding_at(record.history[: since + 1]))
+    groups_per_batch = max(1, per_batch // settings.group_size)
+    budget = int(groups_per_batch * (1 + settings.staleness_threshold) * settings.updates_per_sync)
+    running = [g for g in record.groups.values() if g.train and not g.scored]
+    k = settings.updates_per_sync
+    sync_coming = record.batches // k * k > record.version or len(record.queue()) >= per_batch
+    may_open = budget - counted if running or sync_coming else max(budget - counted, 1)
+    owed = sum(g.unscheduled() for g in running)
+    return owed + max(0, may_open) * settings.group_size
+
+
+def _outstanding_at(history: list[Event]) -> set[str]:
+    """The train groups open or queued at the end of `history`, read from it alone."""
+    train: set[str] = set()
+    scored: set[str] = set()
+    queued: dict[str, str] = {}  # admitted episode -> its group, until shipped or dropped
+    for e in history:
+        if isinstance(e, GroupOpened) and e.work == "train":
+            train.add(e.group_id)
+        elif isinstance(e, GroupScored):
+            scored.add(e.group_id)
+            if e.admitted:
+                queued.update(dict.fromkeys(e.episode_ids, e.group_id))
+        elif isinstance(e, BatchShipped):
+            for episode_id in e.episode_ids:
+                queued.pop(episode_id, None)
+        elif isinstance(e, EpisodeDropped):
+            queued.pop(e.episode_id, None)
+    return (train - scored) | set(queued.values())
 
 
 def _evals_owed(record: Record) -> int:

@@ -44,12 +44,16 @@ class Settings:
     overload_count: str = "owed"
     admission_window: str = "fixed"
     eval_first: bool = False
+    staleness_threshold: float = 0.1  # verl admission's θ
+    updates_per_sync: int = 1  # K: a version every K batches
 
     @property
     def lag(self) -> int:
         """How far the trainer may lag the step before train dispatch and shipping wait:
-        `target_lag`, or one whatever the bound (prime-rl's constant)."""
-        return 1 if self.gate_lag == "one" else self.target_lag
+        `target_lag`, or one whatever the bound (prime-rl's constant), and K − 1 more when the
+        trainer publishes every K batches (the sync interval)."""
+        lag = 1 if self.gate_lag == "one" else self.target_lag
+        return lag + self.updates_per_sync - 1
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:

@@ -165,6 +165,18 @@ def test_the_areal_preset_runs_under_its_name_and_counts_what_trains_past_the_bo
     assert report["episodes_trained_past_bound"] == past > 0
 
 
+def test_the_verl_preset_runs_under_its_name_and_keeps_its_budget() -> None:
+    result = invoke(
+        "--scenario", "default", "--steps", "20", "--policy", "verl-fully-async", "--json",
+        "--check",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["policy"] == "verl-fully-async"
+    assert report["invariant_violations"] == []  # its own properties: the budget, no bound
+    assert report["episodes_dropped_stale"] == 0 and report["steps_shipped"] == 20
+
+
 def test_an_existing_log_path_is_refused_before_the_run_unless_forced(tmp_path: Path) -> None:
     recorded = tmp_path / "recorded.arrow"
     assert invoke("--scenario", "smoke", "--steps", "3", "--log", str(recorded)).exit_code == 0
