@@ -56,6 +56,7 @@ from rolloutlog.core.account_properties import (
 )
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
+from rolloutlog.core.account_ship_wait import ShipWaitChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
 from rolloutlog.core.run_summary import RunSummary
@@ -78,7 +79,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks):
+class Account(RestartChecks, RequeueChecks, ShipWaitChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -115,7 +116,8 @@ class Account(RestartChecks, RequeueChecks):
         self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
         self.gated = self.lags()  # kept with step and version: train dispatch must pause
-        self.run = RunSummary()
+        self.run = RunSummary(ship_wait=config.ship_wait != "none")
+        self.ship_wait, self.now, self.wait_since = self.run.ship_wait, 0.0, None
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class Account(RestartChecks, RequeueChecks):
     def _moved(self) -> None:
         """Step or version moved: keep the gate with them."""
         self.gated = self.lags()
+        self._wait_watch()
 
     # --- events as objects ---------------------------------------------------------------
 
@@ -154,6 +157,7 @@ class Account(RestartChecks, RequeueChecks):
         run = self.run  # `RunSummary.count`, inline: this runs once per simulated event
         run.events += 1
         run.kinds[event.kind] += 1
+        self.now = event.t
         feed_kind = FEEDS.get(type(event))
         if feed_kind is not None:
             feed_kind(self, event)
@@ -246,6 +250,8 @@ class Account(RestartChecks, RequeueChecks):
         group.unscheduled -= 1
         group.inflight[episode_id] = (version, member)
         self.inflight[episode_id] = group
+        if self.ship_wait and version == self.step - 1 - self.bound:
+            self._wait_watch()  # dispatched at its last chance already (lag = bound)
         self.registry.dispatched(group.number)
         return None
 
@@ -425,6 +431,7 @@ class Account(RestartChecks, RequeueChecks):
             for episode_id in episode_ids:
                 _, version, _, tokens = group.arrived[episode_id]
                 self.queue[episode_id] = (version, not group.frozen, tokens)
+        self._wait_watch()
         return None
 
     def on_shipped(
@@ -444,6 +451,7 @@ class Account(RestartChecks, RequeueChecks):
             self._fail(seq, kind, "batch shipped after run_finished")
         if self.gated:  # at this batch's step: the ship hold has not lifted
             self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
+        self._wait_shipped(seq, step)
         cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from rolloutlog.core.config import FIELD_RULE_DEFAULTS, ConfigError, RunConfig
-from rolloutlog.core.rules import acceptance, admission, cancellation, composition
+from rolloutlog.core.rules import acceptance, admission, cancellation, composition, shipping
 from rolloutlog.core.rules.acceptance import Sweep
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.composition import BatchOrder
@@ -62,6 +62,7 @@ class Rules:
     window_after: Callable[[DispatcherState, float], float]  # when the next window opens
     refund: Callable[[int], int]  # window growth after a natural completion
     fill_passes: Callable[[DispatcherState], tuple[Work | None, ...]]
+    ship_waits: Callable[[SinkState], bool]  # a full batch waits for last-chance work
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -96,6 +97,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "areal": {
             "allowance": admission.areal_left,
             "follow_ledger": admission.evolve_group_ledger,
+        },
+        "outstanding": {
+            "allowance": admission.outstanding_left,
+            "follow_ledger": admission.evolve_outstanding_ledger,
         },
     },
     "admission_smoothing": {
@@ -163,6 +168,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         False: {"fill_passes": admission.one_pass},
         True: {"fill_passes": admission.evals_first},
     },
+    "ship_wait": {
+        "none": {"ship_waits": shipping.ship_at_once},
+        "last-chance": {"ship_waits": shipping.waits_for_last_chance},
+    },
 }
 
 
@@ -223,6 +232,19 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "over slime/rollout/fully_async_rollout.py"
         ),
         keys={"staleness": "per-group", "requeue": "at-completion"},
+    ),
+    "tinker-822": FieldPreset(
+        source=(
+            "thinking-machines-lab/tinker-cookbook PR #822 (open; branch "
+            "async-rl-blocking-staleness@0d7fee56 over 9dfcc3a) tinker_cookbook/rl/train.py "
+            "(_InFlightGroupTracker, do_async_training: collect_batch)"
+        ),
+        keys={
+            "staleness": "soft",  # never discard: nothing dropped or cancelled for its age
+            "admission": "outstanding",
+            "ship_wait": "last-chance",
+            "batch_order": "oldest-first",
+        },
     ),
 }
 FIELD_SET = "field"
