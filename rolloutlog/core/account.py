@@ -51,6 +51,8 @@ from rolloutlog.core.account_properties import (
     CAPACITY,
     HARD_BOUND,
     NO_STALE_IN_FLIGHT,
+    OUTSTANDING,
+    SHIP_WAIT,
     areal_problem,
     kept_properties,
 )
@@ -117,7 +119,8 @@ class Account(RestartChecks, RequeueChecks, ShipWaitChecks):
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
         self.gated = self.lags()  # kept with step and version: train dispatch must pause
         self.run = RunSummary(ship_wait=config.ship_wait != "none")
-        self.ship_wait, self.now, self.wait_since = self.run.ship_wait, 0.0, None
+        self.ship_wait, self.now, self.wait_since = SHIP_WAIT in self.kept, 0.0, None
+        self.unpublished: dict[int, set[str]] = {}
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -221,6 +224,8 @@ class Account(RestartChecks, RequeueChecks, ShipWaitChecks):
             problem = areal_problem(self.config, self.version, self.groups.values(), self.run)
             if problem:
                 self._fail(seq, kind, problem)
+        if work == "train" and OUTSTANDING in self.kept:
+            self._outstanding_opened(seq)
         self.groups[group_id] = Group(
             number, size, work == "train", frozen, version, unscheduled=size
         )
@@ -452,6 +457,9 @@ class Account(RestartChecks, RequeueChecks, ShipWaitChecks):
         if self.gated:  # at this batch's step: the ship hold has not lifted
             self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
         self._wait_shipped(seq, step)
+        if OUTSTANDING in self.kept:
+            self.unpublished = {s: g for s, g in self.unpublished.items() if s > self.version}
+            self.unpublished[step] = {e.rpartition("/")[0] for e in episode_ids}
         cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)

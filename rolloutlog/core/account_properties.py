@@ -21,6 +21,8 @@ HARD_BOUND: Final = "hard-bound"  # nothing trains past max_off_policy_steps
 NO_STALE_IN_FLIGHT: Final = "no-stale-in-flight"  # a version update leaves no stale in flight
 CAPACITY: Final = "capacity"  # capacity admission's horizon, in episodes
 AREAL_ADMISSION: Final = "areal-admission"  # AReaL's get_capacity, in groups
+OUTSTANDING: Final = "outstanding"  # PR #822's cap on groups not yet trained on
+SHIP_WAIT: Final = "ship-wait"  # no batch ships while work at its last chance is open
 
 
 def kept_properties(config: RunConfig) -> frozenset[str]:
@@ -38,6 +40,10 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
         kept.add(CAPACITY)
     if config.batch_size is not None and config.admission == "areal":
         kept.add(AREAL_ADMISSION)
+    if config.batch_size is not None and config.admission == "outstanding":
+        kept.add(OUTSTANDING)
+    if config.ship_wait == "last-chance":
+        kept.add(SHIP_WAIT)
     return frozenset(kept)
 
 

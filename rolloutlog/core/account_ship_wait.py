@@ -1,4 +1,4 @@
-"""The shadow account's ship-wait checks (a mixin of `core.account.Account`).
+"""The shadow account's checks of the tinker-822 rules (a mixin of `core.account.Account`).
 
 Under `ship_wait = "last-chance"` (the tinker-822 preset) a full batch whose hold has
 lifted waits for every open train group that holds a member at its last chance: rollout
@@ -8,6 +8,11 @@ have shipped but for the wait, and when that batch ships it counts one wait
 (`ship_waits`) and its seconds (`ship_wait_seconds`: ship time minus that moment). A
 batch that ships while such a group is open breaks the rule, and is reported at its seq.
 Time comes from the events: `now` is the time of the event being folded.
+
+Under `admission = "outstanding"` a train group opens only while fewer than
+`max(1, batch_size // G) × (target_lag + 1)` train groups are outstanding, unless none is
+open. The account counts them its own way: the distinct groups that are open, have a member
+in its queue, or have a member in a batch shipped after the last announced version.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ class _Books(Protocol):
     ship_wait: bool
     now: float
     wait_since: float | None
+    version: int
+    unpublished: dict[int, set[str]]
 
     def _fail(self, seq: int, kind: str, problem: str) -> None: ...
 
@@ -42,9 +49,26 @@ class _Books(Protocol):
 class ShipWaitChecks:
     """`Account`'s watch over the ship wait."""
 
-    ship_wait: bool  # the run's rule waits (`Account.__init__` sets all three)
+    ship_wait: bool  # the run's rule waits (`Account.__init__` sets all four)
     now: float  # the time of the event being folded
     wait_since: float | None  # when batch `step` could first have shipped but for the wait
+    unpublished: dict[int, set[str]]  # step -> groups its batch took (outstanding admission)
+
+    def _outstanding_opened(self: _Books, seq: int) -> None:
+        """A train group opens: the groups not yet trained on must leave room, unless none
+        is open (the liveness exception)."""
+        open_train = {group_id for group_id, group in self.groups.items() if group.train}
+        if not open_train:
+            return
+        queued = {episode_id.rpartition("/")[0] for episode_id in self.queue}
+        shipped = set().union(
+            *(groups for step, groups in self.unpublished.items() if step > self.version)
+        )
+        outstanding = len(open_train | queued | shipped)
+        cap = max(1, (self.config.batch_size or 0) // self.config.group_size)
+        cap *= self.config.target_lag + 1  # the PR's pipeline_depth, whatever the gate's lag
+        if outstanding >= cap:
+            self._fail(seq, "group_opened", f"outstanding: {outstanding} groups of {cap}")
 
     def _last_chance_open(self: _Books) -> str | None:
         """An open train group holding a member at age ≥ the bound at this step, or None."""

@@ -46,7 +46,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "curriculum": draw(st.sampled_from(["all", "informative"])),
         "seed": draw(st.integers(0, 2**16)),
         "zero_output_batches": 1000,
-        "admission": draw(st.sampled_from(["none", "capacity", "areal"])),
+        "admission": draw(st.sampled_from(["none", "capacity", "areal", "outstanding"])),
         "straggler_cut": draw(st.booleans()),
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
@@ -58,6 +58,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "overload_count": draw(st.sampled_from(["owed", "in-flight"])),
         "admission_window": draw(st.sampled_from(["fixed", "restarting"])),
         "eval_first": draw(st.booleans()),
+        "ship_wait": draw(st.sampled_from(["none", "none", "last-chance"])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))

@@ -9,10 +9,13 @@ from typing import Any
 import attrs
 import pytest
 
-from rolloutlog.core.account import InvariantViolation
+from rolloutlog.core.account import Account, InvariantViolation
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import preset_overrides
-from rolloutlog.core.rules import shipping
-from rolloutlog.events.types import BatchShipped, GroupOpened
+from rolloutlog.core.rules import admission, shipping
+from rolloutlog.events.schema import SCHEMA_VERSION
+from rolloutlog.events.types import BatchShipped, GroupOpened, RunStarted
 from tests.core.test_scenarios import Run
 
 # G = 2, batches of one group, bound 1, lag 1: two groups may be outstanding.
@@ -84,3 +87,16 @@ def test_the_account_reports_a_batch_that_ships_past_the_wait() -> None:
     run.publish(1)
     with pytest.raises(InvariantViolation, match="batch 2 ships while g2 is at its last chance"):
         run.complete("g3/0", "g3/1")
+
+
+def test_the_account_reports_a_group_opened_past_the_outstanding_cap() -> None:
+    """A dispatcher planted without the cap opens g3 at once: the account counts g1, g2."""
+    config = RunConfig.from_mapping({**SMALL, **preset_overrides("tinker-822")})
+    loop = ReactionLoop(config, observers=(Account(config),))
+    state = loop.dispatcher_state
+    state.rules = attrs.evolve(state.rules, allowance=admission.unlimited)
+    started = RunStarted(
+        t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+    )
+    with pytest.raises(InvariantViolation, match="outstanding: 2 groups of 2"):
+        loop.feed(started)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
+from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.rules.composition import take
 from rolloutlog.core.rules.shipping import waits_for_last_chance
@@ -44,6 +45,23 @@ class WaitWatch:
         assert not dispatcher.gated(), f"seq {world_event.seq}: the gate is shut on a wait"
 
 
+@example(  # the account read the gate's lag for the cap (gate_lag = "one", target_lag 2)
+    RunConfig.from_mapping(
+        {
+            "max_inflight": 3,
+            "max_off_policy_steps": 2,
+            "group_size": 1,
+            "batch_size": 1,
+            "target_lag": 2,
+            "staleness": "soft",
+            "admission": "outstanding",
+            "gate_lag": "one",
+            "ship_wait": "last-chance",
+        }
+    ),
+    0,
+    0,
+)
 @given(
     run_configs(ship_wait="last-chance", staleness="soft"),
     st.integers(0, 2**32 - 1),
