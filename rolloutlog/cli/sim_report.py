@@ -76,6 +76,16 @@ def _rate(unit: Unit) -> Callable[[Mapping[str, Any]], str]:
 
 TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels vary
 REQUEUED_ROW = "groups requeued"  # shown when a run requeues (tinker, slime-lag)
+WAITS_ROW = "ship waits"  # shown when a run's rule waits (tinker-822)
+
+
+def _waits(run: Mapping[str, Any]) -> str:
+    waits = run.get("ship_waits")
+    if waits is None:
+        return "–"
+    return f"{waits:,} ({duration(run['ship_wait_seconds'])})"
+
+
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
     ("run finished", lambda run: run.get("run_finished") or "unfinished"),  # a torn log
@@ -94,6 +104,7 @@ ROWS: tuple[Row, ...] = (
     ("late arrivals", _number("episodes_late")),
     ("partial groups", _number("groups_partial")),
     (REQUEUED_ROW, _number("groups_requeued")),
+    (WAITS_ROW, _waits),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("  of it in flight", _number("off_policy/in_flight/mean", 2)),
     ("  of it in queue", _number("off_policy/in_queue/mean", 2)),
@@ -115,8 +126,9 @@ def report_table(
     for name in runs:
         table.add_column(name, justify="right")
     requeues = any(run.get("groups_requeued") for run in runs.values())
+    waits = any("ship_waits" in run for run in runs.values())
     for label, show in ROWS:
-        if label == REQUEUED_ROW and not requeues:
+        if (label == REQUEUED_ROW and not requeues) or (label == WAITS_ROW and not waits):
             continue
         if label == RATE_ROW:
             label, show = f"trained episodes / {unit[1]}", _rate(unit)

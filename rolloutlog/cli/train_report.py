@@ -29,6 +29,11 @@ def print_report(report: dict[str, Any]) -> None:
             if report.get("groups_requeued")
             else []
         ),
+        *(
+            [("ship waits", f"{report['ship_waits']} ({report['ship_wait_seconds']:.1f} s)")]
+            if "ship_waits" in report
+            else []
+        ),
         ("failed", report["episodes_failed"]),
         ("trained ages", json.dumps(report["trained_age_histogram"])),
         ("invariant violations", len(report["invariant_violations"])),

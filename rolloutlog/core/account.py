@@ -52,11 +52,14 @@ from rolloutlog.core.account_properties import (
     CAPACITY,
     HARD_BOUND,
     NO_STALE_IN_FLIGHT,
+    OUTSTANDING,
+    SHIP_WAIT,
     areal_problem,
     kept_properties,
 )
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
+from rolloutlog.core.account_ship_wait import ShipWaitChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
 from rolloutlog.core.run_summary import RunSummary
@@ -79,7 +82,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks, BudgetChecks):
+class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -118,7 +121,9 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks):
         self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
         self.gated = self.lags()  # kept with step and version: train dispatch must pause
-        self.run = RunSummary()
+        self.run = RunSummary(ship_wait=config.ship_wait != "none")
+        self.ship_wait, self.now, self.wait_since = SHIP_WAIT in self.kept, 0.0, None
+        self.unpublished: dict[int, set[str]] = {}
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -142,6 +147,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks):
     def _moved(self) -> None:
         """Step or version moved: keep the gate with them."""
         self.gated = self.lags()
+        self._wait_watch()
 
     # --- events as objects ---------------------------------------------------------------
 
@@ -157,6 +163,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks):
         run = self.run  # `RunSummary.count`, inline: this runs once per simulated event
         run.events += 1
         run.kinds[event.kind] += 1
+        self.now = event.t
         feed_kind = FEEDS.get(type(event))
         if feed_kind is not None:
             feed_kind(self, event)
@@ -220,6 +227,8 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks):
             problem = areal_problem(self.config, self.version, self.groups.values(), self.run)
             if problem:
                 self._fail(seq, kind, problem)
+        if work == "train" and OUTSTANDING in self.kept:
+            self._outstanding_opened(seq)
         self.groups[group_id] = Group(
             number, size, work == "train", frozen, version, unscheduled=size
         )
@@ -250,6 +259,8 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks):
         group.unscheduled -= 1
         group.inflight[episode_id] = (version, member)
         self.inflight[episode_id] = group
+        if self.ship_wait and version == self.step - 1 - self.bound:
+            self._wait_watch()  # dispatched at its last chance already (lag = bound)
         self.registry.dispatched(group.number)
         return None
 
@@ -429,6 +440,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks):
             for episode_id in episode_ids:
                 _, version, _, tokens = group.arrived[episode_id]
                 self.queue[episode_id] = (version, not group.frozen, tokens)
+        self._wait_watch()
         return None
 
     def on_shipped(
@@ -448,6 +460,10 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks):
             self._fail(seq, kind, "batch shipped after run_finished")
         if self.gated:  # at this batch's step: the ship hold has not lifted
             self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
+        self._wait_shipped(seq, step)
+        if OUTSTANDING in self.kept:
+            self.unpublished = {s: g for s, g in self.unpublished.items() if s > self.version}
+            self.unpublished[step] = {e.rpartition("/")[0] for e in episode_ids}
         cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)

@@ -22,6 +22,8 @@ NO_STALE_IN_FLIGHT: Final = "no-stale-in-flight"  # a version update leaves no s
 CAPACITY: Final = "capacity"  # capacity admission's horizon, in episodes
 AREAL_ADMISSION: Final = "areal-admission"  # AReaL's get_capacity, in groups
 VERL_BUDGET: Final = "verl-budget"  # verl's sample budget per weight sync, in groups
+OUTSTANDING: Final = "outstanding"  # PR #822's cap on groups not yet trained on
+SHIP_WAIT: Final = "ship-wait"  # no batch ships while work at its last chance is open
 
 
 def kept_properties(config: RunConfig) -> frozenset[str]:
@@ -41,6 +43,10 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
         kept.add(AREAL_ADMISSION)
     if config.batch_size is not None and config.admission == "verl":
         kept.add(VERL_BUDGET)
+    if config.batch_size is not None and config.admission == "outstanding":
+        kept.add(OUTSTANDING)
+    if config.ship_wait == "last-chance":
+        kept.add(SHIP_WAIT)
     return frozenset(kept)
 
 

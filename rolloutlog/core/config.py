@@ -21,7 +21,7 @@ import attrs
 from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
-AdmissionPolicy = Literal["none", "capacity", "areal", "verl"]
+AdmissionPolicy = Literal["none", "capacity", "areal", "verl", "outstanding"]
 BatchOrder = Literal["fifo", "oldest-first"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
 GateLag = Literal["target-lag", "one"]
@@ -30,6 +30,7 @@ StaleCheck = Literal["at-finalize", "after-curriculum"]
 QueueSweep = Literal["at-ship", "at-next-check"]
 OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
+ShipWait = Literal["none", "last-chance"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
 # which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
@@ -121,6 +122,9 @@ class RunConfig:
     staleness_threshold: float = checked(
         0.1, at_least(0.0), "verl admission: θ, a sync window opens R·(1+θ)·K train groups"
     )
+    ship_wait: ShipWait = checked(
+        "none", None, "a full batch ships at once, or waits for in-flight work at its last chance"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -187,6 +191,7 @@ FIELD_RULE_KEYS = (
     "eval_first",
     "staleness_threshold",
     "updates_per_sync",
+    "ship_wait",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

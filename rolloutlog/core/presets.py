@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from rolloutlog.core.config import FIELD_RULE_DEFAULTS, ConfigError, RunConfig
-from rolloutlog.core.rules import acceptance, admission, admission_budget, cancellation, composition
+from rolloutlog.core.rules import (
+    acceptance,
+    admission,
+    admission_budget,
+    cancellation,
+    composition,
+    shipping,
+)
 from rolloutlog.core.rules.acceptance import Sweep
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.composition import BatchOrder
@@ -62,6 +69,7 @@ class Rules:
     window_after: Callable[[DispatcherState, float], float]  # when the next window opens
     refund: Callable[[int], int]  # window growth after a natural completion
     fill_passes: Callable[[DispatcherState], tuple[Work | None, ...]]
+    ship_waits: Callable[[SinkState], bool]  # a full batch waits for last-chance work
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -100,6 +108,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "verl": {
             "allowance": admission_budget.budget_left,
             "follow_ledger": admission_budget.evolve_budget_ledger,
+        },
+        "outstanding": {
+            "allowance": admission.outstanding_left,
+            "follow_ledger": admission.evolve_outstanding_ledger,
         },
     },
     "admission_smoothing": {
@@ -166,6 +178,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "eval_first": {
         False: {"fill_passes": admission.one_pass},
         True: {"fill_passes": admission.evals_first},
+    },
+    "ship_wait": {
+        "none": {"ship_waits": shipping.ship_at_once},
+        "last-chance": {"ship_waits": shipping.waits_for_last_chance},
     },
 }
 
@@ -239,6 +255,19 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "admission": "verl",
             "staleness_threshold": 0.1,  # its yaml's defaults: θ, and K below
             "updates_per_sync": 4,  # trigger_parameter_sync_step
+        },
+    ),
+    "tinker-822": FieldPreset(
+        source=(
+            "thinking-machines-lab/tinker-cookbook PR #822 (open; branch "
+            "async-rl-blocking-staleness@0d7fee56 over 9dfcc3a) tinker_cookbook/rl/train.py "
+            "(_InFlightGroupTracker, do_async_training: collect_batch)"
+        ),
+        keys={
+            "staleness": "soft",  # never discard: nothing dropped or cancelled for its age
+            "admission": "outstanding",
+            "ship_wait": "last-chance",
+            "batch_order": "oldest-first",
         },
     ),
 }

@@ -14,6 +14,9 @@ counts and writes them as the `replay --json` object. Counting conventions:
   (`core.account_properties`), the price of its admission where it does not.
 - `groups_requeued` counts groups opened again on the task of a group the sink discarded
   for requeue (tinker, slime-lag); those discarded members are in `episodes_dropped_stale`.
+- `ship_waits` counts batches that waited for work at its last chance (`ship_wait`,
+  tinker-822), `ship_wait_seconds` the time they waited: ship time minus the moment the
+  batch was full and its hold had lifted. Reported only by a run whose rule waits.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ class RunSummary:
     trained_ages: Counter[int] = attrs.Factory(Counter)
     trained_past_bound: int = 0
     finished_reason: str | None = None
+    ship_wait: bool = False  # the run's rule waits: its report has the two wait figures
+    ship_waits: int = 0
+    ship_wait_seconds: float = 0.0
 
     def count_kinds(self, kinds: Iterable[str], events: int) -> None:
         """A whole batch of rows at once (the columnar fold's counting)."""
@@ -68,7 +74,7 @@ class RunSummary:
         """The `replay --json` object, listing `violations`."""
         ages, kinds = self.trained_ages, self.kinds
         trained = sum(ages.values())
-        return {
+        report = {
             "events": self.events,
             "steps_shipped": kinds["batch_shipped"],
             "groups_opened": kinds["group_opened"],
@@ -94,3 +100,7 @@ class RunSummary:
             "restarts": kinds["run_resumed"],
             "invariant_violations": list(violations),
         }
+        if self.ship_wait:
+            report["ship_waits"] = self.ship_waits
+            report["ship_wait_seconds"] = round(self.ship_wait_seconds, 6)
+        return report

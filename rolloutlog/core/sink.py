@@ -378,6 +378,8 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
         return []  # the run is over: what finalizes at shutdown is scored, never trained
     if state.version < state.step - 1 - state.rules.lag(config):
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
+    if state.rules.ship_waits(state):
+        return []  # ship wait: work at its last chance is still on its way (`ship_wait`)
     cut = take(state.rules.batch_order, config, queue)
     if not cut:
         return []

@@ -366,6 +366,7 @@ class ColumnarFold:
                 if last_world in _SETTLED_KINDS:
                     state.settle(seq, last_world)
                 last_world = kind
+                state.now = t  # a reaction's events carry its world event's time
             if t != last_t or not t:  # zero: 0.0 and -0.0 are equal but print apart
                 last_t, t_text = t, repr(t)
             row = appliers[kind](digested, columns, i, seq, t_text)

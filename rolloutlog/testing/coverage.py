@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+from rolloutlog.core.account import Account
+from rolloutlog.core.config import RunConfig
 from rolloutlog.events.types import Event
 
 # Each case: what it is, and the fraction of generated logs that must contain it.
@@ -23,6 +25,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "admission_smoothing": ("admission smoothing is on", 0.05),
     "requeue": ("a group discarded for requeue, its task opened again as a new group", 0.10),
     "verl_carry": ("a verl sync window restarts counting train groups open or queued", 0.02),
+    "ship_wait": ("a full batch waited for work at its last chance (tinker-822)", 0.10),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -109,6 +112,8 @@ def features(log: Sequence[Event]) -> set[str]:
             finished = True
         elif kind == "run_resumed":
             found.add("restart")
+    if config.get("ship_wait") == "last-chance" and _waited(log):
+        found.add("ship_wait")
     if batches >= 1:
         found.add("shipped_batch")
     if batches >= 3:
@@ -135,6 +140,16 @@ def _mixed(groups: dict[str, tuple[bool, dict[str, int]]], step: int, bound: int
         if live_train and any(a > bound for a in ages) and any(a <= bound for a in ages):
             return True
     return False
+
+
+def _waited(log: Sequence[Event]) -> bool:
+    """The account's own watch (`core.account_ship_wait`) counted a wait in `log`."""
+    first: Any = log[0]
+    account = Account(RunConfig.from_mapping(first.config, startable=False))
+    account.raise_on_violation = False
+    for event in log:
+        account.feed(event)
+    return account.run.ship_waits > 0
 
 
 def fractions(logs: Iterable[Sequence[Event]]) -> tuple[int, dict[str, float]]:

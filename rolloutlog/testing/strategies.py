@@ -46,7 +46,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "curriculum": draw(st.sampled_from(["all", "informative"])),
         "seed": draw(st.integers(0, 2**16)),
         "zero_output_batches": 1000,
-        "admission": draw(st.sampled_from(["none", "capacity", "areal", "verl"])),
+        "admission": draw(st.sampled_from(["none", "capacity", "areal", "verl", "outstanding"])),
         "straggler_cut": draw(st.booleans()),
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
@@ -60,6 +60,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "eval_first": draw(st.booleans()),
         "staleness_threshold": draw(st.sampled_from([0.0, 0.1, 0.5, 1.0])),
         "updates_per_sync": draw(st.sampled_from([1, 1, 1, 2, 3])),
+        "ship_wait": draw(st.sampled_from(["none", "none", "last-chance"])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))

@@ -25,9 +25,62 @@ from rolloutlog.events.types import (
     GroupScored,
     RunFinished,
     RunStarted,
+    VersionPending,
 )
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.testing.strategies import world_logs
+
+
+def _waits(log: list[Event]) -> dict[str, Any]:
+    """Ship waits recounted (contract.md, "Ship wait"): a wait of batch `s` starts at the
+    first event after which it is full, its hold lifted and the run not finished, while a
+    train group not yet scored and not frozen holds a dispatched, uncancelled member at age
+    >= the bound; it ends at `batch_shipped`. Reported only under `ship_wait`."""
+    config = log[0].config  # type: ignore[union-attr]
+    if config.get("ship_wait", "none") == "none":
+        return {}
+    bound, size, tokens = (
+        config[k] for k in ("max_off_policy_steps", "batch_size", "token_batch_size")
+    )
+    lag = 1 if config.get("gate_lag") == "one" else config["target_lag"]
+    step, version, waits, seconds, since, finished = 1, 0, 0, 0.0, None, False
+    open_members: dict[str, dict[str, int]] = {}  # train group, not frozen -> id -> version
+    held: dict[str, int] = {}  # tokens of every arrival
+    queue: dict[str, int] = {}
+    for event in log:
+        match event:
+            case GroupOpened() if event.work == "train" and not event.frozen:
+                open_members[event.group_id] = {}
+            case EpisodeDispatched() if event.group_id in open_members:
+                open_members[event.group_id][event.episode_id] = event.policy_version
+            case EpisodesCancelled() if event.group_id in open_members:
+                for episode_id in event.episode_ids:
+                    open_members[event.group_id].pop(episode_id, None)
+            case EpisodeCompleted():
+                held[event.episode_id] = event.prompt_tokens + event.completion_tokens
+            case GroupScored():
+                open_members.pop(event.group_id, None)
+                if event.admitted:
+                    queue.update({e: held.get(e, 0) for e in event.episode_ids})
+            case EpisodeDropped():
+                queue.pop(event.episode_id, None)
+            case BatchShipped():
+                if since is not None:
+                    waits, seconds, since = waits + 1, seconds + event.t - since, None
+                for episode_id in event.episode_ids:
+                    queue.pop(episode_id, None)
+                step = event.step + 1
+            case VersionPending():
+                version = event.version
+            case RunFinished():
+                finished = True
+        full = len(queue) >= size if size is not None else sum(queue.values()) >= tokens
+        last_chance = any(
+            step - 1 - v >= bound for members in open_members.values() for v in members.values()
+        )
+        if since is None and full and not finished and step - 1 - version <= lag and last_chance:
+            since = event.t
+    return {"ship_waits": waits, "ship_wait_seconds": round(seconds, 6)}
 
 
 def _recount(log: list[Event]) -> dict[str, Any]:
@@ -114,6 +167,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "run_finished": finished,
         "restarts": 0,
         "invariant_violations": [],
+        **_waits(log),
     }
 
 

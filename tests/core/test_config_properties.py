@@ -64,6 +64,7 @@ FIELD_TYPES: dict[str, object] = {
     "eval_first": bool,
     "staleness_threshold": float,
     "updates_per_sync": int,
+    "ship_wait": "literal",
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],

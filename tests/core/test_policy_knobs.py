@@ -161,6 +161,7 @@ FIELD_RULES_OFF = {
     "eval_first": False,
     "staleness_threshold": 0.1,  # verl admission's θ: read only under admission = "verl"
     "updates_per_sync": 1,
+    "ship_wait": "none",
 }
 
 

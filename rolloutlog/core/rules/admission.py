@@ -38,6 +38,18 @@ rollout: it leaves `running` without joining `accepted`, and its capacity comes 
 members a group still owes are always allowed (AReaL submits a workflow run whole), and
 with no train group running one may always open (the liveness exception above, in groups).
 
+**Outstanding** (`admission = "outstanding"`, tinker-cookbook PR #822's
+`_InFlightGroupTracker.acquire_slot`) opens a new train group only while fewer than
+`B × (target_lag + 1)` train groups are outstanding: opened and not yet trained on. A
+group stays outstanding while it is open, and while any of its admitted members is queued
+or sits in a shipped batch whose version is not announced yet (the PR releases a batch's
+slots once the new sampler is in place, so newly admitted work samples from the new
+weights). A group scored with nothing admitted, or whose members all dropped, is released
+at once. `target_lag` is the PR's `pipeline_depth`: both default to
+`min(1, max_off_policy_steps)` and may not exceed it. Owed members are always allowed, and
+with no train group open one may always open (liveness: a partial group in the queue
+cannot hold the batch short forever).
+
 **Smoothing** (`admission_smoothing`): in each window of `SMOOTHING_WINDOW_S` seconds of
 event time, the in-flight count may grow by at most a burst (a group, or a tenth of
 `max_inflight`); a natural completion refunds one admission, a cancellation none.
@@ -64,6 +76,7 @@ from rolloutlog.events.types import (
     Event,
     GroupOpened,
     GroupScored,
+    VersionPending,
     Work,
 )
 
@@ -86,6 +99,8 @@ class TrainLedger:
     accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
     window_groups: int = 0  # train groups counted in this sync window (verl admission)
     queued_groups: dict[str, int] = attrs.Factory(dict)  # group -> episodes queued (verl)
+    pending: dict[str, int] = attrs.Factory(dict)  # group -> members queued or unpublished
+    unpublished: dict[int, tuple[str, ...]] = attrs.Factory(dict)  # step -> its batch's ids
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
@@ -201,6 +216,60 @@ def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
             ledger.accepted_groups += 1
         case _:
             pass
+
+
+def outstanding_cap(config: RunConfig, per_batch: int) -> int:
+    """PR #822's capacity: `groups_per_batch × (pipeline_depth + 1)` groups."""
+    return max(1, per_batch // config.group_size) * (config.target_lag + 1)
+
+
+def outstanding_groups(ledger: TrainLedger) -> int:
+    """Train groups opened and not yet trained on: open, or with members queued or in a
+    batch whose version is not announced yet."""
+    return len(ledger.unscored) + len(ledger.pending)
+
+
+def outstanding_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
+    """Train episodes the outstanding cap allows now: the members open groups still owe,
+    and `G` for each group the cap lets open; None when unlimited (token batches before the
+    first completion)."""
+    per_batch = episodes_per_batch(config, ledger)
+    if per_batch is None:
+        return None
+    groups = outstanding_cap(config, per_batch) - outstanding_groups(ledger)
+    if not ledger.unscored:
+        groups = max(groups, 1)  # liveness, see the module docstring
+    return ledger.owed + max(0, groups) * config.group_size
+
+
+def evolve_outstanding_ledger(ledger: TrainLedger, event: Event) -> None:
+    """`evolve_group_ledger`, and which groups still have members on their way to training:
+    queued from their `group_scored`, until the version of the batch that took them."""
+    evolve_group_ledger(ledger, event)
+    match event:
+        case GroupScored(admitted=True) if event.episode_ids:
+            ledger.pending[event.group_id] = len(event.episode_ids)
+        case EpisodeDropped() if _group(event.episode_id) in ledger.pending:
+            _release(ledger, (event.episode_id,))
+        case BatchShipped():
+            ledger.unpublished[event.step] = event.episode_ids
+        case VersionPending():
+            for step in [s for s in ledger.unpublished if s <= event.version]:
+                _release(ledger, ledger.unpublished.pop(step))
+        case _:
+            pass
+
+
+def _release(ledger: TrainLedger, episode_ids: tuple[str, ...]) -> None:
+    for episode_id in episode_ids:
+        group_id = _group(episode_id)
+        left = ledger.pending.get(group_id)
+        if left is None:
+            continue
+        if left <= 1:
+            del ledger.pending[group_id]
+        else:
+            ledger.pending[group_id] = left - 1
 
 
 def unfollowed(ledger: TrainLedger, event: Event) -> None:

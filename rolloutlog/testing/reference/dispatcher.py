@@ -200,7 +200,7 @@ def _train_room(record: Record) -> int:
     settings = record.config
     if (record.step - 1) - record.version > settings.lag:
         return 0
-    if settings.admission not in ("capacity", "areal", "verl"):
+    if settings.admission not in ("capacity", "areal", "verl", "outstanding"):
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -215,6 +215,8 @@ def _train_room(record: Record) -> int:
         return _areal_room(record, per_batch)
     if settings.admission == "verl":
         return _verl_room(record, per_batch)
+    if settings.admission == "outstanding":
+        return _outstanding_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train
@@ -268,6 +270,26 @@ def _verl_room(record: Record, per_batch: int) -> int:
     k = settings.updates_per_sync
     sync_coming = record.batches // k * k > record.version or len(record.queue()) >= per_batch
     may_open = budget - counted if running or sync_coming else max(budget - counted, 1)
+    owed = sum(g.unscheduled() for g in running)
+    return owed + max(0, may_open) * settings.group_size
+
+
+def _outstanding_room(record: Record, per_batch: int) -> int:
+    """tinker-cookbook PR #822's cap: a new train group may open while fewer than
+    `groups per batch × (target_lag + 1)` train groups are outstanding: not yet scored, or
+    with a member queued, or in a batch whose version has not been announced. One always
+    may when no train group is open. What open groups owe may always go out."""
+    settings = record.config
+    running = [g for g in record.groups.values() if g.train and not g.scored]
+    outstanding = {g.group_id for g in running}
+    outstanding |= {e.group_id for e in record.queue()}
+    outstanding |= {
+        e.group_id for e in record.episodes.values() if e.shipped and e.shipped_at > record.version
+    }
+    cap = max(1, per_batch // settings.group_size) * (settings.target_lag + 1)
+    may_open = cap - len(outstanding)
+    if not running:
+        may_open = max(may_open, 1)
     owed = sum(g.unscheduled() for g in running)
     return owed + max(0, may_open) * settings.group_size
 

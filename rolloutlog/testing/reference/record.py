@@ -31,6 +31,7 @@ class Episode:
     drop_reason: str | None = None
     advantage: float | None = None  # set when admitted to the queue
     shipped: bool = False
+    shipped_at: int = 0  # the step of the batch that took it
 
 
 @dataclass
@@ -193,7 +194,8 @@ class Record:
     def _batch_shipped(self, event: Any) -> None:
         self.batches += 1
         for episode_id in event.episode_ids:
-            self.episodes[episode_id].shipped = True
+            episode = self.episodes[episode_id]
+            episode.shipped, episode.shipped_at = True, event.step
 
     def _version_pending(self, event: Any) -> None:
         self.version = event.version

@@ -46,6 +46,7 @@ class Settings:
     eval_first: bool = False
     staleness_threshold: float = 0.1  # verl admission's θ
     updates_per_sync: int = 1  # K: a version every K batches
+    ship_wait: str = "none"
 
     @property
     def lag(self) -> int:

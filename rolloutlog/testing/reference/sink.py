@@ -9,7 +9,8 @@ is ever dropped for its age). Under `requeue` (tinker, slime-lag) a group its ru
 stale is discarded whole, reason `requeue`; tinker's swept episodes carry that reason too.
 A queue check sweeps the queue of what is past the bound, then cuts a batch (one per
 decision) in `batch_order` once it is full, the trainer is within the lag, and the run has
-not finished.
+not finished. Under `ship_wait = "last-chance"` (tinker-822) a full batch also waits while a
+train group not yet scored holds a member at its last chance.
 """
 
 from __future__ import annotations
@@ -131,9 +132,24 @@ def _sweep_and_cut(record: Record, t: float) -> list[Event]:
     return out + _cut(record, kept, t)
 
 
+def _last_chance_open(record: Record) -> bool:
+    """tinker-822's wait: a train group not yet scored holds a dispatched member (in flight
+    or arrived) whose age for this batch is at least the bound: its last chance."""
+    bound = record.config.max_off_policy_steps
+    return any(
+        age(e.version, record.step) >= bound
+        for g in record.groups.values()
+        if g.train and not g.frozen and not g.scored
+        for e in g.members
+        if e.status != "cancelled"
+    )
+
+
 def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
     settings = record.config
     if record.finished or record.version < record.step - 1 - settings.lag:
+        return []
+    if settings.ship_wait == "last-chance" and _last_chance_open(record):
         return []
     if settings.batch_order == "oldest-first":
         queue = sorted(queue, key=lambda e: e.version)

@@ -98,29 +98,30 @@ def test_train_piped_prints_progress_lines_on_stderr(tmp_path):
     assert "reward " in lines[0] and "ages " in lines[0]
 
 
-def test_train_runs_a_field_preset_and_its_log_verifies(tmp_path):
-    """`--policy prime-rl` sets every key of the preset in the recorded config; the live
-    driver carries out its decisions (lag one at bound 0, stale open groups cancelled whole)
-    with the invariants checked on every event, and the log re-decides."""
-    log = tmp_path / "prime.arrow"
-    arguments = ["train", "--policy", "prime-rl", "--steps", "4", "--json", "--log", str(log)]
-    for setting in (
-        "group_size=4",
-        "batch_size=16",
-        "max_inflight=16",
-        "server_mode=thread",
-        "max_off_policy_steps=0",
-        "target_lag=0",
-        "check_invariants=true",
-    ):
+def _train_preset(log, policy: str, steps: int, *settings: str) -> dict:
+    """`train --policy POLICY` on thread servers with the invariants checked on every
+    event: it finishes its steps with none broken, and its log re-decides."""
+    arguments = ["train", "--policy", policy, "--steps", str(steps), "--json", "--log", str(log)]
+    for setting in (*settings, "server_mode=thread", "check_invariants=true"):
         arguments += ["--set", setting]
     result = CliRunner().invoke(main, arguments)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
-    assert report["replay_error"] is None and report["max_trained_age"] == 0
+    assert report["replay_error"] is None
     verify = CliRunner().invoke(main, ["verify", str(log)])
     assert verify.exit_code == 0 and "every decision matches" in verify.output
+    return report
+
+
+def test_train_runs_a_field_preset_and_its_log_verifies(tmp_path):
+    """`--policy prime-rl` sets every key of the preset in the recorded config; the live
+    driver carries out its decisions (lag one at bound 0, stale open groups cancelled whole)
+    with the invariants checked on every event, and the log re-decides."""
+    log = tmp_path / "prime.arrow"
+    settings = ("group_size=4", "batch_size=16", "max_inflight=16")
+    report = _train_preset(log, "prime-rl", 4, *settings, "max_off_policy_steps=0", "target_lag=0")
+    assert report["max_trained_age"] == 0
     started = read_log(log)[0]
     assert started.config["gate_lag"] == "one" and started.config["stale_cancel"] == "open"
 
@@ -131,3 +132,23 @@ def test_train_refuses_an_unknown_policy_as_simulate_does(tmp_path, monkeypatch)
     assert result.exit_code == 2
     assert "--policy: policy 'per-batch': must start with one of per-episode" in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_train_runs_tinker_822_and_carries_out_its_wait(tmp_path):
+    """`--policy tinker-822` on a bound of one: the live driver holds a full batch while a
+    group at its last chance runs (the account checks on every event that no batch ships
+    past one, and the outstanding cap at every opening), reports the waits, and the log
+    re-decides."""
+    log = tmp_path / "tinker822.arrow"
+    settings = ("group_size=4", "batch_size=8", "max_inflight=16", "max_off_policy_steps=1")
+    # episodes outlast a train step, so batches wait
+    report = _train_preset(log, "tinker-822", 6, *settings, "server_min_step_s=0.04")
+    assert report["episodes_dropped_stale"] == 0
+    summary = verified_summary(log)
+    assert (summary["ship_waits"], summary["ship_wait_seconds"]) == (
+        report["ship_waits"],
+        report["ship_wait_seconds"],
+    )
+    started = read_log(log)[0]
+    assert started.config["ship_wait"] == "last-chance"
+    assert started.config["admission"] == "outstanding"
