@@ -46,6 +46,7 @@ from typing import Any, Final, Protocol
 
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_partial import PartialChecks
 from rolloutlog.core.account_properties import (
     AREAL_ADMISSION,
     CAPACITY,
@@ -78,7 +79,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks):
+class Account(RestartChecks, RequeueChecks, PartialChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -116,6 +117,7 @@ class Account(RestartChecks, RequeueChecks):
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
         self.gated = self.lags()  # kept with step and version: train dispatch must pause
         self.run = RunSummary()
+        self._partial_start(config)
 
     # --- reporting -----------------------------------------------------------------------
 

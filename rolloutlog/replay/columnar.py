@@ -318,6 +318,8 @@ class ColumnarFold:
     def __init__(
         self, config: RunConfig, *, keep_digests: bool = False, age_split: bool = False
     ) -> None:
+        if config.weight_update != "freeze":  # property 12 is checked on the plain path
+            raise NeedsPlainFold(0, f"weight_update {config.weight_update!r} folds plainly")
         self.config = config
         # The age split read from the same columns, not from a second pass over the log.
         self.age_split = StepMetrics(keep_rows=False) if age_split else None

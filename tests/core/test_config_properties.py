@@ -62,6 +62,7 @@ FIELD_TYPES: dict[str, object] = {
     "overload_count": "literal",
     "admission_window": "literal",
     "eval_first": bool,
+    "weight_update": "literal",
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],

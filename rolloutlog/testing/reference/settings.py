@@ -44,6 +44,9 @@ class Settings:
     overload_count: str = "owed"
     admission_window: str = "fixed"
     eval_first: bool = False
+    # `drain` holds train dispatch while an update waits; `interrupt` changes no decision
+    # (an interrupted episode keeps its permit and its dispatch stamp).
+    weight_update: str = "freeze"
 
     @property
     def lag(self) -> int:
