@@ -44,7 +44,7 @@ def _failed(account: Account, event: EpisodeFailed) -> None:
 
 
 def _shipped(account: Account, event: BatchShipped) -> None:
-    account._partial_shipped(event.seq, event.masked_tokens)
+    account._partial_shipped(event.seq, event.episode_ids, event.trained_ids, event.masked_tokens)
     account.on_shipped(event.seq, event.step, event.episode_ids, event.trained_ids, event.tokens)
 
 

@@ -44,8 +44,12 @@ class _Books(Protocol):
     live_version: int
     segments: dict[str, Segments]
     at_update: set[str]
+    spans: dict[str, int]
+    queue: dict[str, tuple[int, bool, int]]
 
     def _fail(self, seq: int, kind: str, problem: str) -> None: ...
+
+    def _awaits_ship(self, episode_id: str) -> bool: ...
 
 
 class PartialChecks:
@@ -55,12 +59,14 @@ class PartialChecks:
     live_version: int
     segments: dict[str, Segments]  # episodes interrupted at least once, until they leave
     at_update: set[str]  # in flight, not frozen, when the update under way was announced
+    spans: dict[str, int]  # arrived resumed episodes -> end − start, until cut or dropped
 
     def _partial_start(self, config: RunConfig) -> None:
         self.weight_update = config.weight_update
         self.live_version = 0
         self.segments = {}
         self.at_update = set()
+        self.spans = {}
 
     def on_interrupted(self: _Books, seq: int, episode_id: str, tokens: int, reason: str) -> None:
         kind, rule = "episode_interrupted", self.weight_update
@@ -113,6 +119,8 @@ class PartialChecks:
         elif tokens is not None and tokens < books.tokens[-1]:
             problem = f"{episode_id} completes with {tokens} tokens, had {books.tokens[-1]}"
             self._fail(seq, kind, problem)
+        elif books.versions:
+            self.spans[episode_id] = books.versions[-1] - books.start
 
     def _partial_announced(self: _Books) -> None:
         """`version_pending`: what is in flight now (not what its reaction dispatches) and
@@ -143,8 +151,29 @@ class PartialChecks:
         segments = self.segments
         for episode_id in [e for e in segments if e not in self.inflight]:
             del segments[episode_id]
+        for episode_id in [e for e in self.spans if not self._awaits_ship(e)]:  # dropped
+            del self.spans[episode_id]
 
-    def _partial_shipped(self: _Books, seq: int, masked_tokens: int) -> None:
-        """No rule masks tokens yet: a batch carries none."""
+    def _awaits_ship(self: _Books, episode_id: str) -> bool:
+        return episode_id in self.queue or episode_id.rpartition("/")[0] in self.groups
+
+    def _partial_shipped(
+        self: _Books,
+        seq: int,
+        episode_ids: tuple[str, ...],
+        trained_ids: tuple[str, ...],
+        masked_tokens: int,
+    ) -> None:
+        """The partial ratio and the largest span count what trains; no rule masks tokens
+        yet, so a batch carries none."""
+        spans, run = self.spans, self.run
+        if spans:
+            for episode_id in trained_ids:
+                span = spans.get(episode_id)
+                if span is not None:
+                    run.trained_partial += 1
+                    run.largest_span = max(run.largest_span, span)
+            for episode_id in episode_ids:
+                spans.pop(episode_id, None)
         if masked_tokens:
             self._fail(seq, "batch_shipped", f"masks {masked_tokens} tokens; no rule masks any")

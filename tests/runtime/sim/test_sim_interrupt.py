@@ -70,3 +70,21 @@ def test_the_prefill_of_resuming_costs_time_and_freeze_pays_none() -> None:
 def test_under_freeze_nothing_is_interrupted() -> None:
     events, _ = _run(0)
     assert not {"episode_interrupted", "episode_resumed"} & {event.kind for event in events}
+
+
+def test_the_partial_ratio_and_the_largest_span_recount_the_log() -> None:
+    events, _ = _run(3, **{"run.weight_update": "interrupt"})
+    start: dict[str, int] = {}
+    end: dict[str, int] = {}
+    trained: list[str] = []
+    for event in events:
+        if event.kind == "episode_dispatched":
+            start[event.episode_id] = event.policy_version  # type: ignore[attr-defined]
+        elif isinstance(event, EpisodeResumed):
+            end[event.episode_id] = event.policy_version
+        elif event.kind == "batch_shipped":
+            trained += event.trained_ids  # type: ignore[attr-defined]
+    partial = [e for e in trained if e in end]
+    summary = replay_log(MemoryLog(events)).summary
+    assert partial and summary["partial_ratio"] == len(partial) / len(trained)
+    assert summary["largest_version_span"] == max(end[e] - start[e] for e in partial)
