@@ -47,6 +47,7 @@ from typing import Any, Final, Protocol
 from rolloutlog.core.account_budget import BudgetChecks
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_partial import PartialChecks
 from rolloutlog.core.account_properties import (
     AREAL_ADMISSION,
     CAPACITY,
@@ -82,7 +83,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks):
+class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, PartialChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -124,6 +125,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks):
         self.run = RunSummary(ship_wait=config.ship_wait != "none")
         self.ship_wait, self.now, self.wait_since = SHIP_WAIT in self.kept, 0.0, None
         self.unpublished: dict[int, set[str]] = {}
+        self._partial_start(config)
 
     # --- reporting -----------------------------------------------------------------------
 

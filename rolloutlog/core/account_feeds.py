@@ -15,6 +15,8 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeDropped,
     EpisodeFailed,
+    EpisodeInterrupted,
+    EpisodeResumed,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -22,20 +24,46 @@ from rolloutlog.events.types import (
     LimitSet,
     RunFinished,
     RunResumed,
+    VersionLive,
     VersionPending,
 )
 
 if TYPE_CHECKING:
     from rolloutlog.core.account import Account
 
+
+def _completed(account: Account, event: EpisodeCompleted) -> None:
+    account._partial_arrival(event.seq, event.kind, event.episode_id, event.completion_tokens)
+    tokens = event.prompt_tokens + event.completion_tokens
+    account.on_arrival(event.seq, event.kind, event.episode_id, event.reward, tokens)
+
+
+def _failed(account: Account, event: EpisodeFailed) -> None:
+    account._partial_arrival(event.seq, event.kind, event.episode_id, None)
+    account.on_arrival(event.seq, event.kind, event.episode_id, None)
+
+
+def _shipped(account: Account, event: BatchShipped) -> None:
+    account._partial_shipped(event.seq, event.episode_ids, event.trained_ids, event.masked_tokens)
+    account.on_shipped(event.seq, event.step, event.episode_ids, event.trained_ids, event.tokens)
+
+
+def _dispatched(account: Account, event: EpisodeDispatched) -> None:
+    account._partial_dispatched(event.seq, event.group_id)
+    account.on_dispatched(
+        event.seq, event.episode_id, event.group_id, event.member, event.policy_version
+    )
+
+
+def _announced(account: Account, event: VersionPending) -> None:
+    account._partial_announced()
+    account.on_version_pending(event.seq, event.version)
+
+
 FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
-    EpisodeCompleted: lambda a, e: a.on_arrival(
-        e.seq, e.kind, e.episode_id, e.reward, e.prompt_tokens + e.completion_tokens
-    ),
-    EpisodeFailed: lambda a, e: a.on_arrival(e.seq, e.kind, e.episode_id, None),
-    EpisodeDispatched: lambda a, e: a.on_dispatched(
-        e.seq, e.episode_id, e.group_id, e.member, e.policy_version
-    ),
+    EpisodeCompleted: _completed,
+    EpisodeFailed: _failed,
+    EpisodeDispatched: _dispatched,
     EpisodesCancelled: lambda a, e: a.on_cancelled(
         e.seq, e.group_id, e.episode_ids, e.unscheduled, e.reason
     ),
@@ -53,8 +81,13 @@ FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
     GroupScored: lambda a, e: a.on_scored(
         e.seq, e.group_id, e.episode_ids, e.advantages, e.admitted
     ),
-    BatchShipped: lambda a, e: a.on_shipped(e.seq, e.step, e.episode_ids, e.trained_ids, e.tokens),
-    VersionPending: lambda a, e: a.on_version_pending(e.seq, e.version),
+    BatchShipped: _shipped,
+    VersionPending: _announced,
+    VersionLive: lambda a, e: a.on_live(e.seq, e.version),
+    EpisodeInterrupted: lambda a, e: a.on_interrupted(
+        e.seq, e.episode_id, e.completion_tokens, e.reason
+    ),
+    EpisodeResumed: lambda a, e: a.on_continued(e.seq, e.episode_id, e.policy_version),
     RunResumed: lambda a, e: a.on_resumed(e.seq, e.episode_ids, e.version),
     LimitSet: lambda a, e: a.on_limit_set(e.max_inflight),
     RunFinished: lambda a, e: a.on_run_finished(e.reason),

@@ -31,6 +31,7 @@ QueueSweep = Literal["at-ship", "at-next-check"]
 OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
 ShipWait = Literal["none", "last-chance"]
+WeightUpdate = Literal["freeze", "interrupt", "drain"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
 # which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
@@ -125,6 +126,9 @@ class RunConfig:
     ship_wait: ShipWait = checked(
         "none", None, "a full batch ships at once, or waits for in-flight work at its last chance"
     )
+    weight_update: WeightUpdate = checked(
+        "freeze", None, "work in flight at an update: freeze, interrupt and resume, or drain"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -192,6 +196,7 @@ FIELD_RULE_KEYS = (
     "staleness_threshold",
     "updates_per_sync",
     "ship_wait",
+    "weight_update",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from rolloutlog.core import dispatcher_partial
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.handlers import Handlers
@@ -32,6 +33,8 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeDropped,
     EpisodeFailed,
+    EpisodeInterrupted,
+    EpisodeResumed,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -40,6 +43,7 @@ from rolloutlog.events.types import (
     OverloadCut,
     RunFinished,
     RunResumed,
+    VersionLive,
     VersionPending,
     Work,
 )
@@ -212,6 +216,7 @@ def _check_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
 def _on_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
     group = state.groups[event.group_id]
     release(event.episode_ids, group.inflight, state.inflight)
+    state.partial.forget(event.episode_ids)
     if event.unscheduled:
         group.unscheduled -= event.unscheduled
         if group.unscheduled == 0:
@@ -302,6 +307,10 @@ _CHECKS: Final = (
     .on(GroupScored, _check_scored)
     .on(RunResumed, _check_resumed)
     .on(VersionPending, _check_version_pending)
+    .on(EpisodeInterrupted, dispatcher_partial.check_interrupted)
+    .on(EpisodeResumed, dispatcher_partial.check_resumed)
+    .on(EpisodeCompleted, dispatcher_partial.check_arrival)
+    .on(EpisodeFailed, dispatcher_partial.check_arrival)
     .by_kind
 )
 _APPLIES: Final = (
@@ -316,6 +325,9 @@ _APPLIES: Final = (
     .on(BatchShipped, _on_batch_shipped)
     .on(LimitSet, _on_limit_set)
     .on(RunFinished, _on_run_finished)
+    .on(EpisodeInterrupted, dispatcher_partial.on_interrupted)
+    .on(EpisodeResumed, dispatcher_partial.on_resumed)
+    .on(VersionLive, dispatcher_partial.on_version_live)
     .by_kind
 )
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import attrs
 
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.dispatcher_partial import Interruptions
 from rolloutlog.core.presets import Rules, rules_for
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.tasks import Task, task_for_group
@@ -70,6 +71,8 @@ class DispatcherState:
     # Which task each new group gets: the seeded source, or (checking another orchestrator's
     # log) the tasks that log recorded.
     task_source: TaskSource = task_for_group
+    # Interrupted episodes and the version inference serves (`core.dispatcher_partial`).
+    partial: Interruptions = attrs.Factory(Interruptions)
 
     def task_of(self, group_id: str) -> Task:
         """The task of train group `group_id`: its requeued task, or the task source's."""
@@ -78,7 +81,10 @@ class DispatcherState:
 
     def gated(self) -> bool:
         """Train dispatch pauses while the trainer lags the step by more than the run's lag
-        (`target_lag`, or prime-rl's 1: `state.rules.lag`)."""
+        (`target_lag`, or prime-rl's 1: `state.rules.lag`), and, under `weight_update =
+        drain`, while an update waits for the train work in flight."""
+        if self.config.weight_update == "drain" and self.partial.live < self.version:
+            return True
         return (self.step - 1) - self.version > self.rules.lag(self.config)
 
 

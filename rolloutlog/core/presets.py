@@ -277,6 +277,8 @@ RULES: dict[str, dict[str, Any]] = {
     "capacity": {"admission": "capacity"},
     "straggler": {"straggler_cut": True},
     "oldest-first": {"batch_order": "oldest-first"},
+    "interrupt": {"weight_update": "interrupt"},  # AReaL's interruptible generation
+    "drain": {"weight_update": "drain"},  # updates wait for the train work in flight
 }
 ALIASES = {"all": "per-episode+capacity+straggler+oldest-first"}
 NAMED = ("per-group", "per-episode", "per-episode+capacity", "per-episode+straggler", "all")

@@ -52,6 +52,8 @@ class RunSummary:
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
     trained_past_bound: int = 0
+    trained_partial: int = 0  # trained episodes of more than one segment (resumed)
+    largest_span: int = 0  # largest end − start of a trained episode
     finished_reason: str | None = None
     ship_wait: bool = False  # the run's rule waits: its report has the two wait figures
     ship_waits: int = 0
@@ -96,6 +98,9 @@ class RunSummary:
             "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
             "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
             "episodes_trained_past_bound": self.trained_past_bound,
+            "episodes_interrupted": kinds["episode_interrupted"],
+            "partial_ratio": self.trained_partial / self.trained if self.trained else None,
+            "largest_version_span": self.largest_span,
             "run_finished": self.finished_reason,
             "restarts": kinds["run_resumed"],
             "invariant_violations": list(violations),

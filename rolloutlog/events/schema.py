@@ -29,8 +29,9 @@ from rolloutlog.events.types import EVENT_TYPES, WORK_KINDS, Event, event_fields
 from rolloutlog.events.validate import FIELD_VALUE_TYPES
 
 # Version 2 renamed group_opened's `live` (the group samples from the policy being trained)
-# to `frozen`, its negation; `upgrade_batch` reads version-1 logs as version 2.
-SCHEMA_VERSION: Final = 2
+# to `frozen`, its negation; version 3 added batch_shipped's `masked_tokens` (the tokens
+# masked past the bound). `upgrade_batch` reads older logs as the current version.
+SCHEMA_VERSION: Final = 3
 SCHEMA_VERSION_KEY: Final = b"rolloutlog.schema_version"
 CHECKSUM_KEY: Final = b"rolloutlog.crc32c"
 FIRST_SEQ_KEY: Final = b"rolloutlog.first_seq"
@@ -79,12 +80,17 @@ LOG_SCHEMA: Final = pa.schema(
     ],
     metadata={SCHEMA_VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )
-# Version 1 differs in one column: `live` where version 2 has `frozen`, at the same place.
+# Version 2 lacks the last column, `masked_tokens`; version 1 also has `live` where later
+# versions have `frozen`, at the same place.
+_MASKED: Final = "masked_tokens"
 _V1_LIVE: Final = "live"
-LOG_SCHEMA_V1: Final = LOG_SCHEMA.set(
-    LOG_SCHEMA.get_field_index("frozen"), pa.field(_V1_LIVE, pa.bool_())
+LOG_SCHEMA_V2: Final = LOG_SCHEMA.remove(LOG_SCHEMA.get_field_index(_MASKED)).with_metadata(
+    {SCHEMA_VERSION_KEY: b"2"}
+)
+LOG_SCHEMA_V1: Final = LOG_SCHEMA_V2.set(
+    LOG_SCHEMA_V2.get_field_index("frozen"), pa.field(_V1_LIVE, pa.bool_())
 ).with_metadata({SCHEMA_VERSION_KEY: b"1"})
-_SCHEMAS: Final = {1: LOG_SCHEMA_V1, SCHEMA_VERSION: LOG_SCHEMA}
+_SCHEMAS: Final = {1: LOG_SCHEMA_V1, 2: LOG_SCHEMA_V2, SCHEMA_VERSION: LOG_SCHEMA}
 READ_VERSIONS: Final = frozenset(_SCHEMAS)
 _LIST_FIELDS: Final = frozenset(
     name for name in FIELD_NAMES if FIELD_VALUE_TYPES[name] in ("str_list", "float_list")
@@ -265,15 +271,22 @@ def check_schema(schema: pa.Schema) -> int:
 def upgrade_batch(batch: pa.RecordBatch, version: int) -> pa.RecordBatch:
     """A record batch of schema `version` (as `check_schema` accepted it) as one of `LOG_SCHEMA`.
 
-    Version 1's `live` becomes `frozen`, its negation (null stays null: other kinds' rows),
-    and `run_started.schema_version` reads as the version the events now are in, so that
-    they export, import and re-record as a current log.
+    Version 1's `live` becomes `frozen`, its negation (null stays null: other kinds' rows);
+    before version 3 nothing was masked, so `batch_shipped.masked_tokens` reads 0 (null in
+    other kinds' rows); and `run_started.schema_version` reads as the version the events
+    now are in, so that they export, import and re-record as a current log.
     """
     if version == SCHEMA_VERSION:
         return batch
     columns = batch.columns
-    frozen = LOG_SCHEMA.get_field_index("frozen")
-    columns[frozen] = pc.invert(columns[frozen])
+    if version == 1:
+        frozen = LOG_SCHEMA.get_field_index("frozen")
+        columns[frozen] = pc.invert(columns[frozen])
+    shipped = pc.equal(batch.column("kind").cast(pa.string()), "batch_shipped")
+    columns.insert(
+        LOG_SCHEMA.get_field_index(_MASKED),
+        pc.if_else(shipped, pa.scalar(0, pa.int64()), pa.scalar(None, pa.int64())),
+    )
     recorded = LOG_SCHEMA.get_field_index("schema_version")
     columns[recorded] = pc.if_else(
         pc.is_null(columns[recorded]), columns[recorded], pa.scalar(SCHEMA_VERSION, pa.int64())
@@ -288,7 +301,10 @@ def upgrade_json(data: dict[str, Any], version: int) -> dict[str, Any]:
     upgraded = dict(data)
     if upgraded.get("kind") == "run_started":
         upgraded["schema_version"] = SCHEMA_VERSION
-    if upgraded.get("kind") == "group_opened" and isinstance(upgraded.get(_V1_LIVE), bool):
+    if upgraded.get("kind") == "batch_shipped":
+        upgraded.setdefault(_MASKED, 0)
+    opened = upgraded.get("kind") == "group_opened"
+    if version == 1 and opened and isinstance(upgraded.get(_V1_LIVE), bool):
         upgraded["frozen"] = not upgraded.pop(_V1_LIVE)
     return upgraded
 

@@ -24,6 +24,7 @@ from rolloutlog.events.types import (
     CANCEL_REASONS,
     DROP_REASONS,
     EVENT_TYPES,
+    INTERRUPT_REASONS,
     UNSEQUENCED,
     WORK_KINDS,
     BatchShipped,
@@ -226,10 +227,12 @@ FIELD_RULES: Final[Mapping[str, Rule]] = {
     "admitted": Rule("bool", _flag_problem),
     "trained_ids": Rule("str_list", _ids_problem),
     "tokens": integer(low=0),
+    "masked_tokens": integer(low=0),
 }
 _KIND_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("episodes_cancelled", "reason"): one_of(CANCEL_REASONS),
     ("episode_dropped", "reason"): one_of(DROP_REASONS),
+    ("episode_interrupted", "reason"): one_of(INTERRUPT_REASONS),
 }
 FIELD_VALUE_TYPES: Final[Mapping[str, ValueType]] = {
     name: rule.value_type for name, rule in FIELD_RULES.items()
@@ -311,12 +314,15 @@ def _scored_problem(event: GroupScored) -> tuple[str, str] | None:
 
 
 def _shipped_problem(event: BatchShipped) -> tuple[str, str] | None:
-    """What is trained is a subset of what was cut: pruning only removes."""
+    """What is trained is a subset of what was cut: pruning only removes; masking only
+    takes gradient from tokens trained."""
     cut = set(event.episode_ids)
     untrained = [ident for ident in event.trained_ids if ident not in cut]
-    return (
-        None if not untrained else ("trained_ids", f"{_shown(untrained[0])} is not in episode_ids")
-    )
+    if untrained:
+        return ("trained_ids", f"{_shown(untrained[0])} is not in episode_ids")
+    if event.masked_tokens > event.tokens:
+        return ("masked_tokens", f"{event.masked_tokens} is more than tokens ({event.tokens})")
+    return None
 
 
 _RELATIONS: Final[dict[type[Any], Callable[[Any], tuple[str, str] | None]]] = {

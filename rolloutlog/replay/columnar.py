@@ -206,14 +206,17 @@ def _dropped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
 
 def _shipped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     step, ids, trained = c["step"][i], c["episode_ids"][i], c["trained_ids"][i]
-    tokens = c["tokens"][i]
+    tokens, masked = c["tokens"][i], c["masked_tokens"][i]
+    if masked:
+        raise NeedsPlainFold(seq, "masked tokens are checked on the plain path")
     state.account.on_shipped(seq, step, ids, trained, tokens)
     if state.split is not None:
         state.split.on_shipped(c["t"][i], step, ids, trained)
     state.step = step + 1
     state.moved()
     return (
-        f"('batch_shipped', {seq}, {t_text}, {step}, {tuple(ids)!r}, {tuple(trained)!r}, {tokens})"
+        f"('batch_shipped', {seq}, {t_text}, {step}, {tuple(ids)!r}, {tuple(trained)!r}, "
+        f"{tokens}, {masked})"
     )
 
 
@@ -226,6 +229,10 @@ def _run_started(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> 
 def _run_resumed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     state.account.on_resumed(seq, c["episode_ids"][i], c["version"][i])
     return _RESUMED(state, c, i, seq, t_text)
+
+
+def _partial(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+    raise NeedsPlainFold(seq, "interrupted and resumed episodes are folded on the plain path")
 
 
 def _version_pending(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
@@ -280,6 +287,8 @@ _APPLIERS: Final[dict[str, Applier]] = {
     "batch_shipped": _shipped,
     "run_finished": _run_finished,
     "run_resumed": _run_resumed,
+    "episode_interrupted": _partial,
+    "episode_resumed": _partial,
 }
 # World kinds whose reactions the checker examines once they have settled.
 _SETTLED_KINDS: Final = frozenset({"version_pending", "run_finished", "run_resumed"})
@@ -309,6 +318,8 @@ class ColumnarFold:
     def __init__(
         self, config: RunConfig, *, keep_digests: bool = False, age_split: bool = False
     ) -> None:
+        if config.weight_update != "freeze":  # property 13 is checked on the plain path
+            raise NeedsPlainFold(0, f"weight_update {config.weight_update!r} folds plainly")
         self.config = config
         # The age split read from the same columns, not from a second pass over the log.
         self.age_split = StepMetrics(keep_rows=False) if age_split else None

@@ -150,10 +150,10 @@ def test_import_names_the_line_of_a_second_run_started_and_of_an_unknown_version
     assert one_line_error(run("import", str(tmp_path / "twice.jsonl"), "-o", "x")).endswith(
         "line 6: run_started: a log opens with run_started, and only it"
     )
-    newer = lines[0].replace('"schema_version": 2', '"schema_version": 3')
+    newer = lines[0].replace('"schema_version": 3', '"schema_version": 4')
     (tmp_path / "newer.jsonl").write_text("\n".join([newer, *lines[1:]]), encoding="utf-8")
     assert one_line_error(run("import", str(tmp_path / "newer.jsonl"), "-o", "x")).endswith(
-        "line 1: run_started.schema_version: this rolloutlog reads versions 1, 2, got 3"
+        "line 1: run_started.schema_version: this rolloutlog reads versions 1, 2, 3, got 4"
     )
 
 

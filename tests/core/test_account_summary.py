@@ -164,6 +164,10 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
         "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
         "episodes_trained_past_bound": past_bound,
+        # generated logs interrupt nothing (tests/runtime/sim/test_sim_interrupt.py does)
+        "episodes_interrupted": kinds["episode_interrupted"],
+        "partial_ratio": 0.0 if trained else None,
+        "largest_version_span": 0,
         "run_finished": finished,
         "restarts": 0,
         "invariant_violations": [],

@@ -65,6 +65,7 @@ FIELD_TYPES: dict[str, object] = {
     "staleness_threshold": float,
     "updates_per_sync": int,
     "ship_wait": "literal",
+    "weight_update": "literal",
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],

@@ -17,6 +17,7 @@ from rolloutlog.events.types import (
     CANCEL_REASONS,
     DROP_REASONS,
     EVENT_TYPES,
+    INTERRUPT_REASONS,
     UNSEQUENCED,
     WORK_KINDS,
     BatchShipped,
@@ -24,6 +25,8 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeDropped,
     EpisodeFailed,
+    EpisodeInterrupted,
+    EpisodeResumed,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -77,7 +80,8 @@ def scored_groups(draw: st.DrawFn) -> GroupScored:
 
 @st.composite
 def shipped_batches(draw: st.DrawFn) -> BatchShipped:
-    """A batch whose trained ids are an ordered subset of its cut ids."""
+    """A batch whose trained ids are an ordered subset of its cut ids, masking at most its
+    tokens."""
     episode_ids = draw(unique_ids)
     kept = draw(st.lists(st.booleans(), min_size=len(episode_ids), max_size=len(episode_ids)))
     trained_ids = tuple(ident for ident, keep in zip(episode_ids, kept, strict=True) if keep)
@@ -86,7 +90,8 @@ def shipped_batches(draw: st.DrawFn) -> BatchShipped:
         step=draw(st.integers(1, INT64_MAX)),
         episode_ids=episode_ids,
         trained_ids=trained_ids,
-        tokens=draw(counts),
+        tokens=(tokens := draw(counts)),
+        masked_tokens=draw(st.integers(0, tokens)),
     )
 
 
@@ -155,6 +160,16 @@ def event_of_kind(kind: str) -> st.SearchStrategy[Event]:
         "run_finished": st.builds(RunFinished, **common, reason=ids),
         "run_resumed": st.builds(
             RunResumed, **common, reason=ids, episode_ids=unique_ids, version=counts
+        ),
+        "episode_interrupted": st.builds(
+            EpisodeInterrupted,
+            **common,
+            episode_id=ids,
+            completion_tokens=counts,
+            reason=st.sampled_from(INTERRUPT_REASONS),
+        ),
+        "episode_resumed": st.builds(
+            EpisodeResumed, **common, episode_id=ids, policy_version=counts
         ),
     }
     return strategies[kind]

@@ -25,6 +25,8 @@ from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
+    EpisodeInterrupted,
+    EpisodeResumed,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -135,6 +137,18 @@ OPENED = GroupOpened(
         (attrs.evolve(SCORED, advantages=(0.5,)), "advantages", "one per episode_ids (2), got 1"),
         (attrs.evolve(SCORED, episode_ids=(), advantages=()), "admitted", "no scored member"),
         (attrs.evolve(SHIPPED, trained_ids=("c",)), "trained_ids", '"c" is not in episode_ids'),
+        (attrs.evolve(SHIPPED, masked_tokens=6), "masked_tokens", "6 is more than tokens (5)"),
+        (attrs.evolve(SHIPPED, masked_tokens=-1), "masked_tokens", "must be >= 0"),
+        (
+            EpisodeInterrupted(t=1.0, seq=5, episode_id="g1/0", completion_tokens=3, reason="x"),
+            "reason",
+            "must be one of 'update', 'recycle'",
+        ),
+        (
+            EpisodeResumed(t=1.0, seq=5, episode_id="g1/0", policy_version=-1),
+            "policy_version",
+            "must be >= 0",
+        ),
         (
             RunStarted(
                 t=0.0, seq=4, config={}, seed=0, schema_version=SCHEMA_VERSION, code_version=""

@@ -54,6 +54,7 @@ def test_a_line_holds_kind_seq_t_and_the_design_field_names() -> None:
         "episode_ids": ["a", "b"],
         "trained_ids": ["a"],
         "tokens": 9,
+        "masked_tokens": 0,
     }
 
 

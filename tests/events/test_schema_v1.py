@@ -44,10 +44,10 @@ def test_the_fixture_is_a_version_1_log_with_frozen_and_other_groups() -> None:
 
 
 def test_a_version_1_log_reads_as_the_same_run_simulated_today(tmp_path: Path) -> None:
-    """Same seed, same config: today's simulator writes version 2; both read the same."""
+    """Same seed, same config: today's simulator writes the current version; both read the same."""
     reader = LogReader(V1_LOG)
     old = list(reader)
-    assert reader.schema_version == 1 and SCHEMA_VERSION == 2
+    assert reader.schema_version == 1
     fresh = tmp_path / "fresh.arrow"
     result = CliRunner().invoke(main, [*V1_COMMAND.split(), "--log", str(fresh)])
     assert result.exit_code == 0, result.output
@@ -57,7 +57,7 @@ def test_a_version_1_log_reads_as_the_same_run_simulated_today(tmp_path: Path) -
     added = {k: v for k, v in today[0].config.items() if k not in old[0].config}  # type: ignore[attr-defined]
     assert all(RunConfig().to_dict()[k] == v for k, v in added.items()), added
     assert [attrs.evolve(old[0], config={**old[0].config, **added}), *old[1:]] == today  # type: ignore[attr-defined]
-    assert old[0].schema_version == SCHEMA_VERSION  # the events are version 2 now
+    assert old[0].schema_version == SCHEMA_VERSION  # the events are the current version now
 
 
 def test_live_reads_as_the_negation_of_frozen() -> None:

@@ -3,7 +3,10 @@
 An episode starts generating when it is dispatched, or when inference resumes if a weight
 update has it paused, and finishes `work_s` generation seconds later (its completion or its
 failure). A weight update (`version_pending` → `version_live`) pauses inference in keep
-mode: every episode in flight keeps its progress and finishes that much later.
+mode: every episode in flight keeps its progress and finishes that much later. Under
+`weight_update = interrupt` an episode is instead stopped (`interrupt`: its generation
+seconds left are kept, its outcome unscheduled) and resubmitted (`resume`), paying a
+prefill before it goes on (`runtime.sim.interrupt`).
 
 A cancelled episode is unscheduled, except that with `late_arrival_rate` the abort races a
 finishing request and loses: the episode still arrives, as a late event the deciders must
@@ -29,6 +32,7 @@ class Flight:
     plan: EpisodePlan
     entry: Entry
     cancelled: str | None = None
+    left_s: float | None = None  # interrupted: generation seconds still to go
 
 
 class Inference:
@@ -54,6 +58,9 @@ class Inference:
         flight = self._flight(episode_id)
         if flight.cancelled is not None:
             raise ValueError(f"{episode_id} cancelled twice")
+        if flight.left_s is not None:  # interrupted: nothing is generating, nothing races
+            del self.flights[episode_id]
+            return flight.plan.work_s - flight.left_s
         if flight.plan.late_if_cancelled:
             flight.cancelled = reason
             return None
@@ -102,8 +109,38 @@ class Inference:
             raise ValueError(f"pause at t={now} overlaps the pause until t={self.paused_until}")
         self.paused_until = now + duration_s
         for flight in self.flights.values():
+            if flight.left_s is not None:
+                continue
             self.queue.cancel(flight.entry)
             flight.entry = self.queue.push(flight.entry.t + duration_s, flight.entry.item)
+
+    def interrupt(self, now: float, episode_id: str) -> int | None:
+        """Stop a generating episode: its completion tokens so far (at its own token rate),
+        or None if it is not generating (it arrived, was cancelled, or is interrupted)."""
+        flight = self.flights.get(episode_id)
+        if flight is None or flight.cancelled is not None or flight.left_s is not None:
+            return None
+        spent_s = self.spent_s(now, flight)
+        self.queue.cancel(flight.entry)
+        flight.left_s = flight.plan.work_s - spent_s
+        work_s, tokens = flight.plan.work_s, flight.plan.completion_tokens
+        return tokens if work_s <= 0.0 else int(tokens * min(spent_s / work_s, 1.0))
+
+    def resume(self, now: float, episode_id: str, prefill_s: float) -> bool:
+        """Resubmit an interrupted episode: it finishes after `prefill_s` and the
+        generation it had left. False if it is no longer interrupted (cancelled)."""
+        flight = self.flights.get(episode_id)
+        if flight is None or flight.left_s is None:
+            return False
+        due = max(now, self.paused_until) + prefill_s + flight.left_s
+        flight.entry = self.queue.push(due, ("episode", episode_id))
+        flight.left_s = None
+        return True
+
+    def prompt_of(self, episode_id: str) -> int:
+        """The prompt tokens of a scheduled episode."""
+        prompt = self._flight(episode_id).plan.prompt_tokens
+        return self.prompt_tokens if prompt is None else prompt
 
     def plan(self, episode_id: str) -> EpisodePlan:
         """The plan of a scheduled episode."""

@@ -31,7 +31,9 @@ from rolloutlog.events.types import (
 )
 from rolloutlog.runtime.sim.clock import Entry, EventQueue
 from rolloutlog.runtime.sim.controller import Controller
+from rolloutlog.runtime.sim.drain import Drainer
 from rolloutlog.runtime.sim.inference import Inference
+from rolloutlog.runtime.sim.interrupt import Interrupter
 from rolloutlog.runtime.sim.metrics import SimMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.streams import RandomStreams
@@ -96,6 +98,8 @@ class Simulation:
             prompt_tokens=world.prompt_tokens,
         )
         self.world: EpisodeWorld
+        drain = scenario.run.weight_update == "drain"
+        self.drainer = Drainer(self.queue, self.inference) if drain else None
         if trace is None:
             streams = RandomStreams(scenario.seed)
             self.world = WorldModel(world, scenario.run.tasks, streams)
@@ -104,6 +108,7 @@ class Simulation:
                 streams["trainer"],
                 self.queue,
                 updates_per_sync=scenario.run.updates_per_sync,
+                defer_live=drain,
             )
             self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
         else:  # a recorded world (`rolloutlog whatif`): its own seed, the run keeps the log's
@@ -111,11 +116,21 @@ class Simulation:
             self.world = TraceWorld(trace, world, streams)
             times = TraceTimes(trace, world, streams["trainer"])
             self.trainer = Trainer(
-                world, streams["trainer"], self.queue, times, scenario.run.updates_per_sync
+                world,
+                streams["trainer"],
+                self.queue,
+                times,
+                scenario.run.updates_per_sync,
+                defer_live=drain,
             )
             self.controller = TraceController(
                 trace, world, scenario.run, streams["controller"], self.queue
             )
+        self.interrupter = (
+            None
+            if scenario.run.weight_update != "interrupt"
+            else Interrupter(self.queue, self.inference, world.prefill_tokens_per_s, self._frozen)
+        )
         self.metrics = SimMetrics()
         self.now = 0.0
         self.world_events = 0
@@ -194,17 +209,33 @@ class Simulation:
         if kind == "episode":
             flight, event = self.inference.arrive(self.now, key)
             self.metrics.on_arrived(key, flight.plan, flight.cancelled)
+            if self.drainer is not None:
+                self.drainer.left(self.now, key)
             return event
         if kind == "trained":
             publish = self.trainer.trained(self.now, key)
             if publish is None:
                 return None
-            self.inference.pause(self.now, publish.update_s)
+            if self.drainer is not None:
+                self.drainer.announced(self.now, publish)
+            else:
+                self.inference.pause(self.now, publish.update_s)
+            if self.interrupter is not None:
+                self.interrupter.announced(self.now)
             return VersionPending(t=self.now, version=publish.version)
         if kind == "live":
             self.trainer.live(self.now, key)
+            if self.interrupter is not None:
+                self.interrupter.went_live(self.now, key)
             return VersionLive(t=self.now, version=key)
+        if self.interrupter is not None and kind in ("interrupt", "resume"):
+            happen = self.interrupter.interrupt if kind == "interrupt" else self.interrupter.resume
+            return happen(self.now, key)
         return self.controller.fire(self.now, kind)
+
+    def _frozen(self, episode_id: str) -> bool:
+        """Whether an in-flight episode's group samples from a frozen source."""
+        return self.loop.dispatcher_state.groups[episode_id.rpartition("/")[0]].frozen
 
     def _feed(self, event: Event) -> None:
         appended = self.loop.feed(event, fresh=True)  # every world event here is built to feed
@@ -237,6 +268,8 @@ class Simulation:
             spent_s = self.inference.cancel(self.now, episode_id, event.reason)
             if spent_s is not None:
                 self.metrics.on_cancelled(event.reason, spent_s)
+            if self.drainer is not None:
+                self.drainer.left(self.now, episode_id)
 
     def _on_shipped(self, event: Any) -> None:
         self.metrics.on_shipped(event)

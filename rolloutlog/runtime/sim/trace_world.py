@@ -57,6 +57,7 @@ TRACE_WORLD_KEYS = frozenset(
         "version_skip_rate",
         "train_step_s",
         "weight_update_s",
+        "prefill_tokens_per_s",  # what resuming costs, under `weight_update = interrupt`
     }
 )
 CENSORED_INFLATION = 1.5  # a cancelled episode longer than anything recorded: 1.5 x its cut

@@ -58,10 +58,15 @@ class Trainer:
         queue: EventQueue,
         times: BatchTimes | None = None,
         updates_per_sync: int = 1,
+        *,
+        defer_live: bool = False,
     ) -> None:
-        """`times` replaces the drawn batch times (a recorded trace's, for example)."""
+        """`times` replaces the drawn batch times (a recorded trace's, for example);
+        `defer_live`: the update waits for work in flight (`weight_update = drain`), so
+        the driver schedules `version_live` itself (`runtime.sim.drain`)."""
         self.world, self.rng, self.queue = world, rng, queue
         self.updates_per_sync = updates_per_sync
+        self.defer_live = defer_live
         self.times = times or self.drawn_times
         self.backlog: deque[_Batch] = deque()
         self.current: _Batch | None = None
@@ -97,7 +102,8 @@ class Trainer:
             self._start(now)
             return None
         self.phase = "updating"
-        self.queue.push(now + batch.update_s, ("live", step))
+        if not self.defer_live:
+            self.queue.push(now + batch.update_s, ("live", step))
         return Publish(step, batch.update_s)
 
     def live(self, now: float, version: int) -> None:

@@ -37,6 +37,9 @@ class WorldConfig:
     episode_overhead_s: float = checked(1.0, at_least(0.0), "environment time per episode")
     concurrency_slowdown: float = checked(0.0, at_least(0.0), "decode slows 1+x at full limit")
     pause_inference_on_update: bool = checked(True, None, "inference pauses until version_live")
+    prefill_tokens_per_s: float = checked(
+        20000.0, at_least(1.0), "prefill rate: a resumed episode re-reads prompt and tokens"
+    )
     # failures and aborts racing a finishing request
     failure_rate: float = checked(0.0, between(0.0, 1.0), "probability an episode fails")
     late_arrival_rate: float = checked(0.0, between(0.0, 1.0), "cancelled episode still arrives")

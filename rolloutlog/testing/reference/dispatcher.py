@@ -196,9 +196,12 @@ def _free(record: Record) -> int:
 
 
 def _train_room(record: Record) -> int:
-    """Train episodes that may go out now: none past the gate, else capacity's room."""
+    """Train episodes that may go out now: none past the gate or while a drained update
+    waits, else capacity's room."""
     settings = record.config
     if (record.step - 1) - record.version > settings.lag:
+        return 0
+    if settings.weight_update == "drain" and record.live < record.version:
         return 0
     if settings.admission not in ("capacity", "areal", "verl", "outstanding"):
         return UNLIMITED

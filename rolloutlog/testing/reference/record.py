@@ -89,6 +89,7 @@ class Record:
     admitted: list[str] = field(default_factory=list)  # in the order they joined the queue
     batches: int = 0
     version: int = 0
+    live: int = 0  # the version inference serves
     limit: int = 0
     finished: bool = False
     natural_arrivals: set[int] = field(default_factory=set)  # seqs of non-late arrivals
@@ -199,6 +200,9 @@ class Record:
 
     def _version_pending(self, event: Any) -> None:
         self.version = event.version
+
+    def _version_live(self, event: Any) -> None:
+        self.live = event.version
 
     def _limit_set(self, event: Any) -> None:
         self.limit = event.max_inflight

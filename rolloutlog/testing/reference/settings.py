@@ -47,6 +47,9 @@ class Settings:
     staleness_threshold: float = 0.1  # verl admission's θ
     updates_per_sync: int = 1  # K: a version every K batches
     ship_wait: str = "none"
+    # `drain` holds train dispatch while an update waits; `interrupt` changes no decision
+    # (an interrupted episode keeps its permit and its dispatch stamp).
+    weight_update: str = "freeze"
 
     @property
     def lag(self) -> int:

@@ -1,0 +1,179 @@
+"""The shadow account's checks of interrupted and resumed episodes (a mixin of
+`core.account.Account`; docs/contract.md property 13).
+
+Its own books, not the dispatcher's (`core.dispatcher_partial`): which episodes are
+interrupted, the tokens each had at its interruptions, the versions of its segments, the
+version inference serves, and what was in flight when an update was announced (less what
+its cancellations take): under `weight_update = interrupt` all of it must be interrupted by
+the time the update goes live; under `drain` its train work must have arrived, and no
+train episode goes out while the update waits. A resumed episode's tokens are counted once: its
+completion carries them all, and its interruptions' counts never fall and never exceed it.
+Its rollout age stays that of its dispatch stamp (`start`), which the rest of the account
+reads as before.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import attrs
+
+from rolloutlog.core.account_group import Group
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.run_summary import RunSummary
+
+
+@attrs.define(slots=True)
+class Segments:
+    """One episode's interruptions: its tokens at each, the versions it went on under."""
+
+    start: int
+    tokens: list[int] = attrs.Factory(list)
+    versions: list[int] = attrs.Factory(list)
+    interrupted: bool = True
+
+
+class _Books(Protocol):
+    """What these checks read and keep of the account."""
+
+    run: RunSummary
+    version: int
+    inflight: dict[str, Group]
+    groups: dict[str, Group]
+    weight_update: str
+    live_version: int
+    segments: dict[str, Segments]
+    at_update: set[str]
+    spans: dict[str, int]
+    queue: dict[str, tuple[int, bool, int]]
+
+    def _fail(self, seq: int, kind: str, problem: str) -> None: ...
+
+    def _awaits_ship(self, episode_id: str) -> bool: ...
+
+
+class PartialChecks:
+    """`Account`'s mirror of interruptions and resumptions."""
+
+    weight_update: str
+    live_version: int
+    segments: dict[str, Segments]  # episodes interrupted at least once, until they leave
+    at_update: set[str]  # in flight, not frozen, when the update under way was announced
+    spans: dict[str, int]  # arrived resumed episodes -> end − start, until cut or dropped
+
+    def _partial_start(self, config: RunConfig) -> None:
+        self.weight_update = config.weight_update
+        self.live_version = 0
+        self.segments = {}
+        self.at_update = set()
+        self.spans = {}
+
+    def on_interrupted(self: _Books, seq: int, episode_id: str, tokens: int, reason: str) -> None:
+        kind, rule = "episode_interrupted", self.weight_update
+        if rule != "interrupt" or reason != "update":
+            return self._fail(seq, kind, f"reason {reason!r} under weight_update {rule!r}")
+        group = self.inflight.get(episode_id)
+        if group is None:
+            return self._fail(seq, kind, f"{episode_id} is not in flight")
+        if group.frozen:
+            return self._fail(seq, kind, f"{episode_id} is from a frozen source")
+        if self.live_version >= self.version:
+            return self._fail(seq, kind, f"no weight update under way (v{self.version} is live)")
+        segments = self.segments
+        books = segments.setdefault(
+            episode_id, Segments(start=group.inflight[episode_id][0], interrupted=False)
+        )
+        if books.interrupted:
+            return self._fail(seq, kind, f"{episode_id} is interrupted")
+        if books.tokens and tokens < books.tokens[-1]:
+            problem = f"{episode_id} has {tokens} tokens, fewer than {books.tokens[-1]} before"
+            return self._fail(seq, kind, problem)
+        books.tokens.append(tokens)
+        books.interrupted = True
+        self.at_update.discard(episode_id)
+        return None
+
+    def on_continued(self: _Books, seq: int, episode_id: str, version: int) -> None:
+        """`episode_resumed`: an interrupted episode goes on under the version live."""
+        kind = "episode_resumed"
+        books = self.segments.get(episode_id)
+        if books is None or not books.interrupted or episode_id not in self.inflight:
+            return self._fail(seq, kind, f"{episode_id} was not interrupted")
+        live = self.live_version
+        if version != live:
+            return self._fail(seq, kind, f"resumed under v{version}, but inference serves v{live}")
+        books.versions.append(version)
+        books.interrupted = False
+        return None
+
+    def _partial_arrival(
+        self: _Books, seq: int, kind: str, episode_id: str, tokens: int | None
+    ) -> None:
+        """An arrival (`tokens`: its completion tokens; None for a failure) of an episode in
+        flight: resumed if it was interrupted, and holding every token it had."""
+        books = self.segments.pop(episode_id, None)
+        if books is None or episode_id not in self.inflight:
+            return
+        if books.interrupted:
+            self._fail(seq, kind, f"{episode_id} is interrupted and was not resumed")
+        elif tokens is not None and tokens < books.tokens[-1]:
+            problem = f"{episode_id} completes with {tokens} tokens, had {books.tokens[-1]}"
+            self._fail(seq, kind, problem)
+        elif books.versions:
+            self.spans[episode_id] = books.versions[-1] - books.start
+
+    def _partial_announced(self: _Books) -> None:
+        """`version_pending`: what is in flight now (not what its reaction dispatches) and
+        not cancelled must be interrupted (`interrupt`: all not from a frozen source) or
+        have arrived (`drain`: the train work) before the update goes live."""
+        if self.weight_update == "interrupt":
+            self.at_update = {e for e, group in self.inflight.items() if not group.frozen}
+        elif self.weight_update == "drain":
+            self.at_update = {e for e, group in self.inflight.items() if group.train}
+
+    def _partial_dispatched(self: _Books, seq: int, group_id: str) -> None:
+        """Under `drain`, no train episode goes out while an update waits."""
+        group = self.groups.get(group_id)
+        waits = self.weight_update == "drain" and self.live_version < self.version
+        if waits and group is not None and group.train:
+            problem = f"train dispatch while v{self.version} waits for the work in flight"
+            self._fail(seq, "episode_dispatched", problem)
+
+    def on_live(self: _Books, seq: int, version: int) -> None:
+        """`version_live`: nothing announced in flight is left uninterrupted; the books of
+        episodes no longer in flight (cancelled) are closed."""
+        left = sorted(e for e in self.at_update if e in self.inflight)
+        if left:
+            how = "uninterrupted" if self.weight_update == "interrupt" else "undrained"
+            self._fail(seq, "version_live", f"in flight {how} at the update: {left[:3]}")
+        self.at_update = set()
+        self.live_version = version
+        segments = self.segments
+        for episode_id in [e for e in segments if e not in self.inflight]:
+            del segments[episode_id]
+        for episode_id in [e for e in self.spans if not self._awaits_ship(e)]:  # dropped
+            del self.spans[episode_id]
+
+    def _awaits_ship(self: _Books, episode_id: str) -> bool:
+        return episode_id in self.queue or episode_id.rpartition("/")[0] in self.groups
+
+    def _partial_shipped(
+        self: _Books,
+        seq: int,
+        episode_ids: tuple[str, ...],
+        trained_ids: tuple[str, ...],
+        masked_tokens: int,
+    ) -> None:
+        """The partial ratio and the largest span count what trains; no rule masks tokens
+        yet, so a batch carries none."""
+        spans, run = self.spans, self.run
+        if spans:
+            for episode_id in trained_ids:
+                span = spans.get(episode_id)
+                if span is not None:
+                    run.trained_partial += 1
+                    run.largest_span = max(run.largest_span, span)
+            for episode_id in episode_ids:
+                spans.pop(episode_id, None)
+        if masked_tokens:
+            self._fail(seq, "batch_shipped", f"masks {masked_tokens} tokens; no rule masks any")

@@ -1,0 +1,102 @@
+"""The dispatcher's books of interrupted and resumed episodes (docs/contract.md, "Weight
+updates and work in flight").
+
+Only the world interrupts and resumes episodes, and only where the run's rules make it do
+so: under `weight_update = interrupt`, an in-flight episode not from a frozen source,
+while an update is under way (announced, not yet live); its resumption under the version
+inference serves. The dispatcher refuses, at its seq, an interruption or a resumption no
+rule makes, and an arrival of an episode still interrupted, so that `replay` and `verify`
+stop there. An interrupted episode keeps its permit: nothing else here touches permits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from rolloutlog.core.errors import require
+from rolloutlog.events.types import (
+    EpisodeCompleted,
+    EpisodeFailed,
+    EpisodeInterrupted,
+    EpisodeResumed,
+    VersionLive,
+)
+
+if TYPE_CHECKING:
+    from rolloutlog.core.dispatcher_state import DispatcherState
+
+
+@attrs.define(slots=True)
+class Interruptions:
+    """The version inference serves and the episodes interrupted, not yet resumed."""
+
+    live: int = 0
+    interrupted: dict[str, None] = attrs.Factory(dict)
+
+    def forget(self, episode_ids: tuple[str, ...]) -> None:
+        """Cancelled episodes are no longer owed a resumption."""
+        if self.interrupted:
+            for episode_id in episode_ids:
+                self.interrupted.pop(episode_id, None)
+
+
+def check_interrupted(state: DispatcherState, event: EpisodeInterrupted) -> None:
+    """An interruption happens only where the run's weight-update rule makes one."""
+    seq, kind, episode = event.seq, event.kind, event.episode_id
+    rule = state.config.weight_update
+    require(
+        rule == "interrupt" and event.reason == "update",
+        seq,
+        kind,
+        f"the run's weight_update is {rule} and recycle is off: no episode is interrupted"
+        if rule == "freeze"
+        else f"reason {event.reason!r} under weight_update {rule!r}",
+    )
+    group_id = state.inflight.get(episode)
+    require(group_id is not None, seq, kind, f"{episode} is not in flight")
+    require(episode not in state.partial.interrupted, seq, kind, f"{episode} is interrupted")
+    require(
+        state.partial.live < state.version,
+        seq,
+        kind,
+        f"no weight update under way (v{state.version} is live)",
+    )
+    require(not state.groups[str(group_id)].frozen, seq, kind, f"{episode} is from a frozen source")
+
+
+def on_interrupted(state: DispatcherState, event: EpisodeInterrupted) -> None:
+    state.partial.interrupted[event.episode_id] = None
+
+
+def check_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
+    """A resumption follows an interruption, under the version inference serves."""
+    seq, kind, episode = event.seq, event.kind, event.episode_id
+    require(episode in state.partial.interrupted, seq, kind, f"{episode} was not interrupted")
+    live = state.partial.live
+    require(
+        event.policy_version == live,
+        seq,
+        kind,
+        f"resumed under v{event.policy_version}, but inference serves v{live}",
+    )
+
+
+def on_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
+    del state.partial.interrupted[event.episode_id]
+
+
+def check_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed) -> None:
+    """An interrupted episode generates nothing until it is resumed."""
+    episode = event.episode_id
+    require(
+        episode not in state.partial.interrupted,
+        event.seq,
+        event.kind,
+        f"{episode} is interrupted and was not resumed",
+    )
+
+
+def on_version_live(state: DispatcherState, event: VersionLive) -> None:
+    state.partial.live = event.version

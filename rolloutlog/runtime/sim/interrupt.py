@@ -1,0 +1,67 @@
+"""The simulated world under `weight_update = interrupt` (docs/contract.md, "Weight updates
+and work in flight").
+
+When an update is announced, inference aborts every episode then generating that is not
+from a frozen source: each is reported with its completion tokens so far, at its own token
+rate (its completion tokens over its generation seconds), once the deciders' reaction to
+the announcement (stale cancellations) is in. When the update goes live, each interrupted
+episode is resubmitted under the new version: it pays a prefill of its prompt and tokens
+so far at `prefill_tokens_per_s`, then the generation it had left. The happenings are
+queue entries at the time they happen, so they follow the event that made them in order.
+Under `freeze` nothing here is scheduled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rolloutlog.events.types import EpisodeInterrupted, EpisodeResumed
+from rolloutlog.runtime.sim.clock import EventQueue
+from rolloutlog.runtime.sim.inference import Inference
+
+
+class Interrupter:
+    """Schedules and makes the interruptions and resumptions of one simulated run."""
+
+    def __init__(
+        self,
+        queue: EventQueue,
+        inference: Inference,
+        prefill_tokens_per_s: float,
+        frozen: Callable[[str], bool],
+    ) -> None:
+        self.queue, self.inference = queue, inference
+        self.prefill_tokens_per_s = prefill_tokens_per_s
+        self.frozen = frozen  # whether an episode's group samples from a frozen source
+        self.interrupted: dict[str, int] = {}  # episode -> tokens so far, until resumed
+
+    def announced(self, now: float) -> None:
+        """An update was announced: abort what is generating now, after the reaction."""
+        for flight in self.inference.flights.values():  # cancelled ones only race
+            if flight.cancelled is None and not self.frozen(flight.episode_id):
+                self.queue.push(now, ("interrupt", flight.episode_id))
+
+    def interrupt(self, now: float, episode_id: str) -> EpisodeInterrupted | None:
+        """The abort lands: the world event, or None if the episode no longer generates."""
+        tokens = self.inference.interrupt(now, episode_id)
+        if tokens is None:
+            return None
+        self.interrupted[episode_id] = tokens
+        return EpisodeInterrupted(
+            t=now, episode_id=episode_id, completion_tokens=tokens, reason="update"
+        )
+
+    def went_live(self, now: float, version: int) -> None:
+        """The update is live: resubmit every interrupted episode under `version`."""
+        for episode_id in self.interrupted:
+            self.queue.push(now, ("resume", (episode_id, version)))
+
+    def resume(self, now: float, key: tuple[str, int]) -> EpisodeResumed | None:
+        """The resubmission is served: the world event, or None if it was cancelled."""
+        episode_id, version = key
+        tokens = self.interrupted.pop(episode_id)
+        prompt = self.inference.prompt_of(episode_id) if episode_id in self.inference.flights else 0
+        prefill_s = (prompt + tokens) / self.prefill_tokens_per_s
+        if not self.inference.resume(now, episode_id, prefill_s):
+            return None
+        return EpisodeResumed(t=now, episode_id=episode_id, policy_version=version)

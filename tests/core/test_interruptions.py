@@ -1,0 +1,188 @@
+"""`episode_interrupted` and `episode_resumed` (docs/contract.md, "Weight updates and work in
+flight", property 13): only the world writes them, and only where the run's rules make it.
+Under `weight_update = freeze` no rule does, so the deciders refuse them at their seq;
+under `interrupt` an update interrupts what is in flight, which goes on under the new
+version with its tokens counted once, and the account checks every step of that itself.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.errors import InconsistentLogError
+from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.events.schema import SCHEMA_VERSION
+from rolloutlog.events.types import (
+    EpisodeCompleted,
+    EpisodeInterrupted,
+    EpisodeResumed,
+    Event,
+    RunFinished,
+    RunStarted,
+    VersionLive,
+    VersionPending,
+    with_seq,
+)
+from rolloutlog.replay.log_replay import replay_log
+from rolloutlog.replay.source import MemoryLog
+from rolloutlog.replay.verify import verify_log
+from tests.core.planted import fed
+
+FREEZE = RunConfig(group_size=2, max_inflight=4, batch_size=2, max_off_policy_steps=1)
+INTERRUPT = attrs.evolve(FREEZE, weight_update="interrupt")
+INTERRUPTED = EpisodeInterrupted(t=1.0, episode_id="g1/0", completion_tokens=3, reason="update")
+RESUMED = EpisodeResumed(t=1.0, episode_id="g1/0", policy_version=0)
+
+
+def _started(config: RunConfig) -> tuple[ReactionLoop, list[Event]]:
+    loop = ReactionLoop(config)
+    log = loop.feed(
+        RunStarted(
+            t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+        )
+    )
+    assert sorted(loop.dispatcher_state.inflight) == ["g1/0", "g1/1", "g2/0", "g2/1"]
+    return loop, log
+
+
+def _done(episode_id: str, t: float, tokens: int = 9) -> EpisodeCompleted:
+    return EpisodeCompleted(
+        t=t, episode_id=episode_id, reward=t % 2, prompt_tokens=2, completion_tokens=tokens
+    )
+
+
+def _interrupted_run() -> tuple[ReactionLoop, list[Event]]:
+    """g1 ships batch 1; v1 interrupts g2 and g3 (g2/0 with 3 tokens), which resume under v1."""
+    loop, log = _started(INTERRUPT)
+    log += loop.feed(_done("g1/0", 1.0)) + loop.feed(_done("g1/1", 2.0))
+    log += loop.feed(VersionPending(t=3.0, version=1))
+    inflight = sorted(loop.dispatcher_state.inflight)
+    assert inflight == ["g2/0", "g2/1", "g3/0", "g3/1"]
+    for n, episode_id in enumerate(inflight):
+        tokens = 3 if n == 0 else 0
+        log += loop.feed(
+            EpisodeInterrupted(
+                t=3.0, episode_id=episode_id, completion_tokens=tokens, reason="update"
+            )
+        )
+    log += loop.feed(VersionLive(t=4.0, version=1))
+    for episode_id in inflight:
+        log += loop.feed(EpisodeResumed(t=4.0, episode_id=episode_id, policy_version=1))
+    return loop, log
+
+
+def _finished() -> list[Event]:
+    loop, log = _interrupted_run()
+    for n, episode_id in enumerate(("g2/0", "g2/1", "g3/0", "g3/1")):
+        log += loop.feed(_done(episode_id, 5.0 + n, tokens=8 - n))
+    return log + loop.feed(RunFinished(t=9.0, reason="steps"))
+
+
+@pytest.mark.parametrize(
+    ("event", "words"),
+    [(INTERRUPTED, "weight_update is freeze and recycle is off"), (RESUMED, "was not interrupted")],
+)
+def test_a_freeze_run_refuses_them_at_their_seq(event: Event, words: str) -> None:
+    loop, log = _started(FREEZE)
+    with pytest.raises(InconsistentLogError, match=words):
+        loop.feed(event)
+    recorded = MemoryLog([*log, with_seq(event, len(log))])
+    replay = replay_log(recorded)
+    assert replay.error is not None and replay.error.seq == len(log)
+    assert verify_log(recorded).error is not None
+
+
+def test_an_interrupted_run_replays_clean_and_verifies() -> None:
+    log = _finished()
+    shipped = [e for e in log if e.kind == "batch_shipped"]
+    assert len(shipped) == 2 and shipped[1].episode_ids == ("g2/0", "g2/1")  # type: ignore[attr-defined]
+    assert shipped[1].tokens == 2 * 2 + 8 + 7  # type: ignore[attr-defined]  # counted once
+    replay = replay_log(MemoryLog(log))
+    assert replay.error is None and replay.summary["invariant_violations"] == []
+    # g2 went out at v0 and trained at step 2: its age reads that start, not v1; so g3,
+    # at step 3, is past the bound although its tokens all came from v1
+    assert replay.summary["trained_age_histogram"] == {"0": 2, "1": 2}
+    assert replay.summary["episodes_dropped_stale"] == 2
+    assert verify_log(MemoryLog(log)).divergence is None
+    assert fed(log).violations == []
+
+
+@pytest.mark.parametrize(
+    ("event", "words"),
+    [
+        (_done("g2/0", 3.5), "g2/0 is interrupted and was not resumed"),
+        (attrs.evolve(INTERRUPTED, episode_id="g2/0"), "g2/0 is interrupted"),
+        (EpisodeResumed(t=3.5, episode_id="g2/0", policy_version=1), "inference serves v0"),
+        (attrs.evolve(INTERRUPTED, episode_id="g9/0"), "g9/0 is not in flight"),
+        (attrs.evolve(INTERRUPTED, reason="recycle"), "reason 'recycle'"),
+    ],
+)
+def test_the_deciders_refuse_what_no_rule_makes(event: Event, words: str) -> None:
+    loop, _ = _started(INTERRUPT)
+    loop.feed(_done("g1/0", 1.0))
+    loop.feed(_done("g1/1", 2.0))
+    loop.feed(VersionPending(t=3.0, version=1))
+    loop.feed(EpisodeInterrupted(t=3.0, episode_id="g2/0", completion_tokens=3, reason="update"))
+    with pytest.raises(InconsistentLogError, match=words):
+        loop.feed(event)
+
+
+def test_no_interruption_without_an_update_under_way() -> None:
+    loop, _ = _started(INTERRUPT)
+    with pytest.raises(InconsistentLogError, match="no weight update under way"):
+        loop.feed(INTERRUPTED)
+
+
+def _planted(log: list[Event], at: int, event: Event) -> list[str]:
+    """The account's verdict on `log` with `event` in place of its event `at`."""
+    planted = [*log[:at], event, *log[at + 1 :]]
+    return fed([with_seq(e, seq) for seq, e in enumerate(planted)]).violations
+
+
+def test_the_account_catches_each_broken_rule_itself() -> None:
+    log = _finished()
+    index = {(e.kind, getattr(e, "episode_id", None)): n for n, e in enumerate(log)}
+    resumed = index[("episode_resumed", "g2/0")]
+    completed = index[("episode_completed", "g2/0")]
+    interrupted = index[("episode_interrupted", "g3/1")]
+    wrong_version = attrs.evolve(log[resumed], policy_version=0)
+    assert any("inference serves v1" in v for v in _planted(log, resumed, wrong_version))
+    fewer = attrs.evolve(log[completed], completion_tokens=2)
+    assert any("completes with 2 tokens, had 3" in v for v in _planted(log, completed, fewer))
+    skipped = attrs.evolve(log[interrupted], episode_id="g2/0")
+    assert any("g3/1" in v and "uninterrupted" in v for v in _planted(log, interrupted, skipped))
+    unresumed = attrs.evolve(log[resumed], episode_id="g1/0")
+    assert any(
+        "g2/0 is interrupted and was not resumed" in v for v in _planted(log, resumed, unresumed)
+    )
+
+
+DRAIN = attrs.evolve(FREEZE, weight_update="drain")
+
+
+def _update_waits(config: RunConfig) -> tuple[ReactionLoop, list[Event]]:
+    """Batch 1 ships, v1 is announced, and g2/0 arrives while the update waits."""
+    loop, log = _started(config)
+    for event in (_done("g1/0", 1.0), _done("g1/1", 2.0), VersionPending(t=3.0, version=1)):
+        log += loop.feed(event)
+    return loop, log + loop.feed(_done("g2/0", 3.5))
+
+
+def test_a_drained_update_holds_train_dispatch_until_it_is_live() -> None:
+    loop, log = _update_waits(DRAIN)
+    assert log[-1].kind == "episode_completed"  # the freed permit stays free
+    reaction = loop.feed(VersionLive(t=4.0, version=1))
+    assert [e.kind for e in reaction[1:]] == ["group_opened", "episode_dispatched"]
+    assert fed([*log, *reaction]).violations == [
+        "seq 16 (version_live): in flight undrained at the update: ['g2/1', 'g3/0', 'g3/1']"
+    ]
+
+
+def test_the_account_catches_train_dispatch_while_a_drained_update_waits() -> None:
+    """The freeze deciders refill at once; recorded as a drain run, the account says so."""
+    _, log = _update_waits(FREEZE)
+    assert log[-1].kind == "episode_dispatched"
+    opened = attrs.evolve(log[0], config=DRAIN.to_dict())
+    assert any("train dispatch while v1 waits" in v for v in fed([opened, *log[1:]]).violations)
