@@ -56,6 +56,7 @@ from rolloutlog.core.account_properties import (
 )
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
+from rolloutlog.core.account_withhold import WithholdChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
 from rolloutlog.core.run_summary import RunSummary
@@ -78,7 +79,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks):
+class Account(RestartChecks, RequeueChecks, WithholdChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -103,6 +104,8 @@ class Account(RestartChecks, RequeueChecks):
         self.tasks: dict[str, tuple[str, str]] = {}
         self.requeue: dict[str, None] = {}
         self.discarded: set[str] = set()
+        self.withholds = config.stale_member == "withhold"  # stale members scored, not shipped
+        self.to_withhold: dict[str, int] = {}
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
         self.groups: dict[str, Group] = {}  # open until group_scored
@@ -115,7 +118,7 @@ class Account(RestartChecks, RequeueChecks):
         self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
         self.gated = self.lags()  # kept with step and version: train dispatch must pause
-        self.run = RunSummary()
+        self.run = RunSummary(withholds=self.withholds)
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -277,6 +280,7 @@ class Account(RestartChecks, RequeueChecks):
             self._check_straggler(seq, group, episode_ids, unscheduled)
         elif reason == "restart":
             self._check_restart_cancel(seq, episode_ids, unscheduled)
+        self._withhold_cancelled(seq, reason)
         if self.capacity and group.train:
             self.train_promised -= len(episode_ids)
             self.train_inflight -= len(episode_ids)
@@ -371,6 +375,7 @@ class Account(RestartChecks, RequeueChecks):
             version, ages = arrival[1], group.train and not group.frozen
         if reason == "requeue":
             self._requeue_dropped(seq, episode_id, group, queued is not None)
+        self._withhold_dropped(seq, episode_id, reason, group)
         actual = age(version, self.step)
         if reason not in DROP_REASONS or recorded_age != actual:
             self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
@@ -387,6 +392,7 @@ class Account(RestartChecks, RequeueChecks):
         admitted: bool,
     ) -> None:
         kind = "group_scored"
+        self._withhold_owed(seq, kind)
         group = self.groups.pop(group_id, None)
         if group is None:
             return self._fail(seq, kind, f"{group_id} finalized twice or never opened")
@@ -425,6 +431,7 @@ class Account(RestartChecks, RequeueChecks):
             for episode_id in episode_ids:
                 _, version, _, tokens = group.arrived[episode_id]
                 self.queue[episode_id] = (version, not group.frozen, tokens)
+        self._withhold_scored(seq, group, episode_ids, admitted)
         return None
 
     def on_shipped(
@@ -436,6 +443,7 @@ class Account(RestartChecks, RequeueChecks):
         tokens: int,
     ) -> None:
         kind = "batch_shipped"
+        self._withhold_owed(seq, kind)
         self.run.trained += len(trained_ids)
         self.run.pruned += len(episode_ids) - len(trained_ids)
         if step != self.step:

@@ -30,6 +30,7 @@ StaleCheck = Literal["at-finalize", "after-curriculum"]
 QueueSweep = Literal["at-ship", "at-next-check"]
 OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
+StaleMember = Literal["cancel", "withhold"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
 # which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
@@ -112,6 +113,9 @@ class RunConfig:
         "fixed", None, "smoothing windows: fixed 5 s slots, or restarting at the first event"
     )
     eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
+    stale_member: StaleMember = checked(
+        "cancel", None, "stale work cancelled in flight, or run on, scored and withheld at finalize"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -176,6 +180,7 @@ FIELD_RULE_KEYS = (
     "overload_count",
     "admission_window",
     "eval_first",
+    "stale_member",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

@@ -14,6 +14,12 @@ counts and writes them as the `replay --json` object. Counting conventions:
   (`core.account_properties`), the price of its admission where it does not.
 - `groups_requeued` counts groups opened again on the task of a group the sink discarded
   for requeue (tinker, slime-lag); those discarded members are in `episodes_dropped_stale`.
+- `episodes_withheld` and `tokens_withheld` (only for a run that withholds,
+  `stale_member = "withhold"`) count the stale members scored with their group and then
+  dropped (reason `withheld`), and their prompt and completion tokens, which never ship.
+  They are in `episodes_scored` (they count in the baseline) and in
+  `episodes_dropped_stale` (they never train), so trained + pruned + dropped from the queue
+  + still queued stays the admitted members.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ class RunSummary:
     partial: int = 0
     admitted_groups: int = 0
     requeued: int = 0
+    withholds: bool = False  # the run withholds stale members: report what it withheld
+    withheld: int = 0
+    withheld_tokens: int = 0
     trained: int = 0
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
@@ -76,6 +85,11 @@ class RunSummary:
             "groups_partial": self.partial,
             "groups_admitted": self.admitted_groups,
             "groups_requeued": self.requeued,
+            **(
+                {"episodes_withheld": self.withheld, "tokens_withheld": self.withheld_tokens}
+                if self.withholds
+                else {}
+            ),
             "episodes_dispatched": kinds["episode_dispatched"],
             "episodes_completed": kinds["episode_completed"],
             "episodes_failed": kinds["episode_failed"],
