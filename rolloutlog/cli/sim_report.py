@@ -76,6 +76,7 @@ def _rate(unit: Unit) -> Callable[[Mapping[str, Any]], str]:
 
 TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels vary
 REQUEUED_ROW = "groups requeued"  # shown when a run requeues (tinker, slime-lag)
+WITHHELD_ROW = "  of it withheld"  # shown when a run withholds (prime-rl-withhold)
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
     ("run finished", lambda run: run.get("run_finished") or "unfinished"),  # a torn log
@@ -88,6 +89,7 @@ ROWS: tuple[Row, ...] = (
     ("rollout time, wasted", _wasted),
     ("finished rollouts discarded", _discarded),
     ("dropped stale (sink)", _number("episodes_dropped_stale")),
+    (WITHHELD_ROW, _number("episodes_withheld")),
     ("cancelled stale (dispatcher)", _cancelled("stale")),
     ("cancelled overload", _cancelled("overload")),
     ("failed", _number("episodes_failed")),
@@ -115,8 +117,9 @@ def report_table(
     for name in runs:
         table.add_column(name, justify="right")
     requeues = any(run.get("groups_requeued") for run in runs.values())
+    withholds = any("episodes_withheld" in run for run in runs.values())
     for label, show in ROWS:
-        if label == REQUEUED_ROW and not requeues:
+        if (label == REQUEUED_ROW and not requeues) or (label == WITHHELD_ROW and not withholds):
             continue
         if label == RATE_ROW:
             label, show = f"trained episodes / {unit[1]}", _rate(unit)

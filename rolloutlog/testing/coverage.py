@@ -22,6 +22,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "delayed_live": ("another world event between version_pending and its version_live", 0.05),
     "admission_smoothing": ("admission smoothing is on", 0.05),
     "requeue": ("a group discarded for requeue, its task opened again as a new group", 0.10),
+    "withheld": ("a stale member scored with its group, then withheld from the batch", 0.05),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -92,6 +93,8 @@ def features(log: Sequence[Event]) -> set[str]:
         elif kind == "episode_dropped":
             found.add("stale_drop")
             requeue_owed = requeue_owed or e.reason == "requeue"
+            if e.reason == "withheld":
+                found.add("withheld")
         elif kind == "batch_shipped":
             step, batches = e.step + 1, batches + 1
         elif kind == "run_finished":

@@ -44,6 +44,7 @@ class Settings:
     overload_count: str = "owed"
     admission_window: str = "fixed"
     eval_first: bool = False
+    stale_member: str = "cancel"
 
     @property
     def lag(self) -> int:
