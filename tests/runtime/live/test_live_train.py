@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
-from tests.runtime.live.live_helpers import verified_summary
+from tests.runtime.live.live_helpers import train_preset_at_bound_zero, verified_summary
 
 STEPS = 30
 
@@ -103,24 +103,7 @@ def test_train_runs_a_field_preset_and_its_log_verifies(tmp_path):
     driver carries out its decisions (lag one at bound 0, stale open groups cancelled whole)
     with the invariants checked on every event, and the log re-decides."""
     log = tmp_path / "prime.arrow"
-    arguments = ["train", "--policy", "prime-rl", "--steps", "4", "--json", "--log", str(log)]
-    for setting in (
-        "group_size=4",
-        "batch_size=16",
-        "max_inflight=16",
-        "server_mode=thread",
-        "max_off_policy_steps=0",
-        "target_lag=0",
-        "check_invariants=true",
-    ):
-        arguments += ["--set", setting]
-    result = CliRunner().invoke(main, arguments)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
-    assert report["replay_error"] is None and report["max_trained_age"] == 0
-    verify = CliRunner().invoke(main, ["verify", str(log)])
-    assert verify.exit_code == 0 and "every decision matches" in verify.output
+    train_preset_at_bound_zero(log, "prime-rl")
     started = read_log(log)[0]
     assert started.config["gate_lag"] == "one" and started.config["stale_cancel"] == "open"
 
