@@ -219,7 +219,10 @@ def _on_scored(state: SinkState, event: GroupScored) -> None:
             state.step,
             state.rules.drop_from_queue,
         )
-        stale_admitted = sum(drops(state.queue[e], step, bound) for e in event.episode_ids)
+        withheld = withheld_members(state, group, group.arrived)  # about to be dropped too
+        stale_admitted = sum(
+            e in withheld or drops(state.queue[e], step, bound) for e in event.episode_ids
+        )
         if stale_admitted < len(event.episode_ids):  # something will train: work came out
             state.idle = IdleWork()
             return

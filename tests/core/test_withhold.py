@@ -87,3 +87,15 @@ def test_the_account_flags_a_stale_cancellation_under_withhold(
     monkeypatch.setitem(rows, "cancels_stale_work", cancellation.cancel_stale_work)
     with pytest.raises(InvariantViolation, match="stale cancellation under stale_member"):
         _mixed_group(stale_member="withhold")
+
+
+def test_a_group_withheld_whole_is_idle_work_for_the_zero_output_guard() -> None:
+    """Under soft staleness the queue keeps stale episodes, so only the withholding says
+    that g2, admitted but all of it withheld, trains nothing."""
+    run = Run(**{**TIGHT, "staleness": "soft", "stale_member": "withhold"}, zero_output_batches=1)
+    run.complete("g1/0", "g1/1")
+    run.publish(1)
+    run.complete("g2/0", "g2/1")  # both v0: withheld at v1
+    assert {e.episode_id for e in run.log if isinstance(e, EpisodeDropped)} == {"g2/0", "g2/1"}
+    reason = run.loop.zero_output_reason()
+    assert reason is not None and "2 episodes dropped or cancelled as stale" in reason
