@@ -29,7 +29,9 @@ It checks, each at the seq where it broke:
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
   only of at-risk groups, and whole;
 - requeue (`core.account_requeue`): a group discarded for requeue is discarded whole, where
-  the run's rule allows, and its task opened again before any fresh train group.
+  the run's rule allows, and its task opened again before any fresh train group;
+- withhold (`core.account_withhold`): under `stale_member = "withhold"` no stale
+  cancellation, and exactly the scored stale members are withheld, none ships.
 Which of the bound, no-stale-in-flight and admission properties a run keeps is its
 policy's (`core.account_properties`); what trains past the bound is counted either way.
 It also counts what `replay --json` reports, as it learns what each event means, in a
