@@ -77,6 +77,7 @@ def _rate(unit: Unit) -> Callable[[Mapping[str, Any]], str]:
 TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels vary
 REQUEUED_ROW = "groups requeued"  # shown when a run requeues (tinker, slime-lag)
 WAITS_ROW = "ship waits"  # shown when a run's rule waits (tinker-822)
+WITHHELD_ROW = "  of it withheld"  # shown when a run withholds (prime-rl-withhold)
 
 
 def _waits(run: Mapping[str, Any]) -> str:
@@ -86,6 +87,12 @@ def _waits(run: Mapping[str, Any]) -> str:
     return f"{waits:,} ({duration(run['ship_wait_seconds'])})"
 
 
+# Rows shown only when some run has the figure (a rule that no other preset has).
+OPTIONAL_ROWS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+    REQUEUED_ROW: lambda run: bool(run.get("groups_requeued")),
+    WAITS_ROW: lambda run: "ship_waits" in run,
+    WITHHELD_ROW: lambda run: "episodes_withheld" in run,
+}
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
     ("run finished", lambda run: run.get("run_finished") or "unfinished"),  # a torn log
@@ -98,6 +105,7 @@ ROWS: tuple[Row, ...] = (
     ("rollout time, wasted", _wasted),
     ("finished rollouts discarded", _discarded),
     ("dropped stale (sink)", _number("episodes_dropped_stale")),
+    (WITHHELD_ROW, _number("episodes_withheld")),
     ("cancelled stale (dispatcher)", _cancelled("stale")),
     ("cancelled overload", _cancelled("overload")),
     ("failed", _number("episodes_failed")),
@@ -125,10 +133,9 @@ def report_table(
     table.add_column("metric")
     for name in runs:
         table.add_column(name, justify="right")
-    requeues = any(run.get("groups_requeued") for run in runs.values())
-    waits = any("ship_waits" in run for run in runs.values())
     for label, show in ROWS:
-        if (label == REQUEUED_ROW and not requeues) or (label == WAITS_ROW and not waits):
+        shown = OPTIONAL_ROWS.get(label)
+        if shown is not None and not any(shown(run) for run in runs.values()):
             continue
         if label == RATE_ROW:
             label, show = f"trained episodes / {unit[1]}", _rate(unit)

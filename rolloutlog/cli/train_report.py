@@ -25,6 +25,11 @@ def print_report(report: dict[str, Any]) -> None:
         ("aborts sent / late arrivals", f"{report['aborts_sent']} / {report['late_arrivals']}"),
         ("dropped stale", report["episodes_dropped_stale"]),
         *(
+            [("  of it withheld", report["episodes_withheld"])]
+            if "episodes_withheld" in report
+            else []
+        ),
+        *(
             [("groups requeued", report["groups_requeued"])]
             if report.get("groups_requeued")
             else []

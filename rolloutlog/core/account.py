@@ -29,7 +29,9 @@ It checks, each at the seq where it broke:
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
   only of at-risk groups, and whole;
 - requeue (`core.account_requeue`): a group discarded for requeue is discarded whole, where
-  the run's rule allows, and its task opened again before any fresh train group.
+  the run's rule allows, and its task opened again before any fresh train group;
+- withhold (`core.account_withhold`): under `stale_member = "withhold"` no stale
+  cancellation, and exactly the scored stale members are withheld, none ships.
 Which of the bound, no-stale-in-flight and admission properties a run keeps is its
 policy's (`core.account_properties`); what trains past the bound is counted either way.
 It also counts what `replay --json` reports, as it learns what each event means, in a
@@ -61,6 +63,7 @@ from rolloutlog.core.account_properties import (
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
 from rolloutlog.core.account_ship_wait import ShipWaitChecks
+from rolloutlog.core.account_withhold import WithholdChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
 from rolloutlog.core.run_summary import RunSummary
@@ -83,7 +86,9 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, PartialChecks):
+class Account(
+    RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, PartialChecks, WithholdChecks
+):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -110,6 +115,8 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, Partia
         self.tasks: dict[str, tuple[str, str]] = {}
         self.requeue: dict[str, None] = {}
         self.discarded: set[str] = set()
+        self.withholds = config.stale_member == "withhold"  # stale members scored, not shipped
+        self.to_withhold: dict[str, int] = {}
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
         self.groups: dict[str, Group] = {}  # open until group_scored
@@ -122,7 +129,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, Partia
         self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
         self.gated = self.lags()  # kept with step and version: train dispatch must pause
-        self.run = RunSummary(ship_wait=config.ship_wait != "none")
+        self.run = RunSummary(ship_wait=config.ship_wait != "none", withholds=self.withholds)
         self.ship_wait, self.now, self.wait_since = SHIP_WAIT in self.kept, 0.0, None
         self.unpublished: dict[int, set[str]] = {}
         self._partial_start(config)
@@ -294,6 +301,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, Partia
             self._check_straggler(seq, group, episode_ids, unscheduled)
         elif reason == "restart":
             self._check_restart_cancel(seq, episode_ids, unscheduled)
+        self._withhold_cancelled(seq, reason)
         if self.capacity and group.train:
             self.train_promised -= len(episode_ids)
             self.train_inflight -= len(episode_ids)
@@ -388,6 +396,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, Partia
             version, ages = arrival[1], group.train and not group.frozen
         if reason == "requeue":
             self._requeue_dropped(seq, episode_id, group, queued is not None)
+        self._withhold_dropped(seq, episode_id, reason, group)
         actual = age(version, self.step)
         if reason not in DROP_REASONS or recorded_age != actual:
             self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
@@ -404,6 +413,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, Partia
         admitted: bool,
     ) -> None:
         kind = "group_scored"
+        self._withhold_owed(seq, kind)
         group = self.groups.pop(group_id, None)
         if group is None:
             return self._fail(seq, kind, f"{group_id} finalized twice or never opened")
@@ -443,6 +453,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, Partia
                 _, version, _, tokens = group.arrived[episode_id]
                 self.queue[episode_id] = (version, not group.frozen, tokens)
         self._wait_watch()
+        self._withhold_scored(seq, group, episode_ids, admitted)
         return None
 
     def on_shipped(
@@ -454,6 +465,7 @@ class Account(RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, Partia
         tokens: int,
     ) -> None:
         kind = "batch_shipped"
+        self._withhold_owed(seq, kind)
         self.run.trained += len(trained_ids)
         self.run.pruned += len(episode_ids) - len(trained_ids)
         if step != self.step:

@@ -35,8 +35,9 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
     kept = set()
     if config.staleness != "soft":
         kept.add(HARD_BOUND)
-    if config.staleness == "per-episode" and config.requeue == "none":
-        kept.add(NO_STALE_IN_FLIGHT)  # a requeue rule lets a stale group run to its end
+    run_on = config.requeue != "none" or config.stale_member == "withhold"
+    if config.staleness == "per-episode" and not run_on:  # requeue, withhold: stale work runs on
+        kept.add(NO_STALE_IN_FLIGHT)
     if config.batch_size is not None and config.admission == "capacity":
         kept.add(CAPACITY)
     if config.batch_size is not None and config.admission == "areal":

@@ -32,6 +32,7 @@ OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
 ShipWait = Literal["none", "last-chance"]
 WeightUpdate = Literal["freeze", "interrupt", "drain"]
+StaleMember = Literal["cancel", "withhold"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
 # which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
@@ -129,6 +130,9 @@ class RunConfig:
     weight_update: WeightUpdate = checked(
         "freeze", None, "work in flight at an update: freeze, interrupt and resume, or drain"
     )
+    stale_member: StaleMember = checked(
+        "cancel", None, "stale work cancelled in flight, or run on, scored and withheld at finalize"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -197,6 +201,7 @@ FIELD_RULE_KEYS = (
     "updates_per_sync",
     "ship_wait",
     "weight_update",
+    "stale_member",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

@@ -70,6 +70,8 @@ class Rules:
     refund: Callable[[int], int]  # window growth after a natural completion
     fill_passes: Callable[[DispatcherState], tuple[Work | None, ...]]
     ship_waits: Callable[[SinkState], bool]  # a full batch waits for last-chance work
+    withholds: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, version, bound)
+    cancels_stale_work: Callable[[], bool]  # whether stale work is cancelled in flight at all
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -183,6 +185,16 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "none": {"ship_waits": shipping.ship_at_once},
         "last-chance": {"ship_waits": shipping.waits_for_last_chance},
     },
+    "stale_member": {
+        "cancel": {
+            "withholds": acceptance.never_withhold,
+            "cancels_stale_work": cancellation.cancel_stale_work,
+        },
+        "withhold": {
+            "withholds": acceptance.withhold_past_version_bound,
+            "cancels_stale_work": cancellation.never_cancel_stale,
+        },
+    },
 }
 
 
@@ -271,6 +283,12 @@ FIELD: Final[dict[str, FieldPreset]] = {
         },
     ),
 }
+# prime-rl PR #2960 over prime-rl main: its keys, with stale members withheld, never cancelled.
+FIELD["prime-rl-withhold"] = FieldPreset(
+    source="PrimeIntellect-ai/prime-rl PR #2960 (closed; head 8f6b60a over df2acf4) "
+    "src/prime_rl/orchestrator/{train_sink,dispatcher}.py, applied to prime-rl@559b447",
+    keys={**FIELD["prime-rl"].keys, "stale_member": "withhold"},
+)
 FIELD_SET = "field"
 BASES = ("per-episode", "per-group")
 RULES: dict[str, dict[str, Any]] = {

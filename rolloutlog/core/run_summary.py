@@ -17,6 +17,12 @@ counts and writes them as the `replay --json` object. Counting conventions:
 - `ship_waits` counts batches that waited for work at its last chance (`ship_wait`,
   tinker-822), `ship_wait_seconds` the time they waited: ship time minus the moment the
   batch was full and its hold had lifted. Reported only by a run whose rule waits.
+- `episodes_withheld` and `tokens_withheld` (only for a run that withholds,
+  `stale_member = "withhold"`) count the stale members scored with their group and then
+  dropped (reason `withheld`), and their prompt and completion tokens, which never ship.
+  They are in `episodes_scored` (they count in the baseline) and in
+  `episodes_dropped_stale` (they never train), so trained + pruned + dropped from the queue
+  + still queued stays the admitted members.
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ class RunSummary:
     partial: int = 0
     admitted_groups: int = 0
     requeued: int = 0
+    withholds: bool = False  # the run withholds stale members: report what it withheld
+    withheld: int = 0
+    withheld_tokens: int = 0
     trained: int = 0
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
@@ -84,6 +93,11 @@ class RunSummary:
             "groups_partial": self.partial,
             "groups_admitted": self.admitted_groups,
             "groups_requeued": self.requeued,
+            **(
+                {"episodes_withheld": self.withheld, "tokens_withheld": self.withheld_tokens}
+                if self.withholds
+                else {}
+            ),
             "episodes_dispatched": kinds["episode_dispatched"],
             "episodes_completed": kinds["episode_completed"],
             "episodes_failed": kinds["episode_failed"],

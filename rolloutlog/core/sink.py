@@ -36,6 +36,7 @@ from rolloutlog.core.sink_state import (
     SinkState,
     initial_state,
 )
+from rolloutlog.core.sink_withhold import withheld_drops, withheld_members
 
 __all__ = [
     "Arrival",
@@ -218,7 +219,10 @@ def _on_scored(state: SinkState, event: GroupScored) -> None:
             state.step,
             state.rules.drop_from_queue,
         )
-        stale_admitted = sum(drops(state.queue[e], step, bound) for e in event.episode_ids)
+        withheld = withheld_members(state, group, group.arrived)  # about to be dropped too
+        stale_admitted = sum(
+            e in withheld or drops(state.queue[e], step, bound) for e in event.episode_ids
+        )
         if stale_admitted < len(event.episode_ids):  # something will train: work came out
             state.idle = IdleWork()
             return
@@ -305,16 +309,18 @@ def _finalize_if_complete(state: SinkState, group_id: str, t: float) -> list[Eve
 
 def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
     """Drop stale arrivals, score the fresh successful members, ask the curriculum; a group
-    the run's requeue rule discards drops every arrival (reason `requeue`) and scores none."""
+    the run's requeue rule discards drops every arrival (reason `requeue`) and scores none;
+    members the run withholds (`core.sink_withhold`) are scored, then dropped (`withheld`)."""
     config, step = state.config, state.step
     bound = state.rules.arrival_bound(config.max_off_policy_steps)
     arrived = sorted(group.arrived, key=lambda a: a.member)
     requeue = state.rules.requeue_group(group, step, state.version, config.max_off_policy_steps)
     drop = state.rules.drop_on_arrival
+    withheld = set() if requeue else withheld_members(state, group, arrived)  # scored first
     out: list[Event] = []
     fresh: list[Arrival] = []
     for arrival in arrived:
-        if requeue or drop(group, arrival, step, bound):
+        if requeue or (arrival.episode_id not in withheld and drop(group, arrival, step, bound)):
             out.append(
                 EpisodeDropped(
                     t=t,
@@ -325,8 +331,8 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
             )
         elif arrival.reward is not None:
             fresh.append(arrival)
-    out.append(_score(state, group, fresh, t))
-    return out
+    scored = _score(state, group, fresh, t)
+    return [*out, scored, *withheld_drops(state, scored, withheld, arrived)]
 
 
 def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) -> GroupScored:

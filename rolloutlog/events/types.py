@@ -19,12 +19,12 @@ UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
 CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown", "restart"]
-DropReason: TypeAlias = Literal["stale", "requeue"]
+DropReason: TypeAlias = Literal["stale", "requeue", "withheld"]
 InterruptReason: TypeAlias = Literal["update", "recycle"]
 
 WORK_KINDS: Final = ("train", "eval")
 CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart")
-DROP_REASONS: Final = ("stale", "requeue")
+DROP_REASONS: Final = ("stale", "requeue", "withheld")
 INTERRUPT_REASONS: Final = ("update", "recycle")
 
 
@@ -157,7 +157,9 @@ class EpisodeDropped:
     """The sink dropped an arrived or queued episode that was past the bound at `age`.
 
     `reason` is `stale`, or `requeue` when the run's policy discards the episode's whole
-    group and requeues its task: the dispatcher then opens that task again as a new group.
+    group and requeues its task: the dispatcher then opens that task again as a new group,
+    or `withheld` when the run's policy (`stale_member = "withhold"`) scored the stale
+    member with its group (the `group_scored` just before) and keeps its tokens from training.
     """
 
     kind: ClassVar[str] = "episode_dropped"

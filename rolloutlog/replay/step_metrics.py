@@ -13,7 +13,9 @@ from event objects (`observe`) or straight from record batches (`from_batches`).
 it keeps `off_policy/mean|max` (age), `off_policy/in_flight/mean|max` and
 `off_policy/in_queue/mean|max` over the episodes the batch trains, `off_policy/dropped`
 (episodes the sink dropped as stale during the step), `off_policy/requeued` (groups of
-them discarded whole and requeued: tinker, slime-lag), `dispatcher/off_policy/mean|max`
+them discarded whole and requeued: tinker, slime-lag), `off_policy/withheld` (of them, the
+members scored with their group and withheld: prime-rl-withhold; a run-level value only
+where a log withholds any), `dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
 and `reward/mean` (over the trained episodes). The run-level values aggregate every
 episode (not the step means); see docs/replay.md.
@@ -44,6 +46,7 @@ IN_QUEUE: Final = "off_policy/in_queue"
 DISPATCHER: Final = "dispatcher/off_policy"
 DROPPED: Final = "off_policy/dropped"
 REQUEUED: Final = "off_policy/requeued"
+WITHHELD: Final = "off_policy/withheld"
 # The per-step table's columns, in order (`rolloutlog metrics`).
 STEP_COLUMNS: Final = (
     "step",
@@ -52,6 +55,7 @@ STEP_COLUMNS: Final = (
     *(f"{name}/{stat}" for name in (OFF_POLICY, IN_FLIGHT, IN_QUEUE) for stat in ("mean", "max")),
     DROPPED,
     REQUEUED,
+    WITHHELD,
     f"{DISPATCHER}/mean",
     f"{DISPATCHER}/max",
     "reward/mean",
@@ -102,6 +106,7 @@ class _Window:
     reward: Stat = attrs.Factory(Stat)
     dropped: int = 0
     requeued: set[str] = attrs.Factory(set)  # groups discarded for requeue
+    withheld: int = 0  # members scored with their group, then withheld
 
     def values(self) -> dict[str, Any]:
         stats = ((OFF_POLICY, self.age), (IN_FLIGHT, self.in_flight), (IN_QUEUE, self.in_queue))
@@ -110,6 +115,7 @@ class _Window:
             out[f"{name}/mean"], out[f"{name}/max"] = stat.mean(), stat.largest
         out[DROPPED] = self.dropped
         out[REQUEUED] = len(self.requeued)
+        out[WITHHELD] = self.withheld
         out[f"{DISPATCHER}/mean"] = self.dispatcher.mean()
         out[f"{DISPATCHER}/max"] = self.dispatcher.largest
         return out
@@ -204,8 +210,12 @@ class StepMetrics:
         """Nothing to settle: the split counts events as they come (a loop observer)."""
 
     def run_values(self) -> dict[str, Any]:
-        """The run-level values, under their metric names."""
-        return self.run.values()
+        """The run-level values, under their metric names (`off_policy/withheld` only where
+        the log withholds any, so that every other log reads as before)."""
+        values = self.run.values()
+        if not self.run.withheld:
+            del values[WITHHELD]
+        return values
 
     # --- per kind (also fed row by row by the columnar fold) ------------------------------
 
@@ -247,6 +257,7 @@ class StepMetrics:
             part.dropped += 1
             if reason == "requeue":
                 part.requeued.add(episode_id.rpartition("/")[0])
+            part.withheld += reason == "withheld"
 
     def on_scored(self, group_id: str, episode_ids: Sequence[str], admitted: bool) -> None:
         """Members that will never train (failed, unscored, not admitted) are forgotten."""

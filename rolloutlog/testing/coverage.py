@@ -26,6 +26,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "requeue": ("a group discarded for requeue, its task opened again as a new group", 0.10),
     "verl_carry": ("a verl sync window restarts counting train groups open or queued", 0.02),
     "ship_wait": ("a full batch waited for work at its last chance (tinker-822)", 0.10),
+    "withheld": ("a stale member scored with its group, then withheld from the batch", 0.05),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -105,6 +106,8 @@ def features(log: Sequence[Event]) -> set[str]:
             found.add("stale_drop")
             queued.discard(e.episode_id)
             requeue_owed = requeue_owed or e.reason == "requeue"
+            if e.reason == "withheld":
+                found.add("withheld")
         elif kind == "batch_shipped":
             step, batches = e.step + 1, batches + 1
             queued.difference_update(e.episode_ids)

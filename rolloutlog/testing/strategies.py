@@ -61,6 +61,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "staleness_threshold": draw(st.sampled_from([0.0, 0.1, 0.5, 1.0])),
         "updates_per_sync": draw(st.sampled_from([1, 1, 1, 2, 3])),
         "ship_wait": draw(st.sampled_from(["none", "none", "last-chance"])),
+        "stale_member": draw(st.sampled_from(["cancel", "cancel", "cancel", "withhold"])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))

@@ -103,3 +103,15 @@ def test_figures_that_do_not_fit_beside_the_others_go_to_a_next_table(
     assert sum(line.startswith("policy") for line in lines) == 2  # the policy column twice
     for k in range(1, 6):
         assert sum(line.count(f"{k:,}0000") for line in lines) == len(NAMES)
+
+
+def test_the_withheld_row_shows_only_when_a_run_withholds() -> None:
+    def lines(**extra: Any) -> list[str]:
+        console = Console(width=200, file=io.StringIO(), color_system=None)
+        runs = {"prime-rl": report(0), "prime-rl-withhold": {**report(1), **extra}}
+        print_report(runs, "a title", console)
+        return console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+
+    assert not any("of it withheld" in line for line in lines())
+    withheld = [line for line in lines(episodes_withheld=1_234) if "of it withheld" in line]
+    assert len(withheld) == 1 and "1,234" in withheld[0]

@@ -98,10 +98,13 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     owed: list[str] = []  # groups discarded for requeue whose task no group took yet
     requeue_seen: set[str] = set()
     requeued = 0
+    withholds, withheld, withheld_tokens = False, 0, 0
+    tokens: dict[str, int] = {}
     for event in log:
         match event:
             case RunStarted():
                 bound = event.config["max_off_policy_steps"]
+                withholds = event.config.get("stale_member") == "withhold"
             case GroupOpened():
                 size[event.group_id] = event.group_size
                 train[event.group_id] = event.work == "train"
@@ -114,10 +117,15 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                 if group_id not in owed and group_id not in requeue_seen:
                     requeue_seen.add(group_id)
                     owed.append(group_id)
+            case EpisodeDropped(reason="withheld"):
+                withheld += 1
+                withheld_tokens += tokens[event.episode_id]
             case EpisodeDispatched():
                 stamp[event.episode_id] = event.policy_version
                 in_flight.add(event.episode_id)
             case EpisodeCompleted() | EpisodeFailed():
+                if isinstance(event, EpisodeCompleted) and event.episode_id in in_flight:
+                    tokens[event.episode_id] = event.prompt_tokens + event.completion_tokens
                 if event.episode_id in in_flight:
                     in_flight.remove(event.episode_id)
                 else:
@@ -150,6 +158,9 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "groups_partial": partial,
         "groups_admitted": admitted,
         "groups_requeued": requeued,
+        **(
+            {"episodes_withheld": withheld, "tokens_withheld": withheld_tokens} if withholds else {}
+        ),
         "episodes_dispatched": kinds["episode_dispatched"],
         "episodes_completed": kinds["episode_completed"],
         "episodes_failed": kinds["episode_failed"],

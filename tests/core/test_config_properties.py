@@ -55,6 +55,7 @@ FIELD_TYPES: dict[str, object] = {
     "straggler_cut": bool,
     "batch_order": "literal",
     "requeue": "literal",
+    "stale_member": "literal",
     "gate_lag": "literal",
     "stale_cancel": "literal",
     "stale_check": "literal",

@@ -163,6 +163,7 @@ FIELD_RULES_OFF = {
     "updates_per_sync": 1,
     "ship_wait": "none",
     "weight_update": "freeze",
+    "stale_member": "cancel",
 }
 
 

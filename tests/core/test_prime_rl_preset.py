@@ -28,6 +28,7 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
         "admission_window": "restarting",
         "eval_first": True,
         "ship_wait": "none",  # prime-rl ships a full batch at once
+        "stale_member": "cancel",
     }
     assert FIELD["prime-rl"].source.startswith("PrimeIntellect-ai/prime-rl@559b447 ")
 

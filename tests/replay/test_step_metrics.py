@@ -118,7 +118,7 @@ EXPECTED_RUN = {
 
 
 def _row(row: dict[str, object]) -> tuple[object, ...]:
-    dropped = ("off_policy/dropped", "off_policy/requeued")
+    dropped = ("off_policy/dropped", "off_policy/requeued", "off_policy/withheld")
     return tuple(row[name] for name in STEP_COLUMNS if name not in ("time", *dropped))
 
 

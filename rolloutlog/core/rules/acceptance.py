@@ -92,6 +92,25 @@ def swept_for_requeue() -> DropReason:
     return "requeue"
 
 
+# --- withhold: a stale member scored with its group, its tokens never shipped --------------
+# `withholds(group, arrival, version, bound)`: at finalize, whether the arrival is scored with
+# its group and then withheld (dropped with reason `withheld`) instead of trained.
+
+
+def never_withhold(group: SinkGroup, arrival: Arrival, version: int, bound: int) -> bool:
+    """No withholding: a stale arrival is dropped (or its work cancelled) by the other rules."""
+    return False
+
+
+def withhold_past_version_bound(
+    group: SinkGroup, arrival: Arrival, version: int, bound: int
+) -> bool:
+    """prime-rl #2960: a live-policy train member whose generation started more than `bound`
+    versions behind the current (published) one, `version − its stamp > bound`, is scored
+    with its group, so its reward shapes its siblings' advantages, but never ships."""
+    return group.train and not group.frozen and version - arrival.version > bound
+
+
 def the_bound(bound: int) -> int:
     """At finalize an arrival is held to the run's bound: a stale one is dropped before its
     group is scored, and the curriculum never sees it."""

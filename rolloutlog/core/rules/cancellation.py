@@ -25,9 +25,26 @@ def before_weight_update(state: DispatcherState, t: float) -> list[Event]:
     the run's staleness rule says (`stale_members` or `stale_groups`)."""
     out: list[Event] = []
     cancel_stale, stale_in_flight = state.rules.cancel_stale, state.rules.stale_in_flight
+    cancels = state.rules.cancels_stale_work()
     for group in state.groups.values():
-        out.extend(cancel_stale(state, group, stale_in_flight(state, group), t))
+        out.extend(cancel_stale(state, group, stale_in_flight(state, group) if cancels else (), t))
     return out
+
+
+def cancel_stale_work() -> bool:
+    """Stale work is cancelled at a version update, as the staleness rule says."""
+    return True
+
+
+def never_cancel_stale() -> bool:
+    """prime-rl #2960 (`stale_member = "withhold"`): nothing is cancelled for its age, in
+    flight or unscheduled; every member runs to its end and the sink withholds it."""
+    return False
+
+
+def _stale_unscheduled(state: DispatcherState, group: OpenGroup) -> int:
+    """The unscheduled members to cancel as stale, where the run cancels stale work at all."""
+    return state.rules.stale_unscheduled(state, group) if state.rules.cancels_stale_work() else 0
 
 
 def stale_members(
@@ -37,7 +54,7 @@ def stale_members(
     unscheduled members are dispatched later at the then-current version. Then the
     straggler rule, for what is left."""
     out: list[Event] = []
-    unscheduled = state.rules.stale_unscheduled(state, group)
+    unscheduled = _stale_unscheduled(state, group)
     if stale or unscheduled:
         out.append(_members(group, stale, unscheduled, "stale", t))
     cut = state.rules.cut_stragglers(state, group, stale, t)
@@ -53,7 +70,7 @@ def stale_groups(
 ) -> list[Event]:
     """Per-group: the whole group of any group whose (shared) dispatch version is stale;
     a group with nothing stale is left to the straggler rule, as per-episode."""
-    if stale or state.rules.stale_unscheduled(state, group):
+    if stale or _stale_unscheduled(state, group):
         return [_whole_group(group, "stale", t)]
     return stale_members(state, group, stale, t)
 

@@ -50,6 +50,7 @@ class Settings:
     # `drain` holds train dispatch while an update waits; `interrupt` changes no decision
     # (an interrupted episode keeps its permit and its dispatch stamp).
     weight_update: str = "freeze"
+    stale_member: str = "cancel"
 
     @property
     def lag(self) -> int:

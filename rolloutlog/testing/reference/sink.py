@@ -7,6 +7,9 @@ curriculum, admitted members join the queue (with `stale_check = "after-curricul
 arrivals are scored too, and the next queue check drops them; under soft staleness nothing
 is ever dropped for its age). Under `requeue` (tinker, slime-lag) a group its rule finds
 stale is discarded whole, reason `requeue`; tinker's swept episodes carry that reason too.
+Under `stale_member = "withhold"` (prime-rl-withhold) an arrival more than the bound behind
+the current version is never dropped before scoring: it is scored with its group, and if
+the group is admitted it is dropped right after, reason `withheld`.
 A queue check sweeps the queue of what is past the bound, then cuts a batch (one per
 decision) in `batch_order` once it is full, the trainer is within the lag, and the run has
 not finished. Under `ship_wait = "last-chance"` (tinker-822) a full batch also waits while a
@@ -60,15 +63,32 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
     out: list[Event] = []
     fresh: list[Episode] = []
     judged = settings.stale_check == "at-finalize"  # else the queue check drops them
+    withheld = set() if discard else _withheld(record, group)
     for episode in sorted(group.arrived(), key=lambda e: e.member):
         if discard:
             out.append(_drop(episode, step, t, "requeue"))
+        elif episode.episode_id in withheld:
+            if episode.status == "completed":
+                fresh.append(episode)
         elif void or (judged and _drops(settings, group, episode, step)):
             out.append(_drop(episode, step, t))
         elif episode.status == "completed":
             fresh.append(episode)
-    out.append(_score(record, group, fresh, t))
+    scored = _score(record, group, fresh, t)
+    out.append(scored)
+    if scored.admitted:
+        out += [_drop(e, step, t, "withheld") for e in fresh if e.episode_id in withheld]
     return out
+
+
+def _withheld(record: Record, group: Group) -> set[str]:
+    """Withhold (prime-rl #2960): the live-policy train arrivals whose stamp lags the current
+    version by more than the bound."""
+    settings = record.config
+    if settings.stale_member != "withhold" or not group.train or group.frozen:
+        return set()
+    bound = settings.max_off_policy_steps
+    return {e.episode_id for e in group.arrived() if record.version - e.version > bound}
 
 
 def _drops(settings: Settings, group: Group, episode: Episode, step: int) -> bool:

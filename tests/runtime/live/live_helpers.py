@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from rolloutlog.cli import main
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
@@ -114,3 +118,28 @@ def on_warning(text: str, act: Callable[[], None]) -> Iterator[OnWarning]:
         yield handler
     finally:
         logger.removeHandler(handler)
+
+
+def train_preset_at_bound_zero(log: Path, policy: str) -> dict[str, Any]:
+    """`rolloutlog train --policy POLICY` for 4 small steps at bound 0 on thread servers,
+    invariants checked on every event: its `--json` report, once it exited 0, finished its
+    steps with no violation and its log at `log` re-decides (`verify`)."""
+    arguments = ["train", "--policy", policy, "--steps", "4", "--json", "--log", str(log)]
+    for setting in (
+        "group_size=4",
+        "batch_size=16",
+        "max_inflight=16",
+        "server_mode=thread",
+        "max_off_policy_steps=0",
+        "target_lag=0",
+        "check_invariants=true",
+    ):
+        arguments += ["--set", setting]
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
+    assert report["replay_error"] is None and report["max_trained_age"] == 0
+    verify = CliRunner().invoke(main, ["verify", str(log)])
+    assert verify.exit_code == 0 and "every decision matches" in verify.output
+    return report
