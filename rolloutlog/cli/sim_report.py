@@ -76,6 +76,9 @@ def _rate(unit: Unit) -> Callable[[Mapping[str, Any]], str]:
 
 TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels vary
 REQUEUED_ROW = "groups requeued"  # shown when a run requeues (tinker, slime-lag)
+EVICTED_ROW = "evicted (full queue)"  # shown when a bounded queue evicts (pipelinerl)
+# A row shown only when some run has a non-zero figure under its key.
+SOMETIMES: dict[str, str] = {REQUEUED_ROW: "groups_requeued", EVICTED_ROW: "episodes_evicted"}
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
     ("run finished", lambda run: run.get("run_finished") or "unfinished"),  # a torn log
@@ -94,6 +97,7 @@ ROWS: tuple[Row, ...] = (
     ("late arrivals", _number("episodes_late")),
     ("partial groups", _number("groups_partial")),
     (REQUEUED_ROW, _number("groups_requeued")),
+    (EVICTED_ROW, _number("episodes_evicted")),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("  of it in flight", _number("off_policy/in_flight/mean", 2)),
     ("  of it in queue", _number("off_policy/in_queue/mean", 2)),
@@ -114,9 +118,8 @@ def report_table(
     table.add_column("metric")
     for name in runs:
         table.add_column(name, justify="right")
-    requeues = any(run.get("groups_requeued") for run in runs.values())
     for label, show in ROWS:
-        if label == REQUEUED_ROW and not requeues:
+        if label in SOMETIMES and not any(run.get(SOMETIMES[label]) for run in runs.values()):
             continue
         if label == RATE_ROW:
             label, show = f"trained episodes / {unit[1]}", _rate(unit)

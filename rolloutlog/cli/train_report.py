@@ -25,9 +25,12 @@ def print_report(report: dict[str, Any]) -> None:
         ("aborts sent / late arrivals", f"{report['aborts_sent']} / {report['late_arrivals']}"),
         ("dropped stale", report["episodes_dropped_stale"]),
         *(
-            [("groups requeued", report["groups_requeued"])]
-            if report.get("groups_requeued")
-            else []
+            (label, report[key])
+            for label, key in (
+                ("groups requeued", "groups_requeued"),
+                ("evicted (full queue)", "episodes_evicted"),
+            )
+            if report.get(key)
         ),
         ("failed", report["episodes_failed"]),
         ("trained ages", json.dumps(report["trained_age_histogram"])),

@@ -29,7 +29,9 @@ It checks, each at the seq where it broke:
 - scoring: exactly the fresh successful arrivals, with GRPO advantages; straggler cuts
   only of at-risk groups, and whole;
 - requeue (`core.account_requeue`): a group discarded for requeue is discarded whole, where
-  the run's rule allows, and its task opened again before any fresh train group.
+  the run's rule allows, and its task opened again before any fresh train group;
+- bounded queue (`core.account_eviction`): evictions only from a full queue, of the oldest,
+  as few as make room, and the queue never above `queue_limit`.
 Which of the bound, no-stale-in-flight and admission properties a run keeps is its
 policy's (`core.account_properties`); what trains past the bound is counted either way.
 It also counts what `replay --json` reports, as it learns what each event means, in a
@@ -44,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
+from rolloutlog.core.account_eviction import EvictionChecks
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
 from rolloutlog.core.account_properties import (
@@ -78,7 +81,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks):
+class Account(RestartChecks, RequeueChecks, EvictionChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -103,6 +106,8 @@ class Account(RestartChecks, RequeueChecks):
         self.tasks: dict[str, tuple[str, str]] = {}
         self.requeue: dict[str, None] = {}
         self.discarded: set[str] = set()
+        self.queue_limit, self.eviction_rule = config.queue_limit, config.queue_eviction
+        self.evicting: list[str] = []
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
         self.groups: dict[str, Group] = {}  # open until group_scored
@@ -356,6 +361,8 @@ class Account(RestartChecks, RequeueChecks):
 
     def on_dropped(self, seq: int, episode_id: str, reason: str, recorded_age: int) -> None:
         kind = "episode_dropped"
+        if reason == "evicted":  # a bounded queue's, of any age (`core.account_eviction`)
+            return self._evicted(seq, episode_id, recorded_age)
         self.run.dropped_stale += 1
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
@@ -390,6 +397,7 @@ class Account(RestartChecks, RequeueChecks):
         group = self.groups.pop(group_id, None)
         if group is None:
             return self._fail(seq, kind, f"{group_id} finalized twice or never opened")
+        self._make_room(seq, len(episode_ids) if admitted and group.train else 0)
         if group.owes or len(group.arrived) + group.cancelled != group.size:
             arrived = len(group.arrived)
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"

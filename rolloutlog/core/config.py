@@ -30,6 +30,7 @@ StaleCheck = Literal["at-finalize", "after-curriculum"]
 QueueSweep = Literal["at-ship", "at-next-check"]
 OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
+QueueEviction = Literal["oldest-episode", "oldest-group"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
 # which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
@@ -112,6 +113,10 @@ class RunConfig:
         "fixed", None, "smoothing windows: fixed 5 s slots, or restarting at the first event"
     )
     eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
+    queue_limit: int = checked(0, at_least(0), "the most episodes the sink's queue holds (0: any)")
+    queue_eviction: QueueEviction = checked(
+        "oldest-episode", None, "a full queue drops its oldest episode, or its oldest group"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -134,6 +139,11 @@ class RunConfig:
             problems.append(
                 f"target_lag: must be <= max_off_policy_steps ({self.max_off_policy_steps}), "
                 f"got {self.target_lag}: the gate would let episodes be dispatched already stale"
+            )
+        if 0 < self.queue_limit < max(self.group_size, self.batch_size or 0):
+            problems.append(
+                f"queue_limit: must be 0 or >= group_size and batch_size, got {self.queue_limit}: "
+                "an admitted group must fit in the queue, and a batch must be able to fill"
             )
         return problems
 
@@ -176,6 +186,8 @@ FIELD_RULE_KEYS = (
     "overload_count",
     "admission_window",
     "eval_first",
+    "queue_limit",
+    "queue_eviction",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

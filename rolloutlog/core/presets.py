@@ -16,7 +16,7 @@ a row here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -62,6 +62,7 @@ class Rules:
     window_after: Callable[[DispatcherState, float], float]  # when the next window opens
     refund: Callable[[int], int]  # window growth after a natural completion
     fill_passes: Callable[[DispatcherState], tuple[Work | None, ...]]
+    evict: Callable[[Mapping[str, Queued], int], list[str]]  # (queue, excess) -> to drop
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -162,6 +163,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "eval_first": {
         False: {"fill_passes": admission.one_pass},
         True: {"fill_passes": admission.evals_first},
+    },
+    "queue_eviction": {
+        "oldest-episode": {"evict": acceptance.evict_oldest_episodes},
+        "oldest-group": {"evict": acceptance.evict_oldest_groups},
     },
 }
 

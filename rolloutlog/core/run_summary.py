@@ -14,6 +14,8 @@ counts and writes them as the `replay --json` object. Counting conventions:
   (`core.account_properties`), the price of its admission where it does not.
 - `groups_requeued` counts groups opened again on the task of a group the sink discarded
   for requeue (tinker, slime-lag); those discarded members are in `episodes_dropped_stale`.
+- `episodes_evicted` counts queued episodes a bounded queue (`queue_limit`) dropped to make
+  room for an admitted group; they are not in `episodes_dropped_stale`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class RunSummary:
     partial: int = 0
     admitted_groups: int = 0
     requeued: int = 0
+    evicted: int = 0
     trained: int = 0
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
@@ -83,6 +86,7 @@ class RunSummary:
             "episodes_cancelled": dict(self.cancelled_by),
             "unscheduled_cancelled": self.unscheduled_cancelled,
             "episodes_dropped_stale": self.dropped_stale,
+            "episodes_evicted": self.evicted,
             "episodes_scored": self.scored,
             "episodes_trained": self.trained,
             "episodes_pruned_zero_adv": self.pruned,

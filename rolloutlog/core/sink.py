@@ -28,6 +28,7 @@ from rolloutlog.core.errors import InconsistentLogError, release, require, requi
 from rolloutlog.core.handlers import Handlers
 from rolloutlog.core.rules.composition import take
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
+from rolloutlog.core.sink_eviction import evictions
 from rolloutlog.core.sink_state import (
     Arrival,
     IdleWork,
@@ -325,7 +326,9 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
             )
         elif arrival.reward is not None:
             fresh.append(arrival)
-    out.append(_score(state, group, fresh, t))
+    scored = _score(state, group, fresh, t)
+    out.extend(evictions(state, scored))  # a bounded queue makes room first
+    out.append(scored)
     return out
 
 

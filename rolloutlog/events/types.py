@@ -19,11 +19,11 @@ UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
 CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown", "restart"]
-DropReason: TypeAlias = Literal["stale", "requeue"]
+DropReason: TypeAlias = Literal["stale", "requeue", "evicted"]
 
 WORK_KINDS: Final = ("train", "eval")
 CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart")
-DROP_REASONS: Final = ("stale", "requeue")
+DROP_REASONS: Final = ("stale", "requeue", "evicted")
 
 
 @attrs.frozen(kw_only=True)
@@ -155,7 +155,9 @@ class EpisodeDropped:
     """The sink dropped an arrived or queued episode that was past the bound at `age`.
 
     `reason` is `stale`, or `requeue` when the run's policy discards the episode's whole
-    group and requeues its task: the dispatcher then opens that task again as a new group.
+    group and requeues its task: the dispatcher then opens that task again as a new group,
+    or `evicted` when a bounded queue (`queue_limit`) dropped a queued episode of any age to
+    make room for an admitted group.
     """
 
     kind: ClassVar[str] = "episode_dropped"

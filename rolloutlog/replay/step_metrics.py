@@ -13,7 +13,9 @@ from event objects (`observe`) or straight from record batches (`from_batches`).
 it keeps `off_policy/mean|max` (age), `off_policy/in_flight/mean|max` and
 `off_policy/in_queue/mean|max` over the episodes the batch trains, `off_policy/dropped`
 (episodes the sink dropped as stale during the step), `off_policy/requeued` (groups of
-them discarded whole and requeued: tinker, slime-lag), `dispatcher/off_policy/mean|max`
+them discarded whole and requeued: tinker, slime-lag), `off_policy/evicted` (queued
+episodes a bounded queue dropped to make room, not counted as dropped),
+`dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
 and `reward/mean` (over the trained episodes). The run-level values aggregate every
 episode (not the step means); see docs/replay.md.
@@ -44,6 +46,7 @@ IN_QUEUE: Final = "off_policy/in_queue"
 DISPATCHER: Final = "dispatcher/off_policy"
 DROPPED: Final = "off_policy/dropped"
 REQUEUED: Final = "off_policy/requeued"
+EVICTED: Final = "off_policy/evicted"
 # The per-step table's columns, in order (`rolloutlog metrics`).
 STEP_COLUMNS: Final = (
     "step",
@@ -52,6 +55,7 @@ STEP_COLUMNS: Final = (
     *(f"{name}/{stat}" for name in (OFF_POLICY, IN_FLIGHT, IN_QUEUE) for stat in ("mean", "max")),
     DROPPED,
     REQUEUED,
+    EVICTED,
     f"{DISPATCHER}/mean",
     f"{DISPATCHER}/max",
     "reward/mean",
@@ -101,6 +105,7 @@ class _Window:
     dispatcher: Stat = attrs.Factory(Stat)
     reward: Stat = attrs.Factory(Stat)
     dropped: int = 0
+    evicted: int = 0
     requeued: set[str] = attrs.Factory(set)  # groups discarded for requeue
 
     def values(self) -> dict[str, Any]:
@@ -110,6 +115,7 @@ class _Window:
             out[f"{name}/mean"], out[f"{name}/max"] = stat.mean(), stat.largest
         out[DROPPED] = self.dropped
         out[REQUEUED] = len(self.requeued)
+        out[EVICTED] = self.evicted
         out[f"{DISPATCHER}/mean"] = self.dispatcher.mean()
         out[f"{DISPATCHER}/max"] = self.dispatcher.largest
         return out
@@ -244,6 +250,9 @@ class StepMetrics:
     def on_dropped(self, episode_id: str, reason: str) -> None:
         self.arrived.pop(episode_id, None)
         for part in (self.window, self.run):
+            if reason == "evicted":  # a full queue's, of any age: not a stale drop
+                part.evicted += 1
+                continue
             part.dropped += 1
             if reason == "requeue":
                 part.requeued.add(episode_id.rpartition("/")[0])

@@ -22,6 +22,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "delayed_live": ("another world event between version_pending and its version_live", 0.05),
     "admission_smoothing": ("admission smoothing is on", 0.05),
     "requeue": ("a group discarded for requeue, its task opened again as a new group", 0.10),
+    "eviction": ("a full queue evicts its oldest episodes for an admitted group", 0.05),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -90,7 +91,7 @@ def features(log: Sequence[Event]) -> set[str]:
             if e.group_id in stale_cancelled and e.episode_ids:
                 found.add("partial_after_stale")
         elif kind == "episode_dropped":
-            found.add("stale_drop")
+            found.add("eviction" if e.reason == "evicted" else "stale_drop")
             requeue_owed = requeue_owed or e.reason == "requeue"
         elif kind == "batch_shipped":
             step, batches = e.step + 1, batches + 1

@@ -66,6 +66,11 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         values["batch_size"] = draw(st.integers(1, 12))
     values["target_lag"] = draw(st.integers(0, min(2, values["max_off_policy_steps"])))
     values.update(fixed)
+    if "queue_limit" not in fixed and values["batch_size"] and draw(st.booleans()):
+        # a bounded queue just big enough for a group and a batch, so that it fills
+        least = max(values["group_size"], values["batch_size"])
+        values["queue_limit"] = least + draw(st.integers(0, 2))
+        values["queue_eviction"] = draw(st.sampled_from(["oldest-episode", "oldest-group"]))
     return RunConfig.from_mapping(values)
 
 

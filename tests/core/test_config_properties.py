@@ -62,6 +62,8 @@ FIELD_TYPES: dict[str, object] = {
     "overload_count": "literal",
     "admission_window": "literal",
     "eval_first": bool,
+    "queue_limit": int,
+    "queue_eviction": "literal",
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
@@ -75,6 +77,7 @@ OUT_OF_RANGE: dict[str, list[Any]] = {
     "frozen_fraction": [1.5, -0.25, 2],
     "curriculum": ["no-such-rule"],
     "zero_output_batches": [0],
+    "queue_limit": [-1],
 }
 OPTIONAL = {"batch_size", "token_batch_size"}
 WHERES = st.sampled_from(["config", "scenario.run", "run_started.config"])
@@ -172,7 +175,8 @@ def test_a_config_that_cannot_start_is_refused_yet_folds_as_recorded(
 ) -> None:
     data = config.to_dict()
     if fault == "both batch keys":
-        data.update(batch_size=4, token_batch_size=100)
+        # a drawn queue_limit fits the drawn batch size, not necessarily 4
+        data.update(batch_size=config.batch_size or 4, token_batch_size=100)
         problem = "batch_size / token_batch_size: set exactly one"
     elif fault == "no batch key":
         data.update(batch_size=None, token_batch_size=None)

@@ -159,6 +159,8 @@ FIELD_RULES_OFF = {
     "overload_count": "owed",
     "admission_window": "fixed",
     "eval_first": False,
+    "queue_limit": 0,
+    "queue_eviction": "oldest-episode",
 }
 
 

@@ -44,6 +44,8 @@ class Settings:
     overload_count: str = "owed"
     admission_window: str = "fixed"
     eval_first: bool = False
+    queue_limit: int = 0  # the sink's queue is unbounded
+    queue_eviction: str = "oldest-episode"
 
     @property
     def lag(self) -> int:

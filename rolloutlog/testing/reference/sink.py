@@ -7,6 +7,8 @@ curriculum, admitted members join the queue (with `stale_check = "after-curricul
 arrivals are scored too, and the next queue check drops them; under soft staleness nothing
 is ever dropped for its age). Under `requeue` (tinker, slime-lag) a group its rule finds
 stale is discarded whole, reason `requeue`; tinker's swept episodes carry that reason too.
+An admitted group that would take the queue past `queue_limit` first evicts its oldest
+episodes (or, under `oldest-group`, its oldest whole groups), reason `evicted`.
 A queue check sweeps the queue of what is past the bound, then cuts a batch (one per
 decision) in `batch_order` once it is full, the trainer is within the lag, and the run has
 not finished.
@@ -66,7 +68,27 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
             out.append(_drop(episode, step, t))
         elif episode.status == "completed":
             fresh.append(episode)
-    out.append(_score(record, group, fresh, t))
+    scored = _score(record, group, fresh, t)
+    if scored.admitted:
+        out.extend(_evict(record, len(scored.episode_ids), t))
+    out.append(scored)
+    return out
+
+
+def _evict(record: Record, joining: int, t: float) -> list[Event]:
+    """A bounded queue (`queue_limit`) that cannot take the `joining` members drops from its
+    front: one episode per place needed, or under `oldest-group` each front group whole
+    until there is room."""
+    settings, queue = record.config, record.queue()
+    if not settings.queue_limit:
+        return []
+    out: list[Event] = []
+    while queue and len(queue) + joining > settings.queue_limit:
+        front = [queue[0]]
+        if settings.queue_eviction == "oldest-group":
+            front = [e for e in queue if e.group_id == queue[0].group_id]
+        out.extend(_drop(e, record.step, t, "evicted") for e in front)
+        queue = [e for e in queue if e not in front]
     return out
 
 
