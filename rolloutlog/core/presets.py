@@ -229,6 +229,15 @@ FIELD: Final[dict[str, FieldPreset]] = {
         ),
         keys={"staleness": "per-group", "requeue": "at-completion"},
     ),
+    "pipelinerl": FieldPreset(
+        source=(
+            "ServiceNow/PipelineRL@58d3934 pipelinerl/preprocess.py (run_preprocessing_loop: "
+            "processed_entries_queue, pop_old_data), pipelinerl/finetune_loop.py, conf/base.yaml"
+        ),
+        # Nothing cancelled or dropped for its age (its trainer counts old samples, and
+        # trains them); samples wait in a ring buffer of 128 that drops its oldest when full.
+        keys={"staleness": "soft", "queue_limit": 128, "queue_eviction": "oldest-episode"},
+    ),
 }
 FIELD_SET = "field"
 BASES = ("per-episode", "per-group")
