@@ -9,6 +9,8 @@ still in flight stale, so the dispatcher cancels them and the driver aborts them
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -98,29 +100,30 @@ def test_train_piped_prints_progress_lines_on_stderr(tmp_path):
     assert "reward " in lines[0] and "ages " in lines[0]
 
 
+def _train_verified(log: Path, policy: str, steps: int, *settings: str) -> dict[str, Any]:
+    """`train --policy POLICY` on the twin servers with the invariants checked on every
+    event: it finishes its steps with no violation, and its log re-decides. Its report."""
+    arguments = ["train", "--policy", policy, "--steps", str(steps), "--json", "--log", str(log)]
+    shared = ("group_size=4", "batch_size=16", "max_inflight=16", "server_mode=thread")
+    for setting in (*shared, *settings, "check_invariants=true"):
+        arguments += ["--set", setting]
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
+    assert report["replay_error"] is None
+    verify = CliRunner().invoke(main, ["verify", str(log)])
+    assert verify.exit_code == 0 and "every decision matches" in verify.output
+    return report
+
+
 def test_train_runs_a_field_preset_and_its_log_verifies(tmp_path):
     """`--policy prime-rl` sets every key of the preset in the recorded config; the live
     driver carries out its decisions (lag one at bound 0, stale open groups cancelled whole)
     with the invariants checked on every event, and the log re-decides."""
     log = tmp_path / "prime.arrow"
-    arguments = ["train", "--policy", "prime-rl", "--steps", "4", "--json", "--log", str(log)]
-    for setting in (
-        "group_size=4",
-        "batch_size=16",
-        "max_inflight=16",
-        "server_mode=thread",
-        "max_off_policy_steps=0",
-        "target_lag=0",
-        "check_invariants=true",
-    ):
-        arguments += ["--set", setting]
-    result = CliRunner().invoke(main, arguments)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
-    assert report["replay_error"] is None and report["max_trained_age"] == 0
-    verify = CliRunner().invoke(main, ["verify", str(log)])
-    assert verify.exit_code == 0 and "every decision matches" in verify.output
+    report = _train_verified(log, "prime-rl", 4, "max_off_policy_steps=0", "target_lag=0")
+    assert report["max_trained_age"] == 0
     started = read_log(log)[0]
     assert started.config["gate_lag"] == "one" and started.config["stale_cancel"] == "open"
 
@@ -130,24 +133,8 @@ def test_train_runs_pipelinerl_with_a_bounded_queue_and_its_log_verifies(tmp_pat
     batch makes the queue evict); the live driver carries out evictions as any drop, with
     the invariants checked on every event, and the log re-decides."""
     log = tmp_path / "pipelinerl.arrow"
-    arguments = ["train", "--policy", "pipelinerl", "--steps", "3", "--json", "--log", str(log)]
-    for setting in (
-        "group_size=4",
-        "batch_size=16",
-        "max_inflight=16",
-        "server_mode=thread",
-        "target_lag=0",
-        "queue_limit=16",
-        "check_invariants=true",
-    ):
-        arguments += ["--set", setting]
-    result = CliRunner().invoke(main, arguments)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
-    assert report["replay_error"] is None and "episodes_evicted" in report
-    verify = CliRunner().invoke(main, ["verify", str(log)])
-    assert verify.exit_code == 0 and "every decision matches" in verify.output
+    report = _train_verified(log, "pipelinerl", 3, "target_lag=0", "queue_limit=16")
+    assert "episodes_evicted" in report
     started = read_log(log)[0]
     assert started.config["staleness"] == "soft" and started.config["queue_limit"] == 16
 
