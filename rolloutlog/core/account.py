@@ -53,9 +53,11 @@ from rolloutlog.core.account_properties import (
     AREAL_ADMISSION,
     CAPACITY,
     HARD_BOUND,
+    MAX_LAG_ADMISSION,
     NO_STALE_IN_FLIGHT,
     areal_problem,
     kept_properties,
+    max_lag_problem,
 )
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
@@ -110,6 +112,7 @@ class Account(RestartChecks, RequeueChecks, EvictionChecks):
         self.evicting: list[str] = []
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
+        self.updates = 0  # versions announced
         self.groups: dict[str, Group] = {}  # open until group_scored
         self.inflight: dict[str, Group] = {}
         self.queue: dict[str, tuple[int, bool, int]] = {}  # id -> (version, ages, tokens)
@@ -220,6 +223,11 @@ class Account(RestartChecks, RequeueChecks, EvictionChecks):
             self._fail(seq, kind, f"opened at v{version} step {step}, not v{self.version}")
         if work == "train" and AREAL_ADMISSION in self.kept:
             problem = areal_problem(self.config, self.version, self.groups.values(), self.run)
+            if problem:
+                self._fail(seq, kind, problem)
+        if work == "train" and MAX_LAG_ADMISSION in self.kept:
+            opened, groups = len(self.tasks), self.groups.values()
+            problem = max_lag_problem(self.config, opened, self.updates, groups)
             if problem:
                 self._fail(seq, kind, problem)
         self.groups[group_id] = Group(

@@ -21,7 +21,7 @@ import attrs
 from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
-AdmissionPolicy = Literal["none", "capacity", "areal"]
+AdmissionPolicy = Literal["none", "capacity", "areal", "max-lag"]
 BatchOrder = Literal["fifo", "oldest-first"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
 GateLag = Literal["target-lag", "one"]
@@ -89,7 +89,9 @@ class RunConfig:
     curriculum: str = checked("all", known_curriculum, "group admission rule (core.curriculum)")
     zero_output_batches: int = checked(10, at_least(1), "stop after N batches of nothing admitted")
     admission: AdmissionPolicy = checked(
-        "none", None, "capacity: cap train work ahead of trainer; areal: AReaL's, in groups"
+        "none",
+        None,
+        "capacity: train work ahead of trainer; areal: AReaL's, in groups; max-lag: PipelineRL's",
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
@@ -114,6 +116,7 @@ class RunConfig:
     )
     eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
     queue_limit: int = checked(0, at_least(0), "the most episodes the sink's queue holds (0: any)")
+    max_lag: int = checked(0, at_least(0), "admission = max-lag: PipelineRL's max_lag, in episodes")
     queue_eviction: QueueEviction = checked(
         "oldest-episode", None, "a full queue drops its oldest episode, or its oldest group"
     )
@@ -188,6 +191,7 @@ FIELD_RULE_KEYS = (
     "eval_first",
     "queue_limit",
     "queue_eviction",
+    "max_lag",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

@@ -98,6 +98,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "allowance": admission.areal_left,
             "follow_ledger": admission.evolve_group_ledger,
         },
+        "max-lag": {
+            "allowance": admission.max_lag_left,
+            "follow_ledger": admission.evolve_lag_ledger,
+        },
     },
     "admission_smoothing": {
         False: {"permits": admission.unsmoothed},

@@ -64,6 +64,7 @@ FIELD_TYPES: dict[str, object] = {
     "eval_first": bool,
     "queue_limit": int,
     "queue_eviction": "literal",
+    "max_lag": int,
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
@@ -78,6 +79,7 @@ OUT_OF_RANGE: dict[str, list[Any]] = {
     "curriculum": ["no-such-rule"],
     "zero_output_batches": [0],
     "queue_limit": [-1],
+    "max_lag": [-1],
 }
 OPTIONAL = {"batch_size", "token_batch_size"}
 WHERES = st.sampled_from(["config", "scenario.run", "run_started.config"])

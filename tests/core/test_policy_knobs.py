@@ -161,6 +161,7 @@ FIELD_RULES_OFF = {
     "eval_first": False,
     "queue_limit": 0,
     "queue_eviction": "oldest-episode",
+    "max_lag": 0,
 }
 
 

@@ -137,14 +137,15 @@ def check_at_next_finalize(state: SinkState, event: Event) -> Sweep | None:
 
 
 def evict_oldest_episodes(queue: Mapping[str, Queued], excess: int) -> list[str]:
-    """verl's `MessageQueue.put_sample`, PipelineRL's ring buffer: the oldest episodes, one
-    for each episode too many."""
+    """PipelineRL's ring buffer (`processed_entries_queue`, a sample there is an episode):
+    the oldest episodes, one for each episode too many."""
     return list(islice(queue, max(0, excess)))
 
 
 def evict_oldest_groups(queue: Mapping[str, Queued], excess: int) -> list[str]:
-    """PipelineRL's raw chunk queue (a chunk is a group's samples): whole groups, the oldest
-    first, the fewest that make room for `excess` episodes."""
+    """verl's `MessageQueue.put_sample` (a sample there is one prompt's `rollout.n`
+    responses: a group) and PipelineRL's raw chunk queue (a chunk is groups' samples):
+    whole groups, the oldest first, the fewest that make room for `excess` episodes."""
     evicted: list[str] = []
     last_group = ""
     for episode_id in queue:

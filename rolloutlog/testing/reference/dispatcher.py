@@ -13,6 +13,8 @@ refilled when it sees those cancellations.
 
 from __future__ import annotations
 
+import math
+
 from rolloutlog.events.types import EpisodeDispatched, EpisodesCancelled, Event, GroupOpened
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import age, past_bound, task
@@ -192,7 +194,7 @@ def _train_room(record: Record) -> int:
     settings = record.config
     if (record.step - 1) - record.version > settings.lag:
         return 0
-    if settings.admission not in ("capacity", "areal"):
+    if settings.admission not in ("capacity", "areal", "max-lag"):
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -205,6 +207,8 @@ def _train_room(record: Record) -> int:
         per_batch = max(1, -(-(settings.token_batch_size or 0) * len(completed) // tokens))
     if settings.admission == "areal":
         return _areal_room(record, per_batch)
+    if settings.admission == "max-lag":
+        return _max_lag_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train
@@ -235,6 +239,22 @@ def _areal_room(record: Record, per_batch: int) -> int:
         may_open = max(may_open, 1)
     owed = sum(g.unscheduled() for g in running)
     return owed + max(0, may_open) * settings.group_size
+
+
+def _max_lag_room(record: Record, per_batch: int) -> int:
+    """PipelineRL's actor with `max_lag`: it may have submitted `ceil(max_lag / G)` groups
+    plus `ceil(per_batch / G)` for the first update and as many for each version announced
+    since. One always may when none is open; what open groups owe may always go out."""
+    settings, size = record.config, record.config.group_size
+    train = [g for g in record.groups.values() if g.train]
+    running = [g for g in train if not g.scored]
+    updates = sum(event.kind == "version_pending" for event in record.history)
+    allowed = math.ceil(settings.max_lag / size) + math.ceil(per_batch / size) * (updates + 1)
+    may_open = allowed - len(train)
+    if not running:
+        may_open = max(may_open, 1)
+    owed = sum(g.unscheduled() for g in running)
+    return owed + max(0, may_open) * size
 
 
 def _evals_owed(record: Record) -> int:

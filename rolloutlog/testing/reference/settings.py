@@ -44,6 +44,7 @@ class Settings:
     overload_count: str = "owed"
     admission_window: str = "fixed"
     eval_first: bool = False
+    max_lag: int = 0  # read only under admission = "max-lag"
     queue_limit: int = 0  # the sink's queue is unbounded
     queue_eviction: str = "oldest-episode"
 
