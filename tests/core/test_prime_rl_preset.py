@@ -27,6 +27,9 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
         "overload_count": "in-flight",
         "admission_window": "restarting",
         "eval_first": True,
+        "queue_limit": 0,  # prime-rl's queue is unbounded
+        "queue_eviction": "oldest-episode",
+        "max_lag": 0,
     }
     assert FIELD["prime-rl"].source.startswith("PrimeIntellect-ai/prime-rl@559b447 ")
 

@@ -10,8 +10,8 @@ in inference, pauses excluded, cut short when it was cancelled) are added to tha
 
 An episode cancelled while its completion was already racing in arrives late; its full
 generation time counts as cancelled. `finished_rollouts_discarded` counts episodes whose
-generation finished (a completion arrived) and that were then thrown away: dropped as stale
-by the sink, or arrived late. Memory holds only episodes whose fate is still open.
+generation finished (a completion arrived) and that were then thrown away: dropped by the
+sink (as stale, or evicted by a full queue), or arrived late. Memory holds only episodes whose fate is still open.
 """
 
 from __future__ import annotations
