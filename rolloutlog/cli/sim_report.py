@@ -78,6 +78,7 @@ TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels v
 REQUEUED_ROW = "groups requeued"  # shown when a run requeues (tinker, slime-lag)
 WAITS_ROW = "ship waits"  # shown when a run's rule waits (tinker-822)
 WITHHELD_ROW = "  of it withheld"  # shown when a run withholds (prime-rl-withhold)
+EVICTED_ROW = "evicted (full queue)"  # shown when a bounded queue evicts (pipelinerl)
 
 
 def _waits(run: Mapping[str, Any]) -> str:
@@ -92,6 +93,7 @@ OPTIONAL_ROWS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     REQUEUED_ROW: lambda run: bool(run.get("groups_requeued")),
     WAITS_ROW: lambda run: "ship_waits" in run,
     WITHHELD_ROW: lambda run: "episodes_withheld" in run,
+    EVICTED_ROW: lambda run: bool(run.get("episodes_evicted")),
 }
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
@@ -113,6 +115,7 @@ ROWS: tuple[Row, ...] = (
     ("partial groups", _number("groups_partial")),
     (REQUEUED_ROW, _number("groups_requeued")),
     (WAITS_ROW, _waits),
+    (EVICTED_ROW, _number("episodes_evicted")),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("  of it in flight", _number("off_policy/in_flight/mean", 2)),
     ("  of it in queue", _number("off_policy/in_queue/mean", 2)),

@@ -30,9 +30,12 @@ def print_report(report: dict[str, Any]) -> None:
             else []
         ),
         *(
-            [("groups requeued", report["groups_requeued"])]
-            if report.get("groups_requeued")
-            else []
+            (label, report[key])
+            for label, key in (
+                ("groups requeued", "groups_requeued"),
+                ("evicted (full queue)", "episodes_evicted"),
+            )
+            if report.get(key)
         ),
         *(
             [("ship waits", f"{report['ship_waits']} ({report['ship_wait_seconds']:.1f} s)")]

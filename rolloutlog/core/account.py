@@ -32,6 +32,8 @@ It checks, each at the seq where it broke:
   the run's rule allows, and its task opened again before any fresh train group;
 - withhold (`core.account_withhold`): under `stale_member = "withhold"` no stale
   cancellation, and exactly the scored stale members are withheld, none ships.
+- bounded queue (`core.account_eviction`): evictions only from a full queue, of the oldest,
+  as few as make room, and the queue never above `queue_limit`.
 Which of the bound, no-stale-in-flight and admission properties a run keeps is its
 policy's (`core.account_properties`); what trains past the bound is counted either way.
 It also counts what `replay --json` reports, as it learns what each event means, in a
@@ -47,6 +49,7 @@ from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
 from rolloutlog.core.account_budget import BudgetChecks
+from rolloutlog.core.account_eviction import EvictionChecks
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
 from rolloutlog.core.account_partial import PartialChecks
@@ -54,11 +57,13 @@ from rolloutlog.core.account_properties import (
     AREAL_ADMISSION,
     CAPACITY,
     HARD_BOUND,
+    MAX_LAG_ADMISSION,
     NO_STALE_IN_FLIGHT,
     OUTSTANDING,
     SHIP_WAIT,
     areal_problem,
     kept_properties,
+    max_lag_problem,
 )
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
@@ -87,7 +92,13 @@ class HoldsDispatcher(Protocol):
 
 
 class Account(
-    RestartChecks, RequeueChecks, BudgetChecks, ShipWaitChecks, PartialChecks, WithholdChecks
+    RestartChecks,
+    RequeueChecks,
+    BudgetChecks,
+    ShipWaitChecks,
+    PartialChecks,
+    WithholdChecks,
+    EvictionChecks,
 ):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
@@ -117,8 +128,11 @@ class Account(
         self.discarded: set[str] = set()
         self.withholds = config.stale_member == "withhold"  # stale members scored, not shipped
         self.to_withhold: dict[str, int] = {}
+        self.queue_limit, self.eviction_rule = config.queue_limit, config.queue_eviction
+        self.evicting: list[str] = []
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
+        self.updates = 0  # versions announced
         self.groups: dict[str, Group] = {}  # open until group_scored
         self.inflight: dict[str, Group] = {}
         self.queue: dict[str, tuple[int, bool, int]] = {}  # id -> (version, ages, tokens)
@@ -238,6 +252,11 @@ class Account(
                 self._fail(seq, kind, problem)
         if work == "train" and OUTSTANDING in self.kept:
             self._outstanding_opened(seq)
+        if work == "train" and MAX_LAG_ADMISSION in self.kept:
+            opened, groups = len(self.tasks), self.groups.values()
+            problem = max_lag_problem(self.config, opened, self.updates, groups)
+            if problem:
+                self._fail(seq, kind, problem)
         self.groups[group_id] = Group(
             number, size, work == "train", frozen, version, unscheduled=size
         )
@@ -381,6 +400,8 @@ class Account(
 
     def on_dropped(self, seq: int, episode_id: str, reason: str, recorded_age: int) -> None:
         kind = "episode_dropped"
+        if reason == "evicted":  # a bounded queue's, of any age (`core.account_eviction`)
+            return self._evicted(seq, episode_id, recorded_age)
         self.run.dropped_stale += 1
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
@@ -417,6 +438,7 @@ class Account(
         group = self.groups.pop(group_id, None)
         if group is None:
             return self._fail(seq, kind, f"{group_id} finalized twice or never opened")
+        self._make_room(seq, len(episode_ids) if admitted and group.train else 0)
         if group.owes or len(group.arrived) + group.cancelled != group.size:
             arrived = len(group.arrived)
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"

@@ -24,6 +24,7 @@ AREAL_ADMISSION: Final = "areal-admission"  # AReaL's get_capacity, in groups
 VERL_BUDGET: Final = "verl-budget"  # verl's sample budget per weight sync, in groups
 OUTSTANDING: Final = "outstanding"  # PR #822's cap on groups not yet trained on
 SHIP_WAIT: Final = "ship-wait"  # no batch ships while work at its last chance is open
+MAX_LAG_ADMISSION: Final = "max-lag-admission"  # PipelineRL's max_lag, in groups submitted
 
 
 def kept_properties(config: RunConfig) -> frozenset[str]:
@@ -48,6 +49,8 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
         kept.add(OUTSTANDING)
     if config.ship_wait == "last-chance":
         kept.add(SHIP_WAIT)
+    if config.batch_size is not None and config.admission == "max-lag":
+        kept.add(MAX_LAG_ADMISSION)
     return frozenset(kept)
 
 
@@ -65,4 +68,20 @@ def areal_problem(
     accepted = summary.admitted_groups
     if running and (running >= config.max_inflight or accepted + running >= horizon):
         return f"areal admission: {accepted} accepted + {running} running groups of {horizon}"
+    return None
+
+
+def max_lag_problem(
+    config: RunConfig, opened: int, updates: int, open_groups: Iterable[Group]
+) -> str | None:
+    """Why a train group may not open under max-lag admission now, or None: PipelineRL's
+    actor submits at most `⌈max_lag / G⌉ + ⌈batch_size / G⌉ × (updates + 1)` groups, unless
+    no train group is open (the liveness exception). The account's own arithmetic: `opened`
+    the train groups it saw open before this one, `updates` the versions announced."""
+    size = config.group_size
+    allowed = (config.max_lag + size - 1) // size + (
+        (config.batch_size or 0) + size - 1
+    ) // size * (updates + 1)
+    if any(group.train for group in open_groups) and opened >= allowed:
+        return f"max-lag admission: train group {opened + 1} opened, {allowed} allowed"
     return None

@@ -18,6 +18,7 @@ class _Books(Protocol):
     """What these checks read and keep of the account."""
 
     version: int
+    updates: int
     step: int
     publish_step: int
     finished: bool
@@ -53,6 +54,7 @@ class RestartChecks:
             problem = f"v{version} is inside checkpoint v{self.resumed_from} resumed from"
             self._fail(seq, kind, f"{problem}: its batch would train twice")
         self.version = version
+        self.updates += 1  # versions announced (max-lag admission counts them)
         self.publish_step = self.step
         self._moved()
         self._budget_synced()

@@ -21,7 +21,7 @@ import attrs
 from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
-AdmissionPolicy = Literal["none", "capacity", "areal", "verl", "outstanding"]
+AdmissionPolicy = Literal["none", "capacity", "areal", "verl", "outstanding", "max-lag"]
 BatchOrder = Literal["fifo", "oldest-first"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
 GateLag = Literal["target-lag", "one"]
@@ -33,6 +33,7 @@ AdmissionWindow = Literal["fixed", "restarting"]
 ShipWait = Literal["none", "last-chance"]
 WeightUpdate = Literal["freeze", "interrupt", "drain"]
 StaleMember = Literal["cancel", "withhold"]
+QueueEviction = Literal["oldest-episode", "oldest-group"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
 # which must stay well under what the loop lets one event set off (`loop.MAX_REACTIONS`).
@@ -94,7 +95,7 @@ class RunConfig:
         "none",
         None,
         "capacity: cap train work ahead of trainer; areal: AReaL's, in groups; "
-        "verl: a sample budget per weight sync",
+        "verl: a sample budget per weight sync; max-lag: PipelineRL's",
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
@@ -133,6 +134,11 @@ class RunConfig:
     stale_member: StaleMember = checked(
         "cancel", None, "stale work cancelled in flight, or run on, scored and withheld at finalize"
     )
+    queue_limit: int = checked(0, at_least(0), "the most episodes the sink's queue holds (0: any)")
+    max_lag: int = checked(0, at_least(0), "admission = max-lag: PipelineRL's max_lag, in episodes")
+    queue_eviction: QueueEviction = checked(
+        "oldest-episode", None, "a full queue drops its oldest episode, or its oldest group"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -155,6 +161,11 @@ class RunConfig:
             problems.append(
                 f"target_lag: must be <= max_off_policy_steps ({self.max_off_policy_steps}), "
                 f"got {self.target_lag}: the gate would let episodes be dispatched already stale"
+            )
+        if 0 < self.queue_limit < max(self.group_size, self.batch_size or 0):
+            problems.append(
+                f"queue_limit: must be 0 or >= group_size and batch_size, got {self.queue_limit}: "
+                "an admitted group must fit in the queue, and a batch must be able to fill"
             )
         return problems
 
@@ -202,6 +213,9 @@ FIELD_RULE_KEYS = (
     "ship_wait",
     "weight_update",
     "stale_member",
+    "queue_limit",
+    "queue_eviction",
+    "max_lag",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

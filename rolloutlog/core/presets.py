@@ -16,7 +16,7 @@ a row here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -72,6 +72,7 @@ class Rules:
     ship_waits: Callable[[SinkState], bool]  # a full batch waits for last-chance work
     withholds: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, version, bound)
     cancels_stale_work: Callable[[], bool]  # whether stale work is cancelled in flight at all
+    evict: Callable[[Mapping[str, Queued], int], list[str]]  # (queue, excess) -> to drop
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -114,6 +115,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "outstanding": {
             "allowance": admission.outstanding_left,
             "follow_ledger": admission.evolve_outstanding_ledger,
+        },
+        "max-lag": {
+            "allowance": admission.max_lag_left,
+            "follow_ledger": admission.evolve_lag_ledger,
         },
     },
     "admission_smoothing": {
@@ -194,6 +199,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "withholds": acceptance.withhold_past_version_bound,
             "cancels_stale_work": cancellation.never_cancel_stale,
         },
+    },
+    "queue_eviction": {
+        "oldest-episode": {"evict": acceptance.evict_oldest_episodes},
+        "oldest-group": {"evict": acceptance.evict_oldest_groups},
     },
 }
 
@@ -281,6 +290,15 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "ship_wait": "last-chance",
             "batch_order": "oldest-first",
         },
+    ),
+    "pipelinerl": FieldPreset(
+        source=(
+            "ServiceNow/PipelineRL@58d3934 pipelinerl/preprocess.py (run_preprocessing_loop: "
+            "processed_entries_queue, pop_old_data), pipelinerl/finetune_loop.py, conf/base.yaml"
+        ),
+        # Nothing cancelled or dropped for its age (its trainer counts old samples, and
+        # trains them); samples wait in a ring buffer of 128 that drops its oldest when full.
+        keys={"staleness": "soft", "queue_limit": 128, "queue_eviction": "oldest-episode"},
     ),
 }
 # prime-rl PR #2960 over prime-rl main: its keys, with stale members withheld, never cancelled.

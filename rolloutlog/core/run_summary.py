@@ -23,6 +23,8 @@ counts and writes them as the `replay --json` object. Counting conventions:
   They are in `episodes_scored` (they count in the baseline) and in
   `episodes_dropped_stale` (they never train), so trained + pruned + dropped from the queue
   + still queued stays the admitted members.
+- `episodes_evicted` counts queued episodes a bounded queue (`queue_limit`) dropped to make
+  room for an admitted group; they are not in `episodes_dropped_stale`.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class RunSummary:
     withholds: bool = False  # the run withholds stale members: report what it withheld
     withheld: int = 0
     withheld_tokens: int = 0
+    evicted: int = 0
     trained: int = 0
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
@@ -105,6 +108,7 @@ class RunSummary:
             "episodes_cancelled": dict(self.cancelled_by),
             "unscheduled_cancelled": self.unscheduled_cancelled,
             "episodes_dropped_stale": self.dropped_stale,
+            "episodes_evicted": self.evicted,
             "episodes_scored": self.scored,
             "episodes_trained": self.trained,
             "episodes_pruned_zero_adv": self.pruned,

@@ -28,6 +28,7 @@ from rolloutlog.core.errors import InconsistentLogError, release, require, requi
 from rolloutlog.core.handlers import Handlers
 from rolloutlog.core.rules.composition import take
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
+from rolloutlog.core.sink_eviction import evictions
 from rolloutlog.core.sink_state import (
     Arrival,
     IdleWork,
@@ -332,7 +333,12 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
         elif arrival.reward is not None:
             fresh.append(arrival)
     scored = _score(state, group, fresh, t)
-    return [*out, scored, *withheld_drops(state, scored, withheld, arrived)]
+    return [
+        *out,
+        *evictions(state, scored),
+        scored,
+        *withheld_drops(state, scored, withheld, arrived),
+    ]
 
 
 def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) -> GroupScored:

@@ -19,12 +19,12 @@ UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
 CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown", "restart"]
-DropReason: TypeAlias = Literal["stale", "requeue", "withheld"]
+DropReason: TypeAlias = Literal["stale", "requeue", "withheld", "evicted"]
 InterruptReason: TypeAlias = Literal["update", "recycle"]
 
 WORK_KINDS: Final = ("train", "eval")
 CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart")
-DROP_REASONS: Final = ("stale", "requeue", "withheld")
+DROP_REASONS: Final = ("stale", "requeue", "withheld", "evicted")
 INTERRUPT_REASONS: Final = ("update", "recycle")
 
 
@@ -159,7 +159,9 @@ class EpisodeDropped:
     `reason` is `stale`, or `requeue` when the run's policy discards the episode's whole
     group and requeues its task: the dispatcher then opens that task again as a new group,
     or `withheld` when the run's policy (`stale_member = "withhold"`) scored the stale
-    member with its group (the `group_scored` just before) and keeps its tokens from training.
+    member with its group (the `group_scored` just before) and keeps its tokens from training,
+    or `evicted` when a bounded queue (`queue_limit`) dropped a queued episode of any age to
+    make room for an admitted group.
     """
 
     kind: ClassVar[str] = "episode_dropped"

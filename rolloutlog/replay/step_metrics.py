@@ -15,7 +15,8 @@ it keeps `off_policy/mean|max` (age), `off_policy/in_flight/mean|max` and
 (episodes the sink dropped as stale during the step), `off_policy/requeued` (groups of
 them discarded whole and requeued: tinker, slime-lag), `off_policy/withheld` (of them, the
 members scored with their group and withheld: prime-rl-withhold; a run-level value only
-where a log withholds any), `dispatcher/off_policy/mean|max`
+where a log withholds any), `off_policy/evicted` (queued episodes a bounded queue dropped
+to make room, not counted as dropped), `dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
 and `reward/mean` (over the trained episodes). The run-level values aggregate every
 episode (not the step means); see docs/replay.md.
@@ -47,6 +48,7 @@ DISPATCHER: Final = "dispatcher/off_policy"
 DROPPED: Final = "off_policy/dropped"
 REQUEUED: Final = "off_policy/requeued"
 WITHHELD: Final = "off_policy/withheld"
+EVICTED: Final = "off_policy/evicted"
 # The per-step table's columns, in order (`rolloutlog metrics`).
 STEP_COLUMNS: Final = (
     "step",
@@ -56,6 +58,7 @@ STEP_COLUMNS: Final = (
     DROPPED,
     REQUEUED,
     WITHHELD,
+    EVICTED,
     f"{DISPATCHER}/mean",
     f"{DISPATCHER}/max",
     "reward/mean",
@@ -105,6 +108,7 @@ class _Window:
     dispatcher: Stat = attrs.Factory(Stat)
     reward: Stat = attrs.Factory(Stat)
     dropped: int = 0
+    evicted: int = 0
     requeued: set[str] = attrs.Factory(set)  # groups discarded for requeue
     withheld: int = 0  # members scored with their group, then withheld
 
@@ -116,6 +120,7 @@ class _Window:
         out[DROPPED] = self.dropped
         out[REQUEUED] = len(self.requeued)
         out[WITHHELD] = self.withheld
+        out[EVICTED] = self.evicted
         out[f"{DISPATCHER}/mean"] = self.dispatcher.mean()
         out[f"{DISPATCHER}/max"] = self.dispatcher.largest
         return out
@@ -254,6 +259,9 @@ class StepMetrics:
     def on_dropped(self, episode_id: str, reason: str) -> None:
         self.arrived.pop(episode_id, None)
         for part in (self.window, self.run):
+            if reason == "evicted":  # a full queue's, of any age: not a stale drop
+                part.evicted += 1
+                continue
             part.dropped += 1
             if reason == "requeue":
                 part.requeued.add(episode_id.rpartition("/")[0])

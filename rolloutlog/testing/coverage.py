@@ -27,6 +27,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "verl_carry": ("a verl sync window restarts counting train groups open or queued", 0.02),
     "ship_wait": ("a full batch waited for work at its last chance (tinker-822)", 0.10),
     "withheld": ("a stale member scored with its group, then withheld from the batch", 0.05),
+    "eviction": ("a full queue evicts its oldest episodes for an admitted group", 0.05),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -103,7 +104,7 @@ def features(log: Sequence[Event]) -> set[str]:
             if e.group_id in stale_cancelled and e.episode_ids:
                 found.add("partial_after_stale")
         elif kind == "episode_dropped":
-            found.add("stale_drop")
+            found.add("eviction" if e.reason == "evicted" else "stale_drop")
             queued.discard(e.episode_id)
             requeue_owed = requeue_owed or e.reason == "requeue"
             if e.reason == "withheld":

@@ -46,7 +46,10 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "curriculum": draw(st.sampled_from(["all", "informative"])),
         "seed": draw(st.integers(0, 2**16)),
         "zero_output_batches": 1000,
-        "admission": draw(st.sampled_from(["none", "capacity", "areal", "verl", "outstanding"])),
+        "admission": draw(
+            st.sampled_from(["none", "capacity", "areal", "verl", "outstanding", "max-lag"])
+        ),
+        "max_lag": draw(st.integers(0, 16)),
         "straggler_cut": draw(st.booleans()),
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
@@ -70,6 +73,11 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         values["batch_size"] = draw(st.integers(1, 12))
     values["target_lag"] = draw(st.integers(0, min(2, values["max_off_policy_steps"])))
     values.update(fixed)
+    if "queue_limit" not in fixed and values["batch_size"] and draw(st.booleans()):
+        # a bounded queue just big enough for a group and a batch, so that it fills
+        least = max(values["group_size"], values["batch_size"])
+        values["queue_limit"] = least + draw(st.integers(0, 2))
+        values["queue_eviction"] = draw(st.sampled_from(["oldest-episode", "oldest-group"]))
     return RunConfig.from_mapping(values)
 
 

@@ -167,7 +167,12 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "episodes_late": late,
         "episodes_cancelled": cancelled,
         "unscheduled_cancelled": unscheduled,
-        "episodes_dropped_stale": sum(isinstance(e, EpisodeDropped) for e in log),
+        "episodes_dropped_stale": sum(
+            isinstance(e, EpisodeDropped) and e.reason != "evicted" for e in log
+        ),
+        "episodes_evicted": sum(
+            isinstance(e, EpisodeDropped) and e.reason == "evicted" for e in log
+        ),
         "episodes_scored": scored,
         "episodes_trained": trained,
         "episodes_pruned_zero_adv": pruned,

@@ -67,6 +67,9 @@ FIELD_TYPES: dict[str, object] = {
     "updates_per_sync": int,
     "ship_wait": "literal",
     "weight_update": "literal",
+    "queue_limit": int,
+    "queue_eviction": "literal",
+    "max_lag": int,
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
@@ -82,6 +85,8 @@ OUT_OF_RANGE: dict[str, list[Any]] = {
     "zero_output_batches": [0],
     "staleness_threshold": [-0.5],
     "updates_per_sync": [0],
+    "queue_limit": [-1],
+    "max_lag": [-1],
 }
 OPTIONAL = {"batch_size", "token_batch_size"}
 WHERES = st.sampled_from(["config", "scenario.run", "run_started.config"])
@@ -179,7 +184,8 @@ def test_a_config_that_cannot_start_is_refused_yet_folds_as_recorded(
 ) -> None:
     data = config.to_dict()
     if fault == "both batch keys":
-        data.update(batch_size=4, token_batch_size=100)
+        # a drawn queue_limit fits the drawn batch size, not necessarily 4
+        data.update(batch_size=config.batch_size or 4, token_batch_size=100)
         problem = "batch_size / token_batch_size: set exactly one"
     elif fault == "no batch key":
         data.update(batch_size=None, token_batch_size=None)

@@ -164,6 +164,9 @@ FIELD_RULES_OFF = {
     "ship_wait": "none",
     "weight_update": "freeze",
     "stale_member": "cancel",
+    "queue_limit": 0,
+    "queue_eviction": "oldest-episode",
+    "max_lag": 0,
 }
 
 

@@ -29,6 +29,9 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
         "eval_first": True,
         "ship_wait": "none",  # prime-rl ships a full batch at once
         "stale_member": "cancel",
+        "queue_limit": 0,  # prime-rl's queue is unbounded
+        "queue_eviction": "oldest-episode",
+        "max_lag": 0,
     }
     assert FIELD["prime-rl"].source.startswith("PrimeIntellect-ai/prime-rl@559b447 ")
 

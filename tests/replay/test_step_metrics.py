@@ -97,7 +97,7 @@ def hand_log() -> list[ev.Event]:
 
 
 # step, trained, age mean/max, in flight mean/max, in queue mean/max, dispatcher mean/max,
-# mean reward (off_policy/dropped and off_policy/requeued are 0 throughout)
+# mean reward (off_policy/dropped, off_policy/requeued and off_policy/evicted are 0 throughout)
 EXPECTED_ROWS = [
     (1, 1, 0, 0, 0, 0, 0, 0, None, None, 1.0),
     (2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0.5),
@@ -112,13 +112,19 @@ EXPECTED_RUN = {
     "off_policy/in_queue/max": 1,
     "off_policy/dropped": 0,
     "off_policy/requeued": 0,
+    "off_policy/evicted": 0,
     "dispatcher/off_policy/mean": 1,
     "dispatcher/off_policy/max": 1,
 }
 
 
 def _row(row: dict[str, object]) -> tuple[object, ...]:
-    dropped = ("off_policy/dropped", "off_policy/requeued", "off_policy/withheld")
+    dropped = (
+        "off_policy/dropped",
+        "off_policy/requeued",
+        "off_policy/withheld",
+        "off_policy/evicted",
+    )
     return tuple(row[name] for name in STEP_COLUMNS if name not in ("time", *dropped))
 
 

@@ -4,12 +4,16 @@ The staleness test itself is `core.staleness.is_stale` (one definition); these r
 which episodes it is applied to. The sink calls the arrival rule its run's preset table
 chose (`core.presets`) for each arrival of a group it finalizes, and the queue rule for
 each queued episode when the step advances; soft staleness keeps both. A requeue rule
-(tinker, slime-lag) discards a stale group whole instead, and its task is opened again.
+(tinker, slime-lag) discards a stale group whole instead, and its task is opened again. A
+bounded queue (`queue_limit`: verl's fully async MessageQueue, PipelineRL) evicts its oldest
+work when an admitted group would overfill it.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from itertools import islice
 from typing import TYPE_CHECKING, Literal
 
 from rolloutlog.core.staleness import is_stale
@@ -143,3 +147,30 @@ def check_at_next_finalize(state: SinkState, event: Event) -> Sweep | None:
     if type(event) is GroupScored:
         return "queue" if state.first_check else "scored"
     return "nothing"
+
+
+# --- a bounded queue: what a full queue drops to take an admitted group ------------------------
+# `evict(queue, excess)`: the queued episodes dropped (reason `evicted`) so that `excess` more
+# episodes than the queue limit fit, always from the front (the queue is in queue order, and a
+# group's members stay next to each other in it: they join together and only ever leave).
+
+
+def evict_oldest_episodes(queue: Mapping[str, Queued], excess: int) -> list[str]:
+    """PipelineRL's ring buffer (`processed_entries_queue`, a sample there is an episode):
+    the oldest episodes, one for each episode too many."""
+    return list(islice(queue, max(0, excess)))
+
+
+def evict_oldest_groups(queue: Mapping[str, Queued], excess: int) -> list[str]:
+    """verl's `MessageQueue.put_sample` (a sample there is one prompt's `rollout.n`
+    responses: a group) and PipelineRL's raw chunk queue (a chunk is groups' samples):
+    whole groups, the oldest first, the fewest that make room for `excess` episodes."""
+    evicted: list[str] = []
+    last_group = ""
+    for episode_id in queue:
+        group_id = episode_id.rpartition("/")[0]
+        if len(evicted) >= excess and group_id != last_group:
+            break
+        evicted.append(episode_id)
+        last_group = group_id
+    return evicted

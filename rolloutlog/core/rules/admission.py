@@ -50,6 +50,14 @@ at once. `target_lag` is the PR's `pipeline_depth`: both default to
 with no train group open one may always open (liveness: a partial group in the queue
 cannot hold the batch short forever).
 
+**Max lag** (`admission = "max-lag"`, PipelineRL's actor with `finetune.max_lag` set)
+opens a new train group only while the train groups ever opened stay under
+
+    ⌈max_lag / G⌉ + ⌈B / G⌉ × (updates + 1)
+
+`updates` the versions announced so far, `B` the episodes per batch (one weight update per
+batch). Members open groups owe always go out; with no train group open one may open.
+
 **Smoothing** (`admission_smoothing`): in each window of `SMOOTHING_WINDOW_S` seconds of
 event time, the in-flight count may grow by at most a burst (a group, or a tenth of
 `max_inflight`); a natural completion refunds one admission, a cancellation none.
@@ -101,6 +109,8 @@ class TrainLedger:
     queued_groups: dict[str, int] = attrs.Factory(dict)  # group -> episodes queued (verl)
     pending: dict[str, int] = attrs.Factory(dict)  # group -> members queued or unpublished
     unpublished: dict[int, tuple[str, ...]] = attrs.Factory(dict)  # step -> its batch's ids
+    opened_groups: int = 0  # train groups ever opened (max-lag admission)
+    updates: int = 0  # versions announced (max-lag admission)
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
@@ -256,6 +266,42 @@ def evolve_outstanding_ledger(ledger: TrainLedger, event: Event) -> None:
         case VersionPending():
             for step in [s for s in ledger.unpublished if s <= event.version]:
                 _release(ledger, ledger.unpublished.pop(step))
+        case _:
+            pass
+
+
+def max_lag_groups(config: RunConfig, groups_per_update: int, updates: int) -> int:
+    """PipelineRL's `can_submit_before_update` (`pipelinerl/actor.py`, with `max_lag` set):
+    `⌈max_lag / attempts⌉ + groups_per_update` groups before the first update, and
+    `groups_per_update` more at each update it sees; `attempts` is G."""
+    lag_groups = -(-config.max_lag // config.group_size)
+    return lag_groups + groups_per_update * (updates + 1)
+
+
+def max_lag_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
+    """Train episodes max-lag admission allows now: what open groups owe, and G for each
+    group PipelineRL could still submit; `groups_per_update = ⌈episodes per batch / G⌉`
+    (one update per batch). None when unlimited (token batches before the first
+    completion); with no train group open one may always open (liveness)."""
+    per_batch = episodes_per_batch(config, ledger)
+    if per_batch is None:
+        return None
+    groups_per_update = -(-per_batch // config.group_size)
+    groups = max_lag_groups(config, groups_per_update, ledger.updates) - ledger.opened_groups
+    if not ledger.unscored:
+        groups = max(groups, 1)
+    return ledger.owed + max(0, groups) * config.group_size
+
+
+def evolve_lag_ledger(ledger: TrainLedger, event: Event) -> None:
+    """`evolve_group_ledger`, and what max-lag admission reads: train groups opened and
+    versions announced."""
+    evolve_group_ledger(ledger, event)
+    match event:
+        case GroupOpened(work="train"):
+            ledger.opened_groups += 1
+        case VersionPending():
+            ledger.updates += 1
         case _:
             pass
 

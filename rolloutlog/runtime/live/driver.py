@@ -392,7 +392,7 @@ class LiveDriver:
             case EpisodesCancelled():
                 self._cancelled(event)
             case EpisodeDropped():
-                self.counts["dropped_stale"] += 1
+                self.counts["dropped_stale"] += event.reason != "evicted"  # a full queue's
             case GroupScored():
                 self.pool.forget_group(event.group_id)
             case BatchShipped() if batch is not None:

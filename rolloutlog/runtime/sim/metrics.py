@@ -5,12 +5,14 @@ in inference, pauses excluded, cut short when it was cancelled) are added to tha
 
 - trained, pruned (zero advantage), rejected (curriculum), eval (measured), unshipped (queued
   or open when the run ended): work that did what the design asks of it;
-- failed, dropped_stale, cancelled_<reason>: *wasted* work, spent on episodes never trained.
+- failed, dropped_stale, evicted (by a bounded queue), cancelled_<reason>: *wasted* work,
+  spent on episodes never trained.
 
 An episode cancelled while its completion was already racing in arrives late; its full
 generation time counts as cancelled. `finished_rollouts_discarded` counts episodes whose
-generation finished (a completion arrived) and that were then thrown away: dropped as stale
-by the sink, or arrived late. Memory holds only episodes whose fate is still open.
+generation finished (a completion arrived) and that were then thrown away: dropped by the
+sink (as stale, or evicted by a full queue), or arrived late.
+Memory holds only episodes whose fate is still open.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from rolloutlog.events.types import CANCEL_REASONS, BatchShipped, GroupScored
 from rolloutlog.runtime.sim.world import EpisodePlan
 
 KEPT_FATES = ("trained", "pruned", "rejected", "eval", "unshipped")
-WASTED_FATES = ("failed", "dropped_stale", *(f"cancelled_{r}" for r in CANCEL_REASONS))
+WASTED_FATES = ("failed", "dropped_stale", "evicted", *(f"cancelled_{r}" for r in CANCEL_REASONS))
 FATES = KEPT_FATES + WASTED_FATES
 SERIES_POINTS_MAX = 512
 
@@ -123,12 +125,13 @@ class SimMetrics:
                 plan.work_s, task.length_tokens, task.solve_rate, plan.train
             )
 
-    def on_dropped(self, episode_id: str) -> None:
-        """The sink dropped an arrived or queued episode as stale (failed ones are sealed)."""
+    def on_dropped(self, episode_id: str, reason: str) -> None:
+        """The sink dropped an arrived or queued episode as stale, or a full queue evicted
+        it (failed ones are sealed)."""
         episode = self.open.pop(episode_id, None)
         if episode is not None:
             self.finished_discarded += 1
-            self._seal("dropped_stale", episode.seconds)
+            self._seal("evicted" if reason == "evicted" else "dropped_stale", episode.seconds)
 
     def on_scored(self, event: GroupScored) -> None:
         """Scored members are queued when admitted, else rejected (train) or measured (eval)."""

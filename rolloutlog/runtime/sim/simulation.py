@@ -141,7 +141,7 @@ class Simulation:
             "group_opened": self._on_group_opened,
             "episode_dispatched": self._on_dispatched,
             "episodes_cancelled": self._on_cancelled,
-            "episode_dropped": lambda e: self.metrics.on_dropped(e.episode_id),
+            "episode_dropped": lambda e: self.metrics.on_dropped(e.episode_id, e.reason),
             "group_scored": self.metrics.on_scored,
             "batch_shipped": self._on_shipped,
         }

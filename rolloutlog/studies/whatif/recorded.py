@@ -67,7 +67,7 @@ def recorded_report(
                     plans.pop(episode_id)
                     metrics.on_cancelled(event.reason, recorded[episode_id].seconds)
         elif isinstance(event, EpisodeDropped):
-            metrics.on_dropped(event.episode_id)
+            metrics.on_dropped(event.episode_id, event.reason)
         elif isinstance(event, GroupScored):
             metrics.on_scored(event)
         elif isinstance(event, BatchShipped):

@@ -13,6 +13,8 @@ refilled when it sees those cancellations.
 
 from __future__ import annotations
 
+import math
+
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDispatched,
@@ -206,7 +208,7 @@ def _train_room(record: Record) -> int:
         return 0
     if settings.weight_update == "drain" and record.live < record.version:
         return 0
-    if settings.admission not in ("capacity", "areal", "verl", "outstanding"):
+    if settings.admission not in ("capacity", "areal", "verl", "outstanding", "max-lag"):
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -223,6 +225,8 @@ def _train_room(record: Record) -> int:
         return _verl_room(record, per_batch)
     if settings.admission == "outstanding":
         return _outstanding_room(record, per_batch)
+    if settings.admission == "max-lag":
+        return _max_lag_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train
@@ -318,6 +322,22 @@ def _outstanding_at(history: list[Event]) -> set[str]:
         elif isinstance(e, EpisodeDropped):
             queued.pop(e.episode_id, None)
     return (train - scored) | set(queued.values())
+
+
+def _max_lag_room(record: Record, per_batch: int) -> int:
+    """PipelineRL's actor with `max_lag`: it may have submitted `ceil(max_lag / G)` groups
+    plus `ceil(per_batch / G)` for the first update and as many for each version announced
+    since. One always may when none is open; what open groups owe may always go out."""
+    settings, size = record.config, record.config.group_size
+    train = [g for g in record.groups.values() if g.train]
+    running = [g for g in train if not g.scored]
+    updates = sum(event.kind == "version_pending" for event in record.history)
+    allowed = math.ceil(settings.max_lag / size) + math.ceil(per_batch / size) * (updates + 1)
+    may_open = allowed - len(train)
+    if not running:
+        may_open = max(may_open, 1)
+    owed = sum(g.unscheduled() for g in running)
+    return owed + max(0, may_open) * size
 
 
 def _evals_owed(record: Record) -> int:

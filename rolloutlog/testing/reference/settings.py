@@ -51,6 +51,9 @@ class Settings:
     # (an interrupted episode keeps its permit and its dispatch stamp).
     weight_update: str = "freeze"
     stale_member: str = "cancel"
+    max_lag: int = 0  # read only under admission = "max-lag"
+    queue_limit: int = 0  # the sink's queue is unbounded
+    queue_eviction: str = "oldest-episode"
 
     @property
     def lag(self) -> int:

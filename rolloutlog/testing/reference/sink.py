@@ -10,6 +10,8 @@ stale is discarded whole, reason `requeue`; tinker's swept episodes carry that r
 Under `stale_member = "withhold"` (prime-rl-withhold) an arrival more than the bound behind
 the current version is never dropped before scoring: it is scored with its group, and if
 the group is admitted it is dropped right after, reason `withheld`.
+An admitted group that would take the queue past `queue_limit` first evicts its oldest
+episodes (or, under `oldest-group`, its oldest whole groups), reason `evicted`.
 A queue check sweeps the queue of what is past the bound, then cuts a batch (one per
 decision) in `batch_order` once it is full, the trainer is within the lag, and the run has
 not finished. Under `ship_wait = "last-chance"` (tinker-822) a full batch also waits while a
@@ -75,9 +77,28 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
         elif episode.status == "completed":
             fresh.append(episode)
     scored = _score(record, group, fresh, t)
+    if scored.admitted:
+        out.extend(_evict(record, len(scored.episode_ids), t))
     out.append(scored)
     if scored.admitted:
         out += [_drop(e, step, t, "withheld") for e in fresh if e.episode_id in withheld]
+    return out
+
+
+def _evict(record: Record, joining: int, t: float) -> list[Event]:
+    """A bounded queue (`queue_limit`) that cannot take the `joining` members drops from its
+    front: one episode per place needed, or under `oldest-group` each front group whole
+    until there is room."""
+    settings, queue = record.config, record.queue()
+    if not settings.queue_limit:
+        return []
+    out: list[Event] = []
+    while queue and len(queue) + joining > settings.queue_limit:
+        front = [queue[0]]
+        if settings.queue_eviction == "oldest-group":
+            front = [e for e in queue if e.group_id == queue[0].group_id]
+        out.extend(_drop(e, record.step, t, "evicted") for e in front)
+        queue = [e for e in queue if e not in front]
     return out
 
 

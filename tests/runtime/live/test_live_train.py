@@ -126,6 +126,18 @@ def test_train_runs_a_field_preset_and_its_log_verifies(tmp_path):
     assert started.config["gate_lag"] == "one" and started.config["stale_cancel"] == "open"
 
 
+def test_train_runs_pipelinerl_with_a_bounded_queue_and_its_log_verifies(tmp_path):
+    """`--policy pipelinerl` records its bounded queue (here at one batch, so that a held
+    batch makes the queue evict); the live driver carries out evictions as any drop, with
+    the invariants checked on every event, and the log re-decides."""
+    log = tmp_path / "pipelinerl.arrow"
+    settings = ("group_size=4", "batch_size=16", "max_inflight=16", "target_lag=0")
+    report = _train_preset(log, "pipelinerl", 3, *settings, "queue_limit=16")
+    assert "episodes_evicted" in report
+    started = read_log(log)[0]
+    assert started.config["staleness"] == "soft" and started.config["queue_limit"] == 16
+
+
 def test_train_refuses_an_unknown_policy_as_simulate_does(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["train", "--policy", "per-batch", "--steps", "1"])
