@@ -76,6 +76,7 @@ def _rate(unit: Unit) -> Callable[[Mapping[str, Any]], str]:
 
 TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels vary
 REQUEUED_ROW = "groups requeued"  # shown when a run requeues (tinker, slime-lag)
+LEFTOVER_ROWS = ("aborted leftovers", "  finished, dropped")  # when a run aborts (slime)
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
     ("run finished", lambda run: run.get("run_finished") or "unfinished"),  # a torn log
@@ -94,6 +95,8 @@ ROWS: tuple[Row, ...] = (
     ("late arrivals", _number("episodes_late")),
     ("partial groups", _number("groups_partial")),
     (REQUEUED_ROW, _number("groups_requeued")),
+    (LEFTOVER_ROWS[0], _cancelled("leftover")),
+    (LEFTOVER_ROWS[1], _number("episodes_dropped_leftover")),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("  of it in flight", _number("off_policy/in_flight/mean", 2)),
     ("  of it in queue", _number("off_policy/in_queue/mean", 2)),
@@ -115,8 +118,9 @@ def report_table(
     for name in runs:
         table.add_column(name, justify="right")
     requeues = any(run.get("groups_requeued") for run in runs.values())
+    aborts = any("episodes_dropped_leftover" in run for run in runs.values())
     for label, show in ROWS:
-        if label == REQUEUED_ROW and not requeues:
+        if (label == REQUEUED_ROW and not requeues) or (label in LEFTOVER_ROWS and not aborts):
             continue
         if label == RATE_ROW:
             label, show = f"trained episodes / {unit[1]}", _rate(unit)

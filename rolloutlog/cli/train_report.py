@@ -29,6 +29,11 @@ def print_report(report: dict[str, Any]) -> None:
             if report.get("groups_requeued")
             else []
         ),
+        *(
+            [("leftovers dropped finished", report["episodes_dropped_leftover"])]
+            if "episodes_dropped_leftover" in report
+            else []
+        ),
         ("failed", report["episodes_failed"]),
         ("trained ages", json.dumps(report["trained_age_histogram"])),
         ("invariant violations", len(report["invariant_violations"])),

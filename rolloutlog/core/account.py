@@ -46,6 +46,7 @@ from typing import Any, Final, Protocol
 
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_oversample import LeftoverChecks
 from rolloutlog.core.account_properties import (
     AREAL_ADMISSION,
     CAPACITY,
@@ -78,7 +79,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks):
+class Account(RestartChecks, RequeueChecks, LeftoverChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -91,7 +92,8 @@ class Account(RestartChecks, RequeueChecks):
         self.violations: list[str] = []
         self.bound: int = config.max_off_policy_steps
         # prime-rl's gate and hold allow a lag of one whatever the bound (`gate_lag`)
-        self.target_lag: int = 1 if config.gate_lag == "one" else config.target_lag
+        lags = {"one": 1, "zero": 0}  # prime-rl's and slime's train.py whatever the bound
+        self.target_lag: int = lags.get(config.gate_lag, config.target_lag)
         self.group_size: int = config.group_size
         self.batch_size: int | None = config.batch_size
         self.config = config
@@ -103,6 +105,9 @@ class Account(RestartChecks, RequeueChecks):
         self.tasks: dict[str, tuple[str, str]] = {}
         self.requeue: dict[str, None] = {}
         self.discarded: set[str] = set()
+        self.aborts = config.leftovers == "abort"
+        self.opened_at: dict[str, int] = {}
+        self.queued_at: dict[str, int] = {}
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
         self.groups: dict[str, Group] = {}  # open until group_scored
@@ -177,6 +182,7 @@ class Account(RestartChecks, RequeueChecks):
         Episodes at the announced version were dispatched after it arrived: only a lag above
         the bound (prime-rl's `gate_lag = "one"` at bound 0) lets those out stale.
         """
+        self._leftover_settled(seq, world_kind)
         if world_kind == "version_pending" and NO_STALE_IN_FLIGHT in self.kept:
             step, bound, announced = self.publish_step, self.bound, self.version
             for group_id, group in self.groups.items():
@@ -222,6 +228,7 @@ class Account(RestartChecks, RequeueChecks):
         )
         if work == "train":
             self._requeue_opened(seq, group_id, task)
+            self._leftover_opened(group_id)
         return None
 
     def on_dispatched(
@@ -277,6 +284,8 @@ class Account(RestartChecks, RequeueChecks):
             self._check_straggler(seq, group, episode_ids, unscheduled)
         elif reason == "restart":
             self._check_restart_cancel(seq, episode_ids, unscheduled)
+        elif reason == "leftover":
+            self._leftover_cancelled(seq, group_id, episode_ids, unscheduled)
         if self.capacity and group.train:
             self.train_promised -= len(episode_ids)
             self.train_inflight -= len(episode_ids)
@@ -356,9 +365,9 @@ class Account(RestartChecks, RequeueChecks):
 
     def on_dropped(self, seq: int, episode_id: str, reason: str, recorded_age: int) -> None:
         kind = "episode_dropped"
-        self.run.dropped_stale += 1
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
+        self.queued_at.pop(episode_id, None)
         group = None
         if queued is not None:
             version, ages, _ = queued
@@ -369,6 +378,9 @@ class Account(RestartChecks, RequeueChecks):
                 return self._fail(seq, kind, f"{episode_id} dropped but neither queued nor arrived")
             group.dropped.add(episode_id)
             version, ages = arrival[1], group.train and not group.frozen
+        if reason == "leftover":
+            return self._leftover_dropped(seq, episode_id, group)
+        self.run.dropped_stale += 1
         if reason == "requeue":
             self._requeue_dropped(seq, episode_id, group, queued is not None)
         actual = age(version, self.step)
@@ -395,6 +407,7 @@ class Account(RestartChecks, RequeueChecks):
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
             return self._fail(seq, kind, f"{problem} != G={group.size}")
         self._requeue_whole(seq, group_id, group)
+        self._leftover_scored(seq, group_id, episode_ids, admitted)
         fresh = sorted(
             (member, episode_id, reward)
             for episode_id, (member, _, reward, _) in group.arrived.items()
@@ -447,6 +460,7 @@ class Account(RestartChecks, RequeueChecks):
         cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)
+            self.queued_at.pop(episode_id, None)
             if queued is None:
                 self._fail(seq, kind, f"{episode_id} shipped but not queued (or twice)")
                 continue

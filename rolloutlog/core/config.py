@@ -21,10 +21,11 @@ import attrs
 from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
-AdmissionPolicy = Literal["none", "capacity", "areal"]
+AdmissionPolicy = Literal["none", "capacity", "areal", "slime"]
 BatchOrder = Literal["fifo", "oldest-first"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
-GateLag = Literal["target-lag", "one"]
+GateLag = Literal["target-lag", "one", "zero"]
+Leftovers = Literal["run-on", "abort"]
 StaleCancel = Literal["in-flight", "open"]
 StaleCheck = Literal["at-finalize", "after-curriculum"]
 QueueSweep = Literal["at-ship", "at-next-check"]
@@ -88,14 +89,19 @@ class RunConfig:
     curriculum: str = checked("all", known_curriculum, "group admission rule (core.curriculum)")
     zero_output_batches: int = checked(10, at_least(1), "stop after N batches of nothing admitted")
     admission: AdmissionPolicy = checked(
-        "none", None, "capacity: cap train work ahead of trainer; areal: AReaL's, in groups"
+        "none",
+        None,
+        "capacity: cap train work ahead of trainer; areal: AReaL's, in groups; "
+        "slime: rounds of over_sampling_batch_size groups per step",
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
     requeue: RequeuePolicy = checked(
         "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
     )
-    gate_lag: GateLag = checked("target-lag", None, "gate and ship hold lag: target_lag, or one")
+    gate_lag: GateLag = checked(
+        "target-lag", None, "gate and ship hold lag: target_lag, one, or zero (synchronous)"
+    )
     stale_cancel: StaleCancel = checked(
         "in-flight", None, "version_pending cancels stale in-flight work, or stale open groups"
     )
@@ -112,6 +118,12 @@ class RunConfig:
         "fixed", None, "smoothing windows: fixed 5 s slots, or restarting at the first event"
     )
     eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
+    over_sampling_batch_size: int | None = checked(
+        None, at_least(1), "slime admission: groups per sampling round (None: a batch's groups)"
+    )
+    leftovers: Leftovers = checked(
+        "run-on", None, "when a batch ships, train groups still owed run on, or are aborted"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -135,6 +147,14 @@ class RunConfig:
                 f"target_lag: must be <= max_off_policy_steps ({self.max_off_policy_steps}), "
                 f"got {self.target_lag}: the gate would let episodes be dispatched already stale"
             )
+        rounds = self.over_sampling_batch_size
+        if self.admission == "slime" and rounds is not None and self.batch_size is not None:
+            batch_groups = -(-self.batch_size // self.group_size)
+            if rounds < batch_groups:
+                problems.append(
+                    f"over_sampling_batch_size: must be >= the {batch_groups} groups of a batch "
+                    f"(got {rounds}): slime refuses a round smaller than rollout_batch_size"
+                )
         return problems
 
     def to_dict(self) -> dict[str, Any]:
@@ -176,6 +196,8 @@ FIELD_RULE_KEYS = (
     "overload_count",
     "admission_window",
     "eval_first",
+    "over_sampling_batch_size",
+    "leftovers",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from rolloutlog.core.config import FIELD_RULE_DEFAULTS, ConfigError, RunConfig
-from rolloutlog.core.rules import acceptance, admission, cancellation, composition
+from rolloutlog.core.rules import acceptance, admission, cancellation, composition, oversampling
 from rolloutlog.core.rules.acceptance import Sweep
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.composition import BatchOrder
@@ -62,6 +62,9 @@ class Rules:
     window_after: Callable[[DispatcherState, float], float]  # when the next window opens
     refund: Callable[[int], int]  # window growth after a natural completion
     fill_passes: Callable[[DispatcherState], tuple[Work | None, ...]]
+    abort_leftovers: Callable[[DispatcherState, float], list[Event]]  # when a batch ships
+    queue_leftovers: Callable[[dict[str, Queued], Collection[str]], list[str]]  # (queue, cut)
+    leftover_group: Callable[[SinkGroup, int], bool]  # (group, step): its arrivals dropped
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -97,6 +100,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "allowance": admission.areal_left,
             "follow_ledger": admission.evolve_group_ledger,
         },
+        "slime": {
+            "allowance": oversampling.slime_left,
+            "follow_ledger": oversampling.evolve_round_ledger,
+        },
     },
     "admission_smoothing": {
         False: {"permits": admission.unsmoothed},
@@ -130,6 +137,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "gate_lag": {
         "target-lag": {"lag": admission.configured_lag},
         "one": {"lag": admission.lag_of_one},
+        "zero": {"lag": admission.lag_of_zero},
     },
     "stale_cancel": {
         "in-flight": {"stale_unscheduled": cancellation.unscheduled_kept},
@@ -162,6 +170,18 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "eval_first": {
         False: {"fill_passes": admission.one_pass},
         True: {"fill_passes": admission.evals_first},
+    },
+    "leftovers": {
+        "run-on": {
+            "abort_leftovers": oversampling.leftovers_run_on,
+            "queue_leftovers": oversampling.queue_kept,
+            "leftover_group": oversampling.never_leftover,
+        },
+        "abort": {
+            "abort_leftovers": oversampling.abort_leftovers,
+            "queue_leftovers": oversampling.queue_beyond_batch,
+            "leftover_group": oversampling.sampled_for_a_shipped_batch,
+        },
     },
 }
 
@@ -223,6 +243,13 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "over slime/rollout/fully_async_rollout.py"
         ),
         keys={"staleness": "per-group", "requeue": "at-completion"},
+    ),
+    "slime-oversample": FieldPreset(
+        source=(
+            "THUDM/slime@624b824 slime/rollout/sglang_rollout.py (generate_rollout_async, "
+            "abort), slime/utils/arguments.py (--over-sampling-batch-size), train.py"
+        ),
+        keys={"staleness": "soft", "admission": "slime", "gate_lag": "zero", "leftovers": "abort"},
     ),
 }
 FIELD_SET = "field"

@@ -14,6 +14,10 @@ counts and writes them as the `replay --json` object. Counting conventions:
   (`core.account_properties`), the price of its admission where it does not.
 - `groups_requeued` counts groups opened again on the task of a group the sink discarded
   for requeue (tinker, slime-lag); those discarded members are in `episodes_dropped_stale`.
+- `episodes_dropped_leftover` (only where a run aborted leftovers, slime-oversample)
+  counts finished rollouts dropped with the abort: arrived members of aborted groups and
+  queued episodes the full batch did not take; the aborted in-flight episodes are
+  `episodes_cancelled["leftover"]`.
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.events.types import CANCEL_REASONS
+from rolloutlog.events.types import REPORTED_CANCEL_REASONS
 
 
 def _no_cancellations() -> Counter[str]:
-    return Counter(dict.fromkeys(CANCEL_REASONS, 0))
+    return Counter(dict.fromkeys(REPORTED_CANCEL_REASONS, 0))
 
 
 @attrs.define(slots=True)
@@ -45,6 +49,7 @@ class RunSummary:
     partial: int = 0
     admitted_groups: int = 0
     requeued: int = 0
+    dropped_leftover: int = 0
     trained: int = 0
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
@@ -93,4 +98,11 @@ class RunSummary:
             "run_finished": self.finished_reason,
             "restarts": kinds["run_resumed"],
             "invariant_violations": list(violations),
+            **self._leftovers(),
         }
+
+    def _leftovers(self) -> dict[str, int]:
+        """Only a run that aborted leftovers (slime) reports what the abort wasted."""
+        if not self.cancelled_by["leftover"] and not self.dropped_leftover:
+            return {}
+        return {"episodes_dropped_leftover": self.dropped_leftover}

@@ -53,6 +53,7 @@ __all__ = [
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import (
     BatchShipped,
+    DropReason,
     EpisodeCompleted,
     EpisodeDispatched,
     EpisodeDropped,
@@ -112,6 +113,7 @@ def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
         train=event.work == "train",
         frozen=event.frozen,
         size=event.group_size,
+        step=event.step,
     )
 
 
@@ -311,15 +313,16 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
     arrived = sorted(group.arrived, key=lambda a: a.member)
     requeue = state.rules.requeue_group(group, step, state.version, config.max_off_policy_steps)
     drop = state.rules.drop_on_arrival
+    aborted = state.rules.leftover_group(group, step)
     out: list[Event] = []
     fresh: list[Arrival] = []
     for arrival in arrived:
-        if requeue or drop(group, arrival, step, bound):
+        if requeue or aborted or drop(group, arrival, step, bound):
             out.append(
                 EpisodeDropped(
                     t=t,
                     episode_id=arrival.episode_id,
-                    reason="requeue" if requeue else "stale",
+                    reason=_drop_reason(requeue, aborted),
                     age=rollout_age(arrival.version, step),
                 )
             )
@@ -327,6 +330,12 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
             fresh.append(arrival)
     out.append(_score(state, group, fresh, t))
     return out
+
+
+def _drop_reason(requeue: bool, aborted: bool) -> DropReason:
+    """Why an arrival is dropped at finalize: its group's requeue, its group's abort as a
+    leftover (slime), or its own staleness."""
+    return "requeue" if requeue else "leftover" if aborted else "stale"
 
 
 def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) -> GroupScored:
@@ -386,15 +395,22 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
         for e in cut
         if not (config.filter_zero_advantages and is_zero_advantage(queue[e].advantage))
     ]
-    return [
-        BatchShipped(
-            t=t,
-            step=state.step,
-            episode_ids=tuple(cut),
-            trained_ids=tuple(trained),
-            tokens=sum(queue[e].tokens for e in trained),
+    shipped = BatchShipped(
+        t=t,
+        step=state.step,
+        episode_ids=tuple(cut),
+        trained_ids=tuple(trained),
+        tokens=sum(queue[e].tokens for e in trained),
+    )
+    after = state.step + 1  # the step the leftovers are dropped at, once the batch shipped
+    left = state.rules.queue_leftovers(queue, cut)  # slime: what the full batch left, lost
+    drops = (
+        EpisodeDropped(
+            t=t, episode_id=e, reason="leftover", age=rollout_age(queue[e].version, after)
         )
-    ]
+        for e in left
+    )
+    return [shipped, *drops]
 
 
 def _decide_cancelled(state: SinkState, event: EpisodesCancelled) -> list[Event]:

@@ -18,12 +18,17 @@ import attrs
 UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
-CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown", "restart"]
-DropReason: TypeAlias = Literal["stale", "requeue"]
+CancelReason: TypeAlias = Literal[
+    "stale", "overload", "straggler", "shutdown", "restart", "leftover"
+]
+DropReason: TypeAlias = Literal["stale", "requeue", "leftover"]
 
 WORK_KINDS: Final = ("train", "eval")
-CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart")
-DROP_REASONS: Final = ("stale", "requeue")
+CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart", "leftover")
+# Reported at 0 in every summary; `leftover` (slime's abort once a batch is full) appears only
+# in a run that aborts leftovers, so the summaries of every other run read as before.
+REPORTED_CANCEL_REASONS: Final = CANCEL_REASONS[:5]
+DROP_REASONS: Final = ("stale", "requeue", "leftover")
 
 
 @attrs.frozen(kw_only=True)

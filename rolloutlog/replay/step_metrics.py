@@ -13,7 +13,9 @@ from event objects (`observe`) or straight from record batches (`from_batches`).
 it keeps `off_policy/mean|max` (age), `off_policy/in_flight/mean|max` and
 `off_policy/in_queue/mean|max` over the episodes the batch trains, `off_policy/dropped`
 (episodes the sink dropped as stale during the step), `off_policy/requeued` (groups of
-them discarded whole and requeued: tinker, slime-lag), `dispatcher/off_policy/mean|max`
+them discarded whole and requeued: tinker, slime-lag), `off_policy/leftover` (episodes
+aborted in flight or dropped finished once a batch filled, slime-oversample: counted in
+the step after that batch), `dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
 and `reward/mean` (over the trained episodes). The run-level values aggregate every
 episode (not the step means); see docs/replay.md.
@@ -44,6 +46,7 @@ IN_QUEUE: Final = "off_policy/in_queue"
 DISPATCHER: Final = "dispatcher/off_policy"
 DROPPED: Final = "off_policy/dropped"
 REQUEUED: Final = "off_policy/requeued"
+LEFTOVER: Final = "off_policy/leftover"
 # The per-step table's columns, in order (`rolloutlog metrics`).
 STEP_COLUMNS: Final = (
     "step",
@@ -52,6 +55,7 @@ STEP_COLUMNS: Final = (
     *(f"{name}/{stat}" for name in (OFF_POLICY, IN_FLIGHT, IN_QUEUE) for stat in ("mean", "max")),
     DROPPED,
     REQUEUED,
+    LEFTOVER,
     f"{DISPATCHER}/mean",
     f"{DISPATCHER}/max",
     "reward/mean",
@@ -102,6 +106,7 @@ class _Window:
     reward: Stat = attrs.Factory(Stat)
     dropped: int = 0
     requeued: set[str] = attrs.Factory(set)  # groups discarded for requeue
+    leftover: int = 0  # episodes aborted in flight or dropped finished as leftovers (slime)
 
     def values(self) -> dict[str, Any]:
         stats = ((OFF_POLICY, self.age), (IN_FLIGHT, self.in_flight), (IN_QUEUE, self.in_queue))
@@ -122,7 +127,7 @@ _READS: Final[dict[str, tuple[str, ...]]] = {
     "episode_dispatched": ("group_id", "episode_id", "policy_version"),
     "episode_completed": ("episode_id", "reward"),
     "episode_failed": ("episode_id",),
-    "episodes_cancelled": ("episode_ids",),
+    "episodes_cancelled": ("episode_ids", "reason"),
     "version_pending": (),
     "version_live": ("version",),
     "episode_dropped": ("episode_id", "reason"),
@@ -204,8 +209,12 @@ class StepMetrics:
         """Nothing to settle: the split counts events as they come (a loop observer)."""
 
     def run_values(self) -> dict[str, Any]:
-        """The run-level values, under their metric names."""
-        return self.run.values()
+        """The run-level values, under their metric names (`off_policy/leftover` only
+        where a run aborted leftovers, so every other run's reads as before)."""
+        values = self.run.values()
+        if self.run.leftover:
+            values[LEFTOVER] = self.run.leftover
+        return values
 
     # --- per kind (also fed row by row by the columnar fold) ------------------------------
 
@@ -226,7 +235,10 @@ class StepMetrics:
             self.arrived[episode_id] = (version, self.live_version, reward)
             self.members.setdefault(episode_id.rpartition("/")[0], []).append(episode_id)
 
-    def on_cancelled(self, episode_ids: Sequence[str]) -> None:
+    def on_cancelled(self, episode_ids: Sequence[str], reason: str) -> None:
+        if reason == "leftover":
+            self.window.leftover += len(episode_ids)
+            self.run.leftover += len(episode_ids)
         for episode_id in episode_ids:
             self.inflight.pop(episode_id, None)
 
@@ -244,6 +256,9 @@ class StepMetrics:
     def on_dropped(self, episode_id: str, reason: str) -> None:
         self.arrived.pop(episode_id, None)
         for part in (self.window, self.run):
+            if reason == "leftover":  # not stale: lost with the abort
+                part.leftover += 1
+                continue
             part.dropped += 1
             if reason == "requeue":
                 part.requeued.add(episode_id.rpartition("/")[0])
@@ -287,6 +302,7 @@ class StepMetrics:
                     "time": t,
                     "trained": len(trained),
                     **window.values(),
+                    LEFTOVER: window.leftover,
                     "reward/mean": window.reward.mean(),
                 }
             )

@@ -22,6 +22,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "delayed_live": ("another world event between version_pending and its version_live", 0.05),
     "admission_smoothing": ("admission smoothing is on", 0.05),
     "requeue": ("a group discarded for requeue, its task opened again as a new group", 0.10),
+    "leftover_abort": ("a full batch aborts a group still in flight (slime's leftovers)", 0.05),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -80,6 +81,8 @@ def features(log: Sequence[Event]) -> set[str]:
             if e.reason == "stale":
                 stale_cancelled.add(e.group_id)
                 found.add("stale_cancel")
+            if e.reason == "leftover" and e.episode_ids:
+                found.add("leftover_abort")
         elif kind == "version_pending":
             live_owed = e.version
             if _mixed(groups, step, config.get("max_off_policy_steps", 0)):

@@ -46,18 +46,19 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "curriculum": draw(st.sampled_from(["all", "informative"])),
         "seed": draw(st.integers(0, 2**16)),
         "zero_output_batches": 1000,
-        "admission": draw(st.sampled_from(["none", "capacity", "areal"])),
+        "admission": draw(st.sampled_from(["none", "capacity", "areal", "slime"])),
         "straggler_cut": draw(st.booleans()),
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
         "requeue": draw(st.sampled_from(["none", "none", "at-ship", "at-completion"])),
-        "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one"])),
+        "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one", "zero"])),
         "stale_cancel": draw(st.sampled_from(["in-flight", "open"])),
         "stale_check": draw(st.sampled_from(["at-finalize", "after-curriculum"])),
         "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check"])),
         "overload_count": draw(st.sampled_from(["owed", "in-flight"])),
         "admission_window": draw(st.sampled_from(["fixed", "restarting"])),
         "eval_first": draw(st.booleans()),
+        "leftovers": draw(st.sampled_from(["run-on", "run-on", "run-on", "abort"])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))
@@ -66,6 +67,9 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         values["batch_size"] = draw(st.integers(1, 12))
     values["target_lag"] = draw(st.integers(0, min(2, values["max_off_policy_steps"])))
     values.update(fixed)
+    if "over_sampling_batch_size" not in fixed:  # slime: at least a batch's groups
+        groups = -(-(values["batch_size"] or 1) // values["group_size"])
+        values["over_sampling_batch_size"] = draw(st.sampled_from([None, groups, groups + 2]))
     return RunConfig.from_mapping(values)
 
 

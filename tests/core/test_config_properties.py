@@ -62,6 +62,8 @@ FIELD_TYPES: dict[str, object] = {
     "overload_count": "literal",
     "admission_window": "literal",
     "eval_first": bool,
+    "over_sampling_batch_size": int,
+    "leftovers": "literal",
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
@@ -75,8 +77,9 @@ OUT_OF_RANGE: dict[str, list[Any]] = {
     "frozen_fraction": [1.5, -0.25, 2],
     "curriculum": ["no-such-rule"],
     "zero_output_batches": [0],
+    "over_sampling_batch_size": [0],
 }
-OPTIONAL = {"batch_size", "token_batch_size"}
+OPTIONAL = {"batch_size", "token_batch_size", "over_sampling_batch_size"}
 WHERES = st.sampled_from(["config", "scenario.run", "run_started.config"])
 
 

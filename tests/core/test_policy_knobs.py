@@ -159,6 +159,8 @@ FIELD_RULES_OFF = {
     "overload_count": "owed",
     "admission_window": "fixed",
     "eval_first": False,
+    "over_sampling_batch_size": None,
+    "leftovers": "run-on",
 }
 
 

@@ -84,6 +84,9 @@ class TrainLedger:
     arrivals: int = 0
     owed: int = 0  # members open train groups still owe (AReaL admission)
     accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
+    round_groups: dict[str, int] = attrs.Factory(dict)  # this step's train groups: size
+    round_opened: int = 0  # their members (slime admission, `core.rules.oversampling`)
+    round_lost: int = 0  # their members that will not reach the queue (slime admission)
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
@@ -305,6 +308,12 @@ def evals_first(state: DispatcherState) -> tuple[Work | None, ...]:
 
 
 # --- the lag the gate and the ship hold allow ---------------------------------------------
+
+
+def lag_of_zero(config: RunConfig) -> int:
+    """slime's `train.py`: a step generates, trains and updates the weights before the next
+    one generates, so train work waits for the weights of the batch before it."""
+    return 0
 
 
 def configured_lag(config: RunConfig) -> int:

@@ -14,6 +14,7 @@ refilled when it sees those cancellations.
 from __future__ import annotations
 
 from rolloutlog.events.types import EpisodeDispatched, EpisodesCancelled, Event, GroupOpened
+from rolloutlog.testing.reference.oversampling import leftovers, slime_room
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import age, past_bound, task
 
@@ -41,7 +42,7 @@ def decide(record: Record, event: Event) -> list[Event]:
     elif event.kind == "overload_cut":
         cancellations = _overload(record, event.n, event.t)  # type: ignore[union-attr]
     elif event.kind == "batch_shipped":
-        cancellations = [
+        cancellations = leftovers(record, event.t) or [
             c for g in record.open_groups() if (c := _straggler(record, g, [], event.t))
         ]
     return cancellations or _fill(record, event.t)
@@ -192,7 +193,7 @@ def _train_room(record: Record) -> int:
     settings = record.config
     if (record.step - 1) - record.version > settings.lag:
         return 0
-    if settings.admission not in ("capacity", "areal"):
+    if settings.admission not in ("capacity", "areal", "slime"):
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -200,11 +201,13 @@ def _train_room(record: Record) -> int:
     else:
         completed = [e for e in train if e.status == "completed"]
         if not completed:
-            return UNLIMITED
+            return slime_room(record, None) if settings.admission == "slime" else UNLIMITED
         tokens = sum(e.tokens for e in completed)
         per_batch = max(1, -(-(settings.token_batch_size or 0) * len(completed) // tokens))
     if settings.admission == "areal":
         return _areal_room(record, per_batch)
+    if settings.admission == "slime":
+        return slime_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train

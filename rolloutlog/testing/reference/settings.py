@@ -44,12 +44,15 @@ class Settings:
     overload_count: str = "owed"
     admission_window: str = "fixed"
     eval_first: bool = False
+    over_sampling_batch_size: int | None = None
+    leftovers: str = "run-on"
 
     @property
     def lag(self) -> int:
         """How far the trainer may lag the step before train dispatch and shipping wait:
-        `target_lag`, or one whatever the bound (prime-rl's constant)."""
-        return 1 if self.gate_lag == "one" else self.target_lag
+        `target_lag`, or one whatever the bound (prime-rl's constant), or zero (slime's
+        synchronous train.py)."""
+        return {"one": 1, "zero": 0}.get(self.gate_lag, self.target_lag)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:

@@ -15,6 +15,7 @@ not finished.
 from __future__ import annotations
 
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event, GroupScored
+from rolloutlog.testing.reference.oversampling import leftover
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import ZERO, admits, advantages, age, past_bound
 from rolloutlog.testing.reference.settings import Settings
@@ -62,6 +63,8 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
     for episode in sorted(group.arrived(), key=lambda e: e.member):
         if discard:
             out.append(_drop(episode, step, t, "requeue"))
+        elif leftover(record, group):
+            out.append(_drop(episode, step, t, "leftover"))
         elif void or (judged and _drops(settings, group, episode, step)):
             out.append(_drop(episode, step, t))
         elif episode.status == "completed":
@@ -135,6 +138,7 @@ def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
     settings = record.config
     if record.finished or record.version < record.step - 1 - settings.lag:
         return []
+    queued = queue  # in the order episodes joined it
     if settings.batch_order == "oldest-first":
         queue = sorted(queue, key=lambda e: e.version)
     if settings.batch_size is not None:
@@ -152,6 +156,8 @@ def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
     trained = [
         e for e in cut if not (settings.filter_zero_advantages and abs(e.advantage or 0.0) <= ZERO)
     ]
+    # slime keeps nothing the full batch left: dropped once it shipped, at the next step
+    left = [e for e in queued if e not in cut] if settings.leftovers == "abort" else []
     return [
         BatchShipped(
             t=t,
@@ -159,5 +165,6 @@ def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
             episode_ids=tuple(e.episode_id for e in cut),
             trained_ids=tuple(e.episode_id for e in trained),
             tokens=sum(e.tokens for e in trained),
-        )
+        ),
+        *(_drop(e, record.step + 1, t, "leftover") for e in left),
     ]

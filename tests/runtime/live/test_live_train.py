@@ -131,3 +131,31 @@ def test_train_refuses_an_unknown_policy_as_simulate_does(tmp_path, monkeypatch)
     assert result.exit_code == 2
     assert "--policy: policy 'per-batch': must start with one of per-episode" in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_train_runs_slime_oversample_and_aborts_its_leftovers(tmp_path):
+    """`--policy slime-oversample` with rounds of six groups for batches of four: the live
+    driver aborts the two groups a full batch leaves out (reason `leftover`), steps run
+    synchronously (every trained episode of age 0), and the log re-decides."""
+    log = tmp_path / "slime.arrow"
+    arguments = ["train", "--policy", "slime-oversample", "--steps", "3", "--json"]
+    arguments += ["--log", str(log)]
+    for setting in (
+        "group_size=4",
+        "batch_size=16",
+        "max_inflight=24",
+        "over_sampling_batch_size=6",
+        "server_mode=thread",
+        "check_invariants=true",
+    ):
+        arguments += ["--set", setting]
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
+    assert report["replay_error"] is None and report["max_trained_age"] == 0
+    verify = CliRunner().invoke(main, ["verify", str(log)])
+    assert verify.exit_code == 0 and "every decision matches" in verify.output
+    events = read_log(log)
+    assert events[0].config["leftovers"] == "abort"
+    assert any(e.kind == "episodes_cancelled" and e.reason == "leftover" for e in events)
