@@ -74,12 +74,16 @@ def test_the_grant_is_whole_rounds_until_what_is_not_lost_fills_a_batch() -> Non
     assert [oversampling.granted(config, 4, lost) for lost in (0, 2, 3)] == [6, 6, 12]
 
 
+def _planted(monkeypatch: pytest.MonkeyPatch, rule: str, planted: object) -> Run:
+    """A run whose abort rule has `planted` in place of its `rule` (a bug in a decider)."""
+    monkeypatch.setitem(CHOICES["leftovers"]["abort"], rule, planted)
+    return _run(over_sampling_batch_size=3)
+
+
 def test_the_account_catches_a_dispatcher_that_keeps_the_leftovers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    abort = CHOICES["leftovers"]["abort"]
-    monkeypatch.setitem(abort, "abort_leftovers", oversampling.leftovers_run_on)
-    run = _run(over_sampling_batch_size=3)
+    run = _planted(monkeypatch, "abort_leftovers", oversampling.leftovers_run_on)
     with pytest.raises(InvariantViolation, match="leftovers not aborted at the ship: \\['g3'\\]"):
         run.complete("g1/0", "g1/1", "g2/0", "g2/1")
 
@@ -87,9 +91,7 @@ def test_the_account_catches_a_dispatcher_that_keeps_the_leftovers(
 def test_the_account_catches_a_sink_that_trains_a_leftover(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    abort = CHOICES["leftovers"]["abort"]
-    monkeypatch.setitem(abort, "leftover_group", oversampling.never_leftover)
-    run = _run(over_sampling_batch_size=3)
+    run = _planted(monkeypatch, "leftover_group", oversampling.never_leftover)
     run.complete("g1/0", "g1/1", "g2/0", "g3/0")
     with pytest.raises(InvariantViolation, match="g3 is a leftover, and scores 1"):
         run.complete("g2/1")

@@ -9,11 +9,13 @@ still in flight stale, so the dispatcher cancels them and the driver aborts them
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
+from rolloutlog.events.types import Event
 from tests.runtime.live.live_helpers import verified_summary
 
 STEPS = 30
@@ -98,21 +100,11 @@ def test_train_piped_prints_progress_lines_on_stderr(tmp_path):
     assert "reward " in lines[0] and "ages " in lines[0]
 
 
-def test_train_runs_a_field_preset_and_its_log_verifies(tmp_path):
-    """`--policy prime-rl` sets every key of the preset in the recorded config; the live
-    driver carries out its decisions (lag one at bound 0, stale open groups cancelled whole)
-    with the invariants checked on every event, and the log re-decides."""
-    log = tmp_path / "prime.arrow"
-    arguments = ["train", "--policy", "prime-rl", "--steps", "4", "--json", "--log", str(log)]
-    for setting in (
-        "group_size=4",
-        "batch_size=16",
-        "max_inflight=16",
-        "server_mode=thread",
-        "max_off_policy_steps=0",
-        "target_lag=0",
-        "check_invariants=true",
-    ):
+def _train_verified(log: Path, policy: str, steps: int, *settings: str) -> list[Event]:
+    """`train --policy POLICY` with the invariants checked: it finishes its steps with none
+    broken, trains nothing older than age 0, and its log re-decides; the log's events."""
+    arguments = ["train", "--policy", policy, "--steps", str(steps), "--json", "--log", str(log)]
+    for setting in (*settings, "server_mode=thread", "check_invariants=true"):
         arguments += ["--set", setting]
     result = CliRunner().invoke(main, arguments)
     assert result.exit_code == 0, result.output
@@ -121,7 +113,16 @@ def test_train_runs_a_field_preset_and_its_log_verifies(tmp_path):
     assert report["replay_error"] is None and report["max_trained_age"] == 0
     verify = CliRunner().invoke(main, ["verify", str(log)])
     assert verify.exit_code == 0 and "every decision matches" in verify.output
-    started = read_log(log)[0]
+    return read_log(log)
+
+
+def test_train_runs_a_field_preset_and_its_log_verifies(tmp_path):
+    """`--policy prime-rl` sets every key of the preset in the recorded config; the live
+    driver carries out its decisions (lag one at bound 0, stale open groups cancelled whole)
+    with the invariants checked on every event, and the log re-decides."""
+    settings = ("group_size=4", "batch_size=16", "max_inflight=16")
+    bound = ("max_off_policy_steps=0", "target_lag=0")
+    started = _train_verified(tmp_path / "prime.arrow", "prime-rl", 4, *settings, *bound)[0]
     assert started.config["gate_lag"] == "one" and started.config["stale_cancel"] == "open"
 
 
@@ -137,25 +138,7 @@ def test_train_runs_slime_oversample_and_aborts_its_leftovers(tmp_path):
     """`--policy slime-oversample` with rounds of six groups for batches of four: the live
     driver aborts the two groups a full batch leaves out (reason `leftover`), steps run
     synchronously (every trained episode of age 0), and the log re-decides."""
-    log = tmp_path / "slime.arrow"
-    arguments = ["train", "--policy", "slime-oversample", "--steps", "3", "--json"]
-    arguments += ["--log", str(log)]
-    for setting in (
-        "group_size=4",
-        "batch_size=16",
-        "max_inflight=24",
-        "over_sampling_batch_size=6",
-        "server_mode=thread",
-        "check_invariants=true",
-    ):
-        arguments += ["--set", setting]
-    result = CliRunner().invoke(main, arguments)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
-    assert report["replay_error"] is None and report["max_trained_age"] == 0
-    verify = CliRunner().invoke(main, ["verify", str(log)])
-    assert verify.exit_code == 0 and "every decision matches" in verify.output
-    events = read_log(log)
+    settings = ("group_size=4", "batch_size=16", "max_inflight=24", "over_sampling_batch_size=6")
+    events = _train_verified(tmp_path / "slime.arrow", "slime-oversample", 3, *settings)
     assert events[0].config["leftovers"] == "abort"
     assert any(e.kind == "episodes_cancelled" and e.reason == "leftover" for e in events)
