@@ -79,6 +79,7 @@ REQUEUED_ROW = "groups requeued"  # shown when a run requeues (tinker, slime-lag
 WAITS_ROW = "ship waits"  # shown when a run's rule waits (tinker-822)
 WITHHELD_ROW = "  of it withheld"  # shown when a run withholds (prime-rl-withhold)
 EVICTED_ROW = "evicted (full queue)"  # shown when a bounded queue evicts (pipelinerl)
+LEFTOVER_ROWS = ("aborted leftovers", "  finished, dropped")  # when a run aborts (slime)
 
 
 def _waits(run: Mapping[str, Any]) -> str:
@@ -94,6 +95,7 @@ OPTIONAL_ROWS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     WAITS_ROW: lambda run: "ship_waits" in run,
     WITHHELD_ROW: lambda run: "episodes_withheld" in run,
     EVICTED_ROW: lambda run: bool(run.get("episodes_evicted")),
+    **dict.fromkeys(LEFTOVER_ROWS, lambda run: "episodes_dropped_leftover" in run),
 }
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
@@ -116,6 +118,8 @@ ROWS: tuple[Row, ...] = (
     (REQUEUED_ROW, _number("groups_requeued")),
     (WAITS_ROW, _waits),
     (EVICTED_ROW, _number("episodes_evicted")),
+    (LEFTOVER_ROWS[0], _cancelled("leftover")),
+    (LEFTOVER_ROWS[1], _number("episodes_dropped_leftover")),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("  of it in flight", _number("off_policy/in_flight/mean", 2)),
     ("  of it in queue", _number("off_policy/in_queue/mean", 2)),

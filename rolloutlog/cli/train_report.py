@@ -42,6 +42,11 @@ def print_report(report: dict[str, Any]) -> None:
             if "ship_waits" in report
             else []
         ),
+        *(
+            [("leftovers dropped finished", report["episodes_dropped_leftover"])]
+            if "episodes_dropped_leftover" in report
+            else []
+        ),
         ("failed", report["episodes_failed"]),
         ("trained ages", json.dumps(report["trained_age_histogram"])),
         ("invariant violations", len(report["invariant_violations"])),

@@ -52,6 +52,7 @@ from rolloutlog.core.account_budget import BudgetChecks
 from rolloutlog.core.account_eviction import EvictionChecks
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_oversample import LeftoverChecks
 from rolloutlog.core.account_partial import PartialChecks
 from rolloutlog.core.account_properties import (
     AREAL_ADMISSION,
@@ -99,6 +100,7 @@ class Account(
     PartialChecks,
     WithholdChecks,
     EvictionChecks,
+    LeftoverChecks,
 ):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
@@ -111,9 +113,10 @@ class Account(
         self.raise_on_violation = raise_on_violation
         self.violations: list[str] = []
         self.bound: int = config.max_off_policy_steps
-        # prime-rl's gate and hold allow a lag of one whatever the bound (`gate_lag`); a
-        # version every K batches (`updates_per_sync`) adds the sync interval, K − 1
-        lag = 1 if config.gate_lag == "one" else config.target_lag
+        # prime-rl's gate and hold allow a lag of one whatever the bound, slime's train.py
+        # none (`gate_lag`); a version every K batches (`updates_per_sync`) adds K − 1
+        lags = {"one": 1, "zero": 0}
+        lag = lags.get(config.gate_lag, config.target_lag)
         self.target_lag: int = lag + config.updates_per_sync - 1
         self.group_size: int = config.group_size
         self.batch_size: int | None = config.batch_size
@@ -130,6 +133,9 @@ class Account(
         self.to_withhold: dict[str, int] = {}
         self.queue_limit, self.eviction_rule = config.queue_limit, config.queue_eviction
         self.evicting: list[str] = []
+        self.aborts = config.leftovers == "abort"
+        self.opened_at: dict[str, int] = {}
+        self.queued_at: dict[str, int] = {}
         self.step, self.version, self.limit = 1, 0, config.max_inflight
         self.publish_step = 1  # the step when the last version update arrived
         self.updates = 0  # versions announced
@@ -210,6 +216,7 @@ class Account(
         Episodes at the announced version were dispatched after it arrived: only a lag above
         the bound (prime-rl's `gate_lag = "one"` at bound 0) lets those out stale.
         """
+        self._leftover_settled(seq, world_kind)
         if world_kind == "version_pending" and NO_STALE_IN_FLIGHT in self.kept:
             step, bound, announced = self.publish_step, self.bound, self.version
             for group_id, group in self.groups.items():
@@ -263,6 +270,7 @@ class Account(
         if work == "train":
             self._requeue_opened(seq, group_id, task)
             self._budget_opened(seq)
+            self._leftover_opened(group_id)
         return None
 
     def on_dispatched(
@@ -320,6 +328,8 @@ class Account(
             self._check_straggler(seq, group, episode_ids, unscheduled)
         elif reason == "restart":
             self._check_restart_cancel(seq, episode_ids, unscheduled)
+        elif reason == "leftover":
+            self._leftover_cancelled(seq, group_id, episode_ids, unscheduled)
         self._withhold_cancelled(seq, reason)
         if self.capacity and group.train:
             self.train_promised -= len(episode_ids)
@@ -402,9 +412,9 @@ class Account(
         kind = "episode_dropped"
         if reason == "evicted":  # a bounded queue's, of any age (`core.account_eviction`)
             return self._evicted(seq, episode_id, recorded_age)
-        self.run.dropped_stale += 1
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
+        self.queued_at.pop(episode_id, None)
         group = None
         if queued is not None:
             version, ages, _ = queued
@@ -415,6 +425,9 @@ class Account(
                 return self._fail(seq, kind, f"{episode_id} dropped but neither queued nor arrived")
             group.dropped.add(episode_id)
             version, ages = arrival[1], group.train and not group.frozen
+        if reason == "leftover":
+            return self._leftover_dropped(seq, episode_id, group)
+        self.run.dropped_stale += 1
         if reason == "requeue":
             self._requeue_dropped(seq, episode_id, group, queued is not None)
         self._withhold_dropped(seq, episode_id, reason, group)
@@ -444,6 +457,7 @@ class Account(
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
             return self._fail(seq, kind, f"{problem} != G={group.size}")
         self._requeue_whole(seq, group_id, group)
+        self._leftover_scored(seq, group_id, episode_ids, admitted)
         fresh = sorted(
             (member, episode_id, reward)
             for episode_id, (member, _, reward, _) in group.arrived.items()
@@ -503,6 +517,7 @@ class Account(
         cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)
+            self.queued_at.pop(episode_id, None)
             if queued is None:
                 self._fail(seq, kind, f"{episode_id} shipped but not queued (or twice)")
                 continue

@@ -21,10 +21,11 @@ import attrs
 from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
-AdmissionPolicy = Literal["none", "capacity", "areal", "verl", "outstanding", "max-lag"]
+AdmissionPolicy = Literal["none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime"]
 BatchOrder = Literal["fifo", "oldest-first"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
-GateLag = Literal["target-lag", "one"]
+GateLag = Literal["target-lag", "one", "zero"]
+Leftovers = Literal["run-on", "abort"]
 StaleCancel = Literal["in-flight", "open"]
 StaleCheck = Literal["at-finalize", "after-curriculum"]
 QueueSweep = Literal["at-ship", "at-next-check"]
@@ -95,14 +96,17 @@ class RunConfig:
         "none",
         None,
         "capacity: cap train work ahead of trainer; areal: AReaL's, in groups; "
-        "verl: a sample budget per weight sync; max-lag: PipelineRL's",
+        "verl: a sample budget per weight sync; max-lag: PipelineRL's; "
+        "slime: rounds of over_sampling_batch_size groups per step",
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
     requeue: RequeuePolicy = checked(
         "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
     )
-    gate_lag: GateLag = checked("target-lag", None, "gate and ship hold lag: target_lag, or one")
+    gate_lag: GateLag = checked(
+        "target-lag", None, "gate and ship hold lag: target_lag, one, or zero (synchronous)"
+    )
     stale_cancel: StaleCancel = checked(
         "in-flight", None, "version_pending cancels stale in-flight work, or stale open groups"
     )
@@ -139,6 +143,12 @@ class RunConfig:
     queue_eviction: QueueEviction = checked(
         "oldest-episode", None, "a full queue drops its oldest episode, or its oldest group"
     )
+    over_sampling_batch_size: int | None = checked(
+        None, at_least(1), "slime admission: groups per sampling round (None: a batch's groups)"
+    )
+    leftovers: Leftovers = checked(
+        "run-on", None, "when a batch ships, train groups still owed run on, or are aborted"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -167,6 +177,14 @@ class RunConfig:
                 f"queue_limit: must be 0 or >= group_size and batch_size, got {self.queue_limit}: "
                 "an admitted group must fit in the queue, and a batch must be able to fill"
             )
+        rounds = self.over_sampling_batch_size
+        if self.admission == "slime" and rounds is not None and self.batch_size is not None:
+            batch_groups = -(-self.batch_size // self.group_size)
+            if rounds < batch_groups:
+                problems.append(
+                    f"over_sampling_batch_size: must be >= the {batch_groups} groups of a batch "
+                    f"(got {rounds}): slime refuses a round smaller than rollout_batch_size"
+                )
         return problems
 
     def to_dict(self) -> dict[str, Any]:
@@ -216,6 +234,8 @@ FIELD_RULE_KEYS = (
     "queue_limit",
     "queue_eviction",
     "max_lag",
+    "over_sampling_batch_size",
+    "leftovers",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

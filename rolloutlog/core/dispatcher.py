@@ -150,6 +150,7 @@ def _on_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         frozen=event.frozen,
         size=event.group_size,
         start_version=event.policy_version,
+        step=event.step,
         unscheduled=event.group_size,
     )
     state.owing[event.group_id] = None

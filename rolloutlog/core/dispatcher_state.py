@@ -27,6 +27,7 @@ class OpenGroup:
     frozen: bool
     size: int
     start_version: int
+    step: int = 1  # the step it opened at (slime's abort takes only earlier steps' groups)
     dispatched: int = 0
     unscheduled: int = 0
     inflight: dict[str, int] = attrs.Factory(dict)  # episode id -> its dispatch version

@@ -28,6 +28,7 @@ from rolloutlog.core.rules import (
     admission_budget,
     cancellation,
     composition,
+    oversampling,
     shipping,
 )
 from rolloutlog.core.rules.acceptance import Sweep
@@ -73,6 +74,9 @@ class Rules:
     withholds: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, version, bound)
     cancels_stale_work: Callable[[], bool]  # whether stale work is cancelled in flight at all
     evict: Callable[[Mapping[str, Queued], int], list[str]]  # (queue, excess) -> to drop
+    abort_leftovers: Callable[[DispatcherState, float], list[Event]]  # when a batch ships
+    queue_leftovers: Callable[[dict[str, Queued], Collection[str]], list[str]]  # (queue, cut)
+    leftover_group: Callable[[SinkGroup, int], bool]  # (group, step): its arrivals dropped
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -120,6 +124,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "allowance": admission.max_lag_left,
             "follow_ledger": admission.evolve_lag_ledger,
         },
+        "slime": {
+            "allowance": oversampling.slime_left,
+            "follow_ledger": oversampling.evolve_round_ledger,
+        },
     },
     "admission_smoothing": {
         False: {"permits": admission.unsmoothed},
@@ -153,6 +161,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "gate_lag": {
         "target-lag": {"lag": admission.configured_lag},
         "one": {"lag": admission.lag_of_one},
+        "zero": {"lag": admission.lag_of_zero},
     },
     "stale_cancel": {
         "in-flight": {"stale_unscheduled": cancellation.unscheduled_kept},
@@ -203,6 +212,18 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "queue_eviction": {
         "oldest-episode": {"evict": acceptance.evict_oldest_episodes},
         "oldest-group": {"evict": acceptance.evict_oldest_groups},
+    },
+    "leftovers": {
+        "run-on": {
+            "abort_leftovers": oversampling.leftovers_run_on,
+            "queue_leftovers": oversampling.queue_kept,
+            "leftover_group": oversampling.never_leftover,
+        },
+        "abort": {
+            "abort_leftovers": oversampling.abort_leftovers,
+            "queue_leftovers": oversampling.queue_beyond_batch,
+            "leftover_group": oversampling.sampled_for_a_shipped_batch,
+        },
     },
 }
 
@@ -299,6 +320,13 @@ FIELD: Final[dict[str, FieldPreset]] = {
         # Nothing cancelled or dropped for its age (its trainer counts old samples, and
         # trains them); samples wait in a ring buffer of 128 that drops its oldest when full.
         keys={"staleness": "soft", "queue_limit": 128, "queue_eviction": "oldest-episode"},
+    ),
+    "slime-oversample": FieldPreset(
+        source=(
+            "THUDM/slime@624b824 slime/rollout/sglang_rollout.py (generate_rollout_async, "
+            "abort), slime/utils/arguments.py (--over-sampling-batch-size), train.py"
+        ),
+        keys={"staleness": "soft", "admission": "slime", "gate_lag": "zero", "leftovers": "abort"},
     ),
 }
 # prime-rl PR #2960 over prime-rl main: its keys, with stale members withheld, never cancelled.

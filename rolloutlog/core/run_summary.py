@@ -25,6 +25,10 @@ counts and writes them as the `replay --json` object. Counting conventions:
   + still queued stays the admitted members.
 - `episodes_evicted` counts queued episodes a bounded queue (`queue_limit`) dropped to make
   room for an admitted group; they are not in `episodes_dropped_stale`.
+- `episodes_dropped_leftover` (only where a run aborted leftovers, slime-oversample)
+  counts finished rollouts dropped with the abort: arrived members of aborted groups and
+  queued episodes the full batch did not take; the aborted in-flight episodes are
+  `episodes_cancelled["leftover"]`.
 """
 
 from __future__ import annotations
@@ -35,11 +39,11 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.events.types import CANCEL_REASONS
+from rolloutlog.events.types import REPORTED_CANCEL_REASONS
 
 
 def _no_cancellations() -> Counter[str]:
-    return Counter(dict.fromkeys(CANCEL_REASONS, 0))
+    return Counter(dict.fromkeys(REPORTED_CANCEL_REASONS, 0))
 
 
 @attrs.define(slots=True)
@@ -60,6 +64,7 @@ class RunSummary:
     withheld: int = 0
     withheld_tokens: int = 0
     evicted: int = 0
+    dropped_leftover: int = 0
     trained: int = 0
     pruned: int = 0
     trained_ages: Counter[int] = attrs.Factory(Counter)
@@ -122,8 +127,15 @@ class RunSummary:
             "run_finished": self.finished_reason,
             "restarts": kinds["run_resumed"],
             "invariant_violations": list(violations),
+            **self._leftovers(),
         }
         if self.ship_wait:
             report["ship_waits"] = self.ship_waits
             report["ship_wait_seconds"] = round(self.ship_wait_seconds, 6)
         return report
+
+    def _leftovers(self) -> dict[str, int]:
+        """Only a run that aborted leftovers (slime) reports what the abort wasted."""
+        if not self.cancelled_by["leftover"] and not self.dropped_leftover:
+            return {}
+        return {"episodes_dropped_leftover": self.dropped_leftover}

@@ -55,6 +55,7 @@ __all__ = [
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import (
     BatchShipped,
+    DropReason,
     EpisodeCompleted,
     EpisodeDispatched,
     EpisodeDropped,
@@ -114,6 +115,7 @@ def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
         train=event.work == "train",
         frozen=event.frozen,
         size=event.group_size,
+        step=event.step,
     )
 
 
@@ -317,16 +319,21 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
     arrived = sorted(group.arrived, key=lambda a: a.member)
     requeue = state.rules.requeue_group(group, step, state.version, config.max_off_policy_steps)
     drop = state.rules.drop_on_arrival
-    withheld = set() if requeue else withheld_members(state, group, arrived)  # scored first
+    aborted = state.rules.leftover_group(group, step)
+    withheld = set() if requeue or aborted else withheld_members(state, group, arrived)
     out: list[Event] = []
     fresh: list[Arrival] = []
     for arrival in arrived:
-        if requeue or (arrival.episode_id not in withheld and drop(group, arrival, step, bound)):
+        if (
+            requeue
+            or aborted
+            or (arrival.episode_id not in withheld and drop(group, arrival, step, bound))
+        ):
             out.append(
                 EpisodeDropped(
                     t=t,
                     episode_id=arrival.episode_id,
-                    reason="requeue" if requeue else "stale",
+                    reason=_drop_reason(requeue, aborted),
                     age=rollout_age(arrival.version, step),
                 )
             )
@@ -339,6 +346,12 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
         scored,
         *withheld_drops(state, scored, withheld, arrived),
     ]
+
+
+def _drop_reason(requeue: bool, aborted: bool) -> DropReason:
+    """Why an arrival is dropped at finalize: its group's requeue, its group's abort as a
+    leftover (slime), or its own staleness."""
+    return "requeue" if requeue else "leftover" if aborted else "stale"
 
 
 def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) -> GroupScored:
@@ -400,15 +413,22 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
         for e in cut
         if not (config.filter_zero_advantages and is_zero_advantage(queue[e].advantage))
     ]
-    return [
-        BatchShipped(
-            t=t,
-            step=state.step,
-            episode_ids=tuple(cut),
-            trained_ids=tuple(trained),
-            tokens=sum(queue[e].tokens for e in trained),
+    shipped = BatchShipped(
+        t=t,
+        step=state.step,
+        episode_ids=tuple(cut),
+        trained_ids=tuple(trained),
+        tokens=sum(queue[e].tokens for e in trained),
+    )
+    after = state.step + 1  # the step the leftovers are dropped at, once the batch shipped
+    left = state.rules.queue_leftovers(queue, cut)  # slime: what the full batch left, lost
+    drops = (
+        EpisodeDropped(
+            t=t, episode_id=e, reason="leftover", age=rollout_age(queue[e].version, after)
         )
-    ]
+        for e in left
+    )
+    return [shipped, *drops]
 
 
 def _decide_cancelled(state: SinkState, event: EpisodesCancelled) -> list[Event]:

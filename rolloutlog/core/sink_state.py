@@ -36,6 +36,7 @@ class SinkGroup:
     arrived: list[Arrival] = attrs.Factory(list)
     cancelled: int = 0
     stale_cancelled: int = 0
+    step: int = 1  # the step it opened at: a leftover once that batch shipped (slime)
 
     def complete(self) -> bool:
         """Finalization rule: arrived + Σ cancellation counts == G."""

@@ -18,13 +18,18 @@ import attrs
 UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
-CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown", "restart"]
-DropReason: TypeAlias = Literal["stale", "requeue", "withheld", "evicted"]
+CancelReason: TypeAlias = Literal[
+    "stale", "overload", "straggler", "shutdown", "restart", "leftover"
+]
+DropReason: TypeAlias = Literal["stale", "requeue", "withheld", "evicted", "leftover"]
 InterruptReason: TypeAlias = Literal["update", "recycle"]
 
 WORK_KINDS: Final = ("train", "eval")
-CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart")
-DROP_REASONS: Final = ("stale", "requeue", "withheld", "evicted")
+CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart", "leftover")
+# Reported at 0 in every summary; `leftover` (slime's abort once a batch is full) appears only
+# in a run that aborts leftovers, so the summaries of every other run read as before.
+REPORTED_CANCEL_REASONS: Final = CANCEL_REASONS[:5]
+DROP_REASONS: Final = ("stale", "requeue", "withheld", "evicted", "leftover")
 INTERRUPT_REASONS: Final = ("update", "recycle")
 
 

@@ -16,7 +16,9 @@ it keeps `off_policy/mean|max` (age), `off_policy/in_flight/mean|max` and
 them discarded whole and requeued: tinker, slime-lag), `off_policy/withheld` (of them, the
 members scored with their group and withheld: prime-rl-withhold; a run-level value only
 where a log withholds any), `off_policy/evicted` (queued episodes a bounded queue dropped
-to make room, not counted as dropped), `dispatcher/off_policy/mean|max`
+to make room, not counted as dropped), `off_policy/leftover` (episodes aborted in flight
+or dropped finished once a batch filled, slime-oversample: counted in the step after that
+batch), `dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
 and `reward/mean` (over the trained episodes). The run-level values aggregate every
 episode (not the step means); see docs/replay.md.
@@ -49,6 +51,7 @@ DROPPED: Final = "off_policy/dropped"
 REQUEUED: Final = "off_policy/requeued"
 WITHHELD: Final = "off_policy/withheld"
 EVICTED: Final = "off_policy/evicted"
+LEFTOVER: Final = "off_policy/leftover"
 # The per-step table's columns, in order (`rolloutlog metrics`).
 STEP_COLUMNS: Final = (
     "step",
@@ -59,6 +62,7 @@ STEP_COLUMNS: Final = (
     REQUEUED,
     WITHHELD,
     EVICTED,
+    LEFTOVER,
     f"{DISPATCHER}/mean",
     f"{DISPATCHER}/max",
     "reward/mean",
@@ -111,6 +115,7 @@ class _Window:
     evicted: int = 0
     requeued: set[str] = attrs.Factory(set)  # groups discarded for requeue
     withheld: int = 0  # members scored with their group, then withheld
+    leftover: int = 0  # episodes aborted in flight or dropped finished as leftovers (slime)
 
     def values(self) -> dict[str, Any]:
         stats = ((OFF_POLICY, self.age), (IN_FLIGHT, self.in_flight), (IN_QUEUE, self.in_queue))
@@ -133,7 +138,7 @@ _READS: Final[dict[str, tuple[str, ...]]] = {
     "episode_dispatched": ("group_id", "episode_id", "policy_version"),
     "episode_completed": ("episode_id", "reward"),
     "episode_failed": ("episode_id",),
-    "episodes_cancelled": ("episode_ids",),
+    "episodes_cancelled": ("episode_ids", "reason"),
     "version_pending": (),
     "version_live": ("version",),
     "episode_dropped": ("episode_id", "reason"),
@@ -216,10 +221,13 @@ class StepMetrics:
 
     def run_values(self) -> dict[str, Any]:
         """The run-level values, under their metric names (`off_policy/withheld` only where
-        the log withholds any, so that every other log reads as before)."""
+        the log withholds any, and `off_policy/leftover` only where a run aborted leftovers,
+        so that every other log reads as before)."""
         values = self.run.values()
         if not self.run.withheld:
             del values[WITHHELD]
+        if self.run.leftover:
+            values[LEFTOVER] = self.run.leftover
         return values
 
     # --- per kind (also fed row by row by the columnar fold) ------------------------------
@@ -241,7 +249,10 @@ class StepMetrics:
             self.arrived[episode_id] = (version, self.live_version, reward)
             self.members.setdefault(episode_id.rpartition("/")[0], []).append(episode_id)
 
-    def on_cancelled(self, episode_ids: Sequence[str]) -> None:
+    def on_cancelled(self, episode_ids: Sequence[str], reason: str) -> None:
+        if reason == "leftover":
+            self.window.leftover += len(episode_ids)
+            self.run.leftover += len(episode_ids)
         for episode_id in episode_ids:
             self.inflight.pop(episode_id, None)
 
@@ -261,6 +272,9 @@ class StepMetrics:
         for part in (self.window, self.run):
             if reason == "evicted":  # a full queue's, of any age: not a stale drop
                 part.evicted += 1
+                continue
+            if reason == "leftover":  # not stale: lost with the abort
+                part.leftover += 1
                 continue
             part.dropped += 1
             if reason == "requeue":
@@ -306,6 +320,7 @@ class StepMetrics:
                     "time": t,
                     "trained": len(trained),
                     **window.values(),
+                    LEFTOVER: window.leftover,
                     "reward/mean": window.reward.mean(),
                 }
             )

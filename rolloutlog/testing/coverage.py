@@ -28,6 +28,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "ship_wait": ("a full batch waited for work at its last chance (tinker-822)", 0.10),
     "withheld": ("a stale member scored with its group, then withheld from the batch", 0.05),
     "eviction": ("a full queue evicts its oldest episodes for an admitted group", 0.05),
+    "leftover_abort": ("a full batch aborts a group still in flight (slime's leftovers)", 0.05),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -90,6 +91,8 @@ def features(log: Sequence[Event]) -> set[str]:
             if e.reason == "stale":
                 stale_cancelled.add(e.group_id)
                 found.add("stale_cancel")
+            if e.reason == "leftover" and e.episode_ids:
+                found.add("leftover_abort")
         elif kind == "version_pending":
             live_owed = e.version
             if _mixed(groups, step, config.get("max_off_policy_steps", 0)):

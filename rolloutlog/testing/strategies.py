@@ -47,14 +47,16 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "seed": draw(st.integers(0, 2**16)),
         "zero_output_batches": 1000,
         "admission": draw(
-            st.sampled_from(["none", "capacity", "areal", "verl", "outstanding", "max-lag"])
+            st.sampled_from(
+                ["none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime"]
+            )
         ),
         "max_lag": draw(st.integers(0, 16)),
         "straggler_cut": draw(st.booleans()),
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
         "requeue": draw(st.sampled_from(["none", "none", "at-ship", "at-completion"])),
-        "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one"])),
+        "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one", "zero"])),
         "stale_cancel": draw(st.sampled_from(["in-flight", "open"])),
         "stale_check": draw(st.sampled_from(["at-finalize", "after-curriculum"])),
         "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check"])),
@@ -65,6 +67,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "updates_per_sync": draw(st.sampled_from([1, 1, 1, 2, 3])),
         "ship_wait": draw(st.sampled_from(["none", "none", "last-chance"])),
         "stale_member": draw(st.sampled_from(["cancel", "cancel", "cancel", "withhold"])),
+        "leftovers": draw(st.sampled_from(["run-on", "run-on", "run-on", "abort"])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))
@@ -78,6 +81,9 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         least = max(values["group_size"], values["batch_size"])
         values["queue_limit"] = least + draw(st.integers(0, 2))
         values["queue_eviction"] = draw(st.sampled_from(["oldest-episode", "oldest-group"]))
+    if "over_sampling_batch_size" not in fixed:  # slime: at least a batch's groups
+        groups = -(-(values["batch_size"] or 1) // values["group_size"])
+        values["over_sampling_batch_size"] = draw(st.sampled_from([None, groups, groups + 2]))
     return RunConfig.from_mapping(values)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given
 
 from rolloutlog.events.types import (
-    CANCEL_REASONS,
+    REPORTED_CANCEL_REASONS,
     BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
@@ -90,7 +90,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     train: dict[str, bool] = {}
     stamp: dict[str, int] = {}
     in_flight: set[str] = set()
-    cancelled = dict.fromkeys(CANCEL_REASONS, 0)
+    cancelled = dict.fromkeys(REPORTED_CANCEL_REASONS, 0)
     scored = partial = admitted = late = unscheduled = trained = pruned = 0
     ages: Counter[int] = Counter()
     frozen: dict[str, bool] = {}
@@ -132,7 +132,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                     late += 1
             case EpisodesCancelled():
                 in_flight.difference_update(event.episode_ids)
-                cancelled[event.reason] += len(event.episode_ids)
+                cancelled[event.reason] = cancelled.get(event.reason, 0) + len(event.episode_ids)
                 unscheduled += event.unscheduled
             case GroupScored() if train[event.group_id]:
                 scored += len(event.episode_ids)
@@ -150,6 +150,13 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                 )
             case RunFinished():
                 finished = event.reason
+    drops = Counter(e.reason for e in log if isinstance(e, EpisodeDropped))
+    # slime's abort: reported only by a run that aborted leftovers
+    leftovers = (
+        {"episodes_dropped_leftover": drops["leftover"]}
+        if "leftover" in cancelled or drops["leftover"]
+        else {}
+    )
     return {
         "events": len(log),
         "steps_shipped": kinds["batch_shipped"],
@@ -167,12 +174,8 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "episodes_late": late,
         "episodes_cancelled": cancelled,
         "unscheduled_cancelled": unscheduled,
-        "episodes_dropped_stale": sum(
-            isinstance(e, EpisodeDropped) and e.reason != "evicted" for e in log
-        ),
-        "episodes_evicted": sum(
-            isinstance(e, EpisodeDropped) and e.reason == "evicted" for e in log
-        ),
+        "episodes_dropped_stale": drops.total() - drops["leftover"] - drops["evicted"],
+        "episodes_evicted": drops["evicted"],
         "episodes_scored": scored,
         "episodes_trained": trained,
         "episodes_pruned_zero_adv": pruned,
@@ -188,6 +191,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "restarts": 0,
         "invariant_violations": [],
         **_waits(log),
+        **leftovers,
     }
 
 

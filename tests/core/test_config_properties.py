@@ -70,6 +70,8 @@ FIELD_TYPES: dict[str, object] = {
     "queue_limit": int,
     "queue_eviction": "literal",
     "max_lag": int,
+    "over_sampling_batch_size": int,
+    "leftovers": "literal",
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
@@ -87,8 +89,9 @@ OUT_OF_RANGE: dict[str, list[Any]] = {
     "updates_per_sync": [0],
     "queue_limit": [-1],
     "max_lag": [-1],
+    "over_sampling_batch_size": [0],
 }
-OPTIONAL = {"batch_size", "token_batch_size"}
+OPTIONAL = {"batch_size", "token_batch_size", "over_sampling_batch_size"}
 WHERES = st.sampled_from(["config", "scenario.run", "run_started.config"])
 
 
@@ -162,6 +165,8 @@ def test_a_value_on_its_bound_is_taken(
         data[BATCH_KEYS[name == BATCH_KEYS[0]]] = None
     if name == "max_off_policy_steps":
         data["target_lag"] = 0  # the gate may not lag past the bound
+    if name == "group_size":
+        data.pop("over_sampling_batch_size", None)  # a round holds at least a batch's groups
     built = RunConfig.from_mapping(data, where)
     assert getattr(built, name) == value
 
@@ -186,6 +191,7 @@ def test_a_config_that_cannot_start_is_refused_yet_folds_as_recorded(
     if fault == "both batch keys":
         # a drawn queue_limit fits the drawn batch size, not necessarily 4
         data.update(batch_size=config.batch_size or 4, token_batch_size=100)
+        data.pop("over_sampling_batch_size", None)  # drawn for the run's own batches
         problem = "batch_size / token_batch_size: set exactly one"
     elif fault == "no batch key":
         data.update(batch_size=None, token_batch_size=None)

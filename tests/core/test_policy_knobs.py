@@ -167,6 +167,8 @@ FIELD_RULES_OFF = {
     "queue_limit": 0,
     "queue_eviction": "oldest-episode",
     "max_lag": 0,
+    "over_sampling_batch_size": None,
+    "leftovers": "run-on",
 }
 
 

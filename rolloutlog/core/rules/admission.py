@@ -111,6 +111,9 @@ class TrainLedger:
     unpublished: dict[int, tuple[str, ...]] = attrs.Factory(dict)  # step -> its batch's ids
     opened_groups: int = 0  # train groups ever opened (max-lag admission)
     updates: int = 0  # versions announced (max-lag admission)
+    round_groups: dict[str, int] = attrs.Factory(dict)  # this step's train groups: size
+    round_opened: int = 0  # their members (slime admission, `core.rules.oversampling`)
+    round_lost: int = 0  # their members that will not reach the queue (slime admission)
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
@@ -422,6 +425,12 @@ def evals_first(state: DispatcherState) -> tuple[Work | None, ...]:
 
 
 # --- the lag the gate and the ship hold allow ---------------------------------------------
+
+
+def lag_of_zero(config: RunConfig) -> int:
+    """slime's `train.py`: a step generates, trains and updates the weights before the next
+    one generates, so train work waits for the weights of the batch before it."""
+    return 0
 
 
 def configured_lag(config: RunConfig) -> int:

@@ -101,7 +101,11 @@ def unscheduled_if_stale(state: DispatcherState, group: OpenGroup) -> int:
 
 
 def after_batch_shipped(state: DispatcherState, t: float) -> list[Event]:
-    """The step advanced: cut the stragglers of groups whose arrivals are now at risk."""
+    """The step advanced: abort the leftovers where the run's rule does (slime), else cut
+    the stragglers of groups whose arrivals are now at risk."""
+    aborted = state.rules.abort_leftovers(state, t)
+    if aborted:
+        return aborted
     cut_stragglers = state.rules.cut_stragglers
     cuts = (cut_stragglers(state, group, (), t) for group in state.groups.values())
     return [cut for cut in cuts if cut is not None]

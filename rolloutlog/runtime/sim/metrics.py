@@ -21,11 +21,16 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.events.types import CANCEL_REASONS, BatchShipped, GroupScored
+from rolloutlog.events.types import REPORTED_CANCEL_REASONS, BatchShipped, GroupScored
 from rolloutlog.runtime.sim.world import EpisodePlan
 
 KEPT_FATES = ("trained", "pruned", "rejected", "eval", "unshipped")
-WASTED_FATES = ("failed", "dropped_stale", "evicted", *(f"cancelled_{r}" for r in CANCEL_REASONS))
+WASTED_FATES = (
+    "failed",
+    "dropped_stale",
+    "evicted",
+    *(f"cancelled_{r}" for r in REPORTED_CANCEL_REASONS),
+)
 FATES = KEPT_FATES + WASTED_FATES
 SERIES_POINTS_MAX = 512
 
@@ -93,7 +98,7 @@ class SimMetrics:
 
     def wasted_seconds(self) -> float:
         """Generation seconds spent on episodes never trained (failed, dropped, cancelled)."""
-        return sum(self.seconds[f] for f in WASTED_FATES)
+        return sum(s for fate, s in self.seconds.items() if fate not in KEPT_FATES)
 
     def on_dispatched(self, plan: EpisodePlan) -> None:
         """A train episode's task joins the baseline of the selection-bias ratios."""
@@ -164,8 +169,8 @@ class SimMetrics:
         self.wasted_series.add(t, self.wasted_seconds())
 
     def _seal(self, fate: str, seconds: float) -> None:
-        self.seconds[fate] += seconds
-        self.episodes[fate] += 1
+        self.seconds[fate] = self.seconds.get(fate, 0.0) + seconds  # `cancelled_leftover`
+        self.episodes[fate] = self.episodes.get(fate, 0) + 1  # appears once it happens
 
     def as_dict(self, virtual_seconds: float, trainer_busy_s: float) -> dict[str, Any]:
         """The simulator's keys of `simulate --json` (definitions: docs/simulator.md)."""

@@ -24,6 +24,7 @@ from rolloutlog.events.types import (
     GroupOpened,
     GroupScored,
 )
+from rolloutlog.testing.reference.oversampling import leftovers, slime_room
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import age, past_bound, task
 
@@ -51,7 +52,7 @@ def decide(record: Record, event: Event) -> list[Event]:
     elif event.kind == "overload_cut":
         cancellations = _overload(record, event.n, event.t)  # type: ignore[union-attr]
     elif event.kind == "batch_shipped":
-        cancellations = [
+        cancellations = leftovers(record, event.t) or [
             c for g in record.open_groups() if (c := _straggler(record, g, [], event.t))
         ]
     return cancellations or _fill(record, event.t)
@@ -208,7 +209,7 @@ def _train_room(record: Record) -> int:
         return 0
     if settings.weight_update == "drain" and record.live < record.version:
         return 0
-    if settings.admission not in ("capacity", "areal", "verl", "outstanding", "max-lag"):
+    if settings.admission not in ("capacity", "areal", "verl", "outstanding", "max-lag", "slime"):
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -216,7 +217,7 @@ def _train_room(record: Record) -> int:
     else:
         completed = [e for e in train if e.status == "completed"]
         if not completed:
-            return UNLIMITED
+            return slime_room(record, None) if settings.admission == "slime" else UNLIMITED
         tokens = sum(e.tokens for e in completed)
         per_batch = max(1, -(-(settings.token_batch_size or 0) * len(completed) // tokens))
     if settings.admission == "areal":
@@ -227,6 +228,8 @@ def _train_room(record: Record) -> int:
         return _outstanding_room(record, per_batch)
     if settings.admission == "max-lag":
         return _max_lag_room(record, per_batch)
+    if settings.admission == "slime":
+        return slime_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train

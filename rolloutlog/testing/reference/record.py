@@ -53,6 +53,7 @@ class Group:
     frozen: bool
     size: int
     start_version: int
+    step: int = 0  # the step it opened at
     members: list[Episode] = field(default_factory=list)
     cancellations: list[Cancellation] = field(default_factory=list)
     scored: bool = False
@@ -138,6 +139,7 @@ class Record:
             frozen=event.frozen,
             size=event.group_size,
             start_version=event.policy_version,
+            step=event.step,
         )
 
     def _episode_dispatched(self, event: Any) -> None:

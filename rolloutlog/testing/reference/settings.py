@@ -54,13 +54,16 @@ class Settings:
     max_lag: int = 0  # read only under admission = "max-lag"
     queue_limit: int = 0  # the sink's queue is unbounded
     queue_eviction: str = "oldest-episode"
+    over_sampling_batch_size: int | None = None
+    leftovers: str = "run-on"
 
     @property
     def lag(self) -> int:
         """How far the trainer may lag the step before train dispatch and shipping wait:
-        `target_lag`, or one whatever the bound (prime-rl's constant), and K − 1 more when the
-        trainer publishes every K batches (the sync interval)."""
-        lag = 1 if self.gate_lag == "one" else self.target_lag
+        `target_lag`, or one whatever the bound (prime-rl's constant), or zero (slime's
+        synchronous train.py), and K − 1 more when the trainer publishes every K batches (the
+        sync interval)."""
+        lag = {"one": 1, "zero": 0}.get(self.gate_lag, self.target_lag)
         return lag + self.updates_per_sync - 1
 
     @classmethod

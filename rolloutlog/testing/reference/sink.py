@@ -21,6 +21,7 @@ train group not yet scored holds a member at its last chance.
 from __future__ import annotations
 
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event, GroupScored
+from rolloutlog.testing.reference.oversampling import leftover
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import ZERO, admits, advantages, age, past_bound
 from rolloutlog.testing.reference.settings import Settings
@@ -69,6 +70,8 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
     for episode in sorted(group.arrived(), key=lambda e: e.member):
         if discard:
             out.append(_drop(episode, step, t, "requeue"))
+        elif leftover(record, group):
+            out.append(_drop(episode, step, t, "leftover"))
         elif episode.episode_id in withheld:
             if episode.status == "completed":
                 fresh.append(episode)
@@ -192,6 +195,7 @@ def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
         return []
     if settings.ship_wait == "last-chance" and _last_chance_open(record):
         return []
+    queued = queue  # in the order episodes joined it
     if settings.batch_order == "oldest-first":
         queue = sorted(queue, key=lambda e: e.version)
     if settings.batch_size is not None:
@@ -209,6 +213,8 @@ def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
     trained = [
         e for e in cut if not (settings.filter_zero_advantages and abs(e.advantage or 0.0) <= ZERO)
     ]
+    # slime keeps nothing the full batch left: dropped once it shipped, at the next step
+    left = [e for e in queued if e not in cut] if settings.leftovers == "abort" else []
     return [
         BatchShipped(
             t=t,
@@ -216,5 +222,6 @@ def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
             episode_ids=tuple(e.episode_id for e in cut),
             trained_ids=tuple(e.episode_id for e in trained),
             tokens=sum(e.tokens for e in trained),
-        )
+        ),
+        *(_drop(e, record.step + 1, t, "leftover") for e in left),
     ]

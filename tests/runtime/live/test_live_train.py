@@ -164,3 +164,16 @@ def test_train_runs_tinker_822_and_carries_out_its_wait(tmp_path):
     started = read_log(log)[0]
     assert started.config["ship_wait"] == "last-chance"
     assert started.config["admission"] == "outstanding"
+
+
+def test_train_runs_slime_oversample_and_aborts_its_leftovers(tmp_path):
+    """`--policy slime-oversample` with rounds of six groups for batches of four: the live
+    driver aborts the two groups a full batch leaves out (reason `leftover`), steps run
+    synchronously (every trained episode of age 0), and the log re-decides."""
+    log = tmp_path / "slime.arrow"
+    settings = ("group_size=4", "batch_size=16", "max_inflight=24", "over_sampling_batch_size=6")
+    report = _train_preset(log, "slime-oversample", 3, *settings)
+    assert report["max_trained_age"] == 0
+    events = read_log(log)
+    assert events[0].config["leftovers"] == "abort"
+    assert any(e.kind == "episodes_cancelled" and e.reason == "leftover" for e in events)
