@@ -66,7 +66,13 @@ def _write(rows: list[dict[str, Any]], form: str, out: BinaryIO) -> None:
 
 def _schema() -> pa.Schema:
     """Integers for counts and steps, floats for the rest (null where a step had none)."""
-    counts = {"step", "trained", "off_policy/dropped", "off_policy/requeued"}
+    counts = {
+        "step",
+        "trained",
+        "off_policy/dropped",
+        "off_policy/requeued",
+        "cancelled/redundant",
+    }
     return pa.schema(
         [(name, pa.int64() if name in counts else pa.float64()) for name in STEP_COLUMNS]
     )

@@ -76,6 +76,12 @@ def _rate(unit: Unit) -> Callable[[Mapping[str, Any]], str]:
 
 TIME_ROW, RATE_ROW = "virtual time", "trained episodes / hour"  # their labels vary
 REQUEUED_ROW = "groups requeued"  # shown when a run requeues (tinker, slime-lag)
+REDUNDANT_ROW = "cancelled redundant"  # shown when a run has redundant members (roll-flash)
+# Rows shown only when some run has the figure: a run without the mechanism reads as before.
+_SHOWN_IF: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+    REQUEUED_ROW: lambda run: bool(run.get("groups_requeued")),
+    REDUNDANT_ROW: lambda run: bool(run["episodes_cancelled"].get("redundant")),
+}
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
     ("run finished", lambda run: run.get("run_finished") or "unfinished"),  # a torn log
@@ -90,6 +96,7 @@ ROWS: tuple[Row, ...] = (
     ("dropped stale (sink)", _number("episodes_dropped_stale")),
     ("cancelled stale (dispatcher)", _cancelled("stale")),
     ("cancelled overload", _cancelled("overload")),
+    (REDUNDANT_ROW, _cancelled("redundant")),
     ("failed", _number("episodes_failed")),
     ("late arrivals", _number("episodes_late")),
     ("partial groups", _number("groups_partial")),
@@ -114,9 +121,9 @@ def report_table(
     table.add_column("metric")
     for name in runs:
         table.add_column(name, justify="right")
-    requeues = any(run.get("groups_requeued") for run in runs.values())
+    hidden = {label for label, has in _SHOWN_IF.items() if not any(map(has, runs.values()))}
     for label, show in ROWS:
-        if label == REQUEUED_ROW and not requeues:
+        if label in hidden:
             continue
         if label == RATE_ROW:
             label, show = f"trained episodes / {unit[1]}", _rate(unit)

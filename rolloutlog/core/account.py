@@ -17,8 +17,9 @@ It checks, each at the seq where it broke:
 - ship hold: batch `s` ships only once the trainer is at `policy_version ≥ s − 1 − target_lag`;
 - dispatch gate: no train dispatch while `(step − 1) − policy_version > target_lag`;
 - conservation: each dispatched episode arrives or is cancelled once; a group finalizes
-  with arrived + cancelled = G; nothing is open at `run_finished`, and nothing is opened,
-  dispatched or shipped after it;
+  with arrived + cancelled = G + r, at most G arrived (`core.account_redundant`: r is
+  `group_redundancy`, the members past G cancelled as `redundant` at the G-th arrival);
+  nothing is open at `run_finished`, and nothing is opened, dispatched or shipped after it;
 - versions: each `version_pending` announces a new version whose batch has shipped
   (`version < v ≤ batches shipped`);
 - restarts: a `run_resumed` names exactly what was in flight, resumes from a checkpoint
@@ -54,6 +55,7 @@ from rolloutlog.core.account_properties import (
     areal_problem,
     kept_properties,
 )
+from rolloutlog.core.account_redundant import RedundancyChecks
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
 from rolloutlog.core.config import RunConfig
@@ -78,7 +80,7 @@ class HoldsDispatcher(Protocol):
     def dispatcher_state(self) -> Any: ...
 
 
-class Account(RestartChecks, RequeueChecks):
+class Account(RestartChecks, RequeueChecks, RedundancyChecks):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
     With `raise_on_violation`, the first broken property raises `InvariantViolation`;
@@ -93,6 +95,8 @@ class Account(RestartChecks, RequeueChecks):
         # prime-rl's gate and hold allow a lag of one whatever the bound (`gate_lag`)
         self.target_lag: int = 1 if config.gate_lag == "one" else config.target_lag
         self.group_size: int = config.group_size
+        self.redundancy: int = config.group_redundancy
+        self.redundant_due: set[str] = set()
         self.batch_size: int | None = config.batch_size
         self.config = config
         self.kept = kept_properties(config)
@@ -183,7 +187,9 @@ class Account(RestartChecks, RequeueChecks):
                 for episode_id, (version, _) in group.inflight.items():
                     if version != announced and group.stale(version, step, bound):
                         self._fail(seq, world_kind, f"stale {episode_id} of {group_id} in flight")
-        elif world_kind == "run_resumed":
+        if self.redundant_due:
+            self._redundant_settled(seq, world_kind)
+        if world_kind == "run_resumed":
             self._restart_settled(seq)
         elif world_kind == "run_finished":
             if self.groups:
@@ -217,9 +223,9 @@ class Account(RestartChecks, RequeueChecks):
             problem = areal_problem(self.config, self.version, self.groups.values(), self.run)
             if problem:
                 self._fail(seq, kind, problem)
-        self.groups[group_id] = Group(
-            number, size, work == "train", frozen, version, unscheduled=size
-        )
+        group = Group(number, size, work == "train", frozen, version)
+        group.unscheduled = self.members(group)
+        self.groups[group_id] = group
         if work == "train":
             self._requeue_opened(seq, group_id, task)
         return None
@@ -277,6 +283,8 @@ class Account(RestartChecks, RequeueChecks):
             self._check_straggler(seq, group, episode_ids, unscheduled)
         elif reason == "restart":
             self._check_restart_cancel(seq, episode_ids, unscheduled)
+        elif reason == "redundant":
+            self._redundant_cancel(seq, group_id, group, episode_ids, unscheduled)
         if self.capacity and group.train:
             self.train_promised -= len(episode_ids)
             self.train_inflight -= len(episode_ids)
@@ -290,8 +298,8 @@ class Account(RestartChecks, RequeueChecks):
             del self.inflight[episode_id]
         group.unscheduled -= unscheduled
         group.cancelled += len(episode_ids) + unscheduled
-        if len(group.arrived) + group.cancelled > group.size:
-            self._fail(seq, kind, f"{group_id} accounts for more than G={group.size}")
+        if len(group.arrived) + group.cancelled > self.members(group):
+            self._fail(seq, kind, f"{group_id} accounts for more than {self.members(group)}")
         self._close_if_done(group)
         return None
 
@@ -335,6 +343,7 @@ class Account(RestartChecks, RequeueChecks):
             self.train_inflight -= 1
         group.arrived[episode_id] = (member, version, reward, tokens)
         self._close_if_done(group)
+        self._redundant_arrived(seq, kind, episode_id.rpartition("/")[0], group)
         return group
 
     def _late(self, seq: int, kind: str, episode_id: str) -> None:
@@ -390,10 +399,10 @@ class Account(RestartChecks, RequeueChecks):
         group = self.groups.pop(group_id, None)
         if group is None:
             return self._fail(seq, kind, f"{group_id} finalized twice or never opened")
-        if group.owes or len(group.arrived) + group.cancelled != group.size:
+        if group.owes or len(group.arrived) + group.cancelled != self.members(group):
             arrived = len(group.arrived)
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
-            return self._fail(seq, kind, f"{problem} != G={group.size}")
+            return self._fail(seq, kind, f"{problem} != G+r={self.members(group)}")
         self._requeue_whole(seq, group_id, group)
         fresh = sorted(
             (member, episode_id, reward)

@@ -112,6 +112,9 @@ class RunConfig:
         "fixed", None, "smoothing windows: fixed 5 s slots, or restarting at the first event"
     )
     eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
+    group_redundancy: int = checked(
+        0, at_least(0), "r: members dispatched past G; the first G arrivals finalize a group"
+    )
 
     def startup_problems(self) -> list[str]:
         """Why rolloutlog would not start a run with this config (empty when it would).
@@ -176,6 +179,7 @@ FIELD_RULE_KEYS = (
     "overload_count",
     "admission_window",
     "eval_first",
+    "group_redundancy",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

@@ -27,6 +27,7 @@ from rolloutlog.core.curriculum import ScoredGroup
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.handlers import Handlers
 from rolloutlog.core.rules.composition import take
+from rolloutlog.core.rules.group_shape import members
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
 from rolloutlog.core.sink_state import (
     Arrival,
@@ -111,7 +112,7 @@ def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
         env=event.env,
         train=event.work == "train",
         frozen=event.frozen,
-        size=event.group_size,
+        size=members(event.group_size, state.config.group_redundancy),
     )
 
 

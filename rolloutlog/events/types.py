@@ -18,11 +18,24 @@ import attrs
 UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
-CancelReason: TypeAlias = Literal["stale", "overload", "straggler", "shutdown", "restart"]
+CancelReason: TypeAlias = Literal[
+    "stale", "overload", "straggler", "shutdown", "restart", "redundant"
+]
 DropReason: TypeAlias = Literal["stale", "requeue"]
 
 WORK_KINDS: Final = ("train", "eval")
-CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart")
+# Reasons only a policy key off by default gives (`group_redundancy`): the summaries list
+# them only where a run has one, so a default run's figures read as they did.
+OPTIONAL_CANCEL_REASONS: Final = ("redundant",)
+CANCEL_REASONS: Final = (
+    "stale",
+    "overload",
+    "straggler",
+    "shutdown",
+    "restart",
+    *OPTIONAL_CANCEL_REASONS,
+)
+ALWAYS_CANCEL_REASONS: Final = CANCEL_REASONS[: -len(OPTIONAL_CANCEL_REASONS)]
 DROP_REASONS: Final = ("stale", "requeue")
 
 

@@ -177,7 +177,7 @@ def _cancelled(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> st
     account.on_cancelled(seq, group_id, ids, unscheduled, reason)
     state.landed(account.groups.get(group_id))
     if state.split is not None:
-        state.split.on_cancelled(ids)
+        state.split.on_cancelled(ids, reason)
     return (
         f"('episodes_cancelled', {seq}, {t_text}, {group_id!r}, {tuple(ids)!r}, "
         f"{unscheduled}, {reason!r})"

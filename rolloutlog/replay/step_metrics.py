@@ -13,7 +13,9 @@ from event objects (`observe`) or straight from record batches (`from_batches`).
 it keeps `off_policy/mean|max` (age), `off_policy/in_flight/mean|max` and
 `off_policy/in_queue/mean|max` over the episodes the batch trains, `off_policy/dropped`
 (episodes the sink dropped as stale during the step), `off_policy/requeued` (groups of
-them discarded whole and requeued: tinker, slime-lag), `dispatcher/off_policy/mean|max`
+them discarded whole and requeued: tinker, slime-lag), `cancelled/redundant` (in-flight
+members past G cancelled at their group's G-th arrival, `group_redundancy`; at run level
+only where a run has one), `dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
 and `reward/mean` (over the trained episodes). The run-level values aggregate every
 episode (not the step means); see docs/replay.md.
@@ -44,6 +46,7 @@ IN_QUEUE: Final = "off_policy/in_queue"
 DISPATCHER: Final = "dispatcher/off_policy"
 DROPPED: Final = "off_policy/dropped"
 REQUEUED: Final = "off_policy/requeued"
+REDUNDANT: Final = "cancelled/redundant"
 # The per-step table's columns, in order (`rolloutlog metrics`).
 STEP_COLUMNS: Final = (
     "step",
@@ -52,6 +55,7 @@ STEP_COLUMNS: Final = (
     *(f"{name}/{stat}" for name in (OFF_POLICY, IN_FLIGHT, IN_QUEUE) for stat in ("mean", "max")),
     DROPPED,
     REQUEUED,
+    REDUNDANT,
     f"{DISPATCHER}/mean",
     f"{DISPATCHER}/max",
     "reward/mean",
@@ -102,6 +106,7 @@ class _Window:
     reward: Stat = attrs.Factory(Stat)
     dropped: int = 0
     requeued: set[str] = attrs.Factory(set)  # groups discarded for requeue
+    redundant: int = 0  # in-flight members cancelled as redundant
 
     def values(self) -> dict[str, Any]:
         stats = ((OFF_POLICY, self.age), (IN_FLIGHT, self.in_flight), (IN_QUEUE, self.in_queue))
@@ -110,6 +115,7 @@ class _Window:
             out[f"{name}/mean"], out[f"{name}/max"] = stat.mean(), stat.largest
         out[DROPPED] = self.dropped
         out[REQUEUED] = len(self.requeued)
+        out[REDUNDANT] = self.redundant
         out[f"{DISPATCHER}/mean"] = self.dispatcher.mean()
         out[f"{DISPATCHER}/max"] = self.dispatcher.largest
         return out
@@ -122,7 +128,7 @@ _READS: Final[dict[str, tuple[str, ...]]] = {
     "episode_dispatched": ("group_id", "episode_id", "policy_version"),
     "episode_completed": ("episode_id", "reward"),
     "episode_failed": ("episode_id",),
-    "episodes_cancelled": ("episode_ids",),
+    "episodes_cancelled": ("episode_ids", "reason"),
     "version_pending": (),
     "version_live": ("version",),
     "episode_dropped": ("episode_id", "reason"),
@@ -204,8 +210,12 @@ class StepMetrics:
         """Nothing to settle: the split counts events as they come (a loop observer)."""
 
     def run_values(self) -> dict[str, Any]:
-        """The run-level values, under their metric names."""
-        return self.run.values()
+        """The run-level values, under their metric names; `cancelled/redundant` only where
+        the run has one, so a run without redundant members reports what it did before."""
+        values = self.run.values()
+        if not values[REDUNDANT]:
+            del values[REDUNDANT]
+        return values
 
     # --- per kind (also fed row by row by the columnar fold) ------------------------------
 
@@ -226,9 +236,12 @@ class StepMetrics:
             self.arrived[episode_id] = (version, self.live_version, reward)
             self.members.setdefault(episode_id.rpartition("/")[0], []).append(episode_id)
 
-    def on_cancelled(self, episode_ids: Sequence[str]) -> None:
+    def on_cancelled(self, episode_ids: Sequence[str], reason: str) -> None:
         for episode_id in episode_ids:
             self.inflight.pop(episode_id, None)
+        if reason == "redundant":
+            for part in (self.window, self.run):
+                part.redundant += len(episode_ids)
 
     def on_version_pending(self) -> None:
         # Counted here, once a step, rather than kept up to date on every dispatch and

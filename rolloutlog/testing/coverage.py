@@ -22,6 +22,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "delayed_live": ("another world event between version_pending and its version_live", 0.05),
     "admission_smoothing": ("admission smoothing is on", 0.05),
     "requeue": ("a group discarded for requeue, its task opened again as a new group", 0.10),
+    "redundant": ("a group's G-th arrival cancels its members past G (redundant)", 0.10),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -80,6 +81,8 @@ def features(log: Sequence[Event]) -> set[str]:
             if e.reason == "stale":
                 stale_cancelled.add(e.group_id)
                 found.add("stale_cancel")
+            elif e.reason == "redundant":
+                found.add("redundant")
         elif kind == "version_pending":
             live_owed = e.version
             if _mixed(groups, step, config.get("max_off_policy_steps", 0)):

@@ -58,6 +58,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "overload_count": draw(st.sampled_from(["owed", "in-flight"])),
         "admission_window": draw(st.sampled_from(["fixed", "restarting"])),
         "eval_first": draw(st.booleans()),
+        "group_redundancy": draw(st.sampled_from([0, 0, 0, 1, 2])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))

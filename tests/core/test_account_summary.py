@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given
 
 from rolloutlog.events.types import (
-    CANCEL_REASONS,
+    ALWAYS_CANCEL_REASONS,
     BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
@@ -37,7 +37,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     train: dict[str, bool] = {}
     stamp: dict[str, int] = {}
     in_flight: set[str] = set()
-    cancelled = dict.fromkeys(CANCEL_REASONS, 0)
+    cancelled = dict.fromkeys(ALWAYS_CANCEL_REASONS, 0)  # `redundant` only where it occurs
     scored = partial = admitted = late = unscheduled = trained = pruned = 0
     ages: Counter[int] = Counter()
     frozen: dict[str, bool] = {}
@@ -71,7 +71,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                     late += 1
             case EpisodesCancelled():
                 in_flight.difference_update(event.episode_ids)
-                cancelled[event.reason] += len(event.episode_ids)
+                cancelled[event.reason] = cancelled.get(event.reason, 0) + len(event.episode_ids)
                 unscheduled += event.unscheduled
             case GroupScored() if train[event.group_id]:
                 scored += len(event.episode_ids)

@@ -62,6 +62,7 @@ FIELD_TYPES: dict[str, object] = {
     "overload_count": "literal",
     "admission_window": "literal",
     "eval_first": bool,
+    "group_redundancy": int,
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
@@ -75,6 +76,7 @@ OUT_OF_RANGE: dict[str, list[Any]] = {
     "frozen_fraction": [1.5, -0.25, 2],
     "curriculum": ["no-such-rule"],
     "zero_output_batches": [0],
+    "group_redundancy": [-1],
 }
 OPTIONAL = {"batch_size", "token_batch_size"}
 WHERES = st.sampled_from(["config", "scenario.run", "run_started.config"])

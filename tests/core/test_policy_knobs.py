@@ -159,6 +159,7 @@ FIELD_RULES_OFF = {
     "overload_count": "owed",
     "admission_window": "fixed",
     "eval_first": False,
+    "group_redundancy": 0,
 }
 
 

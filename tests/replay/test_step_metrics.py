@@ -97,7 +97,8 @@ def hand_log() -> list[ev.Event]:
 
 
 # step, trained, age mean/max, in flight mean/max, in queue mean/max, dispatcher mean/max,
-# mean reward (off_policy/dropped and off_policy/requeued are 0 throughout)
+# mean reward (off_policy/dropped, off_policy/requeued and cancelled/redundant are 0
+# throughout; the run values leave the last out)
 EXPECTED_ROWS = [
     (1, 1, 0, 0, 0, 0, 0, 0, None, None, 1.0),
     (2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0.5),
@@ -118,7 +119,7 @@ EXPECTED_RUN = {
 
 
 def _row(row: dict[str, object]) -> tuple[object, ...]:
-    dropped = ("off_policy/dropped", "off_policy/requeued")
+    dropped = ("off_policy/dropped", "off_policy/requeued", "cancelled/redundant")
     return tuple(row[name] for name in STEP_COLUMNS if name not in ("time", *dropped))
 
 

@@ -83,6 +83,7 @@ class TrainLedger:
     arrival_tokens: int = 0
     arrivals: int = 0
     owed: int = 0  # members open train groups still owe (AReaL admission)
+    redundancy: int = 0  # r: each group owes G + r members (`core.rules.group_shape`)
     accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
 
     def beyond_trainer(self) -> int:
@@ -175,13 +176,14 @@ def areal_groups(config: RunConfig, ledger: TrainLedger, version: int) -> int | 
 
 def areal_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
     """Train episodes AReaL admission allows now: the members open groups still owe, and
-    `G` for each group its capacity lets open; None when unlimited."""
+    `G` (G + r, with redundant members) for each group its capacity lets open; None when
+    unlimited."""
     groups = areal_groups(config, ledger, version)
     if groups is None:
         return None
     if not ledger.unscored:
         groups = max(groups, 1)  # liveness, see the module docstring
-    return ledger.owed + max(0, groups) * config.group_size
+    return ledger.owed + max(0, groups) * (config.group_size + config.group_redundancy)
 
 
 def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
@@ -190,7 +192,7 @@ def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
     evolve_ledger(ledger, event)
     match event:
         case GroupOpened(work="train"):
-            ledger.owed += event.group_size
+            ledger.owed += event.group_size + ledger.redundancy
         case EpisodeDispatched() if event.group_id in ledger.unscored:
             ledger.owed -= 1
         case EpisodesCancelled() if event.group_id in ledger.unscored:

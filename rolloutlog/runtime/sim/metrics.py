@@ -19,12 +19,20 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.events.types import CANCEL_REASONS, BatchShipped, GroupScored
+from rolloutlog.events.types import (
+    ALWAYS_CANCEL_REASONS,
+    CANCEL_REASONS,
+    BatchShipped,
+    GroupScored,
+)
 from rolloutlog.runtime.sim.world import EpisodePlan
 
 KEPT_FATES = ("trained", "pruned", "rejected", "eval", "unshipped")
 WASTED_FATES = ("failed", "dropped_stale", *(f"cancelled_{r}" for r in CANCEL_REASONS))
 FATES = KEPT_FATES + WASTED_FATES
+# The fates every run reports; an optional cancel reason's fate only where a run has one.
+_ALWAYS_WASTED = ("failed", "dropped_stale", *(f"cancelled_{r}" for r in ALWAYS_CANCEL_REASONS))
+REPORTED_FATES = KEPT_FATES + _ALWAYS_WASTED
 SERIES_POINTS_MAX = 512
 
 
@@ -74,8 +82,8 @@ class SimMetrics:
     """Accumulates fates, generation seconds and the selection bias of what trained."""
 
     def __init__(self) -> None:
-        self.seconds = dict.fromkeys(FATES, 0.0)
-        self.episodes = dict.fromkeys(FATES, 0)
+        self.seconds = dict.fromkeys(REPORTED_FATES, 0.0)
+        self.episodes = dict.fromkeys(REPORTED_FATES, 0)
         self.finished_discarded = 0
         self.late_arrivals = 0
         # Races drawn at `late_arrival_rate` (not recorded facts) whose loss would discard a
@@ -91,7 +99,7 @@ class SimMetrics:
 
     def wasted_seconds(self) -> float:
         """Generation seconds spent on episodes never trained (failed, dropped, cancelled)."""
-        return sum(self.seconds[f] for f in WASTED_FATES)
+        return sum(self.seconds.get(f, 0.0) for f in WASTED_FATES)
 
     def on_dispatched(self, plan: EpisodePlan) -> None:
         """A train episode's task joins the baseline of the selection-bias ratios."""
@@ -161,8 +169,8 @@ class SimMetrics:
         self.wasted_series.add(t, self.wasted_seconds())
 
     def _seal(self, fate: str, seconds: float) -> None:
-        self.seconds[fate] += seconds
-        self.episodes[fate] += 1
+        self.seconds[fate] = self.seconds.get(fate, 0.0) + seconds
+        self.episodes[fate] = self.episodes.get(fate, 0) + 1
 
     def as_dict(self, virtual_seconds: float, trainer_busy_s: float) -> dict[str, Any]:
         """The simulator's keys of `simulate --json` (definitions: docs/simulator.md)."""

@@ -3,12 +3,12 @@
 On `run_finished` it cancels all that is owed (`shutdown`) and decides nothing after. On
 `run_resumed` it cancels what was in flight (`restart`), nothing unscheduled. On
 `version_pending` it cancels stale in-flight work (none under soft staleness) and straggler
-cuts; on `overload_cut`
-whole groups, youngest first; on `batch_shipped` straggler cuts. Any event that draws no
-cancellation fills free permits: the oldest open group that owes members first, then new
-groups (an owed eval group before train, a requeued task before a fresh one). Under a
-requeue rule nothing is cancelled as stale. Permits freed by its own cancellations are
-refilled when it sees those cancellations.
+cuts; on `overload_cut` whole groups, youngest first; on `batch_shipped` straggler cuts; on a
+group's G-th arrival, under `group_redundancy` r, the members past G it still owes
+(`redundant`). Any event that draws no cancellation fills free permits: the oldest open
+group that owes members first, then new groups (an owed eval group before train, a requeued
+task before a fresh one). Under a requeue rule nothing is cancelled as stale. Permits freed
+by its own cancellations are refilled when it sees those cancellations.
 """
 
 from __future__ import annotations
@@ -44,7 +44,20 @@ def decide(record: Record, event: Event) -> list[Event]:
         cancellations = [
             c for g in record.open_groups() if (c := _straggler(record, g, [], event.t))
         ]
+    elif event.kind in ("episode_completed", "episode_failed"):
+        cancellations = _redundant(record, event)
     return cancellations or _fill(record, event.t)
+
+
+def _redundant(record: Record, event: Event) -> list[Event]:
+    """A group's G-th arrival (a failed one counts) cancels all it still owes."""
+    if event.seq not in record.natural_arrivals:
+        return []
+    group = record.groups[event.episode_id.rpartition("/")[0]]  # type: ignore[union-attr]
+    owed = group.size - group.accounted()
+    if len(group.arrived()) != record.config.group_size or not owed:
+        return []
+    return [_cancel(group, group.in_flight(), group.unscheduled(), "redundant", event.t)]
 
 
 def _cancel(
@@ -234,7 +247,7 @@ def _areal_room(record: Record, per_batch: int) -> int:
     if not running:
         may_open = max(may_open, 1)
     owed = sum(g.unscheduled() for g in running)
-    return owed + max(0, may_open) * settings.group_size
+    return owed + max(0, may_open) * (settings.group_size + settings.group_redundancy)
 
 
 def _evals_owed(record: Record) -> int:
@@ -293,7 +306,8 @@ def _fill(record: Record, t: float) -> list[Event]:
                     frozen=frozen,
                 )
             )
-            count = min(free, settings.group_size, room if work == "train" else free)
+            size = settings.group_size + settings.group_redundancy
+            count = min(free, size, room if work == "train" else free)
             out += _dispatch(group_id, 0, count, record.version, t)
             free -= count
             room -= count if work == "train" else 0

@@ -44,6 +44,7 @@ class Settings:
     overload_count: str = "owed"
     admission_window: str = "fixed"
     eval_first: bool = False
+    group_redundancy: int = 0  # r: members dispatched past G; the first G arrivals finalize
 
     @property
     def lag(self) -> int:
