@@ -52,8 +52,10 @@ from rolloutlog.core.account_properties import (
     CAPACITY,
     HARD_BOUND,
     NO_STALE_IN_FLIGHT,
+    ROLL_ADMISSION,
     areal_problem,
     kept_properties,
+    roll_problem,
 )
 from rolloutlog.core.account_redundant import RedundancyChecks
 from rolloutlog.core.account_requeue import RequeueChecks
@@ -97,6 +99,7 @@ class Account(RestartChecks, RequeueChecks, RedundancyChecks):
         self.group_size: int = config.group_size
         self.redundancy: int = config.group_redundancy
         self.redundant_due: set[str] = set()
+        self.roll_used = 0  # train groups opened and not aborted (ROLL admission)
         self.batch_size: int | None = config.batch_size
         self.config = config
         self.kept = kept_properties(config)
@@ -223,6 +226,12 @@ class Account(RestartChecks, RequeueChecks, RedundancyChecks):
             problem = areal_problem(self.config, self.version, self.groups.values(), self.run)
             if problem:
                 self._fail(seq, kind, problem)
+        if work == "train" and ROLL_ADMISSION in self.kept:
+            running = sum(g.train for g in self.groups.values())
+            problem = roll_problem(self.config, self.version, self.roll_used, running)
+            if problem:
+                self._fail(seq, kind, problem)
+        self.roll_used += work == "train"
         group = Group(number, size, work == "train", frozen, version)
         group.unscheduled = self.members(group)
         self.groups[group_id] = group
@@ -289,6 +298,9 @@ class Account(RestartChecks, RequeueChecks, RedundancyChecks):
             self.train_promised -= len(episode_ids)
             self.train_inflight -= len(episode_ids)
         stale = reason == "stale"
+        if stale and group.train and not group.aborted:
+            group.aborted = True
+            self.roll_used -= 1
         for episode_id in episode_ids:
             found = group.inflight.pop(episode_id, None)
             if found is None:

@@ -10,6 +10,7 @@ Every property not named here holds for every policy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Final
 
@@ -21,6 +22,7 @@ HARD_BOUND: Final = "hard-bound"  # nothing trains past max_off_policy_steps
 NO_STALE_IN_FLIGHT: Final = "no-stale-in-flight"  # a version update leaves no stale in flight
 CAPACITY: Final = "capacity"  # capacity admission's horizon, in episodes
 AREAL_ADMISSION: Final = "areal-admission"  # AReaL's get_capacity, in groups
+ROLL_ADMISSION: Final = "roll-admission"  # ROLL's generation budget, in groups
 
 
 def kept_properties(config: RunConfig) -> frozenset[str]:
@@ -38,6 +40,8 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
         kept.add(CAPACITY)
     if config.batch_size is not None and config.admission == "areal":
         kept.add(AREAL_ADMISSION)
+    if config.batch_size is not None and config.admission == "roll":
+        kept.add(ROLL_ADMISSION)
     return frozenset(kept)
 
 
@@ -55,4 +59,15 @@ def areal_problem(
     accepted = summary.admitted_groups
     if running and (running >= config.max_inflight or accepted + running >= horizon):
         return f"areal admission: {accepted} accepted + {running} running groups of {horizon}"
+    return None
+
+
+def roll_problem(config: RunConfig, version: int, used: int, running: int) -> str | None:
+    """Why a train group may not open under ROLL admission now, or None: the groups begun
+    and not aborted (`used`) must stay under `⌈α·B⌉ + (v + 1)·B`, `B = max(1, batch_size //
+    G)`, unless no train group is open (the liveness exception). The account's own count."""
+    per_batch = max(1, (config.batch_size or 0) // config.group_size)
+    budget = math.ceil(config.async_generation_ratio * per_batch) + (version + 1) * per_batch
+    if running and used >= budget:
+        return f"roll admission: {used} groups begun and not aborted, budget {budget}"
     return None

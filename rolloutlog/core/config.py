@@ -21,7 +21,7 @@ import attrs
 from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
-AdmissionPolicy = Literal["none", "capacity", "areal"]
+AdmissionPolicy = Literal["none", "capacity", "areal", "roll"]
 BatchOrder = Literal["fifo", "oldest-first"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
 GateLag = Literal["target-lag", "one"]
@@ -88,7 +88,7 @@ class RunConfig:
     curriculum: str = checked("all", known_curriculum, "group admission rule (core.curriculum)")
     zero_output_batches: int = checked(10, at_least(1), "stop after N batches of nothing admitted")
     admission: AdmissionPolicy = checked(
-        "none", None, "capacity: cap train work ahead of trainer; areal: AReaL's, in groups"
+        "none", None, "capacity: cap train work ahead of trainer; areal, roll: theirs, in groups"
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
@@ -112,6 +112,9 @@ class RunConfig:
         "fixed", None, "smoothing windows: fixed 5 s slots, or restarting at the first event"
     )
     eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
+    async_generation_ratio: float = checked(
+        0.0, at_least(0.0), "α: ROLL's head start, in batches (admission = roll)"
+    )
     group_redundancy: int = checked(
         0, at_least(0), "r: members dispatched past G; the first G arrivals finalize a group"
     )
@@ -180,6 +183,7 @@ FIELD_RULE_KEYS = (
     "admission_window",
     "eval_first",
     "group_redundancy",
+    "async_generation_ratio",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

@@ -97,6 +97,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "allowance": admission.areal_left,
             "follow_ledger": admission.evolve_group_ledger,
         },
+        "roll": {
+            "allowance": admission.roll_left,
+            "follow_ledger": admission.evolve_roll_ledger,
+        },
     },
     "admission_smoothing": {
         False: {"permits": admission.unsmoothed},

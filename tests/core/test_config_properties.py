@@ -63,6 +63,7 @@ FIELD_TYPES: dict[str, object] = {
     "admission_window": "literal",
     "eval_first": bool,
     "group_redundancy": int,
+    "async_generation_ratio": float,
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
@@ -77,6 +78,7 @@ OUT_OF_RANGE: dict[str, list[Any]] = {
     "curriculum": ["no-such-rule"],
     "zero_output_batches": [0],
     "group_redundancy": [-1],
+    "async_generation_ratio": [-0.5],
 }
 OPTIONAL = {"batch_size", "token_batch_size"}
 WHERES = st.sampled_from(["config", "scenario.run", "run_started.config"])

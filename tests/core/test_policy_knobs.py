@@ -160,6 +160,7 @@ FIELD_RULES_OFF = {
     "admission_window": "fixed",
     "eval_first": False,
     "group_redundancy": 0,
+    "async_generation_ratio": 0.0,
 }
 
 

@@ -13,6 +13,8 @@ by its own cancellations are refilled when it sees those cancellations.
 
 from __future__ import annotations
 
+import math
+
 from rolloutlog.events.types import EpisodeDispatched, EpisodesCancelled, Event, GroupOpened
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import age, past_bound, task
@@ -205,7 +207,7 @@ def _train_room(record: Record) -> int:
     settings = record.config
     if (record.step - 1) - record.version > settings.lag:
         return 0
-    if settings.admission not in ("capacity", "areal"):
+    if settings.admission not in ("capacity", "areal", "roll"):
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -218,6 +220,8 @@ def _train_room(record: Record) -> int:
         per_batch = max(1, -(-(settings.token_batch_size or 0) * len(completed) // tokens))
     if settings.admission == "areal":
         return _areal_room(record, per_batch)
+    if settings.admission == "roll":
+        return _roll_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train
@@ -226,6 +230,21 @@ def _train_room(record: Record) -> int:
     batches_left = settings.max_off_policy_steps + record.version + 1 - record.batches
     room = batches_left * per_batch - (queued + unscored + in_flight)
     return room if in_flight else max(room, 1)
+
+
+def _roll_room(record: Record, per_batch: int) -> int:
+    """ROLL's budget, by groups (prompts): train groups opened and never cancelled as stale
+    may number `⌈α·B⌉ + (version + 1)·B`, `B = max(1, per_batch // G)`; one more always may
+    while none is open. What open groups still owe may always go out."""
+    settings = record.config
+    groups = max(1, per_batch // settings.group_size)
+    budget = math.ceil(settings.async_generation_ratio * groups) + (record.version + 1) * groups
+    train = [g for g in record.groups.values() if g.train]
+    used = sum(not any(c.reason == "stale" for c in g.cancellations) for g in train)
+    running = [g for g in train if not g.scored]
+    may_open = budget - used if running else max(budget - used, 1)
+    owed = sum(g.unscheduled() for g in running)
+    return owed + max(0, may_open) * (settings.group_size + settings.group_redundancy)
 
 
 def _areal_room(record: Record, per_batch: int) -> int:

@@ -45,6 +45,7 @@ class Settings:
     admission_window: str = "fixed"
     eval_first: bool = False
     group_redundancy: int = 0  # r: members dispatched past G; the first G arrivals finalize
+    async_generation_ratio: float = 0.0  # α: ROLL admission's head start, in batches
 
     @property
     def lag(self) -> int:

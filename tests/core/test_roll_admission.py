@@ -1,0 +1,58 @@
+"""ROLL's generation budget (`admission = "roll"`, `async_generation_ratio` α): train groups
+begun and not aborted stay under `⌈α·B⌉ + (v + 1)·B`, B prompts (groups) a batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rolloutlog.core import presets
+from rolloutlog.core.account import InvariantViolation
+from rolloutlog.core.rules import admission
+from rolloutlog.events.types import GroupOpened
+from tests.core.test_scenarios import Run
+
+# G = 2, B = 2 groups a batch, α = 0.5: a budget of ⌈1⌉ + 2 = 3 groups at version 0.
+ROLL: dict[str, Any] = {
+    "group_size": 2,
+    "batch_size": 4,
+    "max_inflight": 20,
+    "admission": "roll",
+    "async_generation_ratio": 0.5,
+}
+
+
+def _opened(run: Run) -> list[str]:
+    return [e.group_id for e in run.log if isinstance(e, GroupOpened)]
+
+
+@pytest.mark.parametrize(("ratio", "groups"), [(0.0, 2), (0.5, 3), (1.0, 4), (1.5, 5)])
+def test_the_budget_is_the_head_start_and_one_batch_per_version(ratio: float, groups: int) -> None:
+    run = Run(**{**ROLL, "async_generation_ratio": ratio})
+    assert _opened(run) == [f"g{n}" for n in range(1, groups + 1)]
+
+
+def test_a_version_adds_one_batch_of_groups() -> None:
+    run = Run(**ROLL)
+    run.complete(*(f"g{n}/{m}" for n in (1, 2) for m in (0, 1)))  # batch 1 ships
+    assert _opened(run) == ["g1", "g2", "g3"]
+    run.publish(1)
+    assert _opened(run) == ["g1", "g2", "g3", "g4", "g5"]
+
+
+def test_a_stale_abort_gives_its_group_back() -> None:
+    run = Run(**{**ROLL, "max_off_policy_steps": 0, "target_lag": 0, "staleness": "per-group"})
+    run.complete("g1/0", "g1/1", "g2/0", "g2/1")  # batch 1 ships; g3 runs at v0
+    run.publish(1)  # g3 is stale and aborted: its place and version 1's batch open g4-g6
+    assert _opened(run) == ["g1", "g2", "g3", "g4", "g5", "g6"]
+
+
+def test_the_account_catches_a_dispatcher_past_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    def generous(config: Any, ledger: Any, version: int) -> int | None:
+        left = admission.roll_left(config, ledger, version)
+        return None if left is None else left + config.group_size  # one group too many
+
+    monkeypatch.setitem(presets.CHOICES["admission"]["roll"], "allowance", generous)
+    with pytest.raises(InvariantViolation, match="roll admission: 3 groups begun"):
+        Run(**ROLL)
