@@ -22,7 +22,7 @@ from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
 AdmissionPolicy = Literal["none", "capacity", "areal", "roll"]
-BatchOrder = Literal["fifo", "oldest-first"]
+BatchOrder = Literal["fifo", "oldest-first", "roll-window"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
 GateLag = Literal["target-lag", "one"]
 StaleCancel = Literal["in-flight", "open"]
@@ -91,7 +91,9 @@ class RunConfig:
         "none", None, "capacity: cap train work ahead of trainer; areal, roll: theirs, in groups"
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
-    batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
+    batch_order: BatchOrder = checked(
+        "fifo", None, "batch cut order: fifo, oldest-first, or roll-window (ROLL's get_batch)"
+    )
     requeue: RequeuePolicy = checked(
         "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
     )

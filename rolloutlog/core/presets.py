@@ -113,6 +113,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "batch_order": {
         "fifo": {"batch_order": composition.fifo},
         "oldest-first": {"batch_order": composition.oldest_first},
+        "roll-window": {"batch_order": composition.roll_window},
     },
     "requeue": {
         "none": {

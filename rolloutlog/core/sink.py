@@ -379,7 +379,7 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
         return []  # the run is over: what finalizes at shutdown is scored, never trained
     if state.version < state.step - 1 - state.rules.lag(config):
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
-    cut = take(state.rules.batch_order, config, queue)
+    cut = take(state.rules.batch_order, config, queue, state.step)
     if not cut:
         return []
     trained = [

@@ -49,7 +49,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "admission": draw(st.sampled_from(["none", "capacity", "areal", "roll"])),
         "async_generation_ratio": draw(st.sampled_from([0.0, 0.5, 1.0, 1.5])),
         "straggler_cut": draw(st.booleans()),
-        "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
+        "batch_order": draw(st.sampled_from(["fifo", "oldest-first", "roll-window"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
         "requeue": draw(st.sampled_from(["none", "none", "at-ship", "at-completion"])),
         "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one"])),

@@ -9,7 +9,10 @@ import pytest
 
 from rolloutlog.core import presets
 from rolloutlog.core.account import InvariantViolation
+from rolloutlog.core.config import RunConfig
 from rolloutlog.core.rules import admission
+from rolloutlog.core.rules.composition import roll_window, take
+from rolloutlog.core.sink_state import Queued
 from rolloutlog.events.types import GroupOpened
 from tests.core.test_scenarios import Run
 
@@ -56,3 +59,26 @@ def test_the_account_catches_a_dispatcher_past_the_budget(monkeypatch: pytest.Mo
     monkeypatch.setitem(presets.CHOICES["admission"]["roll"], "allowance", generous)
     with pytest.raises(InvariantViolation, match="roll admission: 3 groups begun"):
         Run(**ROLL)
+
+
+def _queued(*entries: tuple[str, int]) -> dict[str, Queued]:
+    return {episode_id: Queued(version, 0.5, 10, False) for episode_id, version in entries}
+
+
+def test_roll_window_takes_whole_groups_oldest_first_with_the_oldest_capped() -> None:
+    # batch 4 at step 4, α = 1.5: versions >= 4 - 1 - 2 = 1; version 1 gives at most
+    # int(4 × 0.5) = 2 episodes, in whole groups; version 0 is outside the window.
+    config = RunConfig.from_mapping({"batch_size": 4, "async_generation_ratio": 1.5})
+    queue = _queued(
+        ("g1/0", 0), ("g2/0", 1), ("g2/1", 1), ("g3/0", 1), ("g4/0", 2), ("g4/1", 2), ("g5/0", 3)
+    )
+    assert roll_window(queue, config, 4) == ["g2/0", "g2/1", "g4/0", "g4/1", "g5/0"]
+    assert take(roll_window, config, queue, 4) == ["g2/0", "g2/1", "g4/0", "g4/1"]
+    whole = RunConfig.from_mapping({"batch_size": 4, "async_generation_ratio": 2.0})
+    assert roll_window(queue, whole, 4)[:3] == ["g2/0", "g2/1", "g3/0"]  # no cap when whole
+
+
+def test_a_batch_the_window_cannot_fill_is_not_cut() -> None:
+    config = RunConfig.from_mapping({"batch_size": 2, "async_generation_ratio": 0.0})
+    queue = _queued(("g1/0", 0), ("g1/1", 0), ("g2/0", 1))
+    assert take(roll_window, config, queue, 2) == []  # only version 1 is in the window

@@ -14,6 +14,8 @@ not finished.
 
 from __future__ import annotations
 
+import math
+
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event, GroupScored
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import ZERO, admits, advantages, age, past_bound
@@ -131,12 +133,36 @@ def _sweep_and_cut(record: Record, t: float) -> list[Event]:
     return out + _cut(record, kept, t)
 
 
+def _roll_window(record: Record, queue: list[Episode]) -> list[Episode]:
+    """ROLL's get_batch: oldest version first, none older than `(step − 1) − ⌈α⌉`; at that
+    oldest version whole groups only while fewer than `int(batch_size × frac(α))` episodes
+    were taken, when α is not whole and batches count episodes."""
+    settings = record.config
+    ratio = settings.async_generation_ratio
+    oldest = record.step - 1 - math.ceil(ratio)
+    capped = ratio != math.floor(ratio) and settings.batch_size is not None
+    cap = int((settings.batch_size or 0) * (ratio - math.floor(ratio)))
+    out: list[Episode] = []
+    opened: list[str] = []
+    for episode in sorted(queue, key=lambda e: e.version):
+        if episode.version < oldest:
+            continue
+        if capped and episode.version == oldest and episode.group_id not in opened:
+            if len(out) >= cap:
+                continue
+            opened.append(episode.group_id)
+        out.append(episode)
+    return out
+
+
 def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
     settings = record.config
     if record.finished or record.version < record.step - 1 - settings.lag:
         return []
     if settings.batch_order == "oldest-first":
         queue = sorted(queue, key=lambda e: e.version)
+    elif settings.batch_order == "roll-window":
+        queue = _roll_window(record, queue)
     if settings.batch_size is not None:
         if len(queue) < settings.batch_size:
             return []

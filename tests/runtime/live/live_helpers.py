@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from rolloutlog.cli import main
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, LogWriter
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
@@ -114,3 +118,20 @@ def on_warning(text: str, act: Callable[[], None]) -> Iterator[OnWarning]:
         yield handler
     finally:
         logger.removeHandler(handler)
+
+
+def train_checked(log: Path, arguments: Sequence[str], settings: Sequence[str]) -> dict[str, Any]:
+    """`rolloutlog train ARGUMENTS --json --log LOG` in thread servers with each of `settings`
+    set and the invariants checked on every event: its report, once the run finished on its
+    steps with nothing broken and `verify` re-decided every decision of the log."""
+    command = ["train", *arguments, "--json", "--log", str(log)]
+    for setting in ("server_mode=thread", "check_invariants=true", *settings):
+        command += ["--set", setting]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
+    assert report["replay_error"] is None
+    verify = CliRunner().invoke(main, ["verify", str(log)])
+    assert verify.exit_code == 0 and "every decision matches" in verify.output
+    return report
