@@ -229,6 +229,18 @@ FIELD: Final[dict[str, FieldPreset]] = {
         ),
         keys={"staleness": "per-group", "requeue": "at-completion"},
     ),
+    "roll-flash": FieldPreset(
+        source=(
+            "alibaba/ROLL@8eb27cc roll/distributed/scheduler/generate_scheduler.py "
+            "(ReplayBuffer: advance_step, get_batch, gc), roll/pipeline/rlvr/rlvr_pipeline.py"
+        ),
+        keys={
+            "staleness": "per-group",  # a prompt is tagged with its step at begin
+            "admission": "roll",
+            "batch_order": "roll-window",
+            "async_generation_ratio": 1.0,  # its examples' value (the code's default is 0)
+        },
+    ),
 }
 FIELD_SET = "field"
 BASES = ("per-episode", "per-group")
