@@ -27,6 +27,8 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
         "overload_count": "in-flight",
         "admission_window": "restarting",
         "eval_first": True,
+        "group_redundancy": 0,  # ROLL's keys: prime-rl leaves them at rolloutlog's rule
+        "async_generation_ratio": 0.0,
     }
     assert FIELD["prime-rl"].source.startswith("PrimeIntellect-ai/prime-rl@559b447 ")
 
