@@ -74,6 +74,7 @@ def _schema() -> pa.Schema:
         "off_policy/withheld",
         "off_policy/evicted",
         "off_policy/leftover",
+        "cancelled/redundant",
     }
     return pa.schema(
         [(name, pa.int64() if name in counts else pa.float64()) for name in STEP_COLUMNS]

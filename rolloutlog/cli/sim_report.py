@@ -80,6 +80,7 @@ WAITS_ROW = "ship waits"  # shown when a run's rule waits (tinker-822)
 WITHHELD_ROW = "  of it withheld"  # shown when a run withholds (prime-rl-withhold)
 EVICTED_ROW = "evicted (full queue)"  # shown when a bounded queue evicts (pipelinerl)
 LEFTOVER_ROWS = ("aborted leftovers", "  finished, dropped")  # when a run aborts (slime)
+REDUNDANT_ROW = "cancelled redundant"  # shown when a run has redundant members (roll-flash)
 
 
 def _waits(run: Mapping[str, Any]) -> str:
@@ -96,6 +97,7 @@ OPTIONAL_ROWS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     WITHHELD_ROW: lambda run: "episodes_withheld" in run,
     EVICTED_ROW: lambda run: bool(run.get("episodes_evicted")),
     **dict.fromkeys(LEFTOVER_ROWS, lambda run: "episodes_dropped_leftover" in run),
+    REDUNDANT_ROW: lambda run: bool(run["episodes_cancelled"].get("redundant")),
 }
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
@@ -112,6 +114,7 @@ ROWS: tuple[Row, ...] = (
     (WITHHELD_ROW, _number("episodes_withheld")),
     ("cancelled stale (dispatcher)", _cancelled("stale")),
     ("cancelled overload", _cancelled("overload")),
+    (REDUNDANT_ROW, _cancelled("redundant")),
     ("failed", _number("episodes_failed")),
     ("late arrivals", _number("episodes_late")),
     ("partial groups", _number("groups_partial")),

@@ -17,8 +17,9 @@ It checks, each at the seq where it broke:
 - ship hold: batch `s` ships only once the trainer is at `policy_version ≥ s − 1 − target_lag`;
 - dispatch gate: no train dispatch while `(step − 1) − policy_version > target_lag`;
 - conservation: each dispatched episode arrives or is cancelled once; a group finalizes
-  with arrived + cancelled = G; nothing is open at `run_finished`, and nothing is opened,
-  dispatched or shipped after it;
+  with arrived + cancelled = G + r, at most G arrived (`core.account_redundant`: r is
+  `group_redundancy`, the members past G cancelled as `redundant` at the G-th arrival);
+  nothing is open at `run_finished`, and nothing is opened, dispatched or shipped after it;
 - versions: each `version_pending` announces a new version whose batch has shipped
   (`version < v ≤ batches shipped`);
 - restarts: a `run_resumed` names exactly what was in flight, resumes from a checkpoint
@@ -61,11 +62,14 @@ from rolloutlog.core.account_properties import (
     MAX_LAG_ADMISSION,
     NO_STALE_IN_FLIGHT,
     OUTSTANDING,
+    ROLL_ADMISSION,
     SHIP_WAIT,
     areal_problem,
     kept_properties,
     max_lag_problem,
+    roll_problem,
 )
+from rolloutlog.core.account_redundant import RedundancyChecks
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
 from rolloutlog.core.account_ship_wait import ShipWaitChecks
@@ -101,6 +105,7 @@ class Account(
     WithholdChecks,
     EvictionChecks,
     LeftoverChecks,
+    RedundancyChecks,
 ):
     """The account; `on_*` apply one event's values, `feed` one event object.
 
@@ -119,6 +124,9 @@ class Account(
         lag = lags.get(config.gate_lag, config.target_lag)
         self.target_lag: int = lag + config.updates_per_sync - 1
         self.group_size: int = config.group_size
+        self.redundancy: int = config.group_redundancy
+        self.redundant_due: set[str] = set()
+        self.roll_used = 0  # train groups opened and not aborted (ROLL admission)
         self.batch_size: int | None = config.batch_size
         self.config = config
         self.kept = kept_properties(config)
@@ -223,7 +231,9 @@ class Account(
                 for episode_id, (version, _) in group.inflight.items():
                     if version != announced and group.stale(version, step, bound):
                         self._fail(seq, world_kind, f"stale {episode_id} of {group_id} in flight")
-        elif world_kind == "run_resumed":
+        if self.redundant_due:
+            self._redundant_settled(seq, world_kind)
+        if world_kind == "run_resumed":
             self._restart_settled(seq)
         elif world_kind == "run_finished":
             if self.groups:
@@ -264,9 +274,15 @@ class Account(
             problem = max_lag_problem(self.config, opened, self.updates, groups)
             if problem:
                 self._fail(seq, kind, problem)
-        self.groups[group_id] = Group(
-            number, size, work == "train", frozen, version, unscheduled=size
-        )
+        if work == "train" and ROLL_ADMISSION in self.kept:
+            running = sum(g.train for g in self.groups.values())
+            problem = roll_problem(self.config, self.version, self.roll_used, running)
+            if problem:
+                self._fail(seq, kind, problem)
+        self.roll_used += work == "train"
+        group = Group(number, size, work == "train", frozen, version)
+        group.unscheduled = self.members(group)
+        self.groups[group_id] = group
         if work == "train":
             self._requeue_opened(seq, group_id, task)
             self._budget_opened(seq)
@@ -330,11 +346,16 @@ class Account(
             self._check_restart_cancel(seq, episode_ids, unscheduled)
         elif reason == "leftover":
             self._leftover_cancelled(seq, group_id, episode_ids, unscheduled)
+        elif reason == "redundant":
+            self._redundant_cancel(seq, group_id, group, episode_ids, unscheduled)
         self._withhold_cancelled(seq, reason)
         if self.capacity and group.train:
             self.train_promised -= len(episode_ids)
             self.train_inflight -= len(episode_ids)
         stale = reason == "stale"
+        if stale and group.train and not group.aborted:
+            group.aborted = True
+            self.roll_used -= 1
         for episode_id in episode_ids:
             found = group.inflight.pop(episode_id, None)
             if found is None:
@@ -344,8 +365,8 @@ class Account(
             del self.inflight[episode_id]
         group.unscheduled -= unscheduled
         group.cancelled += len(episode_ids) + unscheduled
-        if len(group.arrived) + group.cancelled > group.size:
-            self._fail(seq, kind, f"{group_id} accounts for more than G={group.size}")
+        if len(group.arrived) + group.cancelled > self.members(group):
+            self._fail(seq, kind, f"{group_id} accounts for more than {self.members(group)}")
         self._close_if_done(group)
         return None
 
@@ -389,6 +410,7 @@ class Account(
             self.train_inflight -= 1
         group.arrived[episode_id] = (member, version, reward, tokens)
         self._close_if_done(group)
+        self._redundant_arrived(seq, kind, episode_id.rpartition("/")[0], group)
         return group
 
     def _late(self, seq: int, kind: str, episode_id: str) -> None:
@@ -452,10 +474,10 @@ class Account(
         if group is None:
             return self._fail(seq, kind, f"{group_id} finalized twice or never opened")
         self._make_room(seq, len(episode_ids) if admitted and group.train else 0)
-        if group.owes or len(group.arrived) + group.cancelled != group.size:
+        if group.owes or len(group.arrived) + group.cancelled != self.members(group):
             arrived = len(group.arrived)
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
-            return self._fail(seq, kind, f"{problem} != G={group.size}")
+            return self._fail(seq, kind, f"{problem} != G+r={self.members(group)}")
         self._requeue_whole(seq, group_id, group)
         self._leftover_scored(seq, group_id, episode_ids, admitted)
         fresh = sorted(

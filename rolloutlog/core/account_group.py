@@ -42,6 +42,7 @@ class Group:
     cancelled: int = 0
     owes: bool = True  # still owes members in flight or unscheduled
     requeue: bool = False  # discarded whole for requeue (`core.account_requeue`)
+    aborted: bool = False  # cancelled as stale: ROLL's budget gives it back (`roll_problem`)
 
     def stale(self, version: int, step: int, bound: int) -> bool:
         """Past the bound at `step`: only train members from the policy being trained age."""

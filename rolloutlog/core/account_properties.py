@@ -10,6 +10,7 @@ Every property not named here holds for every policy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Final
 
@@ -25,6 +26,7 @@ VERL_BUDGET: Final = "verl-budget"  # verl's sample budget per weight sync, in g
 OUTSTANDING: Final = "outstanding"  # PR #822's cap on groups not yet trained on
 SHIP_WAIT: Final = "ship-wait"  # no batch ships while work at its last chance is open
 MAX_LAG_ADMISSION: Final = "max-lag-admission"  # PipelineRL's max_lag, in groups submitted
+ROLL_ADMISSION: Final = "roll-admission"  # ROLL's generation budget, in groups
 
 
 def kept_properties(config: RunConfig) -> frozenset[str]:
@@ -51,6 +53,8 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
         kept.add(SHIP_WAIT)
     if config.batch_size is not None and config.admission == "max-lag":
         kept.add(MAX_LAG_ADMISSION)
+    if config.batch_size is not None and config.admission == "roll":
+        kept.add(ROLL_ADMISSION)
     return frozenset(kept)
 
 
@@ -84,4 +88,15 @@ def max_lag_problem(
     ) // size * (updates + 1)
     if any(group.train for group in open_groups) and opened >= allowed:
         return f"max-lag admission: train group {opened + 1} opened, {allowed} allowed"
+    return None
+
+
+def roll_problem(config: RunConfig, version: int, used: int, running: int) -> str | None:
+    """Why a train group may not open under ROLL admission now, or None: the groups begun
+    and not aborted (`used`) must stay under `⌈α·B⌉ + (v + 1)·B`, `B = max(1, batch_size //
+    G)`, unless no train group is open (the liveness exception). The account's own count."""
+    per_batch = max(1, (config.batch_size or 0) // config.group_size)
+    budget = math.ceil(config.async_generation_ratio * per_batch) + (version + 1) * per_batch
+    if running and used >= budget:
+        return f"roll admission: {used} groups begun and not aborted, budget {budget}"
     return None

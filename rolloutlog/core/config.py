@@ -21,8 +21,10 @@ import attrs
 from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
-AdmissionPolicy = Literal["none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime"]
-BatchOrder = Literal["fifo", "oldest-first"]
+AdmissionPolicy = Literal[
+    "none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime", "roll"
+]
+BatchOrder = Literal["fifo", "oldest-first", "roll-window"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
 GateLag = Literal["target-lag", "one", "zero"]
 Leftovers = Literal["run-on", "abort"]
@@ -97,10 +99,12 @@ class RunConfig:
         None,
         "capacity: cap train work ahead of trainer; areal: AReaL's, in groups; "
         "verl: a sample budget per weight sync; max-lag: PipelineRL's; "
-        "slime: rounds of over_sampling_batch_size groups per step",
+        "slime: rounds of over_sampling_batch_size groups per step; roll: ROLL's, in groups",
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
-    batch_order: BatchOrder = checked("fifo", None, "batch cut order: fifo or oldest-first")
+    batch_order: BatchOrder = checked(
+        "fifo", None, "batch cut order: fifo, oldest-first, or roll-window (ROLL's get_batch)"
+    )
     requeue: RequeuePolicy = checked(
         "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
     )
@@ -148,6 +152,12 @@ class RunConfig:
     )
     leftovers: Leftovers = checked(
         "run-on", None, "when a batch ships, train groups still owed run on, or are aborted"
+    )
+    async_generation_ratio: float = checked(
+        0.0, at_least(0.0), "α: ROLL's head start, in batches (admission = roll)"
+    )
+    group_redundancy: int = checked(
+        0, at_least(0), "r: members dispatched past G; the first G arrivals finalize a group"
     )
 
     def startup_problems(self) -> list[str]:
@@ -236,6 +246,8 @@ FIELD_RULE_KEYS = (
     "max_lag",
     "over_sampling_batch_size",
     "leftovers",
+    "group_redundancy",
+    "async_generation_ratio",
 )
 FIELD_RULE_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in attrs.fields(RunConfig) if f.name in FIELD_RULE_KEYS

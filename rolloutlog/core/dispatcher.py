@@ -27,6 +27,7 @@ from rolloutlog.core.errors import InconsistentLogError, release, require, requi
 from rolloutlog.core.handlers import Handlers
 from rolloutlog.core.rules import cancellation as cancellations
 from rolloutlog.core.rules.admission import SMOOTHING_WINDOW_S
+from rolloutlog.core.rules.group_shape import members, redundant_members
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -143,15 +144,16 @@ def _on_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         state.requeued_tasks.pop(due, None)
     number = state.groups_opened + 1
     state.groups_opened = number
+    size = members(event.group_size, state.config.group_redundancy)
     state.groups[event.group_id] = OpenGroup(
         group_id=event.group_id,
         number=number,
         train=event.work == "train",
         frozen=event.frozen,
-        size=event.group_size,
+        size=size,
         start_version=event.policy_version,
         step=event.step,
-        unscheduled=event.group_size,
+        unscheduled=size,
     )
     state.owing[event.group_id] = None
     if event.work == "eval":
@@ -197,6 +199,7 @@ def _on_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed)
         return
     group = state.groups[group_id]
     version = group.inflight.pop(event.episode_id)
+    group.arrived += 1
     if isinstance(event, EpisodeCompleted):
         group.arrived_versions.append(version)
     state.window_growth = state.rules.refund(state.window_growth)  # a natural completion
@@ -366,12 +369,18 @@ def _after_batch_shipped(state: DispatcherState, event: BatchShipped) -> list[Ev
     return cancellations.after_batch_shipped(state, event.t)
 
 
+def _redundant(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed) -> list[Event]:
+    return redundant_members(state, event)
+
+
 _CANCELLATIONS: Final = (
     Handlers[DispatcherState, list[Event]]()
     .on(RunResumed, _restart)
     .on(VersionPending, _before_weight_update)
     .on(OverloadCut, _overload)
     .on(BatchShipped, _after_batch_shipped)
+    .on(EpisodeCompleted, _redundant)
+    .on(EpisodeFailed, _redundant)
     .by_kind
 )
 
@@ -447,7 +456,7 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
             number=number,
             train=work == "train",
             frozen=task.frozen,
-            size=config.group_size,
+            size=members(config.group_size, config.group_redundancy),
             start_version=state.version,
         )
         out.append(
@@ -457,7 +466,7 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
                 work=work,
                 env=task.env,
                 task_id=task.task_id,
-                group_size=group.size,
+                group_size=config.group_size,
                 policy_version=state.version,
                 step=state.step,
                 frozen=task.frozen,

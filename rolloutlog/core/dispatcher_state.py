@@ -25,11 +25,12 @@ class OpenGroup:
     number: int
     train: bool
     frozen: bool
-    size: int
+    size: int  # members it dispatches: G, or G + r under `group_redundancy`
     start_version: int
     step: int = 1  # the step it opened at (slime's abort takes only earlier steps' groups)
     dispatched: int = 0
     unscheduled: int = 0
+    arrived: int = 0  # completed or failed: the G-th cancels the rest (`core.rules.group_shape`)
     inflight: dict[str, int] = attrs.Factory(dict)  # episode id -> its dispatch version
     arrived_versions: list[int] = attrs.Factory(list)  # of completed members, for stragglers
 
@@ -92,5 +93,9 @@ class DispatcherState:
 def initial_state(config: RunConfig, task_source: TaskSource = task_for_group) -> DispatcherState:
     """The dispatcher before `run_started`: no permits held, version 0, step 1."""
     return DispatcherState(
-        config=config, rules=rules_for(config), limit=config.max_inflight, task_source=task_source
+        config=config,
+        rules=rules_for(config),
+        limit=config.max_inflight,
+        task_source=task_source,
+        ledger=TrainLedger(redundancy=config.group_redundancy),
     )

@@ -128,6 +128,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "allowance": oversampling.slime_left,
             "follow_ledger": oversampling.evolve_round_ledger,
         },
+        "roll": {
+            "allowance": admission.roll_left,
+            "follow_ledger": admission.evolve_roll_ledger,
+        },
     },
     "admission_smoothing": {
         False: {"permits": admission.unsmoothed},
@@ -140,6 +144,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "batch_order": {
         "fifo": {"batch_order": composition.fifo},
         "oldest-first": {"batch_order": composition.oldest_first},
+        "roll-window": {"batch_order": composition.roll_window},
     },
     "requeue": {
         "none": {
@@ -327,6 +332,18 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "abort), slime/utils/arguments.py (--over-sampling-batch-size), train.py"
         ),
         keys={"staleness": "soft", "admission": "slime", "gate_lag": "zero", "leftovers": "abort"},
+    ),
+    "roll-flash": FieldPreset(
+        source=(
+            "alibaba/ROLL@8eb27cc roll/distributed/scheduler/generate_scheduler.py "
+            "(ReplayBuffer: advance_step, get_batch, gc), roll/pipeline/rlvr/rlvr_pipeline.py"
+        ),
+        keys={
+            "staleness": "per-group",  # a prompt is tagged with its step at begin
+            "admission": "roll",
+            "batch_order": "roll-window",
+            "async_generation_ratio": 1.0,  # its examples' value (the code's default is 0)
+        },
     ),
 }
 # prime-rl PR #2960 over prime-rl main: its keys, with stale members withheld, never cancelled.

@@ -3,7 +3,8 @@
 The shadow account (`core.account`) decides what each event means (a late arrival, a
 trained episode's age, a partial group) and counts it here; this module only holds the
 counts and writes them as the `replay --json` object. Counting conventions:
-- `episodes_cancelled` counts dispatched (in-flight) episodes per reason;
+- `episodes_cancelled` counts dispatched (in-flight) episodes per reason (`redundant`, the
+  members past G cancelled when a group's first G arrived, only where a run has one);
   `unscheduled_cancelled` counts members cancelled before they were ever dispatched.
 - `episodes_late` counts completions and failures of episodes no longer in flight
   (cancelled, arrived before, or after `run_finished`); recorded and otherwise ignored.
@@ -39,11 +40,11 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.events.types import REPORTED_CANCEL_REASONS
+from rolloutlog.events.types import ALWAYS_CANCEL_REASONS
 
 
 def _no_cancellations() -> Counter[str]:
-    return Counter(dict.fromkeys(REPORTED_CANCEL_REASONS, 0))
+    return Counter(dict.fromkeys(ALWAYS_CANCEL_REASONS, 0))
 
 
 @attrs.define(slots=True)

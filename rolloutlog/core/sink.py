@@ -27,6 +27,7 @@ from rolloutlog.core.curriculum import ScoredGroup
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.handlers import Handlers
 from rolloutlog.core.rules.composition import take
+from rolloutlog.core.rules.group_shape import members
 from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
 from rolloutlog.core.sink_eviction import evictions
 from rolloutlog.core.sink_state import (
@@ -114,7 +115,7 @@ def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
         env=event.env,
         train=event.work == "train",
         frozen=event.frozen,
-        size=event.group_size,
+        size=members(event.group_size, state.config.group_redundancy),
         step=event.step,
     )
 
@@ -405,7 +406,7 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
     if state.rules.ship_waits(state):
         return []  # ship wait: work at its last chance is still on its way (`ship_wait`)
-    cut = take(state.rules.batch_order, config, queue)
+    cut = take(state.rules.batch_order, config, queue, state.step)
     if not cut:
         return []
     trained = [

@@ -19,16 +19,24 @@ UNSEQUENCED: Final = -1
 
 Work: TypeAlias = Literal["train", "eval"]
 CancelReason: TypeAlias = Literal[
-    "stale", "overload", "straggler", "shutdown", "restart", "leftover"
+    "stale", "overload", "straggler", "shutdown", "restart", "leftover", "redundant"
 ]
 DropReason: TypeAlias = Literal["stale", "requeue", "withheld", "evicted", "leftover"]
 InterruptReason: TypeAlias = Literal["update", "recycle"]
 
 WORK_KINDS: Final = ("train", "eval")
-CANCEL_REASONS: Final = ("stale", "overload", "straggler", "shutdown", "restart", "leftover")
-# Reported at 0 in every summary; `leftover` (slime's abort once a batch is full) appears only
-# in a run that aborts leftovers, so the summaries of every other run read as before.
-REPORTED_CANCEL_REASONS: Final = CANCEL_REASONS[:5]
+# Reasons only a policy key off by default gives (`leftovers`, `group_redundancy`): the
+# summaries list them only where a run has one, so a default run's figures read as they did.
+OPTIONAL_CANCEL_REASONS: Final = ("leftover", "redundant")
+CANCEL_REASONS: Final = (
+    "stale",
+    "overload",
+    "straggler",
+    "shutdown",
+    "restart",
+    *OPTIONAL_CANCEL_REASONS,
+)
+ALWAYS_CANCEL_REASONS: Final = CANCEL_REASONS[: -len(OPTIONAL_CANCEL_REASONS)]
 DROP_REASONS: Final = ("stale", "requeue", "withheld", "evicted", "leftover")
 INTERRUPT_REASONS: Final = ("update", "recycle")
 

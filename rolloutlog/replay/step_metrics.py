@@ -18,7 +18,9 @@ members scored with their group and withheld: prime-rl-withhold; a run-level val
 where a log withholds any), `off_policy/evicted` (queued episodes a bounded queue dropped
 to make room, not counted as dropped), `off_policy/leftover` (episodes aborted in flight
 or dropped finished once a batch filled, slime-oversample: counted in the step after that
-batch), `dispatcher/off_policy/mean|max`
+batch), `cancelled/redundant` (in-flight members past G cancelled at their group's G-th
+arrival, `group_redundancy`; at run level only where a run has one),
+`dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
 and `reward/mean` (over the trained episodes). The run-level values aggregate every
 episode (not the step means); see docs/replay.md.
@@ -52,6 +54,7 @@ REQUEUED: Final = "off_policy/requeued"
 WITHHELD: Final = "off_policy/withheld"
 EVICTED: Final = "off_policy/evicted"
 LEFTOVER: Final = "off_policy/leftover"
+REDUNDANT: Final = "cancelled/redundant"
 # The per-step table's columns, in order (`rolloutlog metrics`).
 STEP_COLUMNS: Final = (
     "step",
@@ -63,6 +66,7 @@ STEP_COLUMNS: Final = (
     WITHHELD,
     EVICTED,
     LEFTOVER,
+    REDUNDANT,
     f"{DISPATCHER}/mean",
     f"{DISPATCHER}/max",
     "reward/mean",
@@ -116,6 +120,7 @@ class _Window:
     requeued: set[str] = attrs.Factory(set)  # groups discarded for requeue
     withheld: int = 0  # members scored with their group, then withheld
     leftover: int = 0  # episodes aborted in flight or dropped finished as leftovers (slime)
+    redundant: int = 0  # in-flight members cancelled as redundant
 
     def values(self) -> dict[str, Any]:
         stats = ((OFF_POLICY, self.age), (IN_FLIGHT, self.in_flight), (IN_QUEUE, self.in_queue))
@@ -126,6 +131,7 @@ class _Window:
         out[REQUEUED] = len(self.requeued)
         out[WITHHELD] = self.withheld
         out[EVICTED] = self.evicted
+        out[REDUNDANT] = self.redundant
         out[f"{DISPATCHER}/mean"] = self.dispatcher.mean()
         out[f"{DISPATCHER}/max"] = self.dispatcher.largest
         return out
@@ -221,13 +227,16 @@ class StepMetrics:
 
     def run_values(self) -> dict[str, Any]:
         """The run-level values, under their metric names (`off_policy/withheld` only where
-        the log withholds any, and `off_policy/leftover` only where a run aborted leftovers,
-        so that every other log reads as before)."""
+        the log withholds any, `off_policy/leftover` only where a run aborted leftovers and
+        `cancelled/redundant` only where a run has one, so that every other log reads as
+        before)."""
         values = self.run.values()
         if not self.run.withheld:
             del values[WITHHELD]
         if self.run.leftover:
             values[LEFTOVER] = self.run.leftover
+        if not values[REDUNDANT]:
+            del values[REDUNDANT]
         return values
 
     # --- per kind (also fed row by row by the columnar fold) ------------------------------
@@ -255,6 +264,9 @@ class StepMetrics:
             self.run.leftover += len(episode_ids)
         for episode_id in episode_ids:
             self.inflight.pop(episode_id, None)
+        if reason == "redundant":
+            for part in (self.window, self.run):
+                part.redundant += len(episode_ids)
 
     def on_version_pending(self) -> None:
         # Counted here, once a step, rather than kept up to date on every dispatch and

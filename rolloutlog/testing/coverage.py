@@ -29,6 +29,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "withheld": ("a stale member scored with its group, then withheld from the batch", 0.05),
     "eviction": ("a full queue evicts its oldest episodes for an admitted group", 0.05),
     "leftover_abort": ("a full batch aborts a group still in flight (slime's leftovers)", 0.05),
+    "redundant": ("a group's G-th arrival cancels its members past G (redundant)", 0.10),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -93,6 +94,8 @@ def features(log: Sequence[Event]) -> set[str]:
                 found.add("stale_cancel")
             if e.reason == "leftover" and e.episode_ids:
                 found.add("leftover_abort")
+            elif e.reason == "redundant":
+                found.add("redundant")
         elif kind == "version_pending":
             live_owed = e.version
             if _mixed(groups, step, config.get("max_off_policy_steps", 0)):

@@ -48,12 +48,13 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "zero_output_batches": 1000,
         "admission": draw(
             st.sampled_from(
-                ["none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime"]
+                ["none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime", "roll"]
             )
         ),
         "max_lag": draw(st.integers(0, 16)),
+        "async_generation_ratio": draw(st.sampled_from([0.0, 0.5, 1.0, 1.5])),
         "straggler_cut": draw(st.booleans()),
-        "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
+        "batch_order": draw(st.sampled_from(["fifo", "oldest-first", "roll-window"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
         "requeue": draw(st.sampled_from(["none", "none", "at-ship", "at-completion"])),
         "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one", "zero"])),
@@ -68,6 +69,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "ship_wait": draw(st.sampled_from(["none", "none", "last-chance"])),
         "stale_member": draw(st.sampled_from(["cancel", "cancel", "cancel", "withhold"])),
         "leftovers": draw(st.sampled_from(["run-on", "run-on", "run-on", "abort"])),
+        "group_redundancy": draw(st.sampled_from([0, 0, 0, 1, 2])),
     }
     if draw(st.integers(0, 4)) == 0:
         values["token_batch_size"] = draw(st.integers(16, 400))

@@ -18,6 +18,7 @@ from rolloutlog.core.account_properties import (
     CAPACITY,
     HARD_BOUND,
     NO_STALE_IN_FLIGHT,
+    ROLL_ADMISSION,
     kept_properties,
 )
 from rolloutlog.core.config import RunConfig
@@ -44,6 +45,7 @@ def _config(preset: str, **keys: object) -> RunConfig:
         ("per-group", {HARD_BOUND}),
         ("all", {HARD_BOUND, NO_STALE_IN_FLIGHT, CAPACITY}),
         ("areal", {AREAL_ADMISSION}),
+        ("roll-flash", {HARD_BOUND, ROLL_ADMISSION}),
     ],
 )
 def test_each_preset_keeps_its_own_properties(preset: str, kept: set[str]) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given
 
 from rolloutlog.events.types import (
-    REPORTED_CANCEL_REASONS,
+    ALWAYS_CANCEL_REASONS,
     BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
@@ -90,7 +90,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     train: dict[str, bool] = {}
     stamp: dict[str, int] = {}
     in_flight: set[str] = set()
-    cancelled = dict.fromkeys(REPORTED_CANCEL_REASONS, 0)
+    cancelled = dict.fromkeys(ALWAYS_CANCEL_REASONS, 0)  # `redundant` only where it occurs
     scored = partial = admitted = late = unscheduled = trained = pruned = 0
     ages: Counter[int] = Counter()
     frozen: dict[str, bool] = {}

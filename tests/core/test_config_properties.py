@@ -72,6 +72,8 @@ FIELD_TYPES: dict[str, object] = {
     "max_lag": int,
     "over_sampling_batch_size": int,
     "leftovers": "literal",
+    "group_redundancy": int,
+    "async_generation_ratio": float,
 }
 OUT_OF_RANGE: dict[str, list[Any]] = {
     "max_inflight": [0, -3],
@@ -90,6 +92,8 @@ OUT_OF_RANGE: dict[str, list[Any]] = {
     "queue_limit": [-1],
     "max_lag": [-1],
     "over_sampling_batch_size": [0],
+    "group_redundancy": [-1],
+    "async_generation_ratio": [-0.5],
 }
 OPTIONAL = {"batch_size", "token_batch_size", "over_sampling_batch_size"}
 WHERES = st.sampled_from(["config", "scenario.run", "run_started.config"])

@@ -149,3 +149,9 @@ def test_partial_scoring_after_a_stale_cancellation_and_delayed_live() -> None:
     pending, live = VersionPending(t=0.0, version=1), VersionLive(t=0.0, version=1)
     assert "delayed_live" not in features(_log(pending, live))
     assert "delayed_live" in features(_log(pending, _done("g1/0"), live))
+
+
+def test_redundant_is_a_redundant_cancellation_and_no_other() -> None:
+    base = (_opened("g1"), _dispatched("g1/0", 0), _dispatched("g1/1", 0))
+    assert "redundant" in features(_log(*base, _done("g1/0"), _cancelled("g1/1", "redundant")))
+    assert "redundant" not in features(_log(*base, _done("g1/0"), _cancelled("g1/1")))

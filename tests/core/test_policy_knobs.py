@@ -169,6 +169,8 @@ FIELD_RULES_OFF = {
     "max_lag": 0,
     "over_sampling_batch_size": None,
     "leftovers": "run-on",
+    "group_redundancy": 0,
+    "async_generation_ratio": 0.0,
 }
 
 

@@ -32,6 +32,8 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
         "queue_limit": 0,  # prime-rl's queue is unbounded
         "queue_eviction": "oldest-episode",
         "max_lag": 0,
+        "group_redundancy": 0,  # ROLL's keys: prime-rl leaves them at rolloutlog's rule
+        "async_generation_ratio": 0.0,
     }
     assert FIELD["prime-rl"].source.startswith("PrimeIntellect-ai/prime-rl@559b447 ")
 

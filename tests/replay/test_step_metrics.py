@@ -97,7 +97,8 @@ def hand_log() -> list[ev.Event]:
 
 
 # step, trained, age mean/max, in flight mean/max, in queue mean/max, dispatcher mean/max,
-# mean reward (off_policy/dropped, /requeued, /withheld, /evicted and /leftover are 0 throughout)
+# mean reward (off_policy/dropped, /requeued, /withheld, /evicted, /leftover and
+# cancelled/redundant are 0 throughout; the run values leave the last out)
 EXPECTED_ROWS = [
     (1, 1, 0, 0, 0, 0, 0, 0, None, None, 1.0),
     (2, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0.5),
@@ -125,6 +126,7 @@ def _row(row: dict[str, object]) -> tuple[object, ...]:
         "off_policy/withheld",
         "off_policy/evicted",
         "off_policy/leftover",
+        "cancelled/redundant",
     )
     return tuple(row[name] for name in STEP_COLUMNS if name not in ("time", *dropped))
 

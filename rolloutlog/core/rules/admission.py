@@ -104,6 +104,9 @@ class TrainLedger:
     arrival_tokens: int = 0
     arrivals: int = 0
     owed: int = 0  # members open train groups still owe (AReaL admission)
+    redundancy: int = 0  # r: each group owes G + r members (`core.rules.group_shape`)
+    roll_used: int = 0  # train groups opened and not aborted (ROLL admission)
+    aborted: set[str] = attrs.Factory(set)  # open train groups cancelled as stale, once each
     accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
     window_groups: int = 0  # train groups counted in this sync window (verl admission)
     queued_groups: dict[str, int] = attrs.Factory(dict)  # group -> episodes queued (verl)
@@ -205,13 +208,14 @@ def areal_groups(config: RunConfig, ledger: TrainLedger, version: int) -> int | 
 
 def areal_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
     """Train episodes AReaL admission allows now: the members open groups still owe, and
-    `G` for each group its capacity lets open; None when unlimited."""
+    `G` (G + r, with redundant members) for each group its capacity lets open; None when
+    unlimited."""
     groups = areal_groups(config, ledger, version)
     if groups is None:
         return None
     if not ledger.unscored:
         groups = max(groups, 1)  # liveness, see the module docstring
-    return ledger.owed + max(0, groups) * config.group_size
+    return ledger.owed + max(0, groups) * (config.group_size + config.group_redundancy)
 
 
 def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
@@ -220,7 +224,7 @@ def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
     evolve_ledger(ledger, event)
     match event:
         case GroupOpened(work="train"):
-            ledger.owed += event.group_size
+            ledger.owed += event.group_size + ledger.redundancy
         case EpisodeDispatched() if event.group_id in ledger.unscored:
             ledger.owed -= 1
         case EpisodesCancelled() if event.group_id in ledger.unscored:
@@ -305,6 +309,44 @@ def evolve_lag_ledger(ledger: TrainLedger, event: Event) -> None:
             ledger.opened_groups += 1
         case VersionPending():
             ledger.updates += 1
+        case _:
+            pass
+
+
+def roll_budget(config: RunConfig, per_batch: int, version: int) -> int:
+    """ROLL's `ReplayBuffer.batch_size`, in groups (prompts): `⌈α·B⌉` at the first step, then
+    `B` more at each `advance_step`, which follows each model update: `⌈α·B⌉ + (v + 1)·B`
+    at version v, with `B = max(1, per_batch // G)` prompts a batch."""
+    groups = max(1, per_batch // config.group_size)
+    return math.ceil(config.async_generation_ratio * groups) + (version + 1) * groups
+
+
+def roll_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
+    """Train episodes ROLL admission allows now: what open groups owe, and `G + r` for each
+    group the budget has room for (`running + completed < batch_size`: every train group
+    opened and not aborted counts); at least one group while none is open (liveness)."""
+    per_batch = episodes_per_batch(config, ledger)
+    if per_batch is None:
+        return None
+    groups = roll_budget(config, per_batch, version) - ledger.roll_used
+    if not ledger.unscored:
+        groups = max(groups, 1)
+    return ledger.owed + max(0, groups) * (config.group_size + config.group_redundancy)
+
+
+def evolve_roll_ledger(ledger: TrainLedger, event: Event) -> None:
+    """`evolve_group_ledger`, and ROLL's count of prompts begun and not aborted: a train
+    group opens one; its first stale cancellation (ROLL's `gc` abort) gives it back."""
+    evolve_group_ledger(ledger, event)
+    match event:
+        case GroupOpened(work="train"):
+            ledger.roll_used += 1
+        case EpisodesCancelled(reason="stale") if event.group_id in ledger.unscored:
+            if event.group_id not in ledger.aborted:
+                ledger.aborted.add(event.group_id)
+                ledger.roll_used -= 1
+        case GroupScored():
+            ledger.aborted.discard(event.group_id)
         case _:
             pass
 

@@ -19,6 +19,7 @@
     cancelled_stale: ["#e377c2", "triangle", "▲"], cancelled_overload: ["#8c564b", "triangle", "▲"],
     cancelled_straggler: ["#17becf", "triangle", "▲"], cancelled_shutdown: ["#7f7f7f", "triangle", "▲"],
     cancelled_restart: ["#bcbd22", "triangle", "▲"], cancelled_leftover: ["#9467bd", "triangle", "▲"],
+    cancelled_redundant: ["#aec7e8", "triangle", "▲"],
     dropped: ["#d62728", "diamond", "◆"], failed: ["#000000", "square", "■"],
     late: ["#ff7f0e", "circle", "●"],
   };

@@ -89,11 +89,11 @@ class ShippedBatch:
     restored: bool = False  # a resumed run's checkpoint: trained before the crash, announced
 
 
-@attrs.frozen(kw_only=True)
+@attrs.define(kw_only=True)
 class _Group:
     task: DigitTask
     cache_salt: str
-    size: int
+    size: int  # G, then every member dispatched (G + r under `group_redundancy`)
 
 
 def episode_seed(run_seed: int, episode_id: str) -> int:
@@ -147,6 +147,7 @@ class EpisodeBook:
     def request(self, event: EpisodeDispatched) -> GenerateRequest:
         """The generate call for a dispatched episode."""
         group = self._group(event.group_id, event.episode_id)
+        group.size = max(group.size, event.member + 1)
         sampling = SamplingParams(
             max_tokens=group.task.max_tokens,
             temperature=self.temperature,

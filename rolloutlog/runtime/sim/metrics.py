@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.events.types import REPORTED_CANCEL_REASONS, BatchShipped, GroupScored
+from rolloutlog.events.types import ALWAYS_CANCEL_REASONS, BatchShipped, GroupScored
 from rolloutlog.runtime.sim.world import EpisodePlan
 
 KEPT_FATES = ("trained", "pruned", "rejected", "eval", "unshipped")
@@ -29,8 +29,9 @@ WASTED_FATES = (
     "failed",
     "dropped_stale",
     "evicted",
-    *(f"cancelled_{r}" for r in REPORTED_CANCEL_REASONS),
+    *(f"cancelled_{r}" for r in ALWAYS_CANCEL_REASONS),
 )
+# The fates every run reports; an optional cancel reason's fate only where a run has one.
 FATES = KEPT_FATES + WASTED_FATES
 SERIES_POINTS_MAX = 512
 

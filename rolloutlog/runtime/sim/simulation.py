@@ -20,6 +20,7 @@ import attrs
 
 import rolloutlog
 from rolloutlog.core.loop import Observer, ReactionLoop
+from rolloutlog.core.rules.group_shape import members
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     Event,
@@ -249,9 +250,8 @@ class Simulation:
                 react(decided)
 
     def _on_group_opened(self, event: Any) -> None:
-        self.world.open_group(
-            event.group_id, event.task_id, event.group_size, train=event.work == "train"
-        )
+        size = members(event.group_size, self.scenario.run.group_redundancy)
+        self.world.open_group(event.group_id, event.task_id, size, train=event.work == "train")
 
     def _on_dispatched(self, event: Any) -> None:
         inflight = len(self.inference.flights)

@@ -3,12 +3,12 @@
 On `run_finished` it cancels all that is owed (`shutdown`) and decides nothing after. On
 `run_resumed` it cancels what was in flight (`restart`), nothing unscheduled. On
 `version_pending` it cancels stale in-flight work (none under soft staleness) and straggler
-cuts; on `overload_cut`
-whole groups, youngest first; on `batch_shipped` straggler cuts. Any event that draws no
-cancellation fills free permits: the oldest open group that owes members first, then new
-groups (an owed eval group before train, a requeued task before a fresh one). Under a
-requeue rule nothing is cancelled as stale. Permits freed by its own cancellations are
-refilled when it sees those cancellations.
+cuts; on `overload_cut` whole groups, youngest first; on `batch_shipped` straggler cuts; on a
+group's G-th arrival, under `group_redundancy` r, the members past G it still owes
+(`redundant`). Any event that draws no cancellation fills free permits: the oldest open
+group that owes members first, then new groups (an owed eval group before train, a requeued
+task before a fresh one). Under a requeue rule nothing is cancelled as stale. Permits freed
+by its own cancellations are refilled when it sees those cancellations.
 """
 
 from __future__ import annotations
@@ -55,7 +55,20 @@ def decide(record: Record, event: Event) -> list[Event]:
         cancellations = leftovers(record, event.t) or [
             c for g in record.open_groups() if (c := _straggler(record, g, [], event.t))
         ]
+    elif event.kind in ("episode_completed", "episode_failed"):
+        cancellations = _redundant(record, event)
     return cancellations or _fill(record, event.t)
+
+
+def _redundant(record: Record, event: Event) -> list[Event]:
+    """A group's G-th arrival (a failed one counts) cancels all it still owes."""
+    if event.seq not in record.natural_arrivals:
+        return []
+    group = record.groups[event.episode_id.rpartition("/")[0]]  # type: ignore[union-attr]
+    owed = group.size - group.accounted()
+    if len(group.arrived()) != record.config.group_size or not owed:
+        return []
+    return [_cancel(group, group.in_flight(), group.unscheduled(), "redundant", event.t)]
 
 
 def _cancel(
@@ -209,7 +222,15 @@ def _train_room(record: Record) -> int:
         return 0
     if settings.weight_update == "drain" and record.live < record.version:
         return 0
-    if settings.admission not in ("capacity", "areal", "verl", "outstanding", "max-lag", "slime"):
+    if settings.admission not in (
+        "capacity",
+        "areal",
+        "verl",
+        "outstanding",
+        "max-lag",
+        "slime",
+        "roll",
+    ):
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -230,6 +251,8 @@ def _train_room(record: Record) -> int:
         return _max_lag_room(record, per_batch)
     if settings.admission == "slime":
         return slime_room(record, per_batch)
+    if settings.admission == "roll":
+        return _roll_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train
@@ -238,6 +261,21 @@ def _train_room(record: Record) -> int:
     batches_left = settings.max_off_policy_steps + record.version + 1 - record.batches
     room = batches_left * per_batch - (queued + unscored + in_flight)
     return room if in_flight else max(room, 1)
+
+
+def _roll_room(record: Record, per_batch: int) -> int:
+    """ROLL's budget, by groups (prompts): train groups opened and never cancelled as stale
+    may number `⌈α·B⌉ + (version + 1)·B`, `B = max(1, per_batch // G)`; one more always may
+    while none is open. What open groups still owe may always go out."""
+    settings = record.config
+    groups = max(1, per_batch // settings.group_size)
+    budget = math.ceil(settings.async_generation_ratio * groups) + (record.version + 1) * groups
+    train = [g for g in record.groups.values() if g.train]
+    used = sum(not any(c.reason == "stale" for c in g.cancellations) for g in train)
+    running = [g for g in train if not g.scored]
+    may_open = budget - used if running else max(budget - used, 1)
+    owed = sum(g.unscheduled() for g in running)
+    return owed + max(0, may_open) * (settings.group_size + settings.group_redundancy)
 
 
 def _areal_room(record: Record, per_batch: int) -> int:
@@ -259,7 +297,7 @@ def _areal_room(record: Record, per_batch: int) -> int:
     if not running:
         may_open = max(may_open, 1)
     owed = sum(g.unscheduled() for g in running)
-    return owed + max(0, may_open) * settings.group_size
+    return owed + max(0, may_open) * (settings.group_size + settings.group_redundancy)
 
 
 def _verl_room(record: Record, per_batch: int) -> int:
@@ -399,7 +437,8 @@ def _fill(record: Record, t: float) -> list[Event]:
                     frozen=frozen,
                 )
             )
-            count = min(free, settings.group_size, room if work == "train" else free)
+            size = settings.group_size + settings.group_redundancy
+            count = min(free, size, room if work == "train" else free)
             out += _dispatch(group_id, 0, count, record.version, t)
             free -= count
             room -= count if work == "train" else 0

@@ -74,7 +74,7 @@ class Group:
         return self.size - len(self.members) - cancelled
 
     def accounted(self) -> int:
-        """arrived + Σ cancellation counts: the group finalizes when this reaches G."""
+        """arrived + Σ cancellation counts: the group finalizes when this reaches G + r."""
         counts = sum(len(c.episode_ids) + c.unscheduled for c in self.cancellations)
         return len(self.arrived()) + counts
 
@@ -137,7 +137,7 @@ class Record:
             env=event.env,
             task_id=event.task_id,
             frozen=event.frozen,
-            size=event.group_size,
+            size=event.group_size + self.config.group_redundancy,  # G + r members go out
             start_version=event.policy_version,
             step=event.step,
         )

@@ -56,6 +56,8 @@ class Settings:
     queue_eviction: str = "oldest-episode"
     over_sampling_batch_size: int | None = None
     leftovers: str = "run-on"
+    group_redundancy: int = 0  # r: members dispatched past G; the first G arrivals finalize
+    async_generation_ratio: float = 0.0  # α: ROLL admission's head start, in batches
 
     @property
     def lag(self) -> int:

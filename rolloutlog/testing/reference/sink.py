@@ -20,6 +20,8 @@ train group not yet scored holds a member at its last chance.
 
 from __future__ import annotations
 
+import math
+
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event, GroupScored
 from rolloutlog.testing.reference.oversampling import leftover
 from rolloutlog.testing.reference.record import Episode, Group, Record
@@ -189,6 +191,28 @@ def _last_chance_open(record: Record) -> bool:
     )
 
 
+def _roll_window(record: Record, queue: list[Episode]) -> list[Episode]:
+    """ROLL's get_batch: oldest version first, none older than `(step − 1) − ⌈α⌉`; at that
+    oldest version whole groups only while fewer than `int(batch_size × frac(α))` episodes
+    were taken, when α is not whole and batches count episodes."""
+    settings = record.config
+    ratio = settings.async_generation_ratio
+    oldest = record.step - 1 - math.ceil(ratio)
+    capped = ratio != math.floor(ratio) and settings.batch_size is not None
+    cap = int((settings.batch_size or 0) * (ratio - math.floor(ratio)))
+    out: list[Episode] = []
+    opened: list[str] = []
+    for episode in sorted(queue, key=lambda e: e.version):
+        if episode.version < oldest:
+            continue
+        if capped and episode.version == oldest and episode.group_id not in opened:
+            if len(out) >= cap:
+                continue
+            opened.append(episode.group_id)
+        out.append(episode)
+    return out
+
+
 def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
     settings = record.config
     if record.finished or record.version < record.step - 1 - settings.lag:
@@ -198,6 +222,8 @@ def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
     queued = queue  # in the order episodes joined it
     if settings.batch_order == "oldest-first":
         queue = sorted(queue, key=lambda e: e.version)
+    elif settings.batch_order == "roll-window":
+        queue = _roll_window(record, queue)
     if settings.batch_size is not None:
         if len(queue) < settings.batch_size:
             return []

@@ -120,26 +120,28 @@ def on_warning(text: str, act: Callable[[], None]) -> Iterator[OnWarning]:
         logger.removeHandler(handler)
 
 
-def train_preset_at_bound_zero(log: Path, policy: str) -> dict[str, Any]:
-    """`rolloutlog train --policy POLICY` for 4 small steps at bound 0 on thread servers,
-    invariants checked on every event: its `--json` report, once it exited 0, finished its
-    steps with no violation and its log at `log` re-decides (`verify`)."""
-    arguments = ["train", "--policy", policy, "--steps", "4", "--json", "--log", str(log)]
-    for setting in (
-        "group_size=4",
-        "batch_size=16",
-        "max_inflight=16",
-        "server_mode=thread",
-        "max_off_policy_steps=0",
-        "target_lag=0",
-        "check_invariants=true",
-    ):
-        arguments += ["--set", setting]
-    result = CliRunner().invoke(main, arguments)
+def train_checked(log: Path, arguments: Sequence[str], settings: Sequence[str]) -> dict[str, Any]:
+    """`rolloutlog train ARGUMENTS --json --log LOG` in thread servers with each of `settings`
+    set and the invariants checked on every event: its report, once the run finished on its
+    steps with nothing broken and `verify` re-decided every decision of the log."""
+    command = ["train", *arguments, "--json", "--log", str(log)]
+    for setting in ("server_mode=thread", "check_invariants=true", *settings):
+        command += ["--set", setting]
+    result = CliRunner().invoke(main, command)
     assert result.exit_code == 0, result.output
     report: dict[str, Any] = json.loads(result.stdout)
     assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
-    assert report["replay_error"] is None and report["max_trained_age"] == 0
+    assert report["replay_error"] is None
     verify = CliRunner().invoke(main, ["verify", str(log)])
     assert verify.exit_code == 0 and "every decision matches" in verify.output
+    return report
+
+
+def train_preset_at_bound_zero(log: Path, policy: str) -> dict[str, Any]:
+    """`train --policy POLICY` for 4 small steps at bound 0 (`train_checked`): nothing
+    trains past age 0."""
+    small = ("group_size=4", "batch_size=16", "max_inflight=16")
+    bound = ("max_off_policy_steps=0", "target_lag=0")
+    report = train_checked(log, ["--policy", policy, "--steps", "4"], (*small, *bound))
+    assert report["max_trained_age"] == 0
     return report

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
-from tests.runtime.live.live_helpers import verified_summary
+from tests.runtime.live.live_helpers import train_checked, verified_summary
 
 STEPS = 30
 
@@ -98,29 +98,17 @@ def test_train_piped_prints_progress_lines_on_stderr(tmp_path):
     assert "reward " in lines[0] and "ages " in lines[0]
 
 
-def _train_preset(log, policy: str, steps: int, *settings: str) -> dict:
-    """`train --policy POLICY` on thread servers with the invariants checked on every
-    event: it finishes its steps with none broken, and its log re-decides."""
-    arguments = ["train", "--policy", policy, "--steps", str(steps), "--json", "--log", str(log)]
-    for setting in (*settings, "server_mode=thread", "check_invariants=true"):
-        arguments += ["--set", setting]
-    result = CliRunner().invoke(main, arguments)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["finished_reason"] == "steps" and report["invariant_violations"] == []
-    assert report["replay_error"] is None
-    verify = CliRunner().invoke(main, ["verify", str(log)])
-    assert verify.exit_code == 0 and "every decision matches" in verify.output
-    return report
-
-
 def test_train_runs_a_field_preset_and_its_log_verifies(tmp_path):
     """`--policy prime-rl` sets every key of the preset in the recorded config; the live
     driver carries out its decisions (lag one at bound 0, stale open groups cancelled whole)
     with the invariants checked on every event, and the log re-decides."""
     log = tmp_path / "prime.arrow"
     settings = ("group_size=4", "batch_size=16", "max_inflight=16")
-    report = _train_preset(log, "prime-rl", 4, *settings, "max_off_policy_steps=0", "target_lag=0")
+    report = train_checked(
+        log,
+        ["--policy", "prime-rl", "--steps", "4"],
+        (*settings, "max_off_policy_steps=0", "target_lag=0"),
+    )
     assert report["max_trained_age"] == 0
     started = read_log(log)[0]
     assert started.config["gate_lag"] == "one" and started.config["stale_cancel"] == "open"
@@ -132,7 +120,9 @@ def test_train_runs_pipelinerl_with_a_bounded_queue_and_its_log_verifies(tmp_pat
     the invariants checked on every event, and the log re-decides."""
     log = tmp_path / "pipelinerl.arrow"
     settings = ("group_size=4", "batch_size=16", "max_inflight=16", "target_lag=0")
-    report = _train_preset(log, "pipelinerl", 3, *settings, "queue_limit=16")
+    report = train_checked(
+        log, ["--policy", "pipelinerl", "--steps", "3"], (*settings, "queue_limit=16")
+    )
     assert "episodes_evicted" in report
     started = read_log(log)[0]
     assert started.config["staleness"] == "soft" and started.config["queue_limit"] == 16
@@ -154,7 +144,9 @@ def test_train_runs_tinker_822_and_carries_out_its_wait(tmp_path):
     log = tmp_path / "tinker822.arrow"
     settings = ("group_size=4", "batch_size=8", "max_inflight=16", "max_off_policy_steps=1")
     # episodes outlast a train step, so batches wait
-    report = _train_preset(log, "tinker-822", 6, *settings, "server_min_step_s=0.04")
+    report = train_checked(
+        log, ["--policy", "tinker-822", "--steps", "6"], (*settings, "server_min_step_s=0.04")
+    )
     assert report["episodes_dropped_stale"] == 0
     summary = verified_summary(log)
     assert (summary["ship_waits"], summary["ship_wait_seconds"]) == (
@@ -172,7 +164,7 @@ def test_train_runs_slime_oversample_and_aborts_its_leftovers(tmp_path):
     synchronously (every trained episode of age 0), and the log re-decides."""
     log = tmp_path / "slime.arrow"
     settings = ("group_size=4", "batch_size=16", "max_inflight=24", "over_sampling_batch_size=6")
-    report = _train_preset(log, "slime-oversample", 3, *settings)
+    report = train_checked(log, ["--policy", "slime-oversample", "--steps", "3"], settings)
     assert report["max_trained_age"] == 0
     events = read_log(log)
     assert events[0].config["leftovers"] == "abort"

@@ -1,0 +1,43 @@
+"""Group-shape rules: how many members a group dispatches, and when its extras are cancelled.
+
+ROLL's `group_size_redundancy` r dispatches G + r members of a group and takes the first G
+to arrive: a slow member no longer holds its group back. `group_redundancy = 0` (the
+default) is every group of G members, as before. The cancellation of the extras is the
+dispatcher's (`redundant_members`), so that the permits they hold go back at once; the
+sink finalizes the group when all G + r are accounted for, as it does any group.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rolloutlog.events.types import EpisodeCompleted, EpisodeFailed, EpisodesCancelled, Event
+
+if TYPE_CHECKING:  # the state imports the preset table, which imports the rule families
+    from rolloutlog.core.dispatcher_state import DispatcherState
+
+
+def members(group_size: int, redundancy: int) -> int:
+    """Members a group of `group_size` (G) dispatches: G + r."""
+    return group_size + redundancy
+
+
+def redundant_members(
+    state: DispatcherState, event: EpisodeCompleted | EpisodeFailed
+) -> list[Event]:
+    """At a group's G-th arrival (completed or failed: ROLL counts a failed rollout toward
+    G), cancel every member it still owes, in flight or unscheduled, as `redundant`."""
+    if not state.config.group_redundancy:
+        return []
+    group = state.groups.get(event.episode_id.rpartition("/")[0])
+    if group is None or group.arrived < group.size - state.config.group_redundancy:
+        return []
+    return [
+        EpisodesCancelled(
+            t=event.t,
+            group_id=group.group_id,
+            episode_ids=tuple(group.inflight),
+            unscheduled=group.unscheduled,
+            reason="redundant",
+        )
+    ]
