@@ -15,9 +15,10 @@ prime-rl's own ids, at the moment it happens (seconds since the first call):
 - `Dispatcher.cancel_inflight(n)`: the overload cut; `on_version_pending(step)`: version
   `step` pending; `on_new_version(step)`: version `step` live; `set_limit(max_inflight)`:
   the permit limit;
-- `TrainSink.process_group(group_id)`: the score (each member's advantages summed over its
-  traces; admitted when any of its traces was queued), after a stale cancellation the
-  drops of its arrived members and an empty score;
+- `TrainSink.process_group(group_id)`: the score (each member's advantage: the sum over its
+  traces of prime-rl's own scalar reading of a trace, `trace_advantage`; admitted when any
+  of its traces was queued), after a stale cancellation the drops of its arrived members
+  and an empty score;
 - `TrainSink._drop_stale(trace_ids)`: a drop of each episode whose queued traces it voided;
 - `TrainSink.process_batch()`: the batch, its cut and its trained episodes.
 
@@ -136,8 +137,7 @@ class Recording:
             scored = []
         for episode in scored:  # a failure arrives unscored
             ours = self.by_episode[str(episode.id)]
-            values = [getattr(trace, "advantage", None) or 0.0 for trace in episode.traces]
-            advantages[ours] = sum(values)
+            advantages[ours] = sum(trace_advantage(trace) for trace in episode.traces)
             queued = queued or any(trace.id in sink.pending_batch for trace in episode.traces)
         self.log().score(self.t(), group_id, advantages, admitted=queued)
 
@@ -163,6 +163,15 @@ class Recording:
         if not log.finished:
             log.finish(self.t(), reason)
         log.close()
+
+
+def trace_advantage(trace: Any) -> float:
+    """A trace's advantage as prime-rl reads one back (`algo/routing.py` `scalar_advantage`):
+    its algorithm assigns credit per sampled token of each node (`node.advantages`; GRPO
+    gives every token the trace's one scalar), and the scalar is the mean of the nonzero
+    ones, 0 when none is nonzero or none was assigned."""
+    values = [v for node in trace.nodes for v in getattr(node, "advantages", None) or () if v]
+    return sum(values) / len(values) if values else 0.0
 
 
 class Instrumented:

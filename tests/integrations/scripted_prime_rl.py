@@ -56,10 +56,19 @@ class InflightEpisode:
 
 
 @dataclass
+class Node:
+    """prime-rl's shape (verifiers' `MessageNode`): credit per sampled token, None until
+    the algorithm assigns it."""
+
+    mask: list[bool]
+    advantages: list[float] | None = None
+
+
+@dataclass
 class Trace:
     id: str
     reward: float
-    advantage: float = 0.0
+    nodes: list[Node]
 
 
 @dataclass
@@ -159,6 +168,14 @@ class TrainSink:
         return TrainBatch(Cohort(trained))
 
 
+def assign_advantages(trace: Trace, advantage: float) -> None:
+    """prime-rl's GRPO credit (`algo/routing.py` `assign_advantages`): the trace's scalar on
+    every sampled token of every node that has one."""
+    for node in trace.nodes:
+        if any(node.mask):
+            node.advantages = [advantage] * sum(node.mask)
+
+
 class Play:
     """Makes a log's facts happen through the stand-in, which the recording watches."""
 
@@ -207,7 +224,7 @@ class Play:
             trace = self.traces[event.episode_id] = f"trace-{uuid.uuid4()}"
             episode = Episode(
                 str(uuid.uuid4()),
-                [Trace(trace, event.reward)],
+                [Trace(trace, event.reward, [Node([False] * 3), Node([True] * 2)])],
                 event.prompt_tokens,
                 event.completion_tokens,
             )
@@ -225,7 +242,7 @@ class Play:
                 episode = next(
                     e for e in sink.pending_groups[gid] if e.traces[0].id == self.traces[ours]
                 )
-                episode.traces[0].advantage = advantage
+                assign_advantages(episode.traces[0], advantage)
             sink.admit[gid] = [self.traces[e] for e in event.episode_ids if event.admitted]
             await sink.process_group(gid)
         elif isinstance(event, EpisodeDropped):

@@ -117,3 +117,16 @@ def test_restore_puts_the_methods_back() -> None:
 
 def test_without_the_variable_nothing_is_wrapped() -> None:
     assert prime_rl.enable({}) is None
+
+
+def test_a_traces_advantage_is_read_per_node_as_prime_rl_reads_it_back() -> None:
+    """prime-rl keeps credit per sampled token of each node; its scalar is their nonzero mean
+    (`scalar_advantage`), not a sum over tokens or nodes."""
+    Node, Trace = scripted_prime_rl.Node, scripted_prime_rl.Trace
+    trace = Trace("t", 1.0, [Node([False] * 3), Node([True] * 3), Node([False, True])])
+    assert prime_rl.trace_advantage(trace) == 0.0  # not assigned yet
+    scripted_prime_rl.assign_advantages(trace, -0.25)
+    assert [node.advantages for node in trace.nodes] == [None, [-0.25] * 3, [-0.25]]
+    assert prime_rl.trace_advantage(trace) == -0.25
+    trace.nodes[1].advantages, trace.nodes[2].advantages = [0.0, 0.5, 1.0], [1.5]  # per token
+    assert prime_rl.trace_advantage(trace) == 1.0
