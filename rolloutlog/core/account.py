@@ -432,11 +432,11 @@ class Account(
 
     def on_dropped(self, seq: int, episode_id: str, reason: str, recorded_age: int) -> None:
         kind = "episode_dropped"
+        self.queued_at.pop(episode_id, None)
         if reason == "evicted":  # a bounded queue's, of any age (`core.account_eviction`)
             return self._evicted(seq, episode_id, recorded_age)
         self.train_promised -= 1
         queued = self.queue.pop(episode_id, None)
-        self.queued_at.pop(episode_id, None)
         group = None
         if queued is not None:
             version, ages, _ = queued

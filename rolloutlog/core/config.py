@@ -195,6 +195,11 @@ class RunConfig:
                     f"over_sampling_batch_size: must be >= the {batch_groups} groups of a batch "
                     f"(got {rounds}): slime refuses a round smaller than rollout_batch_size"
                 )
+        if self.admission == "slime" and self.group_redundancy:
+            problems.append(
+                f"group_redundancy: must be 0 under admission = 'slime' (got "
+                f"{self.group_redundancy}): slime's rounds count whole groups of group_size"
+            )
         return problems
 
     def to_dict(self) -> dict[str, Any]:

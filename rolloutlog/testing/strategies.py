@@ -86,6 +86,8 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     if "over_sampling_batch_size" not in fixed:  # slime: at least a batch's groups
         groups = -(-(values["batch_size"] or 1) // values["group_size"])
         values["over_sampling_batch_size"] = draw(st.sampled_from([None, groups, groups + 2]))
+    if values["admission"] == "slime" and "group_redundancy" not in fixed:
+        values["group_redundancy"] = 0  # slime's rounds count whole groups (startup_problems)
     return RunConfig.from_mapping(values)
 
 

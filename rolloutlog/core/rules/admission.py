@@ -471,8 +471,9 @@ def evals_first(state: DispatcherState) -> tuple[Work | None, ...]:
 
 def lag_of_zero(config: RunConfig) -> int:
     """slime's `train.py`: a step generates, trains and updates the weights before the next
-    one generates, so train work waits for the weights of the batch before it."""
-    return 0
+    one generates, so train work waits for the weights of the batch before it (and the
+    sync interval, as `configured_lag`)."""
+    return config.updates_per_sync - 1
 
 
 def configured_lag(config: RunConfig) -> int:
