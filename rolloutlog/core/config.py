@@ -195,6 +195,18 @@ class RunConfig:
                     f"over_sampling_batch_size: must be >= the {batch_groups} groups of a batch "
                     f"(got {rounds}): slime refuses a round smaller than rollout_batch_size"
                 )
+        if self.ship_wait == "last-chance" and self.admission != "outstanding":
+            problems.append(
+                f"ship_wait: 'last-chance' needs admission = 'outstanding' (got "
+                f"{self.admission!r}): PR #822 waits behind its cap on outstanding groups; "
+                "without it new groups keep opening at their last chance and a batch may wait "
+                "for ever"
+            )
+        if self.ship_wait == "last-chance" and self.weight_update == "drain":
+            problems.append(
+                "ship_wait: 'last-chance' does not combine with weight_update = 'drain': "
+                "a drained update holds the dispatch a waiting batch needs"
+            )
         if self.admission == "slime" and self.group_redundancy:
             problems.append(
                 f"group_redundancy: must be 0 under admission = 'slime' (got "

@@ -86,6 +86,15 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     if "over_sampling_batch_size" not in fixed:  # slime: at least a batch's groups
         groups = -(-(values["batch_size"] or 1) // values["group_size"])
         values["over_sampling_batch_size"] = draw(st.sampled_from([None, groups, groups + 2]))
+    if values["ship_wait"] == "last-chance" and "ship_wait" not in fixed:
+        # the wait needs PR #822's cap, and no drain (`RunConfig.startup_problems`)
+        capped = values["admission"] == "outstanding" or "admission" not in fixed
+        if not capped or values.get("weight_update") == "drain":
+            values["ship_wait"] = "none"
+        else:
+            values["admission"] = "outstanding"
+    elif values["ship_wait"] == "last-chance" and "admission" not in fixed:
+        values["admission"] = "outstanding"
     if values["admission"] == "slime" and "group_redundancy" not in fixed:
         values["group_redundancy"] = 0  # slime's rounds count whole groups (startup_problems)
     return RunConfig.from_mapping(values)

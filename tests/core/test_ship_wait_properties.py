@@ -34,7 +34,7 @@ class WaitWatch:
         lag = sink.rules.lag(sink.config)
         if sink.finished or sink.version < sink.step - 1 - lag:
             return
-        if not take(sink.rules.batch_order, sink.config, sink.queue):
+        if not take(sink.rules.batch_order, sink.config, sink.queue, sink.step):
             return
         if not waits_for_last_chance(sink):
             return
