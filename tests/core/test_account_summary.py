@@ -42,7 +42,8 @@ def _waits(log: list[Event]) -> dict[str, Any]:
     bound, size, tokens = (
         config[k] for k in ("max_off_policy_steps", "batch_size", "token_batch_size")
     )
-    lag = 1 if config.get("gate_lag") == "one" else config["target_lag"]
+    lag = {"one": 1, "zero": 0}.get(config.get("gate_lag", ""), config["target_lag"])
+    lag += config.get("updates_per_sync", 1) - 1  # a version comes every K batches
     step, version, waits, seconds, since, finished = 1, 0, 0, 0.0, None, False
     open_members: dict[str, dict[str, int]] = {}  # train group, not frozen -> id -> version
     held: dict[str, int] = {}  # tokens of every arrival
