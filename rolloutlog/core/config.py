@@ -207,6 +207,18 @@ class RunConfig:
                 "ship_wait: 'last-chance' does not combine with weight_update = 'drain': "
                 "a drained update holds the dispatch a waiting batch needs"
             )
+        if self.batch_order == "roll-window" and self.updates_per_sync > 1:
+            problems.append(
+                f"batch_order: 'roll-window' needs updates_per_sync = 1 (got "
+                f"{self.updates_per_sync}): ROLL's window counts one weight update a step, and "
+                "with fewer versions it excludes what waits, so batches never fill"
+            )
+        if self.weight_update == "drain" and self.admission in ("verl", "slime"):
+            problems.append(
+                f"weight_update: 'drain' does not combine with admission = {self.admission!r}: "
+                "its budget reopens only with a new version or step, which a drained update "
+                "holds back, and runs stall"
+            )
         if self.admission == "slime" and self.group_redundancy:
             problems.append(
                 f"group_redundancy: must be 0 under admission = 'slime' (got "

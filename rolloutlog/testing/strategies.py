@@ -95,6 +95,10 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
             values["admission"] = "outstanding"
     elif values["ship_wait"] == "last-chance" and "admission" not in fixed:
         values["admission"] = "outstanding"
+    if values["batch_order"] == "roll-window" and "updates_per_sync" not in fixed:
+        values["updates_per_sync"] = 1  # ROLL's window: one update a step (startup_problems)
+    if values.get("weight_update") == "drain" and values["admission"] in ("verl", "slime"):
+        values["admission"] = "none"  # their budgets stall behind a drain (startup_problems)
     if values["admission"] == "slime" and "group_redundancy" not in fixed:
         values["group_redundancy"] = 0  # slime's rounds count whole groups (startup_problems)
     return RunConfig.from_mapping(values)
