@@ -148,10 +148,12 @@ def _planned(name: str, preset: str, seed: int, steps: int, extra: Sequence[str]
 
 
 def preset_sets(preset: str) -> list[str]:
-    """`--set` items of a preset (TOML values: `true`, not `True`)."""
+    """`--set` items of a preset (TOML values: `true`, not `True`; a key left at `None`, which
+    `--set` cannot say, is left out: its default)."""
     return [
         f"{key}={str(value).lower() if isinstance(value, bool) else value}"
         for key, value in preset_overrides(preset).items()
+        if value is not None
     ]
 
 
