@@ -79,7 +79,7 @@ def test_time_going_backwards_is_refused_naming_the_call_and_both_times(tmp_path
         (
             lambda r: r.cancel(1.0, "a", ["e0"], reason="bored"),
             "cancel: reason must be one of ('stale', 'overload', 'straggler', 'shutdown', "
-            "'restart'), got 'bored'",
+            "'restart', 'leftover', 'redundant'), got 'bored'",
         ),
         (lambda r: r.score(1.0, "a", {}, admitted=False), "score: group a still owes 2 of G=2"),
         (lambda r: r.drop(1.0, "e0"), "drop: episode e0 is neither arrived nor queued"),
