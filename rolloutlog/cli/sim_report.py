@@ -200,10 +200,10 @@ NAME_FOLD = 12  # `per-episode+` whole: a policy name folds before its `+RULE`s 
 
 
 def _folded(name: str, width: int) -> str:
-    """`name` in lines of at most `width`, broken before a `+` where it must break (the
-    table folds a part longer than that)."""
+    """`name` in lines of at most `width`, broken before a `+` or after a `-` where it must
+    break (`verl-fully-` over `async`; the table folds a part longer than that)."""
     lines = [""]
-    for part in re.split(r"(?=\+)", name):
+    for part in re.split(r"(?=\+)|(?<=-)", name):
         if lines[-1] and len(lines[-1]) + len(part) > width:
             lines.append(part)
         else:

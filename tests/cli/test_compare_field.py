@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from rolloutlog.cli.main import main
 from rolloutlog.cli.policies import parse_policies
+from rolloutlog.cli.sim_report import _folded
 from rolloutlog.core.presets import FIELD, FieldPreset, field_set
 from rolloutlog.runs.simulate import policy_name, run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario
@@ -91,3 +92,10 @@ def test_whatif_compare_field_reports_the_recorded_run_beside_each_preset(
     assert result.exit_code == 0, result.output
     assert "metric" not in result.stdout
     assert all(f"\n{name} " in result.stdout for name in ["recorded", *FIELD_SET])
+
+
+def test_a_long_preset_name_folds_after_a_hyphen_or_before_a_rule() -> None:
+    assert _folded("verl-fully-async", 12) == "verl-fully-\nasync"
+    assert _folded("prime-rl-withhold", 12) == "prime-rl-\nwithhold"
+    assert _folded("per-episode+straggler", 12) == "per-episode\n+straggler"
+    assert _folded("tinker-822", 12) == "tinker-822"
