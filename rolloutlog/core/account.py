@@ -447,15 +447,15 @@ class Account(
                 return self._fail(seq, kind, f"{episode_id} dropped but neither queued nor arrived")
             group.dropped.add(episode_id)
             version, ages = arrival[1], group.train and not group.frozen
+        actual = age(version, self.step)
+        if reason not in DROP_REASONS or recorded_age != actual:
+            self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
         if reason == "leftover":
             return self._leftover_dropped(seq, episode_id, group)
         self.run.dropped_stale += 1
         if reason == "requeue":
             self._requeue_dropped(seq, episode_id, group, queued is not None)
         self._withhold_dropped(seq, episode_id, reason, group)
-        actual = age(version, self.step)
-        if reason not in DROP_REASONS or recorded_age != actual:
-            self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
         if not (ages and actual > self.bound):
             self._fail(seq, kind, f"{episode_id} is not stale")
         return None
