@@ -13,6 +13,7 @@ from hypothesis import given
 
 from rolloutlog.core.account_properties import HARD_BOUND, kept_properties
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.presets import rules_for
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import (
     WORLD_KINDS,
@@ -68,7 +69,7 @@ def test_a_dispatch_is_at_most_one_past_the_lag_once_its_reaction_settles(
     settled, shipped, _ = _ages_once_settled(log)
     bound = config.max_off_policy_steps
     if config.staleness == "per-episode":
-        lag = config.target_lag + config.updates_per_sync - 1  # a version every K batches
+        lag = rules_for(config).lag(config)  # target_lag or the gate's own, and K - 1
         assert all(age <= lag + 1 for _, _, age in settled), settled
     if HARD_BOUND in kept_properties(config):  # soft staleness trains them (and counts them)
         assert not {e for e, _, age in settled if age > bound} & shipped  # never trained
