@@ -259,7 +259,7 @@ def _scored_while_owing(account: Account, event: EpisodeDispatched) -> tuple[Eve
     scored = GroupScored(
         t=event.t, group_id=event.group_id, episode_ids=(), advantages=(), admitted=False
     )
-    return scored, "cancelled != G="
+    return scored, "cancelled != G"  # G= or, with redundant members, G+r=
 
 
 def _scored_without_a_member(account: Account, event: Event) -> Planted | None:
