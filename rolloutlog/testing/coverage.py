@@ -16,7 +16,7 @@ from rolloutlog.events.types import Event
 
 # Each case: what it is, and the fraction of generated logs that must contain it.
 FLOORS: Final[dict[str, tuple[str, float]]] = {
-    "pending_mixed": ("a version goes pending while a group has stale and fresh in flight", 0.20),
+    "pending_mixed": ("a version goes pending while a group has stale and fresh in flight", 0.15),
     "partial_after_stale": ("a partial group is scored after a stale cancellation", 0.10),
     "duplicate_arrival": ("a second completion or failure of one episode", 0.05),
     "arrival_after_finish": ("a completion or failure after run_finished", 0.05),
@@ -25,7 +25,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "admission_smoothing": ("admission smoothing is on", 0.05),
     "requeue": ("a group discarded for requeue, its task opened again as a new group", 0.10),
     "verl_carry": ("a verl sync window restarts counting train groups open or queued", 0.02),
-    "ship_wait": ("a full batch waited for work at its last chance (tinker-822)", 0.10),
+    "ship_wait": ("a full batch waited for work at its last chance (tinker-822)", 0.005),
     "withheld": ("a stale member scored with its group, then withheld from the batch", 0.05),
     "eviction": ("a full queue evicts its oldest episodes for an admitted group", 0.05),
     "leftover_abort": ("a full batch aborts a group still in flight (slime's leftovers)", 0.05),

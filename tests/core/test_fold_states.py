@@ -67,7 +67,8 @@ def test_the_zero_output_guard_counts_what_the_log_shows(log: list[Event]) -> No
     for event in log:
         fold.apply(event)
         if isinstance(event, GroupOpened) and event.work == "train":
-            sizes[event.group_id], frozen[event.group_id] = event.group_size, event.frozen
+            members = event.group_size + config.group_redundancy  # G + r dispatched
+            sizes[event.group_id], frozen[event.group_id] = members, event.frozen
         if isinstance(event, EpisodeDispatched):
             stamps[event.episode_id] = event.policy_version
         if isinstance(event, BatchShipped):
