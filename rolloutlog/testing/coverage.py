@@ -17,7 +17,7 @@ from rolloutlog.events.types import Event
 # Each case: what it is, and the fraction of generated logs that must contain it.
 FLOORS: Final[dict[str, tuple[str, float]]] = {
     "pending_mixed": ("a version goes pending while a group has stale and fresh in flight", 0.15),
-    "partial_after_stale": ("a partial group is scored after a stale cancellation", 0.10),
+    "partial_after_stale": ("a partial group is scored after a stale cancellation", 0.05),
     "duplicate_arrival": ("a second completion or failure of one episode", 0.05),
     "arrival_after_finish": ("a completion or failure after run_finished", 0.05),
     "late_failure": ("a failure of an episode already cancelled", 0.05),
