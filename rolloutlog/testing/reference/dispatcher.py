@@ -14,6 +14,7 @@ by its own cancellations are refilled when it sees those cancellations.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from rolloutlog.events.types import (
     BatchShipped,
@@ -222,15 +223,7 @@ def _train_room(record: Record) -> int:
         return 0
     if settings.weight_update == "drain" and record.live < record.version:
         return 0
-    if settings.admission not in (
-        "capacity",
-        "areal",
-        "verl",
-        "outstanding",
-        "max-lag",
-        "slime",
-        "roll",
-    ):
+    if settings.admission != "capacity" and settings.admission not in _FIELD_ROOMS:
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]
     if settings.batch_size is not None:
@@ -241,18 +234,9 @@ def _train_room(record: Record) -> int:
             return slime_room(record, None) if settings.admission == "slime" else UNLIMITED
         tokens = sum(e.tokens for e in completed)
         per_batch = max(1, -(-(settings.token_batch_size or 0) * len(completed) // tokens))
-    if settings.admission == "areal":
-        return _areal_room(record, per_batch)
-    if settings.admission == "verl":
-        return _verl_room(record, per_batch)
-    if settings.admission == "outstanding":
-        return _outstanding_room(record, per_batch)
-    if settings.admission == "max-lag":
-        return _max_lag_room(record, per_batch)
-    if settings.admission == "slime":
-        return slime_room(record, per_batch)
-    if settings.admission == "roll":
-        return _roll_room(record, per_batch)
+    field_room = _FIELD_ROOMS.get(settings.admission)
+    if field_room is not None:
+        return field_room(record, per_batch)
     in_flight = sum(e.status == "in flight" for e in train)
     unscored = sum(
         e.status in ("completed", "failed") and not record.group_of(e).scored for e in train
@@ -453,3 +437,14 @@ def _dispatch(group_id: str, first: int, count: int, version: int, t: float) -> 
         )
         for m in range(first, first + count)
     ]
+
+
+# Admission rule -> its room, each restated from the docs (capacity's is inline above).
+_FIELD_ROOMS: dict[str, Callable[[Record, int], int]] = {
+    "areal": _areal_room,
+    "verl": _verl_room,
+    "outstanding": _outstanding_room,
+    "max-lag": _max_lag_room,
+    "slime": slime_room,
+    "roll": _roll_room,
+}
