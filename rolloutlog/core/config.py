@@ -187,6 +187,14 @@ class RunConfig:
                 f"queue_limit: must be 0 or >= group_size and batch_size, got {self.queue_limit}: "
                 "an admitted group must fit in the queue, and a batch must be able to fill"
             )
+        elif self.queue_limit and self.queue_eviction == "oldest-group" and self.batch_size:
+            least = self.batch_size + self.group_size - 1
+            if self.queue_limit < least:
+                problems.append(
+                    f"queue_limit: must be >= batch_size + group_size - 1 ({least}) with "
+                    f"queue_eviction = 'oldest-group', got {self.queue_limit}: evicting whole "
+                    "groups from a smaller queue can keep it below a batch for ever"
+                )
         rounds = self.over_sampling_batch_size
         if self.admission == "slime" and rounds is not None and self.batch_size is not None:
             batch_groups = -(-self.batch_size // self.group_size)

@@ -98,6 +98,17 @@ def test_a_queue_that_cannot_hold_a_group_or_a_batch_is_refused() -> None:
         RunConfig.from_mapping({"group_size": 2, "batch_size": 64, "queue_limit": 32})
 
 
+def test_a_queue_that_whole_group_eviction_keeps_short_of_a_batch_is_refused() -> None:
+    """Found by the drained-update property: G=8, B=11, a limit of 11 under `oldest-group`
+    never held a batch (a queue of 8 that took a group evicted one back to 8), so the
+    simulator ran 200,000 world events without shipping."""
+    held = {"group_size": 8, "batch_size": 11, "queue_eviction": "oldest-group"}
+    with pytest.raises(ConfigError, match=r"batch_size \+ group_size - 1 \(18\)"):
+        RunConfig.from_mapping({**held, "queue_limit": 17})
+    RunConfig.from_mapping({**held, "queue_limit": 18})
+    RunConfig.from_mapping({**held, "queue_limit": 11, "queue_eviction": "oldest-episode"})
+
+
 def test_evictions_are_counted_apart_from_stale_drops() -> None:
     """`replay --json`'s `episodes_evicted` and `metrics`' `off_policy/evicted` count the
     evictions; neither counts them as stale drops."""
