@@ -41,7 +41,6 @@ from rolloutlog.replay.columnar_validate import batch_is_valid
 from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.replay.time_order import TimeOrder
 
-Columns = dict[str, list[Any]]
 Texts = list[tuple[str, str]]  # each row's canonical text and the fingerprint text after it
 
 
@@ -102,57 +101,52 @@ class Digested:
             self.owing -= 1
 
 
-# A row applier applies row `i` to the state and returns the row's canonical text: exactly
-# `repr((kind, seq, t, *values))`, the text `core.digest.canonical_values` encodes. Hot
-# kinds write it with an f-string (`!r` is `repr`; `str` of an int or bool is its repr),
-# which is faster than building the tuple; `t_text` is `repr(t)`, shared by all the rows
-# a world event sets off.
-Applier = Callable[[Digested, Columns, int, int, str], str]
+# A row applier applies one row to the state and returns the row's canonical text: exactly
+# `repr((kind, seq, t, *values))`, the text `core.digest.canonical_values` encodes, with
+# `values` the row's payload in field order (`PAYLOAD_FIELDS`). Hot kinds write it with an
+# f-string (`!r` is `repr`; `str` of an int or bool is its repr), which is faster than
+# building the tuple; `t_text` is `repr(t)`, shared by all the rows a world event sets off.
+Values = tuple[Any, ...]
+Applier = Callable[[Digested, int, float, str, Values], str]
 
 
 def _generic(kind: str) -> Applier:
     """Rows that only set a value or nothing: their text comes from `canonical_values`."""
-    names = PAYLOAD_FIELDS[kind]
 
-    def apply(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-        return canonical_values(kind, seq, c["t"][i], [c[name][i] for name in names]).decode()
+    def apply(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+        return canonical_values(kind, seq, t, values).decode()
 
     return apply
 
 
-def _group_opened(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    group_id, work, size = c["group_id"][i], c["work"][i], c["group_size"][i]
-    frozen = c["frozen"][i]
-    version, step = c["policy_version"][i], c["step"][i]
-    task = (c["task_id"][i], c["env"][i])
-    state.account.on_group_opened(seq, group_id, work, size, frozen, version, step, task)
+def _group_opened(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    group_id, work, env, task_id, size, version, step, frozen = values
+    state.account.on_group_opened(seq, group_id, work, size, frozen, version, step, (task_id, env))
     state.owing += 1
     if state.split is not None:
         state.split.on_group_opened(work, group_id)
     return (
-        f"('group_opened', {seq}, {t_text}, {group_id!r}, {work!r}, {c['env'][i]!r}, "
-        f"{c['task_id'][i]!r}, {size}, {version}, {step}, {frozen})"
+        f"('group_opened', {seq}, {t_text}, {group_id!r}, {work!r}, {env!r}, "
+        f"{task_id!r}, {size}, {version}, {step}, {frozen})"
     )
 
 
-def _dispatched(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    episode_id, group_id = c["episode_id"][i], c["group_id"][i]
-    member, version = c["member"][i], c["policy_version"][i]
+def _dispatched(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    episode_id, group_id, member, version = values
     state.account.on_dispatched(seq, episode_id, group_id, member, version)
     if state.split is not None:
         state.split.on_dispatched(group_id, episode_id, version)
-    counts = state.counts  # a member is below the group size
+    # a member is below the group size: its text is in the table of counts
     return (
         f"('episode_dispatched', {seq}, {t_text}, {episode_id!r}, {group_id!r}, "
-        f"{counts[member]}, {version})"
+        f"{state.counts[member]}, {version})"
     )
 
 
-def _completed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    episode_id, reward = c["episode_id"][i], c["reward"][i]
+def _completed(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    episode_id, reward, prompt, completion = values
     if reward is None:
         raise NeedsPlainFold(seq, "a completion without a reward")
-    prompt, completion = c["prompt_tokens"][i], c["completion_tokens"][i]
     kind = "episode_completed"
     state.landed(state.account.on_arrival(seq, kind, episode_id, reward, prompt + completion))
     if state.split is not None:
@@ -163,17 +157,17 @@ def _completed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> st
     )
 
 
-def _failed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    episode_id = c["episode_id"][i]
+def _failed(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    episode_id, error = values
     state.landed(state.account.on_arrival(seq, "episode_failed", episode_id, None))
     if state.split is not None:
         state.split.on_failed(episode_id)
-    return f"('episode_failed', {seq}, {t_text}, {episode_id!r}, {c['error'][i]!r})"
+    return f"('episode_failed', {seq}, {t_text}, {episode_id!r}, {error!r})"
 
 
-def _cancelled(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    group_id, ids, unscheduled = c["group_id"][i], c["episode_ids"][i], c["unscheduled"][i]
-    reason, account = c["reason"][i], state.account
+def _cancelled(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    group_id, ids, unscheduled, reason = values
+    account = state.account
     account.on_cancelled(seq, group_id, ids, unscheduled, reason)
     state.landed(account.groups.get(group_id))
     if state.split is not None:
@@ -184,9 +178,8 @@ def _cancelled(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> st
     )
 
 
-def _scored(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    group_id, ids = c["group_id"][i], c["episode_ids"][i]
-    scored, admitted = c["advantages"][i], c["admitted"][i]
+def _scored(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    group_id, ids, scored, admitted = values
     state.account.on_scored(seq, group_id, ids, scored, admitted)
     if state.split is not None:
         state.split.on_scored(group_id, ids, admitted)
@@ -196,22 +189,21 @@ def _scored(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     )
 
 
-def _dropped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    episode_id, reason, age = c["episode_id"][i], c["reason"][i], c["age"][i]
+def _dropped(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    episode_id, reason, age = values
     state.account.on_dropped(seq, episode_id, reason, age)
     if state.split is not None:
         state.split.on_dropped(episode_id, reason)
     return f"('episode_dropped', {seq}, {t_text}, {episode_id!r}, {reason!r}, {state.counts[age]})"
 
 
-def _shipped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    step, ids, trained = c["step"][i], c["episode_ids"][i], c["trained_ids"][i]
-    tokens, masked = c["tokens"][i], c["masked_tokens"][i]
+def _shipped(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    step, ids, trained, tokens, masked = values
     if masked:
         raise NeedsPlainFold(seq, "masked tokens are checked on the plain path")
     state.account.on_shipped(seq, step, ids, trained, tokens)
     if state.split is not None:
-        state.split.on_shipped(c["t"][i], step, ids, trained)
+        state.split.on_shipped(t, step, ids, trained)
     state.step = step + 1
     state.moved()
     return (
@@ -220,48 +212,49 @@ def _shipped(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
     )
 
 
-def _run_started(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _run_started(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
     if seq != 0:  # validate_event refuses it; the plain path reports the EventError
         raise NeedsPlainFold(seq, "run_started after seq 0")
-    return _OPENING(state, c, i, seq, t_text)
+    return _OPENING(state, seq, t, t_text, values)
 
 
-def _run_resumed(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    state.account.on_resumed(seq, c["episode_ids"][i], c["version"][i])
-    return _RESUMED(state, c, i, seq, t_text)
+def _run_resumed(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    _, ids, version = values
+    state.account.on_resumed(seq, ids, version)
+    return _RESUMED(state, seq, t, t_text, values)
 
 
-def _partial(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _partial(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
     raise NeedsPlainFold(seq, "interrupted and resumed episodes are folded on the plain path")
 
 
-def _version_pending(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    version = c["version"][i]
+def _version_pending(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    (version,) = values
     state.account.on_version_pending(seq, version)
     if state.split is not None:
         state.split.on_version_pending()
     state.version = version
     state.moved()
-    return _PENDING(state, c, i, seq, t_text)
+    return _PENDING(state, seq, t, t_text, values)
 
 
-def _version_live(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
+def _version_live(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
     if state.split is not None:
-        state.split.on_version_live(c["version"][i])
-    return _LIVE(state, c, i, seq, t_text)
+        state.split.on_version_live(values[0])
+    return _LIVE(state, seq, t, t_text, values)
 
 
-def _limit_set(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    limit = c["max_inflight"][i]
+def _limit_set(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    (limit,) = values
     state.account.on_limit_set(limit)
     state.limit = limit
     state.moved()
-    return _LIMIT(state, c, i, seq, t_text)
+    return _LIMIT(state, seq, t, t_text, values)
 
 
-def _run_finished(state: Digested, c: Columns, i: int, seq: int, t_text: str) -> str:
-    state.account.on_run_finished(c["reason"][i])
-    return _FINISHED(state, c, i, seq, t_text)
+def _run_finished(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    state.account.on_run_finished(values[0])
+    return _FINISHED(state, seq, t, t_text, values)
 
 
 _EMPTY_HASH: Final = hashlib.blake2b(digest_size=DIGEST_SIZE)  # `core.digest.chain`'s
@@ -296,20 +289,27 @@ if set(_APPLIERS) != set(PAYLOAD_FIELDS):
     raise ImportError("columnar fold: every event kind needs a row applier")
 
 
-def _decoded(batch: pa.RecordBatch) -> Columns:
-    """`batch_columns`, but a column null in every row (most of a batch's 32: `config` and
-    the fields of rare kinds) is a list of None, not decoded row by row."""
-    rows = batch.num_rows
-    empty = [
-        name
-        for name, column in zip(batch.schema.names, batch.columns, strict=True)
-        if column.null_count == rows
-    ]
-    if not empty:
-        return batch_columns(batch)
-    columns = batch_columns(batch.drop_columns(empty))
-    nulls: list[Any] = [None] * rows  # shared: no applier writes to a column
-    return {**columns, **dict.fromkeys(empty, nulls)}
+class Decoded:
+    """One batch decoded for the row loop: its `kind` and `t` columns, and per kind a
+    source of its rows' payloads in row order (the kind's fields only, taken from the rows
+    of that kind: no cell of another kind's field is decoded, and a row's values are one
+    tuple, not one column lookup each)."""
+
+    __slots__ = ("kinds", "next_values", "times")
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        kind_column = batch.column("kind")
+        labels = kind_column.dictionary.to_pylist()
+        codes = kind_column.indices.to_numpy()
+        self.kinds: list[str] = [labels[code] for code in codes.tolist()]
+        self.times: list[float] = batch.column("t").to_pylist()
+        self.next_values: dict[str, Callable[[], Values]] = {}
+        for code in np.unique(codes).tolist():
+            names = PAYLOAD_FIELDS[labels[code]]
+            rows = batch.select(names).take(pa.array(np.flatnonzero(codes == code)))
+            columns = batch_columns(rows)
+            values = zip(*(columns[name] for name in names), strict=True)
+            self.next_values[labels[code]] = values.__next__
 
 
 class ColumnarFold:
@@ -354,25 +354,25 @@ class ColumnarFold:
             raise NeedsPlainFold(first, "seqs do not continue the log gap-free")
         if not batch_is_valid(batch):
             raise NeedsPlainFold(first, "a value breaks the event rules")
-        columns = _decoded(batch)
+        decoded = Decoded(batch)
         try:
-            self._fold_rows(columns, first, texts)
+            self._fold_rows(decoded, first, texts)
         except InvariantViolation as problem:
             raise NeedsPlainFold(first, str(problem)) from problem
-        self.state.run.count_kinds(columns["kind"], len(seqs))
+        self.state.run.count_kinds(decoded.kinds, len(seqs))
         times = batch.column("t").to_numpy(zero_copy_only=False)
-        self.time_order.batch(first, times, columns["kind"])
+        self.time_order.batch(first, times, decoded.kinds)
         self.next_seq = first + len(seqs)
 
-    def _fold_rows(self, columns: Columns, first: int, texts: Texts | None) -> None:
+    def _fold_rows(self, decoded: Decoded, first: int, texts: Texts | None) -> None:
         """The hot loop: one applier call, two short texts and one hash per row."""
         state, digested, appliers, digests = self.state, self.digested, _APPLIERS, self.digests
         inflight_ids, queue, groups = state.inflight, state.queue, state.groups
         count_text, new_hash = digested.counts, _EMPTY_HASH.copy  # copying beats building
-        digest, last_world = self.digest, self._last_world
-        last_t, t_text = -1.0, ""
-        for i, (kind, t) in enumerate(zip(columns["kind"], columns["t"], strict=True)):
-            seq = first + i
+        digest, last_world, next_values = self.digest, self._last_world, decoded.next_values
+        last_t, t_text, seq = -1.0, "", first - 1
+        for kind, t in zip(decoded.kinds, decoded.times, strict=True):
+            seq += 1
             if kind in WORLD_KINDS:
                 if last_world in _SETTLED_KINDS:
                     state.settle(seq, last_world)
@@ -380,7 +380,7 @@ class ColumnarFold:
                 state.now = t  # a reaction's events carry its world event's time
             if t != last_t or not t:  # zero: 0.0 and -0.0 are equal but print apart
                 last_t, t_text = t, repr(t)
-            row = appliers[kind](digested, columns, i, seq, t_text)
+            row = appliers[kind](digested, seq, t, t_text, next_values[kind]())
             inflight = count_text[len(inflight_ids)]  # `repr(ReactionLoop.fingerprint())`
             fingerprint = (
                 f"{digested.head}{inflight}, {count_text[digested.owing]}"

@@ -281,17 +281,23 @@ class StepMetrics:
 
     def on_dropped(self, episode_id: str, reason: str) -> None:
         self.arrived.pop(episode_id, None)
-        for part in (self.window, self.run):
-            if reason == "evicted":  # a full queue's, of any age: not a stale drop
-                part.evicted += 1
-                continue
-            if reason == "leftover":  # not stale: lost with the abort
-                part.leftover += 1
-                continue
-            part.dropped += 1
+        window, run = self.window, self.run  # both count each drop: no loop over the two
+        if reason == "evicted":  # a full queue's, of any age: not a stale drop
+            window.evicted += 1
+            run.evicted += 1
+        elif reason == "leftover":  # not stale: lost with the abort
+            window.leftover += 1
+            run.leftover += 1
+        else:
+            window.dropped += 1
+            run.dropped += 1
             if reason == "requeue":
-                part.requeued.add(episode_id.rpartition("/")[0])
-            part.withheld += reason == "withheld"
+                group_id = episode_id.rpartition("/")[0]
+                window.requeued.add(group_id)
+                run.requeued.add(group_id)
+            elif reason == "withheld":
+                window.withheld += 1
+                run.withheld += 1
 
     def on_scored(self, group_id: str, episode_ids: Sequence[str], admitted: bool) -> None:
         """Members that will never train (failed, unscored, not admitted) are forgotten."""
