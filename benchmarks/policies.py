@@ -2,13 +2,15 @@
 and seeds.
 
 For each scenario, every preset runs on the same seeded worlds (the invariant checker on
-every event; a violation stops the benchmark), and the figures that tell the presets apart
-print as `simulate --compare`'s turned table (`rolloutlog.cli.sim_report`: one row per
-preset, 80 columns), each figure the mean over seeds (`max age` the largest), then the
-range over seeds of the two that trade against each other, then whether rolloutlog's own
-rules meet the acceptance rule of the policy issue (its best preset discards at most a
-quarter of what `per-episode` discards, at no lower throughput); field presets are
-measured, never held to it. Figures only: nothing here asserts.
+every event; a violation stops the benchmark), and prints as one markdown table, one row
+per preset, ready to paste into benchmarks/RESULTS.md or docs/policies.md: each figure the
+mean over seeds (`max age` the largest), the two that trade against each other (trained
+per hour, finished rollouts discarded) with their range over seeds, and the figures only
+some rules have (ages past the bound, ship waits, requeued groups, withheld and evicted
+episodes). Then whether rolloutlog's own rules meet the acceptance rule of the policy
+issue (its best preset discards at most a quarter of what `per-episode` discards, at no
+lower throughput); field presets are measured, never held to it. Progress goes to stderr,
+one line per preset and scenario. Figures only: nothing here asserts.
 
     .venv/bin/python benchmarks/policies.py [--seeds 5] [--steps 200] [--scenarios A,B,...]
         [--presets P1,P2,...]
@@ -18,23 +20,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
-from rolloutlog.cli.output import per_unit, rate_unit
-from rolloutlog.cli.sim_report import turned_tables
+from rolloutlog.cli.output import duration, per_unit, rate_unit
 from rolloutlog.core.presets import NAMED, field_set, parse_policy_list
 from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario
 
 SCENARIOS = ("default", "tight", "loose")
 ADDING_RULES = [p for p in NAMED if p not in ("per-group", "per-episode")]  # held to the rule
-RANGED = ("trained_episodes_per_hour", "finished_rollouts_discarded")
+Runs = Mapping[str, Sequence[Mapping[str, Any]]]  # preset -> each seed's report
 
 
 def presets() -> list[str]:
@@ -68,21 +66,62 @@ def over_seeds(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def ranges(runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> Table:
-    """The lowest and highest over seeds of the figures that trade against each other."""
+def _count(key: str) -> Callable[[Mapping[str, Any]], str]:
+    """A mean count; `–` where the preset has no such figure (the rule is not in it)."""
+    return lambda run: "–" if run.get(key) is None else f"{run[key]:,.0f}"
+
+
+def _share(
+    part: Callable[[Mapping[str, Any]], float], whole: str
+) -> Callable[[Mapping[str, Any]], str]:
+    """`part` as a share of the figure `whole`; `–` where `whole` is 0."""
+    return lambda run: f"{100.0 * part(run) / run[whole]:.1f}%" if run[whole] else "–"
+
+
+def _waits(run: Mapping[str, Any]) -> str:
+    if run.get("ship_waits") is None:
+        return "–"
+    return f"{run['ship_waits']:,.0f} ({duration(run['ship_wait_seconds'])})"
+
+
+# After trained/h and discarded (ranged over seeds): (header, figure of the mean report).
+COLUMNS: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
+    ("wasted", _share(lambda run: run["rollout_seconds_wasted"], "rollout_seconds_total")),
+    ("idle", lambda run: f"{100.0 * run['trainer_idle_fraction']:.1f}%"),
+    ("mean age", lambda run: f"{run['mean_trained_age']:.2f}"),
+    ("max age", _count("max_trained_age")),
+    ("past bound", _share(lambda run: run["episodes_trained_past_bound"], "episodes_trained")),
+    ("ship waits", _waits),
+    ("requeued", _count("groups_requeued")),
+    ("withheld", _count("episodes_withheld")),
+    ("evicted", _count("episodes_evicted")),
+    ("length ratio", lambda run: f"{run['trained_length_ratio']:.3f}"),
+    ("difficulty ratio", lambda run: f"{run['trained_difficulty_ratio']:.3f}"),
+)
+
+
+def _ranged(reports: Sequence[Mapping[str, Any]], key: str, show: Callable[[float], str]) -> str:
+    """The mean over seeds, then the lowest and highest: `4,123 (4,092–4,169)`."""
+    values = [float(r[key]) for r in reports]
+    return f"{show(statistics.fmean(values))} ({show(min(values))}–{show(max(values))})"
+
+
+def markdown_table(runs: Runs) -> list[str]:
+    """One row per preset: trained/h and discarded as mean (range over seeds), every
+    other figure of `COLUMNS` on the mean report (`over_seeds`)."""
     unit = rate_unit(r["virtual_seconds"] for reports in runs.values() for r in reports)
-    shows: tuple[Callable[[float], str], ...] = (lambda v: per_unit(v, unit), "{:,.0f}".format)
-    table = Table(title="range over seeds", title_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("policy", overflow="fold")
-    for label in (f"trained / {unit[0]}", "discarded"):
-        table.add_column(label, justify="right")
+    headers = ["policy", f"trained / {unit[0]}", "discarded", *(label for label, _ in COLUMNS)]
+    lines = ["| " + " | ".join(headers) + " |", "|---" * len(headers) + "|"]
     for name, reports in runs.items():
-        cells = []
-        for key, show in zip(RANGED, shows, strict=True):
-            values = [float(r[key]) for r in reports if r.get(key) is not None]
-            cells.append(f"{show(min(values))}–{show(max(values))}" if values else "–")
-        table.add_row(name, *cells)
-    return table
+        merged = over_seeds(reports)
+        cells = [
+            f"`{name}`",
+            _ranged(reports, "trained_episodes_per_hour", lambda v: per_unit(v, unit)),
+            _ranged(reports, "finished_rollouts_discarded", "{:,.0f}".format),
+            *(show(merged) for _, show in COLUMNS),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def acceptance(merged: Mapping[str, Mapping[str, Any]]) -> str:
@@ -109,6 +148,10 @@ def acceptance(merged: Mapping[str, Mapping[str, Any]]) -> str:
     )
 
 
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -119,25 +162,34 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     chosen = args.presets or presets()
-    console = Console(width=80)
+    scenarios = args.scenarios.split(",")
     start = time.perf_counter()
-    for scenario in args.scenarios.split(","):
-        runs = {p: measure(scenario, p, args.seeds, args.steps) for p in chosen}
+    done, total = 0, len(chosen) * len(scenarios)
+    for scenario in scenarios:
+        runs = {}
+        for preset in chosen:
+            began = time.perf_counter()
+            runs[preset] = measure(scenario, preset, args.seeds, args.steps)
+            done, now = done + 1, time.perf_counter()
+            print(
+                f"[{done}/{total}] {scenario} {preset}: {args.seeds} seeds in "
+                f"{now - began:.1f} s (elapsed {_clock(now - start)})",
+                file=sys.stderr,
+                flush=True,
+            )
         bound = load_scenario(scenario).run.max_off_policy_steps
-        title = (
-            f"{scenario} (max_off_policy_steps = {bound}): mean of {args.seeds} seeds "
-            f"x {args.steps} steps"
+        print(
+            f"**{scenario}** (`max_off_policy_steps = {bound}`): mean of {args.seeds} seeds "
+            f"x {args.steps} steps (range over seeds in brackets)\n"
         )
+        print("\n".join(markdown_table(runs)))
         merged = {name: over_seeds(reports) for name, reports in runs.items()}
-        for table in turned_tables(merged, title, console):
-            console.print(table)
-        console.print(ranges(runs))
         if "per-episode" in merged and any(p in merged for p in ADDING_RULES):
-            console.print(f"{scenario}: {acceptance(merged)}")
-        console.print()
-    console.print(
-        f"{len(chosen)} presets x {args.seeds} seeds x {args.steps} steps per scenario; "
-        f"{time.perf_counter() - start:.0f} s"
+            print(f"\n{scenario}: {acceptance(merged)}")
+        print()
+    print(
+        f"{len(chosen)} presets x {args.seeds} seeds x {args.steps} steps per scenario, "
+        f"{len(scenarios)} scenarios; {time.perf_counter() - start:.0f} s"
     )
 
 

@@ -20,7 +20,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-META_GLOB = "rolloutlog/core/*.py.meta"
+META_GLOB = "rolloutlog/core/**/*.py.meta"  # the rule families of core/rules too
 Z95 = 1.959964
 # mutmut's exit codes (mutmut/stats.py); anything else is reported by its number
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"}
@@ -54,8 +54,9 @@ def pending(codes: dict[str, int | None], names: list[str]) -> list[str]:
 
 
 def module_of(name: str) -> str:
-    """`rolloutlog.core.sink.xǁSinkǁdecide__mutmut_3` -> `sink`."""
-    return name.split(".")[2]
+    """`rolloutlog.core.sink.xǁSinkǁdecide__mutmut_3` -> `sink`,
+    `rolloutlog.core.rules.admission.x_areal_left__mutmut_1` -> `rules.admission`."""
+    return ".".join(name.split(".")[2:-1])
 
 
 def wilson(killed: int, total: int) -> tuple[float, float]:

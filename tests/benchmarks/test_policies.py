@@ -1,5 +1,5 @@
 """benchmarks/policies.py on a tiny budget: the field's set and rolloutlog's presets, each
-a row of the turned table per scenario, the means and ranges of its seeds' runs."""
+a row of one markdown table per scenario, the means and ranges of its seeds' runs."""
 
 from __future__ import annotations
 
@@ -35,22 +35,39 @@ def test_seeds_merge_into_means_with_max_figures_the_largest() -> None:
     assert policies.over_seeds(reports) == {"a": 2.5, "max_trained_age": 3}
 
 
-def test_a_tiny_run_prints_a_turned_table_per_scenario_in_80_columns(
+def test_a_tiny_run_prints_a_markdown_table_per_scenario_with_progress_on_stderr(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(FIELD, "stack", STACK)
     policies.main(["--seeds", "2", "--steps", "2", "--scenarios", "smoke,chaos"])
-    lines = capsys.readouterr().out.splitlines()
-    assert max(map(len, lines)) <= 80
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    count = len(policies.presets())
     for scenario in ("smoke", "chaos"):
-        assert any(line.startswith(f"{scenario} (max_off_policy_steps = ") for line in lines)
-    for preset in ("stack", "all", "per-group"):  # short, and no other row starts so
-        rows = [line.split() for line in lines if line.split()[:1] == [preset]]
-        assert [len(row) for row in rows] == [9, 3, 9, 3]  # the means, then the ranges
+        assert any(line.startswith(f"**{scenario}** (`max_off_policy_steps = ") for line in lines)
+    header = [line for line in lines if line.startswith("| policy |")]
+    assert len(header) == 2
+    columns = header[0].count("|") - 1
+    assert columns == 3 + len(policies.COLUMNS)
+    for preset in ("stack", "all", "per-group"):
+        rows = [line for line in lines if line.startswith(f"| `{preset}` |")]
+        assert [row.count("|") - 1 for row in rows] == [columns, columns]
+        assert all(" – " not in row.split("|")[2] for row in rows)  # trained/h: mean (range)
     verdicts = [line for line in lines if "rolloutlog's best preset" in line]
     assert [line.split(":")[0] for line in verdicts] == ["smoke", "chaos"]
-    count = len(policies.presets())
-    assert lines[-1].startswith(f"{count} presets x 2 seeds x 2 steps per scenario")
+    assert lines[-1].startswith(f"{count} presets x 2 seeds x 2 steps per scenario, 2 scenarios")
+    progress = captured.err.splitlines()
+    assert len(progress) == 2 * count
+    assert progress[0].startswith(f"[1/{2 * count}] smoke prime-rl: 2 seeds in ")
+
+
+def test_the_figures_only_some_rules_have_show_as_a_dash_elsewhere() -> None:
+    run = {"episodes_trained": 10, "episodes_trained_past_bound": 0, "ship_waits": 3}
+    shows = dict(policies.COLUMNS)
+    assert shows["withheld"](run) == "–"
+    assert shows["past bound"](run) == "0.0%"
+    assert shows["past bound"]({**run, "episodes_trained": 0}) == "–"
+    assert shows["ship waits"]({**run, "ship_wait_seconds": 90.0}) == "3 (1.50 min)"
 
 
 def test_presets_named_on_the_command_line_run_instead(capsys: pytest.CaptureFixture[str]) -> None:
