@@ -7,9 +7,11 @@ or from a folder of the repository that it starts with (`core/sink.py` from `rol
 name some file of the tree. A dotted name is ours when its first part names a module (at
 any depth: `core.sink.decide`, `digest.canonical`, `rolloutlog.events.types.RunStarted`)
 or a class or function defined at the top of one (`Account.on_scored`); it must then
-resolve by import and attribute. Other dotted text (`time.monotonic`), `--set` keys
-(`run.batch_size`, `world.KEY`), the log's metadata keys (`rolloutlog.schema_version`) and
-placeholders (`<key>`, `*`, `...`, `KEY`) are not names of this tree and are left alone.
+resolve by import and attribute. A `--set` key named with its section (`run.batch_size`,
+`world.late_arrival_rate`, `live.learning_rate`) must be a field of that section's
+settings class. Other dotted text (`time.monotonic`), the log's metadata keys
+(`rolloutlog.schema_version`) and placeholders (`<key>`, `*`, `...`, `KEY`, `run.key`) are
+not names of this tree and are left alone.
 A link (`[text](replay.md#digests)`) must name a file of the tree and, after `#`, a heading
 of that file (as GitHub makes anchors of headings).
 """
@@ -26,9 +28,13 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
+import attrs
 import pytest
 
+from rolloutlog.core.config import RunConfig
 from rolloutlog.events.schema import NOTE_PREFIX
+from rolloutlog.runtime.live.settings import LiveSettings
+from rolloutlog.runtime.sim.world_config import WorldConfig
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "rolloutlog"
@@ -40,7 +46,7 @@ FILE_NAME = re.compile(r"(?<![\w./-])([\w-]+\.(?:py|md|sh|toml|txt|js|css))(?![\
 QUALIFIED = re.compile(r"(?<![\w./])(rolloutlog(?:\.\w+)+)")
 DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 DATA_FILE = re.compile(r"\.(?:json|safetensors|arrow|jsonl|png|svg|pdf|html|csv|log)$")
-SETTING_QUALIFIERS = frozenset({"run", "world", "live"})
+SETTINGS: dict[str, type] = {"run": RunConfig, "world": WorldConfig, "live": LiveSettings}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 SECTION = re.compile(r"([\w./-]+\.md)\s*§\s*((?:[^\n]|\n[\s#]*)[^\n]{0,80})")
 PLACEHOLDER = re.compile(r"[<>*{}|]|\.\.\.|\bKEY\b")
@@ -210,8 +216,8 @@ def name_resolves(name: str, *, classes: bool = True) -> bool:
         return True  # a key of the log's metadata (`rolloutlog.schema_version`)
     if name.startswith(NOTE_PREFIX) and len(parts) == 3:
         return True  # a note in the log's metadata (`rolloutlog.note.import`)
-    if parts[0] in SETTING_QUALIFIERS and len(parts) == 2:
-        return True  # a `--set` key (`world.pause_inference_on_update`), not a module's name
+    if parts[0] in SETTINGS and len(parts) == 2:  # a `--set` key, not a module's name
+        return parts[1] == "key" or parts[1] in attrs.fields_dict(SETTINGS[parts[0]])
     for cut in range(len(parts), 0, -1):
         prefix = ".".join(parts[:cut])
         if prefix in modules():
@@ -248,6 +254,9 @@ def test_the_checks_catch_a_wrong_path_and_a_wrong_name() -> None:
     assert name_resolves("loop.digest") and name_resolves("LogReader.schema_version")
     assert not name_resolves("loop.digests") and not name_resolves("LogReader.schema")
     assert name_resolves("run.batch_size")  # a setting's name, not a module's
+    assert name_resolves("world.late_arrival_rate") and name_resolves("live.learning_rate")
+    assert not name_resolves("run.batch_sizes") and not name_resolves("world.batch_size")
+    assert not name_resolves("live.max_off_policy_steps")
     assert not dotted_names_in("`model.safetensors` and `config.json`")  # files, not names
     replay = REPO / "docs" / "replay.md"
     assert link_resolves(replay, "#every-key-of-replay---json")
