@@ -13,7 +13,9 @@ settings class. Other dotted text (`time.monotonic`), the log's metadata keys
 (`rolloutlog.schema_version`) and placeholders (`<key>`, `*`, `...`, `KEY`, `run.key`) are
 not names of this tree and are left alone.
 A link (`[text](replay.md#digests)`) must name a file of the tree and, after `#`, a heading
-of that file (as GitHub makes anchors of headings).
+of that file (as GitHub makes anchors of headings). A ```python example must parse, and
+what it imports from the package (`from rolloutlog.core.loop import SINK`) and reads of
+those names (`SINK.stop_reason`) must exist.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ SETTINGS: dict[str, type] = {"run": RunConfig, "world": WorldConfig, "live": Liv
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 SECTION = re.compile(r"([\w./-]+\.md)\s*§\s*((?:[^\n]|\n[\s#]*)[^\n]{0,80})")
 PLACEHOLDER = re.compile(r"[<>*{}|]|\.\.\.|\bKEY\b")
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
 def tree_files() -> list[Path]:
@@ -241,6 +244,35 @@ def link_resolves(doc: Path, link: str) -> bool:
     return path.exists() and (not anchor or anchor in anchors(path))
 
 
+def unresolved_in_example(block: str) -> list[str]:
+    """The names a Python example imports from the package, and the attributes it reads of
+    them, that do not exist (`SINK.fingerprint` where `Decider` has no such field)."""
+    tree = ast.parse(block)
+    imported: dict[str, object] = {}
+    missing: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rolloutlog"):
+            try:
+                module = importlib.import_module(node.module or "")
+            except ImportError:
+                missing.append(node.module or "")
+                continue
+            for alias in node.names:
+                if hasattr(module, alias.name):
+                    imported[alias.asname or alias.name] = getattr(module, alias.name)
+                else:
+                    missing.append(f"{node.module}.{alias.name}")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in imported
+            and not has(imported[node.value.id], node.attr)
+        ):
+            missing.append(f"{node.value.id}.{node.attr}")
+    return missing
+
+
 def test_the_checks_catch_a_wrong_path_and_a_wrong_name() -> None:
     assert path_resolves("rolloutlog/core/sink.py") and path_resolves("core/sink.py")
     assert path_resolves("live/driver.py") and path_resolves("test_replay_docs.py")
@@ -263,6 +295,15 @@ def test_the_checks_catch_a_wrong_path_and_a_wrong_name() -> None:
     assert link_resolves(replay, "log-format.md#torn-tails") and link_resolves(replay, "img")
     assert not link_resolves(replay, "#no-such-heading")
     assert not link_resolves(replay, "log-formats.md") and not link_resolves(replay, "x.md#a")
+    sink = "from rolloutlog.core.loop import SINK as sink\n"
+    assert not unresolved_in_example(sink + "sink.stop_reason(state)")
+    assert unresolved_in_example(sink + "sink.fingerprint(state)") == ["sink.fingerprint"]
+    assert unresolved_in_example("from rolloutlog.core.loop import Nothing") == [
+        "rolloutlog.core.loop.Nothing"
+    ]
+    assert unresolved_in_example("from rolloutlog.core.nothing import x") == [
+        "rolloutlog.core.nothing"
+    ]
 
 
 @pytest.mark.parametrize(("doc", "text"), list(mentions()), ids=[d.name for d in DOCS])
@@ -275,6 +316,14 @@ def test_every_path_a_doc_mentions_exists(doc: str, text: str) -> None:
 def test_every_dotted_name_a_doc_mentions_resolves(doc: str, text: str) -> None:
     missing = sorted(name for name in dotted_names_in(text) if not name_resolves(name))
     assert not missing, f"{doc} names modules or attributes that do not resolve: {missing}"
+
+
+@pytest.mark.parametrize(("doc", "text"), list(mentions()), ids=[d.name for d in DOCS])
+def test_every_name_a_python_example_takes_from_the_package_resolves(doc: str, text: str) -> None:
+    missing = sorted(
+        name for block in PYTHON_BLOCK.findall(text) for name in unresolved_in_example(block)
+    )
+    assert not missing, f"{doc}'s Python examples name what the package does not have: {missing}"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
