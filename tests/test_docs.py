@@ -7,11 +7,15 @@ or from a folder of the repository that it starts with (`core/sink.py` from `rol
 name some file of the tree. A dotted name is ours when its first part names a module (at
 any depth: `core.sink.decide`, `digest.canonical`, `rolloutlog.events.types.RunStarted`)
 or a class or function defined at the top of one (`Account.on_scored`); it must then
-resolve by import and attribute. Other dotted text (`time.monotonic`), `--set` keys
-(`run.batch_size`, `world.KEY`), the log's metadata keys (`rolloutlog.schema_version`) and
-placeholders (`<key>`, `*`, `...`, `KEY`) are not names of this tree and are left alone.
+resolve by import and attribute. A `--set` key named with its section (`run.batch_size`,
+`world.late_arrival_rate`, `live.learning_rate`) must be a field of that section's
+settings class. Other dotted text (`time.monotonic`), the log's metadata keys
+(`rolloutlog.schema_version`) and placeholders (`<key>`, `*`, `...`, `KEY`, `run.key`) are
+not names of this tree and are left alone.
 A link (`[text](replay.md#digests)`) must name a file of the tree and, after `#`, a heading
-of that file (as GitHub makes anchors of headings).
+of that file (as GitHub makes anchors of headings). A ```python example must parse, and
+what it imports from the package (`from rolloutlog.core.loop import SINK`) and reads of
+those names (`SINK.stop_reason`) must exist.
 """
 
 from __future__ import annotations
@@ -26,9 +30,13 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
+import attrs
 import pytest
 
+from rolloutlog.core.config import RunConfig
 from rolloutlog.events.schema import NOTE_PREFIX
+from rolloutlog.runtime.live.settings import LiveSettings
+from rolloutlog.runtime.sim.world_config import WorldConfig
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "rolloutlog"
@@ -40,10 +48,11 @@ FILE_NAME = re.compile(r"(?<![\w./-])([\w-]+\.(?:py|md|sh|toml|txt|js|css))(?![\
 QUALIFIED = re.compile(r"(?<![\w./])(rolloutlog(?:\.\w+)+)")
 DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 DATA_FILE = re.compile(r"\.(?:json|safetensors|arrow|jsonl|png|svg|pdf|html|csv|log)$")
-SETTING_QUALIFIERS = frozenset({"run", "world", "live"})
+SETTINGS: dict[str, type] = {"run": RunConfig, "world": WorldConfig, "live": LiveSettings}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 SECTION = re.compile(r"([\w./-]+\.md)\s*§\s*((?:[^\n]|\n[\s#]*)[^\n]{0,80})")
 PLACEHOLDER = re.compile(r"[<>*{}|]|\.\.\.|\bKEY\b")
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
 def tree_files() -> list[Path]:
@@ -210,8 +219,8 @@ def name_resolves(name: str, *, classes: bool = True) -> bool:
         return True  # a key of the log's metadata (`rolloutlog.schema_version`)
     if name.startswith(NOTE_PREFIX) and len(parts) == 3:
         return True  # a note in the log's metadata (`rolloutlog.note.import`)
-    if parts[0] in SETTING_QUALIFIERS and len(parts) == 2:
-        return True  # a `--set` key (`world.pause_inference_on_update`), not a module's name
+    if parts[0] in SETTINGS and len(parts) == 2:  # a `--set` key, not a module's name
+        return parts[1] == "key" or parts[1] in attrs.fields_dict(SETTINGS[parts[0]])
     for cut in range(len(parts), 0, -1):
         prefix = ".".join(parts[:cut])
         if prefix in modules():
@@ -235,6 +244,35 @@ def link_resolves(doc: Path, link: str) -> bool:
     return path.exists() and (not anchor or anchor in anchors(path))
 
 
+def unresolved_in_example(block: str) -> list[str]:
+    """The names a Python example imports from the package, and the attributes it reads of
+    them, that do not exist (`SINK.fingerprint` where `Decider` has no such field)."""
+    tree = ast.parse(block)
+    imported: dict[str, object] = {}
+    missing: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rolloutlog"):
+            try:
+                module = importlib.import_module(node.module or "")
+            except ImportError:
+                missing.append(node.module or "")
+                continue
+            for alias in node.names:
+                if hasattr(module, alias.name):
+                    imported[alias.asname or alias.name] = getattr(module, alias.name)
+                else:
+                    missing.append(f"{node.module}.{alias.name}")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in imported
+            and not has(imported[node.value.id], node.attr)
+        ):
+            missing.append(f"{node.value.id}.{node.attr}")
+    return missing
+
+
 def test_the_checks_catch_a_wrong_path_and_a_wrong_name() -> None:
     assert path_resolves("rolloutlog/core/sink.py") and path_resolves("core/sink.py")
     assert path_resolves("live/driver.py") and path_resolves("test_replay_docs.py")
@@ -248,12 +286,24 @@ def test_the_checks_catch_a_wrong_path_and_a_wrong_name() -> None:
     assert name_resolves("loop.digest") and name_resolves("LogReader.schema_version")
     assert not name_resolves("loop.digests") and not name_resolves("LogReader.schema")
     assert name_resolves("run.batch_size")  # a setting's name, not a module's
+    assert name_resolves("world.late_arrival_rate") and name_resolves("live.learning_rate")
+    assert not name_resolves("run.batch_sizes") and not name_resolves("world.batch_size")
+    assert not name_resolves("live.max_off_policy_steps")
     assert not dotted_names_in("`model.safetensors` and `config.json`")  # files, not names
     replay = REPO / "docs" / "replay.md"
     assert link_resolves(replay, "#every-key-of-replay---json")
     assert link_resolves(replay, "log-format.md#torn-tails") and link_resolves(replay, "img")
     assert not link_resolves(replay, "#no-such-heading")
     assert not link_resolves(replay, "log-formats.md") and not link_resolves(replay, "x.md#a")
+    sink = "from rolloutlog.core.loop import SINK as sink\n"
+    assert not unresolved_in_example(sink + "sink.stop_reason(state)")
+    assert unresolved_in_example(sink + "sink.fingerprint(state)") == ["sink.fingerprint"]
+    assert unresolved_in_example("from rolloutlog.core.loop import Nothing") == [
+        "rolloutlog.core.loop.Nothing"
+    ]
+    assert unresolved_in_example("from rolloutlog.core.nothing import x") == [
+        "rolloutlog.core.nothing"
+    ]
 
 
 @pytest.mark.parametrize(("doc", "text"), list(mentions()), ids=[d.name for d in DOCS])
@@ -266,6 +316,14 @@ def test_every_path_a_doc_mentions_exists(doc: str, text: str) -> None:
 def test_every_dotted_name_a_doc_mentions_resolves(doc: str, text: str) -> None:
     missing = sorted(name for name in dotted_names_in(text) if not name_resolves(name))
     assert not missing, f"{doc} names modules or attributes that do not resolve: {missing}"
+
+
+@pytest.mark.parametrize(("doc", "text"), list(mentions()), ids=[d.name for d in DOCS])
+def test_every_name_a_python_example_takes_from_the_package_resolves(doc: str, text: str) -> None:
+    missing = sorted(
+        name for block in PYTHON_BLOCK.findall(text) for name in unresolved_in_example(block)
+    )
+    assert not missing, f"{doc}'s Python examples name what the package does not have: {missing}"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])

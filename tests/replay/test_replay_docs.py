@@ -85,3 +85,13 @@ def test_the_worked_example_prints_what_the_docs_show() -> None:
         result = CliRunner().invoke(main, command.split())
         printed = "\n".join(line.rstrip() for line in result.stdout.splitlines())
         assert printed == shown(command), command
+
+
+@pytest.mark.usefixtures("worked_example")
+def test_the_worked_example_prints_the_metrics_row_the_docs_show() -> None:
+    """The row in full; the header as abridged there (`...` stands for the columns between)."""
+    header, row = CliRunner().invoke(main, ["metrics", "run.arrow"]).stdout.splitlines()
+    shown_header, shown_row = shown("metrics run.arrow").splitlines()
+    head, tail = shown_header.split(",...,")
+    assert row == shown_row
+    assert header.startswith(head + ",") and header.endswith("," + tail)
