@@ -81,11 +81,12 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     if "queue_limit" not in fixed and values["batch_size"] and draw(st.booleans()):
         # a bounded queue just big enough to fill a batch, so that it fills: whole-group
         # eviction needs room for a batch less one episode and a group beside it
+        spare = draw(st.integers(0, 2))
         eviction = draw(st.sampled_from(["oldest-episode", "oldest-group"]))
         least = max(values["group_size"], values["batch_size"])
         if eviction == "oldest-group":
             least = values["batch_size"] + values["group_size"] - 1
-        values["queue_limit"] = least + draw(st.integers(0, 2))
+        values["queue_limit"] = least + spare
         values["queue_eviction"] = eviction
     if "over_sampling_batch_size" not in fixed:  # slime: at least a batch's groups
         groups = -(-(values["batch_size"] or 1) // values["group_size"])
