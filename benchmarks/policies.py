@@ -148,10 +148,6 @@ def acceptance(merged: Mapping[str, Mapping[str, Any]]) -> str:
     )
 
 
-def _clock(seconds: float) -> str:
-    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -173,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             done, now = done + 1, time.perf_counter()
             print(
                 f"[{done}/{total}] {scenario} {preset}: {args.seeds} seeds in "
-                f"{now - began:.1f} s (elapsed {_clock(now - start)})",
+                f"{duration(now - began)} (elapsed {duration(now - start)})",
                 file=sys.stderr,
                 flush=True,
             )

@@ -64,6 +64,16 @@ def checked(default: Any, check: Check | None = None, doc: str = "") -> Any:
     return attrs.field(default=default, metadata={"check": check, "doc": doc})
 
 
+def least_queue_limit(group_size: int, batch_size: int | None, eviction: str) -> int:
+    """The smallest `queue_limit` with which a batch can fill. Whole-group eviction needs
+    room for a batch less one episode beside a group: a queue short of a batch then takes a
+    group without evicting, and evicting one group from a queue past the limit leaves a
+    batch (docs/contract.md, "Bounded queue")."""
+    if eviction == "oldest-group" and batch_size:
+        return batch_size + group_size - 1
+    return max(group_size, batch_size or 0)
+
+
 def _default_target_lag(config: RunConfig) -> int:
     """One step of lag, or none when nothing may be off-policy (`max_off_policy_steps = 0`)."""
     return min(1, config.max_off_policy_steps)
@@ -188,7 +198,7 @@ class RunConfig:
                 "an admitted group must fit in the queue, and a batch must be able to fill"
             )
         elif self.queue_limit and self.queue_eviction == "oldest-group" and self.batch_size:
-            least = self.batch_size + self.group_size - 1
+            least = least_queue_limit(self.group_size, self.batch_size, self.queue_eviction)
             if self.queue_limit < least:
                 problems.append(
                     f"queue_limit: must be >= batch_size + group_size - 1 ({least}) with "

@@ -15,7 +15,7 @@ from hypothesis import assume as hypothesis_assume
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.config import RunConfig
+from rolloutlog.core.config import RunConfig, least_queue_limit
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.types import (
     CANCEL_REASONS,
@@ -79,13 +79,10 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     values["target_lag"] = draw(st.integers(0, min(2, values["max_off_policy_steps"])))
     values.update(fixed)
     if "queue_limit" not in fixed and values["batch_size"] and draw(st.booleans()):
-        # a bounded queue just big enough to fill a batch, so that it fills: whole-group
-        # eviction needs room for a batch less one episode and a group beside it
+        # a bounded queue just big enough to fill a batch, so that it fills
         spare = draw(st.integers(0, 2))
         eviction = draw(st.sampled_from(["oldest-episode", "oldest-group"]))
-        least = max(values["group_size"], values["batch_size"])
-        if eviction == "oldest-group":
-            least = values["batch_size"] + values["group_size"] - 1
+        least = least_queue_limit(values["group_size"], values["batch_size"], eviction)
         values["queue_limit"] = least + spare
         values["queue_eviction"] = eviction
     if "over_sampling_batch_size" not in fixed:  # slime: at least a batch's groups
