@@ -138,6 +138,7 @@ class Account(
         self.requeue: dict[str, None] = {}
         self.discarded: set[str] = set()
         self.withholds = config.stale_member == "withhold"  # stale members scored, not shipped
+        self.runs_on = config.stale_member != "cancel"  # nothing cancelled for its age
         self.to_withhold: dict[str, int] = {}
         self.queue_limit, self.eviction_rule = config.queue_limit, config.queue_eviction
         self.evicting: list[str] = []

@@ -38,8 +38,8 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
     kept = set()
     if config.staleness != "soft":
         kept.add(HARD_BOUND)
-    run_on = config.requeue != "none" or config.stale_member == "withhold"
-    if config.staleness == "per-episode" and not run_on:  # requeue, withhold: stale work runs on
+    run_on = config.requeue != "none" or config.stale_member != "cancel"
+    if config.staleness == "per-episode" and not run_on:  # requeue, withhold, run-on: runs on
         kept.add(NO_STALE_IN_FLIGHT)
     if config.batch_size is not None and config.admission == "capacity":
         kept.add(CAPACITY)

@@ -8,6 +8,8 @@ account works out on its own which admitted members are owed a withholding when 
 scored (its own version-age, from its own books) and checks that exactly those are
 withheld, before any other drop or ship; a stale member dropped before its group's scoring,
 or a stale cancellation, breaks the rule. It counts `episodes_withheld` and their tokens.
+Under `stale_member = "run-on"` (verl's v1 `drop`) a stale cancellation breaks the rule too:
+stale work runs to its end and the staleness rule drops it at the sink.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from rolloutlog.core.account_group import Group
+from rolloutlog.core.config import RunConfig
 from rolloutlog.core.run_summary import RunSummary
 
 
@@ -23,9 +26,11 @@ class _Books(Protocol):
     """What these checks read and keep of the account."""
 
     run: RunSummary
+    config: RunConfig
     bound: int
     version: int
     withholds: bool
+    runs_on: bool
     to_withhold: dict[str, int]
 
     def _fail(self, seq: int, kind: str, problem: str) -> None: ...
@@ -34,7 +39,8 @@ class _Books(Protocol):
 class WithholdChecks:
     """`Account`'s own reckoning of the members a withholding run must withhold."""
 
-    withholds: bool  # the run's `stale_member` is `withhold` (`Account.__init__` sets both)
+    withholds: bool  # the run's `stale_member` is `withhold` (`Account.__init__` sets these)
+    runs_on: bool  # it is not `cancel`: withhold, or run-on (verl-drop)
     to_withhold: dict[str, int]  # scored, admitted members owed a `withheld` drop -> tokens
 
     def _withhold_owed(self: _Books, seq: int, kind: str) -> None:
@@ -76,6 +82,7 @@ class WithholdChecks:
                 self._fail(seq, kind, f"{episode_id} dropped before scoring, not withheld")
 
     def _withhold_cancelled(self: _Books, seq: int, reason: str) -> None:
-        """Under withhold nothing is cancelled for its age."""
-        if self.withholds and reason == "stale":
-            self._fail(seq, "episodes_cancelled", "stale cancellation under stale_member=withhold")
+        """Under withhold and run-on (verl-drop) nothing is cancelled for its age."""
+        if self.runs_on and reason == "stale":
+            member = self.config.stale_member
+            self._fail(seq, "episodes_cancelled", f"stale cancellation under stale_member={member}")

@@ -35,7 +35,7 @@ OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
 ShipWait = Literal["none", "last-chance"]
 WeightUpdate = Literal["freeze", "interrupt", "drain"]
-StaleMember = Literal["cancel", "withhold"]
+StaleMember = Literal["cancel", "withhold", "run-on"]
 QueueEviction = Literal["oldest-episode", "oldest-group"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
@@ -150,7 +150,9 @@ class RunConfig:
         "freeze", None, "work in flight at an update: freeze, interrupt and resume, or drain"
     )
     stale_member: StaleMember = checked(
-        "cancel", None, "stale work cancelled in flight, or run on, scored and withheld at finalize"
+        "cancel",
+        None,
+        "stale work cancelled in flight, run on and withheld at finalize, or run on and dropped",
     )
     queue_limit: int = checked(0, at_least(0), "the most episodes the sink's queue holds (0: any)")
     max_lag: int = checked(0, at_least(0), "admission = max-lag: PipelineRL's max_lag, in episodes")

@@ -213,6 +213,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "withholds": acceptance.withhold_past_version_bound,
             "cancels_stale_work": cancellation.never_cancel_stale,
         },
+        "run-on": {
+            "withholds": acceptance.never_withhold,
+            "cancels_stale_work": cancellation.never_cancel_stale,
+        },
     },
     "queue_eviction": {
         "oldest-episode": {"evict": acceptance.evict_oldest_episodes},
@@ -346,6 +350,25 @@ FIELD: Final[dict[str, FieldPreset]] = {
         },
     ),
 }
+# verl's v1 sampler (ReplayBufferAsync), one strategy each; its threshold T is the bound + 1.
+_VERL_V1 = (
+    "verl-project/verl@1dda039 verl/trainer/ppo/v1/replay_buffer.py (ReplayBufferAsync: "
+    "_has_enough_samples, _stale_terminal_keys, wait_for_sampleable), "
+    "verl/trainer/ppo/v1/trainer_base.py (step, prepare_step, _add_prompts_to_generate)"
+)
+_VERL_V1_KEYS: dict[str, Any] = {
+    "admission": "outstanding",  # (num_warmup_batches = 1) + 1 batches of prompts not trained
+    "gate_lag": "zero",  # weights sync at each step's end, before the next batch is put
+    "batch_order": "oldest-first",  # _select_prompt_uids: oldest prompt step first
+}
+FIELD["verl-wait"] = FieldPreset(
+    source=_VERL_V1 + ", max_off_policy_strategy = wait",
+    keys={**_VERL_V1_KEYS, "staleness": "soft", "ship_wait": "last-chance"},
+)
+FIELD["verl-drop"] = FieldPreset(
+    source=_VERL_V1 + ", max_off_policy_strategy = drop",
+    keys={**_VERL_V1_KEYS, "staleness": "per-group", "stale_member": "run-on"},
+)
 # prime-rl PR #2960 over prime-rl main: its keys, with stale members withheld, never cancelled.
 FIELD["prime-rl-withhold"] = FieldPreset(
     source="PrimeIntellect-ai/prime-rl PR #2960 (closed; head 8f6b60a over df2acf4) "

@@ -27,6 +27,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "verl_carry": ("a verl sync window restarts counting train groups open or queued", 0.02),
     "ship_wait": ("a full batch waited for work at its last chance (tinker-822)", 0.005),
     "withheld": ("a stale member scored with its group, then withheld from the batch", 0.05),
+    "run_on": ("a stale group run to its end, then dropped at finalize (verl-drop)", 0.01),
     "eviction": ("a full queue evicts its oldest episodes for an admitted group", 0.05),
     "leftover_abort": ("a full batch aborts a group still in flight (slime's leftovers)", 0.05),
     "redundant": ("a group's G-th arrival cancels its members past G (redundant)", 0.10),
@@ -115,6 +116,9 @@ def features(log: Sequence[Event]) -> set[str]:
             requeue_owed = requeue_owed or e.reason == "requeue"
             if e.reason == "withheld":
                 found.add("withheld")
+            run_on = config.get("stale_member") == "run-on"
+            if run_on and e.reason == "stale" and e.episode_id.rpartition("/")[0] in outstanding:
+                found.add("run_on")
         elif kind == "batch_shipped":
             step, batches = e.step + 1, batches + 1
             queued.difference_update(e.episode_ids)

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from rolloutlog.cli import sim_report
 from rolloutlog.cli.sim_report import print_report
+from rolloutlog.core.presets import field_set
 
 # A field's worth of names: long ones with rules, short field-like ones.
 NAMES = (
@@ -53,7 +54,8 @@ def policy_rows(lines: list[str]) -> dict[str, list[str]]:
     """The turned table's rows: each policy (its folded name put back together: a name's
     lines after the first hold nothing else) and its figures."""
     end = next(i for i, line in enumerate(lines) if "histogram" in line)
-    body = lines[lines.index("─" * 80) + 1 : end]
+    rule = next(i for i, line in enumerate(lines) if line and set(line) == {"─"})
+    body = lines[rule + 1 : end]
     rows: list[tuple[str, list[str]]] = []
     for line in body:
         first, *figures = line.split()
@@ -115,3 +117,11 @@ def test_the_withheld_row_shows_only_when_a_run_withholds() -> None:
     assert not any("of it withheld" in line for line in lines())
     withheld = [line for line in lines(episodes_withheld=1_234) if "of it withheld" in line]
     assert len(withheld) == 1 and "1,234" in withheld[0]
+
+
+def test_the_field_set_turned_fits_80_columns_with_every_preset_a_row() -> None:
+    names = tuple(field_set())
+    lines = rendered(names)
+    assert max(map(len, lines)) <= 80
+    assert not any("…" in line for line in lines)
+    assert list(policy_rows(lines)) == list(names)  # one row each, names whole once unfolded

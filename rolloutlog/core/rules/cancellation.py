@@ -37,8 +37,9 @@ def cancel_stale_work() -> bool:
 
 
 def never_cancel_stale() -> bool:
-    """prime-rl #2960 (`stale_member = "withhold"`): nothing is cancelled for its age, in
-    flight or unscheduled; every member runs to its end and the sink withholds it."""
+    """prime-rl #2960 (`stale_member = "withhold"`) and verl's v1 `drop` (`"run-on"`):
+    nothing is cancelled for its age, in flight or unscheduled; every member runs to its
+    end, and the sink withholds it (withhold) or drops it at finalize as stale (run-on)."""
     return False
 
 

@@ -93,7 +93,7 @@ def _before_update(record: Record, t: float) -> list[Event]:
             for e in group.in_flight()
             if settings.staleness != "soft"
             and settings.requeue == "none"  # a requeue rule lets stale groups run to the end
-            and settings.stale_member == "cancel"  # withhold: nothing cancelled for its age
+            and settings.stale_member == "cancel"  # withhold, run-on: none cancelled for age
             and past_bound(settings, group.train, group.frozen, e.version, step)
         ]
         waiting = _stale_unscheduled(record, group)
@@ -115,7 +115,7 @@ def _stale_unscheduled(record: Record, group: Group) -> int:
     settings = record.config
     if settings.stale_cancel != "open" or group.unscheduled() == 0:
         return 0
-    if settings.stale_member == "withhold":  # never cancelled for its age
+    if settings.stale_member != "cancel":  # withhold, run-on: never cancelled for its age
         return 0
     version = group.start_version if settings.staleness == "per-group" else record.version
     stale = past_bound(settings, group.train, group.frozen, version, record.step)
