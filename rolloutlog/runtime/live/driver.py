@@ -18,7 +18,8 @@ A trained batch becomes `version_pending(v)` (the dispatcher cancels stale in-fl
 episodes), then the weights are published to every endpoint, then `version_live(v)`.
 
 Generate and abort calls are `driver_requests`, training and weight updates
-`driver_training`, the options `driver_options`.
+`driver_training` (`drain` waits there), interruptions and resubmissions under
+`weight_update = interrupt` `driver_interrupt`, the options `driver_options`.
 
 Everything that touches the loop runs on one asyncio event loop, so the deciders see one
 event at a time; only the trainer runs on another thread. World events carry `t`, seconds
@@ -58,6 +59,7 @@ from rolloutlog.events.types import (
     VersionLive,
 )
 from rolloutlog.runtime.live.crash_points import CrashPoints, tear_commit
+from rolloutlog.runtime.live.driver_interrupt import InterruptMixin
 from rolloutlog.runtime.live.driver_options import (
     DriverOptions,
     LogAppender,
@@ -68,6 +70,7 @@ from rolloutlog.runtime.live.driver_requests import RequestsMixin
 from rolloutlog.runtime.live.driver_training import TrainingMixin
 from rolloutlog.runtime.live.endpoints import EndpointPool, NoEndpointsLeft
 from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch
+from rolloutlog.runtime.live.partial import PartialGeneration
 from rolloutlog.runtime.live.protocol import InferenceError
 from rolloutlog.runtime.live.publish import LiveRunError, WeightPublisher, WeightUpdateFailed
 from rolloutlog.runtime.live.reports import LiveResult, endpoint_report
@@ -87,7 +90,7 @@ RESUMABLE: Final = frozenset({"inference_lost"})
 _log = logging.getLogger(__name__)
 
 
-class LiveDriver(RequestsMixin, TrainingMixin):
+class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
     """One live run: `await run()` drives it to `steps` shipped batches or to a fault."""
 
     def __init__(
@@ -123,6 +126,9 @@ class LiveDriver(RequestsMixin, TrainingMixin):
         self.version_live = 0
         self._batches: asyncio.Queue[ShippedBatch] = asyncio.Queue()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._outstanding: set[str] = set()  # episodes with a generate call outstanding
+        self._partials: dict[str, tuple[EpisodeDispatched, PartialGeneration]] = {}
+        self._changed = asyncio.Event()  # an answer came or an event was fed
         self._done = asyncio.Event()
         self._reason: str | None = None
         self._error: str | None = None
@@ -315,6 +321,7 @@ class LiveDriver(RequestsMixin, TrainingMixin):
             self._stop("zero_output", zero_output)
         if self._reason in FINISH_AT_ONCE:
             self._finish()
+        self._changed.set()
 
     def _commit(self) -> None:
         """Make everything appended so far durable; called only between two world events."""

@@ -1,7 +1,8 @@
 """The live driver's generate and abort calls (a mixin of `driver.LiveDriver`).
 
 Each dispatched episode becomes one generate task; its answer (or failure) becomes the
-world event the driver feeds. Cancelled episodes are aborted at inference. A task that
+world event the driver feeds (in interrupt mode an abort during an update may be an
+interruption instead: `driver_interrupt`). Cancelled episodes are aborted at inference. A task that
 raises is a bug in the driver, so it stops the run loudly.
 """
 
@@ -10,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from rolloutlog.core.config import RunConfig
 from rolloutlog.events.types import EpisodeDispatched, EpisodesCancelled, Event
 from rolloutlog.runtime.live.endpoints import EndpointPool, NoEndpointsLeft
-from rolloutlog.runtime.live.episodes import EpisodeBook, request_id
-from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceError
+from rolloutlog.runtime.live.episodes import Answer, EpisodeBook, request_id
+from rolloutlog.runtime.live.partial import PartialGeneration, outcome
+from rolloutlog.runtime.live.protocol import GenerateRequest, Generation, InferenceError
 from rolloutlog.runtime.live.resume import ResumePoint
 from rolloutlog.runtime.live.rollout_store import RolloutStore
 
@@ -32,10 +35,16 @@ class RequestsMixin:
     resume: ResumePoint | None
     counts: Counter[str]
     _tasks: set[asyncio.Task[Any]]
+    config: RunConfig
     _closed: bool
+    _outstanding: set[str]
+    _changed: asyncio.Event
     _feed: Callable[[Event], None]
     _now: Callable[[], float]
     _stop_for: Callable[[BaseException, str], None]
+    _interrupts: Callable[[str], bool]
+    _interrupted: Callable[[EpisodeDispatched, PartialGeneration], None]
+    _forget_interrupted: Callable[[Iterable[str]], None]
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -52,8 +61,29 @@ class RequestsMixin:
         """One episode's generate call; its answer (or failure) becomes a world event."""
         if self.book.forget_if_cancelled(event.episode_id):
             return  # cancelled before it was sent: the cancellation accounts for it
+        await self._serve(event, self._first_answer(event, request))
+
+    async def _first_answer(self, event: EpisodeDispatched, request: GenerateRequest) -> Answer:
+        """The answer to an episode's first call; in interrupt mode as `partial` reads it."""
+        generation = await self.pool.generate(event.group_id, request)
+        if self.config.weight_update != "interrupt":
+            return generation
+        return outcome(request, generation)
+
+    async def _serve(self, event: EpisodeDispatched, call: Awaitable[Answer]) -> None:
+        """Await one generate call of the episode (its first, or a resubmission) and feed
+        what its answer amounts to; while it is outstanding the episode is `_outstanding`
+        (what a weight update's pause may interrupt)."""
+        self._outstanding.add(event.episode_id)
         try:
-            generation = await self.pool.generate(event.group_id, request)
+            await self._answered(event, call)
+        finally:
+            self._outstanding.discard(event.episode_id)
+            self._changed.set()
+
+    async def _answered(self, event: EpisodeDispatched, call: Awaitable[Answer]) -> None:
+        try:
+            answer = await call
         except InferenceError as failure:
             if isinstance(failure, NoEndpointsLeft):  # never sent: a resume cancels it
                 self._stop_for(failure, "")
@@ -63,8 +93,14 @@ class RequestsMixin:
             return
         if self._closed:
             return
-        self.counts["late"] += self.book.is_cancelled(event.episode_id) and not generation.aborted
-        world = self.book.arrived(event, generation, self._now())
+        if isinstance(answer, PartialGeneration) and self._interrupts(event.episode_id):
+            self._interrupted(event, answer)
+            return
+        aborted = isinstance(answer, PartialGeneration) or (
+            isinstance(answer, Generation) and answer.aborted
+        )
+        self.counts["late"] += self.book.is_cancelled(event.episode_id) and not aborted
+        world = self.book.arrived(event, answer, self._now())
         kept = self.book.kept(event.episode_id)
         if self.store is not None and kept is not None:
             self.store.keep(event.episode_id, kept)
@@ -75,6 +111,7 @@ class RequestsMixin:
         self.counts[f"cancelled_{event.reason}"] += len(event.episode_ids)
         if not event.episode_ids:
             return
+        self._forget_interrupted(event.episode_ids)
         if event.reason == "restart" and self.resume is not None:  # sent by the dead driver
             prefix = self.resume.previous_prefix
             self._spawn(self._abort([request_id(prefix, e) for e in event.episode_ids]))
