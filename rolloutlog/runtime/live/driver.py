@@ -17,6 +17,10 @@ out the decided events:
 A trained batch becomes `version_pending(v)` (the dispatcher cancels stale in-flight
 episodes), then the weights are published to every endpoint, then `version_live(v)`.
 
+Generate and abort calls are `driver_requests`, training and weight updates
+`driver_training` (`drain` waits there), interruptions and resubmissions under
+`weight_update = interrupt` `driver_interrupt`, the options `driver_options`.
+
 Everything that touches the loop runs on one asyncio event loop, so the deciders see one
 event at a time; only the trainer runs on another thread. World events carry `t`, seconds
 since the run started (`time.monotonic`): the core stays pure, the clock is read here.
@@ -32,21 +36,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import secrets
 import time
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final, Protocol
-
-import attrs
+from typing import Any, Final
 
 import rolloutlog
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
-from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     BatchShipped,
@@ -59,17 +57,27 @@ from rolloutlog.events.types import (
     RunFinished,
     RunStarted,
     VersionLive,
-    VersionPending,
 )
 from rolloutlog.runtime.live.crash_points import CrashPoints, tear_commit
+from rolloutlog.runtime.live.driver_interrupt import InterruptMixin
+from rolloutlog.runtime.live.driver_options import (
+    DriverOptions,
+    LogAppender,
+    RunOutputs,
+    new_request_prefix,
+)
+from rolloutlog.runtime.live.driver_requests import RequestsMixin
+from rolloutlog.runtime.live.driver_training import TrainingMixin
 from rolloutlog.runtime.live.endpoints import EndpointPool, NoEndpointsLeft
-from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch, request_id
-from rolloutlog.runtime.live.protocol import GenerateRequest, InferenceError
+from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch
+from rolloutlog.runtime.live.partial import PartialGeneration
+from rolloutlog.runtime.live.protocol import InferenceError
 from rolloutlog.runtime.live.publish import LiveRunError, WeightPublisher, WeightUpdateFailed
-from rolloutlog.runtime.live.reports import LiveResult, StepStats, endpoint_report
+from rolloutlog.runtime.live.reports import LiveResult, endpoint_report
 from rolloutlog.runtime.live.resume import ResumePoint
-from rolloutlog.runtime.live.rollout_store import RolloutStore
-from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
+from rolloutlog.runtime.live.trainer import GRPOTrainer
+
+__all__ = ["DriverOptions", "LiveDriver", "LogAppender", "RunOutputs", "new_request_prefix"]
 
 COMMIT_EVENTS: Final = 4096  # commit each step, and at least this often; always settled
 SHUTDOWN_GRACE_S: Final = 0.1
@@ -82,50 +90,7 @@ RESUMABLE: Final = frozenset({"inference_lost"})
 _log = logging.getLogger(__name__)
 
 
-def new_request_prefix() -> str:
-    """`rl<8 hex>-`: several runs (and a resumed run's processes) may share a server."""
-    return f"rl{secrets.token_hex(4)}-"
-
-
-class LogAppender(Protocol):
-    """Where appended events go: a `LogWriter` (append, then commit at settled points)."""
-
-    def append(self, event: Event) -> Event: ...
-
-    def commit(self) -> None: ...
-
-
-@attrs.frozen(kw_only=True)
-class RunOutputs:
-    """Where a live run's facts go, each optional: the log, every reaction's events, each
-    shipped step's stats (progress), and the rollouts a resume needs."""
-
-    log: LogAppender | None = None
-    on_events: Callable[[list[Event]], None] | None = None
-    on_step: Callable[[StepStats], None] | None = None
-    store: RolloutStore | None = None
-
-
-@attrs.frozen(kw_only=True)
-class DriverOptions:
-    """How the driver runs; the deciders' knobs live in `RunConfig`."""
-
-    steps: int
-    seed: int = 0
-    temperature: float = 1.0
-    hard_task_share: float = 0.0
-    publish_attempts: int = 3  # bounded retries of a weight update that failed everywhere
-    publish_backoff_s: float = 0.5
-    shutdown_timeout_s: float = 30.0
-    check_invariants: bool = False
-    endpoint_wait_s: float = 30.0  # no endpoint left: wait this long for one to come back
-
-    def __attrs_post_init__(self) -> None:
-        if self.steps < 1 or self.publish_attempts < 1:
-            raise ValueError("steps and publish_attempts must be >= 1")
-
-
-class LiveDriver:
+class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
     """One live run: `await run()` drives it to `steps` shipped batches or to a fault."""
 
     def __init__(
@@ -161,6 +126,9 @@ class LiveDriver:
         self.version_live = 0
         self._batches: asyncio.Queue[ShippedBatch] = asyncio.Queue()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._outstanding: set[str] = set()  # episodes with a generate call outstanding
+        self._partials: dict[str, tuple[EpisodeDispatched, PartialGeneration]] = {}
+        self._changed = asyncio.Event()  # an answer came or an event was fed
         self._done = asyncio.Event()
         self._reason: str | None = None
         self._error: str | None = None
@@ -353,6 +321,7 @@ class LiveDriver:
             self._stop("zero_output", zero_output)
         if self._reason in FINISH_AT_ONCE:
             self._finish()
+        self._changed.set()
 
     def _commit(self) -> None:
         """Make everything appended so far durable; called only between two world events."""
@@ -399,113 +368,3 @@ class LiveDriver:
                 self._shipped(event, batch)
             case _:
                 pass
-
-    def _spawn(self, coroutine: Any) -> None:
-        task = asyncio.ensure_future(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        """A generate or abort task that raised is a bug in the driver: stop, loudly."""
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self._stop_for(task.exception() or RuntimeError(), "driver task: ")
-
-    async def _generate(self, event: EpisodeDispatched, request: GenerateRequest) -> None:
-        """One episode's generate call; its answer (or failure) becomes a world event."""
-        if self.book.forget_if_cancelled(event.episode_id):
-            return  # cancelled before it was sent: the cancellation accounts for it
-        try:
-            generation = await self.pool.generate(event.group_id, request)
-        except InferenceError as failure:
-            if isinstance(failure, NoEndpointsLeft):  # never sent: a resume cancels it
-                self._stop_for(failure)
-                return
-            error = f"{type(failure).__name__}: {failure}"
-            self._feed(self.book.failed(event.episode_id, error, self._now()))
-            return
-        if self._closed:
-            return
-        self.counts["late"] += self.book.is_cancelled(event.episode_id) and not generation.aborted
-        world = self.book.arrived(event, generation, self._now())
-        kept = self.book.kept(event.episode_id)
-        if self.store is not None and kept is not None:
-            self.store.keep(event.episode_id, kept)
-        if world is not None:
-            self._feed(world)
-
-    def _cancelled(self, event: EpisodesCancelled) -> None:
-        self.counts[f"cancelled_{event.reason}"] += len(event.episode_ids)
-        if not event.episode_ids:
-            return
-        if event.reason == "restart" and self.resume is not None:  # sent by the dead driver
-            prefix = self.resume.previous_prefix
-            self._spawn(self._abort([request_id(prefix, e) for e in event.episode_ids]))
-            return
-        self._spawn(self._abort(self.book.request_ids(event.episode_ids)))
-
-    async def _abort(self, request_ids: list[str]) -> None:
-        """Aborts save compute; one that fails costs only that (the sink is the guarantee)."""
-        try:
-            await self.pool.abort(request_ids)
-            self.counts["aborts_sent"] += len(request_ids)
-        except InferenceError as error:
-            _log.warning("abort of %d request(s) failed: %s", len(request_ids), error)
-
-    def _shipped(self, event: BatchShipped, batch: ShippedBatch) -> None:
-        self.reward_curve.append(batch.mean_reward)
-        ages = Counter(rollout_age(v, event.step) for v in batch.versions)
-        self._batches.put_nowait(batch)
-        self._commit_due = True  # each shipped step is durable once its reaction settles
-        if self.on_step is not None:
-            self.on_step(self._stats(event.step, batch, ages))
-        if event.step >= self.options.steps:
-            self._stop("steps")
-
-    def _stats(self, step: int, batch: ShippedBatch, ages: Counter[int]) -> StepStats:
-        return StepStats(
-            step=step,
-            mean_reward=batch.mean_reward,
-            trained=len(batch.samples),
-            ages=dict(sorted(ages.items())),
-            version_live=self.version_live,
-            wall_s=self._now(),
-            cancelled_stale=self.counts["cancelled_stale"],
-            dropped_stale=self.counts["dropped_stale"],
-            failed=self.counts["failed"],
-            late=self.counts["late"],
-        )
-
-    # ---- training and weight updates ---------------------------------------------------
-    async def _train_worker(self) -> None:
-        """Train shipped batches in order; each new version goes pending, then live (with
-        `updates_per_sync = K`, only every K-th: between syncs inference keeps its weights)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = await self._batches.get()
-            try:
-                report = await loop.run_in_executor(self._executor, self._train, batch)
-                syncs = batch.step % self.config.updates_per_sync == 0
-                if syncs and not self._done.is_set():  # once stopping, trained, not made live
-                    self._feed(VersionPending(t=self._now(), version=report.version))
-                    self._commit()  # an announced version is durable before it goes live
-                    self.crash.crash_at("pending")
-                    await self.publisher.publish(
-                        report.weights_path, report.version, live=self.version_live
-                    )
-                    self._feed(VersionLive(t=self._now(), version=report.version))
-            except Exception as error:
-                self._stop_for(error, f"training step {batch.step}: ")
-            finally:
-                self._batches.task_done()
-
-    def _train(self, batch: ShippedBatch) -> StepReport:
-        """On the trainer thread: one step, published as version `step` (v_s after batch s)."""
-        if batch.restored:  # a resumed run's checkpoint: trained before the crash
-            return self.trainer.restored()
-        if not batch.samples:  # every episode pruned: the version must still follow the step
-            return self.trainer.publish_unchanged(batch.step)
-        report = self.trainer.train_step(batch.samples, version=batch.step)
-        if not math.isfinite(report.loss):  # never make diverged weights live
-            raise LiveRunError(f"step {batch.step} diverged: loss {report.loss}")
-        return report

@@ -170,14 +170,20 @@ class EndpointPool:
 
     # ---- weights ---------------------------------------------------------------------
     async def publish_weights(
-        self, weights_path: str, version: str, *, pause: PauseMode = "keep"
+        self,
+        weights_path: str,
+        version: str,
+        *,
+        pause: PauseMode = "keep",
+        on_paused: Callable[[], None] | None = None,
     ) -> str:
         """Make `version` (a checkpoint directory) live on every endpoint in rotation.
 
         Pause in keep mode, so requests in flight freeze and finish on the new weights
         (their `weight_versions` show both), or in abort mode (`pause="abort"`, interrupt
         mode), so they answer at once with their tokens so far (`partial`); then reload,
-        relabel and resume. An endpoint
+        relabel and resume. `on_paused` is called once every endpoint is paused (what
+        was sent before then is all a pause can interrupt). An endpoint
         whose reload fails leaves rotation; if all fail, all resume on the old weights and
         `WeightReloadFailed` is raised. With no endpoint left it waits for one to come
         back (`wait_for_endpoints`), then updates it.
@@ -185,14 +191,22 @@ class EndpointPool:
         while True:
             await self._alive_or_recovered()
             try:
-                return await self._publish_once(weights_path, version, pause)
+                return await self._publish_once(weights_path, version, pause, on_paused)
             except NoEndpointsLeft:
                 if not self._may_recover():
                     raise
 
-    async def _publish_once(self, weights_path: str, version: str, pause: PauseMode) -> str:
+    async def _publish_once(
+        self,
+        weights_path: str,
+        version: str,
+        pause: PauseMode,
+        on_paused: Callable[[], None] | None,
+    ) -> str:
         await self._each(self.alive(), lambda e: e.backend.pause(pause))
         self._require_alive()  # every endpoint failed to pause: lost, not a reload failure
+        if on_paused is not None:
+            on_paused()
         failures = await self._each(
             self.alive(), lambda e: e.backend.reload_weights(weights_path), lose=False
         )

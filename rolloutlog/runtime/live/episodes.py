@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, TypeAlias
 
 import attrs
 
@@ -31,23 +31,29 @@ from rolloutlog.events.types import (
     GroupScored,
 )
 from rolloutlog.runtime.live.digits import DigitTask, reward, task_from_id
+from rolloutlog.runtime.live.partial import JoinedGeneration, PartialGeneration, policy_version
 from rolloutlog.runtime.live.protocol import GenerateRequest, Generation, SamplingParams
 
 ROLLOUTS_KEPT_MAX: Final = 1 << 20  # far above any sane queue; past it, data leaks
 SEED_MASK: Final = (1 << 63) - 1  # vLLM and the CPU server take seeds that fit in int64
+# A generate call's answer: as inference sent it, or (interrupt mode) as `partial` joined it.
+Answer: TypeAlias = Generation | PartialGeneration | JoinedGeneration
 
 
 @attrs.frozen(kw_only=True)
 class TrainSample:
     """One episode as the trainer needs it; `inference_logprobs` has one entry per token,
     each from the weights that sampled it. `gradient_mask` (None: every token) says which
-    tokens carry gradient, when tokens of old versions are masked (`partial.gradient_mask`)."""
+    tokens carry gradient, when tokens of old versions are masked (`partial.gradient_mask`).
+    `token_versions` (None: not recorded per token, as under `weight_update = freeze`) is
+    the policy version that sampled each token, across an interrupted episode's segments."""
 
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
     inference_logprobs: tuple[float, ...]
     advantage: float
     gradient_mask: tuple[bool, ...] | None = None
+    token_versions: tuple[int, ...] | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.prompt_ids or not self.completion_ids:
@@ -55,6 +61,7 @@ class TrainSample:
         for name, values in (
             ("inference logprobs", self.inference_logprobs),
             ("gradient mask entries", self.gradient_mask),
+            ("token versions", self.token_versions),
         ):
             if values is not None and len(values) != len(self.completion_ids):
                 raise ValueError(
@@ -76,6 +83,7 @@ class Rollout:
     reward: float
     version: int  # its dispatch version: its rollout age follows from the step it ships in
     advantage: float | None = None
+    token_versions: tuple[int, ...] | None = None  # per token, where inference labelled them
 
 
 @attrs.frozen(kw_only=True)
@@ -186,7 +194,7 @@ class EpisodeBook:
 
     # ---- inference's answers -----------------------------------------------------------
     def arrived(
-        self, dispatched: EpisodeDispatched, generation: Generation, t: float
+        self, dispatched: EpisodeDispatched, generation: Answer, t: float
     ) -> EpisodeCompleted | EpisodeFailed | None:
         """The world event for a finished generate call, or None when there is none to record.
 
@@ -194,11 +202,14 @@ class EpisodeBook:
         is recorded. An abort nobody asked for (a server pausing in abort mode, shutting
         down) is a failure. A natural completion is recorded even if the episode was
         cancelled meanwhile (it raced the abort): the deciders take it as a late event, and
-        its data is not kept, since a late episode never trains.
+        its data is not kept, since a late episode never trains. Under `weight_update =
+        interrupt` the answer is a `partial` one: a `PartialGeneration` is an abort, and a
+        `JoinedGeneration` keeps the version of each of its tokens.
         """
         episode_id = dispatched.episode_id
         late_task = self._cancelled.pop(episode_id, None)
-        if generation.aborted:
+        aborted = isinstance(generation, Generation) and generation.aborted
+        if aborted or isinstance(generation, PartialGeneration):
             if late_task is not None:
                 return None
             return EpisodeFailed(t=t, episode_id=episode_id, error="aborted by inference")
@@ -207,6 +218,14 @@ class EpisodeBook:
         if logprobs is None or not generation.token_ids:
             problem = "no logprobs" if logprobs is None else "no tokens"
             return EpisodeFailed(t=t, episode_id=episode_id, error=f"inference returned {problem}")
+        if isinstance(generation, JoinedGeneration):
+            versions = tuple(policy_version(label) for label in generation.token_versions)
+            prompt_tokens = len(generation.request.token_ids)
+            completion_tokens = len(generation.token_ids)
+        else:
+            versions = None
+            prompt_tokens = generation.prompt_tokens
+            completion_tokens = generation.completion_tokens
         score = reward(task, generation.token_ids)
         if late_task is None:
             self._keep(
@@ -217,14 +236,15 @@ class EpisodeBook:
                     logprobs=logprobs,
                     reward=score,
                     version=dispatched.policy_version,
+                    token_versions=versions,
                 ),
             )
         return EpisodeCompleted(
             t=t,
             episode_id=episode_id,
             reward=score,
-            prompt_tokens=generation.prompt_tokens,
-            completion_tokens=generation.completion_tokens,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
         )
 
     def kept(self, episode_id: str) -> Rollout | None:
@@ -292,6 +312,7 @@ class EpisodeBook:
                         completion_ids=rollout.completion_ids,
                         inference_logprobs=rollout.logprobs,
                         advantage=rollout.advantage,
+                        token_versions=rollout.token_versions,
                     )
                 )
                 versions.append(rollout.version)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from rolloutlog.runtime.live.broadcast import BroadcastError, WeightBroadcast
 from rolloutlog.runtime.live.endpoints import EndpointPool, WeightReloadFailed
+from rolloutlog.runtime.live.protocol import PauseMode
 
 _log = logging.getLogger(__name__)
 
@@ -43,8 +45,17 @@ class WeightPublisher:
         self.pool, self.broadcast = pool, broadcast
         self.attempts, self.backoff_s = attempts, backoff_s
 
-    async def publish(self, weights_path: Path, version: int, *, live: int) -> None:
-        """Make `version` live everywhere; `live` is the version inference serves now."""
+    async def publish(
+        self,
+        weights_path: Path,
+        version: int,
+        *,
+        live: int,
+        pause: PauseMode = "keep",
+        on_paused: Callable[[], None] | None = None,
+    ) -> None:
+        """Make `version` live everywhere; `live` is the version inference serves now.
+        `pause` and `on_paused` as `EndpointPool.publish_weights` takes them."""
         try:
             path = self.broadcast.require_ready(version)
         except BroadcastError as error:  # never ask inference to load a torn checkpoint
@@ -54,7 +65,9 @@ class WeightPublisher:
         delay_s = self.backoff_s
         for attempt in range(1, self.attempts + 1):
             try:
-                await self.pool.publish_weights(str(path), f"v{version}")
+                await self.pool.publish_weights(
+                    str(path), f"v{version}", pause=pause, on_paused=on_paused
+                )
                 return
             except WeightReloadFailed as error:
                 failure = error

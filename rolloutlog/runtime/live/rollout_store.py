@@ -55,7 +55,7 @@ class RolloutStore:
         self._lines.append(json.dumps({"meta": meta}, separators=(",", ":")) + "\n")
 
     def keep(self, episode_id: str, rollout: Rollout) -> None:
-        record = {
+        record: dict[str, Any] = {
             "e": episode_id,
             "p": rollout.prompt_ids,
             "c": rollout.completion_ids,
@@ -63,6 +63,8 @@ class RolloutStore:
             "r": rollout.reward,
             "v": rollout.version,
         }
+        if rollout.token_versions is not None:  # interrupt mode: the version of each token
+            record["t"] = rollout.token_versions
         self._lines.append(json.dumps(record, separators=(",", ":")) + "\n")
 
     def sync(self) -> None:
@@ -96,6 +98,7 @@ class StoredRun:
             logprobs=tuple(record["l"]),
             reward=record["r"],
             version=record["v"],
+            token_versions=None if "t" not in record else tuple(record["t"]),
         )
 
 

@@ -97,9 +97,4 @@ def build_settings(overrides: Mapping[str, Any], *, seed: int) -> tuple[RunConfi
             f"--set frozen_fraction={config.frozen_fraction}: the live runtime has no frozen "
             "policy (leave it 0)"
         )
-    if config.weight_update != "freeze":  # the driver has no interrupt or drain yet
-        raise ConfigError(
-            f"--set weight_update={config.weight_update}: the live runtime only freezes work "
-            "in flight at a weight update (leave it freeze; simulate models the others)"
-        )
     return config, build_config(LiveSettings, live, where="live")

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from rolloutlog.runtime.live.client import VLLMClient
+from rolloutlog.runtime.live.episodes import TrainSample
 from rolloutlog.runtime.live.model import load_checkpoint
 from rolloutlog.runtime.live.partial import (
     JoinedGeneration,
@@ -28,6 +29,7 @@ from rolloutlog.runtime.live.partial import (
     resume,
 )
 from rolloutlog.runtime.live.protocol import GenerateRequest, Generation
+from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
 from tests.runtime.live.vllm_contract import Recorder, wait_until
 
 Freeze = Callable[
@@ -110,3 +112,38 @@ def check(result: Interrupted, *, length: int, before: Path, after: Path) -> Non
         assert list(joined.logprobs) == pytest.approx(on_before + on_after, abs=1e-4)
         mask = gradient_mask(joined.token_versions, trained_at=1, max_age=0)
         assert mask == (False,) * so_far + (True,) * (length - so_far)
+
+
+def recording(trained: list[TrainSample]) -> Callable[[GRPOTrainer], None]:
+    """A `run_driver(prepare=...)` that keeps every sample the trainer is given, and every
+    checkpoint (so that `check_trained` can recompute their logprobs)."""
+
+    def prepare(trainer: GRPOTrainer) -> None:
+        trainer.broadcast.keep = 1000
+        step = trainer.train_step
+
+        def recorded(samples: Sequence[TrainSample], *, version: int) -> StepReport:
+            trained.extend(samples)
+            return step(samples, version=version)
+
+        trainer.train_step = recorded  # type: ignore[method-assign]
+
+    return prepare
+
+
+def check_trained(trained: Sequence[TrainSample], weights: Path, *, checked: int = 3) -> None:
+    """Every trained sample names the version of each token, oldest first; some span two
+    versions, and (for the first `checked` of those) each behaviour logprob is the one the
+    checkpoint of its token's version gives it."""
+    for sample in trained:
+        versions = sample.token_versions
+        assert versions is not None and len(versions) == len(sample.completion_ids)
+        assert list(versions) == sorted(versions)
+    spanning = [s for s in trained if len(set(s.token_versions or ())) > 1]
+    assert spanning, "a resumed episode trains with tokens of two versions"
+    for sample in spanning[:checked]:
+        expected = [
+            model_logprobs(weights / f"v{version}", sample.prompt_ids, sample.completion_ids)[i]
+            for i, version in enumerate(sample.token_versions or ())
+        ]
+        assert list(sample.inference_logprobs) == pytest.approx(expected, abs=1e-4)

@@ -138,15 +138,25 @@ def test_the_rollout_store_keeps_synced_rollouts_and_cuts_a_torn_line(tmp_path: 
     rollout = Rollout(
         prompt_ids=(1, 2), completion_ids=(3,), logprobs=(-0.1 / 3,), reward=0.5, version=2
     )
+    resumed = Rollout(  # interrupted once: its second token from v3
+        prompt_ids=(1, 2),
+        completion_ids=(3, 4),
+        logprobs=(-0.5, -1.25),
+        reward=1.0,
+        version=2,
+        token_versions=(2, 3),
+    )
     store = RolloutStore(path)
     store.note(seed=4)
     store.keep("g1/0", rollout)
+    store.keep("g2/0", resumed)
     store.sync()
     store.keep("g1/1", rollout)  # appended, never synced: lost with the process
     with path.open("a") as handle:
         handle.write('{"e":"g1/2","p":[1')  # a line torn by the crash
     stored = read_store(path)
     assert stored.meta == {"seed": 4} and stored.rollout("g1/0") == rollout
+    assert stored.rollout("g2/0") == resumed and '"t"' not in stored.lines["g1/0"]
     assert stored.rollout("g1/1") is None and stored.rollout("g1/2") is None
     RolloutStore(path, append=True).close()
     assert path.read_text().endswith("\n")
@@ -171,3 +181,26 @@ def test_a_plain_run_killed_mid_run_resumes_from_the_weights_beside_its_log(
     _assert_verifies(log)
     verify = CliRunner().invoke(main, ["verify", str(log)])
     assert verify.exit_code == 0 and "every decision matches" in verify.output
+
+
+def test_a_run_that_interrupts_resumes_from_a_log_with_interruptions(tmp_path: Path) -> None:
+    """`per-episode+interrupt`, killed as its third update is announced: the log it leaves
+    holds interruptions and resumptions, and the resumed run re-decides them and finishes."""
+    log = tmp_path / "interrupt.arrow"
+    start = ["--steps", "5", "--seed", "3", "--log", str(log), "--policy", "per-episode+interrupt"]
+    for setting in (*SETTINGS, "server_min_step_s=0.01"):
+        start += ["--set", setting]
+    crashed = _train(start, "pending:3")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    _assert_verifies(log)
+    kinds = [event.kind for event in LogReader(log)]
+    assert "episode_interrupted" in kinds and "episode_resumed" in kinds
+    stored = read_store(tmp_path / "interrupt.arrow.rollouts")
+    assert any('"t":' in line for line in stored.lines.values()), "a resumed rollout was kept"
+    finished = _train(["--resume", str(log), "--json"], None)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    report = json.loads(finished.stdout)
+    assert report["finished_reason"] == "steps" and report["restarts"] == 1
+    assert report["invariant_violations"] == [] and report["replay_error"] is None
+    assert report["episodes_interrupted"] >= kinds.count("episode_interrupted")
+    _assert_verifies(log)

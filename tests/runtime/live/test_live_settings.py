@@ -43,8 +43,6 @@ def test_the_correction_keys_reach_the_trainer_and_default_to_none():
         ({"server_mode": "fork"}, "must be one of"),
         ({"temperature": 3.0}, "must be in [0.0, 2.0]"),
         ({"frozen_fraction": 0.5}, "frozen_fraction=0.5: the live runtime has no frozen policy"),
-        ({"weight_update": "interrupt"}, "weight_update=interrupt: the live runtime only freezes"),
-        ({"weight_update": "drain"}, "weight_update=drain: the live runtime only freezes"),
         ({"server_threads": 100000}, "server_threads: must be in [1, 256]"),
         ({"trainer_threads": 257}, "trainer_threads: must be in [1, 256]"),
         (
