@@ -102,4 +102,9 @@ def build_settings(overrides: Mapping[str, Any], *, seed: int) -> tuple[RunConfi
             f"--set weight_update={config.weight_update}: the live runtime only freezes work "
             "in flight at a weight update (leave it freeze; simulate models the others)"
         )
+    if config.recycle:  # nor does it recycle
+        raise ConfigError(
+            "--set recycle=true: the live runtime does not recycle work in flight yet "
+            "(leave it false; simulate models it)"
+        )
     return config, build_config(LiveSettings, live, where="live")
