@@ -6,7 +6,10 @@ interrupted, the tokens each had at its interruptions, the versions of its segme
 version inference serves, and what was in flight when an update was announced (less what
 its cancellations take): under `weight_update = interrupt` all of it must be interrupted by
 the time the update goes live; under `drain` its train work must have arrived, and no
-train episode goes out while the update waits. A resumed episode's tokens are counted once: its
+train episode goes out while the update waits. Under `recycle`, the train work in flight
+when a batch ships must be interrupted (reason `recycle`) by the time the next version goes
+live, each resumes under a later version than it stopped at, and no train episode goes out
+while one waits for its resumption. A resumed episode's tokens are counted once: its
 completion carries them all, and its interruptions' counts never fall and never exceed it.
 Its rollout age stays that of its dispatch stamp (`start`), which the rest of the account
 reads as before.
@@ -31,6 +34,7 @@ class Segments:
     tokens: list[int] = attrs.Factory(list)
     versions: list[int] = attrs.Factory(list)
     interrupted: bool = True
+    recycled_under: int | None = None  # recycled, not yet resumed: the version live then
 
 
 class _Books(Protocol):
@@ -41,13 +45,20 @@ class _Books(Protocol):
     inflight: dict[str, Group]
     groups: dict[str, Group]
     weight_update: str
+    recycle: bool
+    recycling: bool
     live_version: int
     segments: dict[str, Segments]
     at_update: set[str]
+    at_ship: set[str]
     spans: dict[str, int]
     queue: dict[str, tuple[int, bool, int]]
 
     def _fail(self, seq: int, kind: str, problem: str) -> None: ...
+
+    def _generating(self, seq: int, episode_id: str) -> Segments | None: ...
+
+    def _running(self, episode_id: str) -> bool: ...
 
     def _awaits_ship(self, episode_id: str) -> bool: ...
 
@@ -56,42 +67,63 @@ class PartialChecks:
     """`Account`'s mirror of interruptions and resumptions."""
 
     weight_update: str
+    recycle: bool
+    recycling: bool  # a batch shipped under `recycle`, the next version not yet live
     live_version: int
     segments: dict[str, Segments]  # episodes interrupted at least once, until they leave
     at_update: set[str]  # in flight, not frozen, when the update under way was announced
+    at_ship: set[str]  # train work generating when the last batch shipped, under `recycle`
     spans: dict[str, int]  # arrived resumed episodes -> end − start, until cut or dropped
 
     def _partial_start(self, config: RunConfig) -> None:
         self.weight_update = config.weight_update
+        self.recycle = config.recycle
+        self.recycling = False
         self.live_version = 0
         self.segments = {}
         self.at_update = set()
+        self.at_ship = set()
         self.spans = {}
 
     def on_interrupted(self: _Books, seq: int, episode_id: str, tokens: int, reason: str) -> None:
         kind, rule = "episode_interrupted", self.weight_update
-        if rule != "interrupt" or reason != "update":
+        recycled = reason == "recycle" and self.recycle
+        if not recycled and (rule != "interrupt" or reason != "update"):
             return self._fail(seq, kind, f"reason {reason!r} under weight_update {rule!r}")
         group = self.inflight.get(episode_id)
         if group is None:
             return self._fail(seq, kind, f"{episode_id} is not in flight")
-        if group.frozen:
+        if recycled and not self.recycling:
+            return self._fail(seq, kind, "recycled, but no batch shipped since the last update")
+        if recycled and not group.train:
+            return self._fail(seq, kind, f"{episode_id} is eval work, never recycled")
+        if not recycled and group.frozen:
             return self._fail(seq, kind, f"{episode_id} is from a frozen source")
-        if self.live_version >= self.version:
+        if not recycled and self.live_version >= self.version:
             return self._fail(seq, kind, f"no weight update under way (v{self.version} is live)")
-        segments = self.segments
-        books = segments.setdefault(
-            episode_id, Segments(start=group.inflight[episode_id][0], interrupted=False)
-        )
-        if books.interrupted:
-            return self._fail(seq, kind, f"{episode_id} is interrupted")
+        books = self._generating(seq, episode_id)
+        if books is None:
+            return None
         if books.tokens and tokens < books.tokens[-1]:
             problem = f"{episode_id} has {tokens} tokens, fewer than {books.tokens[-1]} before"
             return self._fail(seq, kind, problem)
         books.tokens.append(tokens)
         books.interrupted = True
+        books.recycled_under = self.live_version if recycled else None
         self.at_update.discard(episode_id)
+        self.at_ship.discard(episode_id)
         return None
+
+    def _generating(self: _Books, seq: int, episode_id: str) -> Segments | None:
+        """The books of an in-flight episode, None (reported) if it is interrupted."""
+        books = self.segments.setdefault(
+            episode_id,
+            Segments(start=self.inflight[episode_id].inflight[episode_id][0], interrupted=False),
+        )
+        if books.interrupted:
+            self._fail(seq, "episode_interrupted", f"{episode_id} is interrupted")
+            return None
+        return books
 
     def on_continued(self: _Books, seq: int, episode_id: str, version: int) -> None:
         """`episode_resumed`: an interrupted episode goes on under the version live."""
@@ -102,8 +134,11 @@ class PartialChecks:
         live = self.live_version
         if version != live:
             return self._fail(seq, kind, f"resumed under v{version}, but inference serves v{live}")
+        if books.recycled_under is not None and version <= books.recycled_under:
+            return self._fail(seq, kind, f"{episode_id} recycled and resumed under v{version}")
         books.versions.append(version)
         books.interrupted = False
+        books.recycled_under = None
         return None
 
     def _partial_arrival(
@@ -127,16 +162,29 @@ class PartialChecks:
         not cancelled must be interrupted (`interrupt`: all not from a frozen source) or
         have arrived (`drain`: the train work) before the update goes live."""
         if self.weight_update == "interrupt":
-            self.at_update = {e for e, group in self.inflight.items() if not group.frozen}
+            self.at_update = {
+                e for e, group in self.inflight.items() if not group.frozen and self._running(e)
+            }
         elif self.weight_update == "drain":
             self.at_update = {e for e, group in self.inflight.items() if group.train}
 
+    def _running(self: _Books, episode_id: str) -> bool:
+        """Whether an in-flight episode is generating (not interrupted)."""
+        books = self.segments.get(episode_id)
+        return books is None or not books.interrupted
+
     def _partial_dispatched(self: _Books, seq: int, group_id: str) -> None:
-        """Under `drain`, no train episode goes out while an update waits."""
+        """Under `drain`, no train episode goes out while an update waits; under `recycle`,
+        while a recycled episode waits for its resumption."""
         group = self.groups.get(group_id)
-        waits = self.weight_update == "drain" and self.live_version < self.version
-        if waits and group is not None and group.train:
+        if group is None or not group.train:
+            return
+        if self.weight_update == "drain" and self.live_version < self.version:
             problem = f"train dispatch while v{self.version} waits for the work in flight"
+            self._fail(seq, "episode_dispatched", problem)
+        waiting = [e for e, b in self.segments.items() if b.recycled_under is not None]
+        if waiting:
+            problem = f"train dispatch before the recycled {sorted(waiting)[:3]} resumed"
             self._fail(seq, "episode_dispatched", problem)
 
     def on_live(self: _Books, seq: int, version: int) -> None:
@@ -146,7 +194,12 @@ class PartialChecks:
         if left:
             how = "uninterrupted" if self.weight_update == "interrupt" else "undrained"
             self._fail(seq, "version_live", f"in flight {how} at the update: {left[:3]}")
-        self.at_update = set()
+        unrecycled = sorted(e for e in self.at_ship if e in self.inflight)
+        if unrecycled:
+            self._fail(
+                seq, "version_live", f"in flight unrecycled since the ship: {unrecycled[:3]}"
+            )
+        self.at_update, self.at_ship, self.recycling = set(), set(), False
         self.live_version = version
         segments = self.segments
         for episode_id in [e for e in segments if e not in self.inflight]:
@@ -165,7 +218,13 @@ class PartialChecks:
         masked_tokens: int,
     ) -> None:
         """The partial ratio and the largest span count what trains; no rule masks tokens
-        yet, so a batch carries none."""
+        yet, so a batch carries none. Under `recycle` the train work generating now must be
+        aborted before the next version goes live."""
+        if self.recycle:
+            self.recycling = True
+            self.at_ship = {
+                e for e, group in self.inflight.items() if group.train and self._running(e)
+            }
         spans, run = self.spans, self.run
         if spans:
             for episode_id in trained_ids:

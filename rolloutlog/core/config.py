@@ -149,6 +149,9 @@ class RunConfig:
     weight_update: WeightUpdate = checked(
         "freeze", None, "work in flight at an update: freeze, interrupt and resume, or drain"
     )
+    recycle: bool = checked(
+        False, None, "a shipped batch aborts the train work in flight, resumed first (slime)"
+    )
     stale_member: StaleMember = checked(
         "cancel",
         None,
@@ -239,6 +242,17 @@ class RunConfig:
                 "its budget reopens only with a new version or step, which a drained update "
                 "holds back, and runs stall"
             )
+        if self.recycle and self.weight_update == "drain":
+            problems.append(
+                "recycle: does not combine with weight_update = 'drain': a drained update "
+                "waits for the work in flight, and recycled work waits for the update"
+            )
+        if self.recycle and self.updates_per_sync > 1:
+            problems.append(
+                f"recycle: needs updates_per_sync = 1 (got {self.updates_per_sync}): recycled "
+                "work holds train dispatch until the next version goes live, and the batches "
+                "of a sync would wait for it"
+            )
         if self.admission == "slime" and self.group_redundancy:
             problems.append(
                 f"group_redundancy: must be 0 under admission = 'slime' (got "
@@ -289,6 +303,7 @@ FIELD_RULE_KEYS = (
     "updates_per_sync",
     "ship_wait",
     "weight_update",
+    "recycle",
     "stale_member",
     "queue_limit",
     "queue_eviction",

@@ -250,6 +250,7 @@ def _check_resumed(state: DispatcherState, event: RunResumed) -> None:
 
 def _on_batch_shipped(state: DispatcherState, event: BatchShipped) -> None:
     state.step = event.step + 1
+    dispatcher_partial.on_shipped(state)
     interval = state.config.eval_interval
     if interval and event.step % interval == 0:
         state.eval_owed += 1

@@ -3,10 +3,13 @@ updates and work in flight").
 
 Only the world interrupts and resumes episodes, and only where the run's rules make it do
 so: under `weight_update = interrupt`, an in-flight episode not from a frozen source,
-while an update is under way (announced, not yet live); its resumption under the version
-inference serves. The dispatcher refuses, at its seq, an interruption or a resumption no
-rule makes, and an arrival of an episode still interrupted, so that `replay` and `verify`
-stop there. An interrupted episode keeps its permit: nothing else here touches permits.
+while an update is under way (announced, not yet live); under `recycle`, a train episode in
+flight once a batch has shipped, until the next version goes live; its resumption under the
+version inference serves (a recycled one's under a later version than it stopped at, and
+train dispatch waits until every recycled episode is resumed: slime resumes them first).
+The dispatcher refuses, at its seq, an interruption or a resumption no rule makes, and an
+arrival of an episode still interrupted, so that `replay` and `verify` stop there. An
+interrupted episode keeps its permit: nothing else here touches permits.
 """
 
 from __future__ import annotations
@@ -34,40 +37,76 @@ class Interruptions:
 
     live: int = 0
     interrupted: dict[str, None] = attrs.Factory(dict)
+    recycled: dict[str, int] = attrs.Factory(dict)  # recycled -> the version live at its abort
+    recycling: bool = False  # a batch shipped under `recycle`; the next version is not live
 
     def forget(self, episode_ids: tuple[str, ...]) -> None:
         """Cancelled episodes are no longer owed a resumption."""
         if self.interrupted:
             for episode_id in episode_ids:
                 self.interrupted.pop(episode_id, None)
+                self.recycled.pop(episode_id, None)
 
 
 def check_interrupted(state: DispatcherState, event: EpisodeInterrupted) -> None:
-    """An interruption happens only where the run's weight-update rule makes one."""
+    """An interruption happens only where the run's weight-update or recycle rule makes one."""
     seq, kind, episode = event.seq, event.kind, event.episode_id
-    rule = state.config.weight_update
+    config = state.config
+    rule = config.weight_update
+    if event.reason == "recycle" and config.recycle:
+        _check_recycled(state, event)
+        return
     require(
         rule == "interrupt" and event.reason == "update",
         seq,
         kind,
         f"the run's weight_update is {rule} and recycle is off: no episode is interrupted"
-        if rule == "freeze"
-        else f"reason {event.reason!r} under weight_update {rule!r}",
+        if rule == "freeze" and not config.recycle
+        else f"reason {event.reason!r} under weight_update {rule!r}"
+        + ("" if config.recycle else " and recycle off"),
     )
-    group_id = state.inflight.get(episode)
-    require(group_id is not None, seq, kind, f"{episode} is not in flight")
-    require(episode not in state.partial.interrupted, seq, kind, f"{episode} is interrupted")
+    group_id = _check_generating(state, event)
     require(
         state.partial.live < state.version,
         seq,
         kind,
         f"no weight update under way (v{state.version} is live)",
     )
-    require(not state.groups[str(group_id)].frozen, seq, kind, f"{episode} is from a frozen source")
+    require(not state.groups[group_id].frozen, seq, kind, f"{episode} is from a frozen source")
+
+
+def _check_generating(state: DispatcherState, event: EpisodeInterrupted) -> str:
+    """The interrupted episode is in flight and generating: its group's id."""
+    seq, kind, episode = event.seq, event.kind, event.episode_id
+    group_id = state.inflight.get(episode)
+    require(group_id is not None, seq, kind, f"{episode} is not in flight")
+    require(episode not in state.partial.interrupted, seq, kind, f"{episode} is interrupted")
+    return str(group_id)
+
+
+def _check_recycled(state: DispatcherState, event: EpisodeInterrupted) -> None:
+    """`recycle`: train work in flight, aborted after a batch shipped, before the next
+    version goes live."""
+    seq, kind, episode = event.seq, event.kind, event.episode_id
+    group_id = _check_generating(state, event)
+    require(
+        state.partial.recycling,
+        seq,
+        kind,
+        f"no batch shipped since v{state.partial.live} went live: nothing is recycled",
+    )
+    require(state.groups[group_id].train, seq, kind, f"{episode} is eval work")
 
 
 def on_interrupted(state: DispatcherState, event: EpisodeInterrupted) -> None:
     state.partial.interrupted[event.episode_id] = None
+    if event.reason == "recycle":
+        state.partial.recycled[event.episode_id] = state.partial.live
+
+
+def on_shipped(state: DispatcherState) -> None:
+    """Under `recycle`, a shipped batch opens the abort of the train work in flight."""
+    state.partial.recycling = state.config.recycle
 
 
 def check_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
@@ -81,10 +120,18 @@ def check_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
         kind,
         f"resumed under v{event.policy_version}, but inference serves v{live}",
     )
+    stopped = state.partial.recycled.get(episode)
+    require(
+        stopped is None or stopped < live,
+        seq,
+        kind,
+        f"{episode} was recycled under v{stopped}: it resumes once the next version is live",
+    )
 
 
 def on_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
     del state.partial.interrupted[event.episode_id]
+    state.partial.recycled.pop(event.episode_id, None)
 
 
 def check_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed) -> None:
@@ -100,3 +147,4 @@ def check_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFaile
 
 def on_version_live(state: DispatcherState, event: VersionLive) -> None:
     state.partial.live = event.version
+    state.partial.recycling = False

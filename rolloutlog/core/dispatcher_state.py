@@ -84,8 +84,11 @@ class DispatcherState:
     def gated(self) -> bool:
         """Train dispatch pauses while the trainer lags the step by more than the run's lag
         (`target_lag`, or prime-rl's 1: `state.rules.lag`), and, under `weight_update =
-        drain`, while an update waits for the train work in flight."""
+        drain`, while an update waits for the train work in flight; under `recycle`, until
+        every recycled episode is resumed (they go first)."""
         if self.config.weight_update == "drain" and self.partial.live < self.version:
+            return True
+        if self.partial.recycled:
             return True
         return (self.step - 1) - self.version > self.rules.lag(self.config)
 

@@ -383,6 +383,7 @@ RULES: dict[str, dict[str, Any]] = {
     "oldest-first": {"batch_order": "oldest-first"},
     "interrupt": {"weight_update": "interrupt"},  # AReaL's interruptible generation
     "drain": {"weight_update": "drain"},  # updates wait for the train work in flight
+    "recycle": {"recycle": True},  # slime's partial rollout: a full batch recycles the rest
 }
 ALIASES = {"all": "per-episode+capacity+straggler+oldest-first"}
 NAMED = ("per-group", "per-episode", "per-episode+capacity", "per-episode+straggler", "all")

@@ -67,6 +67,7 @@ FIELD_TYPES: dict[str, object] = {
     "updates_per_sync": int,
     "ship_wait": "literal",
     "weight_update": "literal",
+    "recycle": bool,
     "queue_limit": int,
     "queue_eviction": "literal",
     "max_lag": int,

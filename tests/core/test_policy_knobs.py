@@ -163,6 +163,7 @@ FIELD_RULES_OFF = {
     "updates_per_sync": 1,
     "ship_wait": "none",
     "weight_update": "freeze",
+    "recycle": False,
     "stale_member": "cancel",
     "queue_limit": 0,
     "queue_eviction": "oldest-episode",

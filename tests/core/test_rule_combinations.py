@@ -31,6 +31,11 @@ BASE = {"group_size": 2, "batch_size": 4, "max_inflight": 4}
             "batch_order: 'roll-window' needs updates_per_sync = 1",
         ),
         (
+            {"recycle": True, "weight_update": "drain"},
+            "recycle: does not combine with weight_update = 'drain'",
+        ),
+        ({"recycle": True, "updates_per_sync": 2}, "recycle: needs updates_per_sync = 1"),
+        (
             {"admission": "slime", "group_redundancy": 1},
             "group_redundancy: must be 0 under admission = 'slime'",
         ),
@@ -48,5 +53,6 @@ def test_each_rule_alone_starts() -> None:
         {"weight_update": "drain"},
         {"batch_order": "roll-window"},
         {"admission": "slime"},
+        {"recycle": True},
     ):
         RunConfig.from_mapping({**BASE, **keys})

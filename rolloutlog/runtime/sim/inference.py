@@ -33,6 +33,7 @@ class Flight:
     entry: Entry
     cancelled: str | None = None
     left_s: float | None = None  # interrupted: generation seconds still to go
+    done_s: float = 0.0  # generation seconds done at its last interruption (a prefill adds none)
 
 
 class Inference:
@@ -120,7 +121,8 @@ class Inference:
         flight = self.flights.get(episode_id)
         if flight is None or flight.cancelled is not None or flight.left_s is not None:
             return None
-        spent_s = self.spent_s(now, flight)
+        spent_s = max(self.spent_s(now, flight), flight.done_s)  # stopped again in its prefill
+        flight.done_s = spent_s
         self.queue.cancel(flight.entry)
         flight.left_s = flight.plan.work_s - spent_s
         work_s, tokens = flight.plan.work_s, flight.plan.completion_tokens

@@ -6,16 +6,18 @@ from a frozen source: each is reported with its completion tokens so far, at its
 rate (its completion tokens over its generation seconds), once the deciders' reaction to
 the announcement (stale cancellations) is in. When the update goes live, each interrupted
 episode is resubmitted under the new version: it pays a prefill of its prompt and tokens
-so far at `prefill_tokens_per_s`, then the generation it had left. The happenings are
-queue entries at the time they happen, so they follow the event that made them in order.
-Under `freeze` nothing here is scheduled.
+so far at `prefill_tokens_per_s`, then the generation it had left. Under `recycle` a
+shipped batch aborts every train episode then generating the same way (reason `recycle`),
+resumed with the others at the next update. The happenings are queue entries at the time
+they happen, so they follow the event that made them in order. Under `freeze` without
+`recycle` nothing here is scheduled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from rolloutlog.events.types import EpisodeInterrupted, EpisodeResumed
+from rolloutlog.events.types import EpisodeInterrupted, EpisodeResumed, InterruptReason
 from rolloutlog.runtime.sim.clock import EventQueue
 from rolloutlog.runtime.sim.inference import Inference
 
@@ -29,26 +31,40 @@ class Interrupter:
         inference: Inference,
         prefill_tokens_per_s: float,
         frozen: Callable[[str], bool],
+        *,
+        at_update: bool = True,
     ) -> None:
+        """`at_update`: an announced update interrupts (`weight_update = interrupt`); else
+        only shipped batches do (`recycle` under `freeze`)."""
         self.queue, self.inference = queue, inference
+        self.at_update = at_update
         self.prefill_tokens_per_s = prefill_tokens_per_s
         self.frozen = frozen  # whether an episode's group samples from a frozen source
         self.interrupted: dict[str, int] = {}  # episode -> tokens so far, until resumed
 
     def announced(self, now: float) -> None:
         """An update was announced: abort what is generating now, after the reaction."""
+        if not self.at_update:
+            return
         for flight in self.inference.flights.values():  # cancelled ones only race
             if flight.cancelled is None and not self.frozen(flight.episode_id):
-                self.queue.push(now, ("interrupt", flight.episode_id))
+                self.queue.push(now, ("interrupt", (flight.episode_id, "update")))
 
-    def interrupt(self, now: float, episode_id: str) -> EpisodeInterrupted | None:
+    def shipped(self, now: float) -> None:
+        """A batch shipped (`recycle`): abort the train work generating now."""
+        for flight in self.inference.flights.values():
+            if flight.cancelled is None and flight.left_s is None and flight.plan.train:
+                self.queue.push(now, ("interrupt", (flight.episode_id, "recycle")))
+
+    def interrupt(self, now: float, key: tuple[str, InterruptReason]) -> EpisodeInterrupted | None:
         """The abort lands: the world event, or None if the episode no longer generates."""
+        episode_id, reason = key
         tokens = self.inference.interrupt(now, episode_id)
         if tokens is None:
             return None
         self.interrupted[episode_id] = tokens
         return EpisodeInterrupted(
-            t=now, episode_id=episode_id, completion_tokens=tokens, reason="update"
+            t=now, episode_id=episode_id, completion_tokens=tokens, reason=reason
         )
 
     def went_live(self, now: float, version: int) -> None:

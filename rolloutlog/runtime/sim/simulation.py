@@ -129,8 +129,14 @@ class Simulation:
             )
         self.interrupter = (
             None
-            if scenario.run.weight_update != "interrupt"
-            else Interrupter(self.queue, self.inference, world.prefill_tokens_per_s, self._frozen)
+            if scenario.run.weight_update != "interrupt" and not scenario.run.recycle
+            else Interrupter(
+                self.queue,
+                self.inference,
+                world.prefill_tokens_per_s,
+                self._frozen,
+                at_update=scenario.run.weight_update == "interrupt",
+            )
         )
         self.metrics = SimMetrics()
         self.now = 0.0
@@ -273,6 +279,8 @@ class Simulation:
 
     def _on_shipped(self, event: Any) -> None:
         self.metrics.on_shipped(event)
+        if self.interrupter is not None and self.scenario.run.recycle:
+            self.interrupter.shipped(self.now)
         self.trainer.shipped(self.now, event.step, len(event.trained_ids))
         self.steps_shipped = event.step
         if self.on_step is not None:

@@ -223,6 +223,8 @@ def _train_room(record: Record) -> int:
         return 0
     if settings.weight_update == "drain" and record.live < record.version:
         return 0
+    if record.recycled:  # recycled work resumes first
+        return 0
     if settings.admission != "capacity" and settings.admission not in _FIELD_ROOMS:
         return UNLIMITED
     train = [e for e in record.episodes.values() if record.group_of(e).train]

@@ -91,6 +91,7 @@ class Record:
     batches: int = 0
     version: int = 0
     live: int = 0  # the version inference serves
+    recycled: set[str] = field(default_factory=set)  # recycled, not yet resumed
     limit: int = 0
     finished: bool = False
     natural_arrivals: set[int] = field(default_factory=set)  # seqs of non-late arrivals
@@ -164,6 +165,7 @@ class Record:
     def _episodes_cancelled(self, event: Any) -> None:
         for episode_id in event.episode_ids:
             self.episodes[episode_id].status = "cancelled"
+            self.recycled.discard(episode_id)
         self.groups[event.group_id].cancellations.append(
             Cancellation(event.reason, tuple(event.episode_ids), event.unscheduled)
         )
@@ -205,6 +207,13 @@ class Record:
 
     def _version_live(self, event: Any) -> None:
         self.live = event.version
+
+    def _episode_interrupted(self, event: Any) -> None:
+        if event.reason == "recycle":
+            self.recycled.add(event.episode_id)
+
+    def _episode_resumed(self, event: Any) -> None:
+        self.recycled.discard(event.episode_id)
 
     def _limit_set(self, event: Any) -> None:
         self.limit = event.max_inflight
