@@ -182,7 +182,11 @@ class PartialChecks:
         if self.weight_update == "drain" and self.live_version < self.version:
             problem = f"train dispatch while v{self.version} waits for the work in flight"
             self._fail(seq, "episode_dispatched", problem)
-        waiting = [e for e, b in self.segments.items() if b.recycled_under is not None]
+        waiting = [
+            e
+            for e, b in self.segments.items()
+            if b.recycled_under is not None and e in self.inflight
+        ]
         if waiting:
             problem = f"train dispatch before the recycled {sorted(waiting)[:3]} resumed"
             self._fail(seq, "episode_dispatched", problem)
