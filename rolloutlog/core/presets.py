@@ -26,6 +26,7 @@ from rolloutlog.core.rules import (
     acceptance,
     admission,
     admission_budget,
+    admission_field,
     cancellation,
     composition,
     oversampling,
@@ -109,28 +110,28 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "follow_ledger": admission.evolve_ledger,
         },
         "areal": {
-            "allowance": admission.areal_left,
-            "follow_ledger": admission.evolve_group_ledger,
+            "allowance": admission_field.areal_left,
+            "follow_ledger": admission_field.evolve_group_ledger,
         },
         "verl": {
             "allowance": admission_budget.budget_left,
             "follow_ledger": admission_budget.evolve_budget_ledger,
         },
         "outstanding": {
-            "allowance": admission.outstanding_left,
-            "follow_ledger": admission.evolve_outstanding_ledger,
+            "allowance": admission_field.outstanding_left,
+            "follow_ledger": admission_field.evolve_outstanding_ledger,
         },
         "max-lag": {
-            "allowance": admission.max_lag_left,
-            "follow_ledger": admission.evolve_lag_ledger,
+            "allowance": admission_field.max_lag_left,
+            "follow_ledger": admission_field.evolve_lag_ledger,
         },
         "slime": {
             "allowance": oversampling.slime_left,
             "follow_ledger": oversampling.evolve_round_ledger,
         },
         "roll": {
-            "allowance": admission.roll_left,
-            "follow_ledger": admission.evolve_roll_ledger,
+            "allowance": admission_field.roll_left,
+            "follow_ledger": admission_field.evolve_roll_ledger,
         },
     },
     "admission_smoothing": {

@@ -5,7 +5,7 @@ imports (`tests.core.areal_wheel`): the logic under test is AReaL's own. Random 
 of submits, accepts, rejects and version bumps go to both sides: to AReaL's manager as its
 callbacks, to rolloutlog's train ledger as the events that mean the same (a train group
 opened, scored admitted, scored not admitted; the version the dispatcher reads). After
-every step AReaL's `get_capacity` equals `admission.areal_groups` on the ledger.
+every step AReaL's `get_capacity` equals `admission_field.areal_groups` on the ledger.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.rules.admission import TrainLedger, areal_groups, evolve_group_ledger
+from rolloutlog.core.rules.admission import TrainLedger
+from rolloutlog.core.rules.admission_field import areal_groups, evolve_group_ledger
 from rolloutlog.events.types import GroupScored
 from tests.core.areal_wheel import areal_wheel, load_staleness_manager
 from tests.core.core_events import opened

@@ -10,7 +10,7 @@ import pytest
 
 from rolloutlog.core.account import InvariantViolation
 from rolloutlog.core.presets import CHOICES
-from rolloutlog.core.rules import admission
+from rolloutlog.core.rules import admission, admission_field
 from tests.core.test_scenarios import Run
 
 # G = 2, B = 4, max_lag = 3 episodes: ⌈3/2⌉ + ⌈4/2⌉ = 4 groups before the first update,
@@ -48,7 +48,7 @@ def test_the_account_flags_a_planted_max_lag_that_admits_one_group_too_many(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def one_too_many(config: Any, ledger: admission.TrainLedger, version: int) -> int | None:
-        left = admission.max_lag_left(config, ledger, version)
+        left = admission_field.max_lag_left(config, ledger, version)
         return None if left is None else left + config.group_size
 
     planted = {**CHOICES["admission"]["max-lag"], "allowance": one_too_many}

@@ -10,7 +10,7 @@ import pytest
 from rolloutlog.core import presets
 from rolloutlog.core.account import InvariantViolation
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.rules import admission
+from rolloutlog.core.rules import admission_field
 from rolloutlog.core.rules.composition import roll_window, take
 from rolloutlog.core.sink_state import Queued
 from rolloutlog.events.types import GroupOpened
@@ -53,7 +53,7 @@ def test_a_stale_abort_gives_its_group_back() -> None:
 
 def test_the_account_catches_a_dispatcher_past_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     def generous(config: Any, ledger: Any, version: int) -> int | None:
-        left = admission.roll_left(config, ledger, version)
+        left = admission_field.roll_left(config, ledger, version)
         return None if left is None else left + config.group_size  # one group too many
 
     monkeypatch.setitem(presets.CHOICES["admission"]["roll"], "allowance", generous)

@@ -23,7 +23,8 @@ wait for a sync that a batch short of pruned or failed members never brings).
 from __future__ import annotations
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.rules.admission import TrainLedger, episodes_per_batch, evolve_group_ledger
+from rolloutlog.core.rules.admission import TrainLedger, episodes_per_batch
+from rolloutlog.core.rules.admission_field import evolve_group_ledger
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDropped,

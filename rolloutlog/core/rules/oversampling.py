@@ -32,7 +32,8 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.rules.admission import TrainLedger, episodes_per_batch, evolve_group_ledger
+from rolloutlog.core.rules.admission import TrainLedger, episodes_per_batch
+from rolloutlog.core.rules.admission_field import evolve_group_ledger
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDropped,
