@@ -24,11 +24,10 @@ from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import load_scenario, scenario_from_mapping
 from rolloutlog.runtime.sim.scenario_toml import scenario_toml
 from rolloutlog.runtime.sim.streams import RandomStreams
+from rolloutlog.runtime.sim.trace import RecordedEpisode, Trace
 from rolloutlog.runtime.sim.trace_world import (
     CENSORED_INFLATION,
     OutcomePool,
-    RecordedEpisode,
-    Trace,
     TraceTasks,
     TraceWorld,
 )

@@ -23,7 +23,8 @@ from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.metrics import SimMetrics
 from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.runtime.sim.streams import RandomStreams
-from rolloutlog.runtime.sim.trace_world import RecordedEpisode, Trace, TraceWorld
+from rolloutlog.runtime.sim.trace import RecordedEpisode, Trace
+from rolloutlog.runtime.sim.trace_world import TraceWorld
 from rolloutlog.runtime.sim.world import EpisodePlan, Task
 from rolloutlog.runtime.sim.world_config import WorldConfig
 from rolloutlog.studies.whatif.interval import (

@@ -2,7 +2,7 @@
 
 A scenario file has top-level `description`, `steps` and `seed`, a `[run]` table of
 `RunConfig` keys and a `[world]` table of `WorldConfig` keys; a world fitted to a log adds
-a `[trace]` table (`trace_world.Trace`). Built-in scenarios live next
+a `[trace]` table (`runtime.sim.trace.Trace`). Built-in scenarios live next
 to this module in `scenarios/`; any other path is read as a file. Overrides
 (`--set key=value`) name `run.key`, `world.key`, or an unqualified key that exists in
 exactly one of the two tables; setting `batch_size` or `token_batch_size` clears the
@@ -24,7 +24,7 @@ from rolloutlog.core.config import ConfigError, RunConfig, apply_overrides, pars
 from rolloutlog.core.overrides import qualify_overrides
 from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.validate import INT64_MAX
-from rolloutlog.runtime.sim.trace_world import Trace, refuse_unread_world_keys
+from rolloutlog.runtime.sim.trace import Trace, refuse_unread_world_keys
 from rolloutlog.runtime.sim.world_config import WORLD_KEYS, WorldConfig
 
 RUN_KEYS = frozenset(f.name for f in attrs.fields(RunConfig))

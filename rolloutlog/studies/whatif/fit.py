@@ -46,14 +46,14 @@ from rolloutlog.events.types import (
     VersionPending,
 )
 from rolloutlog.runtime.sim.scenario import Scenario, resolve_overrides
-from rolloutlog.runtime.sim.trace_world import (
+from rolloutlog.runtime.sim.trace import (
     RecordedBatch,
     RecordedControl,
     RecordedEpisode,
     Trace,
-    TraceTasks,
     refuse_unread_world_keys,
 )
+from rolloutlog.runtime.sim.trace_world import TraceTasks
 from rolloutlog.runtime.sim.world_config import WorldConfig
 from rolloutlog.studies.whatif.interval import RaceSample
 

@@ -27,7 +27,8 @@ from rolloutlog.events.types import (
 from rolloutlog.replay.fold import LogFold
 from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.runtime.sim.metrics import SimMetrics
-from rolloutlog.runtime.sim.trace_world import RecordedEpisode, TraceTasks
+from rolloutlog.runtime.sim.trace import RecordedEpisode
+from rolloutlog.runtime.sim.trace_world import TraceTasks
 from rolloutlog.runtime.sim.world import EpisodePlan
 from rolloutlog.studies.whatif.fit import FitError, FittedRun
 
