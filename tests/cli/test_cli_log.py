@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
-from tests.events.test_log_io import config_cell_log
+from tests.events.log_files import config_cell_log
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "small.arrow"
 

@@ -15,7 +15,7 @@ from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import EpisodeDispatched, Event, RunFinished
-from tests.events.test_log_io import STARTED, run_events, sequenced
+from tests.events.log_files import STARTED, run_events, sequenced
 
 PLAIN_PYARROW = """
 import json, sys
