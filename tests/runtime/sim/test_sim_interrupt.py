@@ -16,6 +16,7 @@ from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.verify import verify_log
 from rolloutlog.runtime.sim.scenario import load_scenario
+from rolloutlog.testing.equivalence import COLUMNAR_FOLD, PLAIN_FOLD, assert_equivalent
 from rolloutlog.testing.reference import reference_log
 from tests.runtime.sim.sim_helpers import run_collect
 
@@ -88,3 +89,45 @@ def test_the_partial_ratio_and_the_largest_span_recount_the_log() -> None:
     summary = replay_log(MemoryLog(events)).summary
     assert partial and summary["partial_ratio"] == len(partial) / len(trained)
     assert summary["largest_version_span"] == max(end[e] - start[e] for e in partial)
+
+
+def test_the_token_age_split_recounts_the_log() -> None:
+    """Each trained token at the age of the segment that generated it: the tokens between
+    two interruptions under the version the episode resumed under."""
+    events, _ = _run(3, **{"run.weight_update": "interrupt"})
+    segments: dict[str, list[tuple[int, int]]] = {}  # id -> (version, tokens so far) marks
+    ages: Counter[int] = Counter()
+    for event in events:
+        if event.kind == "episode_dispatched":
+            segments[event.episode_id] = [(event.policy_version, 0)]  # type: ignore[attr-defined]
+        elif isinstance(event, EpisodeInterrupted):
+            version, _ = segments[event.episode_id][-1]
+            segments[event.episode_id][-1] = (version, event.completion_tokens)
+        elif isinstance(event, EpisodeResumed):
+            marks = segments[event.episode_id]
+            marks.append((event.policy_version, marks[-1][1]))
+        elif isinstance(event, EpisodeCompleted) and event.episode_id in segments:
+            version, _ = segments[event.episode_id][-1]
+            segments[event.episode_id][-1] = (version, event.completion_tokens)
+        elif event.kind == "batch_shipped":
+            for episode_id in event.trained_ids:  # type: ignore[attr-defined]
+                before = 0
+                for version, so_far in segments[episode_id]:
+                    ages[max(0, event.step - 1 - version)] += so_far - before  # type: ignore[attr-defined]
+                    before = so_far
+    summary = replay_log(MemoryLog(events)).summary
+    assert len(ages) > 1
+    assert summary["trained_token_age_histogram"] == {str(a): ages[a] for a in sorted(ages)}
+
+
+@pytest.mark.parametrize("keys", [{"run.weight_update": "interrupt"}, {"run.recycle": True}])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_columnar_replay_reports_the_plain_folds_token_split(
+    keys: dict[str, object], seed: int
+) -> None:
+    """The fast path hands a segmenting run to the plain fold from its first row, so the
+    two report one split (it never counts segments it did not see)."""
+    events, _ = _run(seed, **keys)
+    assert COLUMNAR_FOLD(events).path.startswith("plain (seq 0:")
+    assert "trained_token_age_histogram" in PLAIN_FOLD(events).summary  # type: ignore[operator]
+    assert_equivalent(events, PLAIN_FOLD, COLUMNAR_FOLD)
