@@ -82,7 +82,7 @@ EVICTED_ROW = "evicted (full queue)"  # shown when a bounded queue evicts (pipel
 LEFTOVER_ROWS = ("aborted leftovers", "  finished, dropped")  # when a run aborts (slime)
 REDUNDANT_ROW = "cancelled redundant"  # shown when a run has redundant members (roll-flash)
 # shown when a run segments episodes (weight_update = interrupt, recycle): its per-token split
-PARTIAL_ROWS = ("partial episodes", "  largest version span", "mean trained token age")
+PARTIAL_ROWS = ("resumed episodes (partial)", "  largest version span", "mean trained token age")
 
 
 def _segments(run: Mapping[str, Any]) -> bool:

@@ -141,9 +141,9 @@ def test_the_partial_rows_show_only_when_a_run_segments_episodes() -> None:
         return console.file.getvalue().splitlines()  # type: ignore[attr-defined]
 
     plain = lines()
-    assert not any("partial episodes" in line or "token age" in line for line in plain)
+    assert not any("resumed episodes (partial)" in line or "token age" in line for line in plain)
     shown = lines(**SEGMENTED)
-    row = next(line for line in shown if "partial episodes" in line)
+    row = next(line for line in shown if "resumed episodes (partial)" in line)
     assert [cell.strip() for cell in row.split("│")[2:4]] == ["–", "25.0%"]
     assert "2" in next(line for line in shown if "largest version span" in line)
     assert "0.50" in next(line for line in shown if "mean trained token age" in line)
