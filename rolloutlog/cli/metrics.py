@@ -2,7 +2,8 @@
 
 One row per shipped batch: step, time, episodes trained, the rollout age of the trained
 episodes split into its in-flight and in-queue parts (`off_policy/*`), stale drops,
-`dispatcher/off_policy/*` and the mean reward (`replay.step_metrics` defines each).
+`dispatcher/off_policy/*` and the mean reward (`replay.step_metrics` defines each); where
+the log interrupted an episode, its partial ratio and token ages (`replay.step_segments`).
 The log is read as recorded, nothing is checked; `rolloutlog replay` checks it.
 """
 

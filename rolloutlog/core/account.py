@@ -164,7 +164,6 @@ class Account(
         self.ship_wait, self.now, self.wait_since = SHIP_WAIT in self.kept, 0.0, None
         self.unpublished: dict[int, set[str]] = {}
         self._partial_start(config)
-        self.run.segments = config.weight_update == "interrupt" or config.recycle
         self._tokens_start(config)
 
     # --- reporting -----------------------------------------------------------------------

@@ -54,7 +54,8 @@ class TokenAges:
 
     generated: dict[str, Generated]  # arrived episodes awaiting their batch -> segments
 
-    def _tokens_start(self, config: RunConfig) -> None:
+    def _tokens_start(self: _Books, config: RunConfig) -> None:
+        self.run.segments = config.weight_update == "interrupt" or config.recycle
         self.generated = {}
 
     def _tokens_arrived(self: _Books, episode_id: str, completion_tokens: int) -> None:
