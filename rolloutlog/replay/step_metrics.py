@@ -274,8 +274,10 @@ class StepMetrics:
     ) -> None:
         version = self.inflight.pop(episode_id, None)
         if version is not None:  # a train episode, not late
-            tokens = None if reward is None else completion_tokens
-            generated = self.segments.landed(episode_id, version, tokens)
+            segments, generated = self.segments, None
+            if completion_tokens is not None or segments.books:  # the columnar split has none
+                tokens = None if reward is None else completion_tokens
+                generated = segments.landed(episode_id, version, tokens)
             self.arrived[episode_id] = (version, self.live_version, reward, generated)
             self.members.setdefault(episode_id.rpartition("/")[0], []).append(episode_id)
 
@@ -283,9 +285,10 @@ class StepMetrics:
         if reason == "leftover":
             self.window.leftover += len(episode_ids)
             self.run.leftover += len(episode_ids)
+        books = self.segments.books
         for episode_id in episode_ids:
-            if self.inflight.pop(episode_id, None) is not None:
-                self.segments.landed(episode_id, 0, None)
+            self.inflight.pop(episode_id, None)
+            books.pop(episode_id, None)
         if reason == "redundant":
             for part in (self.window, self.run):
                 part.redundant += len(episode_ids)
