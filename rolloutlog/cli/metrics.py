@@ -2,7 +2,8 @@
 
 One row per shipped batch: step, time, episodes trained, the rollout age of the trained
 episodes split into its in-flight and in-queue parts (`off_policy/*`), stale drops,
-`dispatcher/off_policy/*` and the mean reward (`replay.step_metrics` defines each).
+`dispatcher/off_policy/*` and the mean reward (`replay.step_metrics` defines each); where
+the log interrupted an episode, its partial ratio and token ages (`replay.step_segments`).
 The log is read as recorded, nothing is checked; `rolloutlog replay` checks it.
 """
 
@@ -24,6 +25,7 @@ from rolloutlog.cli.output import warn_torn_tail
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics
+from rolloutlog.replay.step_segments import PARTIAL_RATIO, SEGMENT_COLUMNS
 
 
 @command("metrics")
@@ -57,15 +59,16 @@ def _write(rows: list[dict[str, Any]], form: str, out: BinaryIO) -> None:
     if form == "jsonl":
         out.write("".join(json.dumps(row) + "\n" for row in rows).encode())
         return
-    table = pa.Table.from_pylist(rows, schema=_schema())
+    table = pa.Table.from_pylist(rows, schema=_schema(bool(rows) and PARTIAL_RATIO in rows[0]))
     if form == "parquet":
         pq.write_table(table, out)
     else:
         pa_csv.write_csv(table, out)
 
 
-def _schema() -> pa.Schema:
-    """Integers for counts and steps, floats for the rest (null where a step had none)."""
+def _schema(segments: bool) -> pa.Schema:
+    """Integers for counts and steps, floats for the rest (null where a step had none);
+    the token split's columns where the log interrupted episodes (`replay.step_segments`)."""
     counts = {
         "step",
         "trained",
@@ -76,6 +79,5 @@ def _schema() -> pa.Schema:
         "off_policy/leftover",
         "cancelled/redundant",
     }
-    return pa.schema(
-        [(name, pa.int64() if name in counts else pa.float64()) for name in STEP_COLUMNS]
-    )
+    names = (*STEP_COLUMNS, *(SEGMENT_COLUMNS if segments else ()))
+    return pa.schema([(name, pa.int64() if name in counts else pa.float64()) for name in names])

@@ -81,6 +81,29 @@ WITHHELD_ROW = "  of it withheld"  # shown when a run withholds (prime-rl-withho
 EVICTED_ROW = "evicted (full queue)"  # shown when a bounded queue evicts (pipelinerl)
 LEFTOVER_ROWS = ("aborted leftovers", "  finished, dropped")  # when a run aborts (slime)
 REDUNDANT_ROW = "cancelled redundant"  # shown when a run has redundant members (roll-flash)
+# shown when a run segments episodes (weight_update = interrupt, recycle): its per-token split
+PARTIAL_ROWS = ("resumed episodes (partial)", "  largest version span", "mean trained token age")
+
+
+def _segments(run: Mapping[str, Any]) -> bool:
+    return "trained_token_age_histogram" in run
+
+
+def mean_token_age(run: Mapping[str, Any]) -> str:
+    """The mean age of the trained completion tokens (`trained_token_age_histogram`)."""
+    histogram = run.get("trained_token_age_histogram") or {}
+    tokens = sum(histogram.values())
+    if not tokens:
+        return "–"
+    return f"{sum(int(age) * n for age, n in histogram.items()) / tokens:.2f}"
+
+
+def token_age_line(run: Mapping[str, Any]) -> str:
+    """Trained completion tokens by the age of their version, as `age:share` pairs."""
+    histogram = run.get("trained_token_age_histogram") or {}
+    tokens = sum(histogram.values())
+    shares = (f"{age}:{100.0 * n / tokens:.1f}%" for age, n in histogram.items())
+    return "  ".join(shares) if tokens else "none"
 
 
 def _waits(run: Mapping[str, Any]) -> str:
@@ -98,6 +121,7 @@ OPTIONAL_ROWS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     EVICTED_ROW: lambda run: bool(run.get("episodes_evicted")),
     **dict.fromkeys(LEFTOVER_ROWS, lambda run: "episodes_dropped_leftover" in run),
     REDUNDANT_ROW: lambda run: bool(run["episodes_cancelled"].get("redundant")),
+    **dict.fromkeys(PARTIAL_ROWS, _segments),
 }
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
@@ -127,6 +151,9 @@ ROWS: tuple[Row, ...] = (
     ("  of it in flight", _number("off_policy/in_flight/mean", 2)),
     ("  of it in queue", _number("off_policy/in_queue/mean", 2)),
     ("max trained age", _number("max_trained_age")),
+    (PARTIAL_ROWS[0], _percent("partial_ratio")),
+    (PARTIAL_ROWS[1], _number("largest_version_span")),
+    (PARTIAL_ROWS[2], mean_token_age),
     ("trained length ratio", _number("trained_length_ratio", 3)),
     ("trained difficulty ratio", _number("trained_difficulty_ratio", 3)),
     ("invariant violations", _violations),
@@ -165,7 +192,14 @@ COLUMNS: tuple[Row, ...] = (
     ("max age", _number("max_trained_age")),
     ("length ratio", _number("trained_length_ratio", 3)),
     ("difficulty ratio", _number("trained_difficulty_ratio", 3)),
+    ("partial", _percent("partial_ratio")),
+    ("token age", mean_token_age),
 )
+# Columns shown only when some run has the figure, as `OPTIONAL_ROWS`.
+OPTIONAL_COLUMNS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
+    "partial": _segments,
+    "token age": _segments,
+}
 
 
 def turned_tables(
@@ -179,6 +213,7 @@ def turned_tables(
     columns = [
         (f"trained / {unit[0]}", _rate(unit)) if label == RATE_ROW else (label, show)
         for label, show in COLUMNS
+        if label not in OPTIONAL_COLUMNS or any(map(OPTIONAL_COLUMNS[label], runs.values()))
     ]
     unbounded = console.options.update_width(10 * console.width)
     chunks: list[list[Row]] = [[]]
@@ -248,7 +283,8 @@ def print_report(
     time_label: str = TIME_ROW,
 ) -> None:
     """Print the table (turned for more than `TURN_AFTER` runs), then the trained-age
-    histogram of every run."""
+    histogram of every run (and the shares of its trained tokens by age, where it has
+    segments)."""
     if len(runs) > TURN_AFTER:
         for table in turned_tables(runs, title, console):
             console.print(table)
@@ -256,5 +292,7 @@ def print_report(
         console.print(report_table(runs, title, time_label=time_label))
     for name, run in runs.items():
         console.print(f"trained age histogram, {name}: {age_histogram_line(run)}")
+        if _segments(run):
+            console.print(f"trained token ages, {name}: {token_age_line(run)}")
         for violation in (run.get("invariant_violations") or [])[:5]:
             console.print(f"[red]invariant violation ({name}): {violation}[/red]")

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from rolloutlog.cli.output import duration, key_values
+from rolloutlog.cli.sim_report import mean_token_age, token_age_line
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -49,11 +50,25 @@ def print_report(report: dict[str, Any]) -> None:
         ),
         ("failed", report["episodes_failed"]),
         ("trained ages", json.dumps(report["trained_age_histogram"])),
+        *_segments(report),
         ("invariant violations", len(report["invariant_violations"])),
         ("endpoints", _endpoints(report["endpoints"])),
         ("log", f"{report['log']}  (check it: rolloutlog verify {report['log']})"),
     ]
     Console().print(key_values("rolloutlog train", [(key, str(value)) for key, value in rows]))
+
+
+def _segments(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """A run whose rule segments episodes (interrupt, recycle): its partial figures and its
+    trained tokens by the age of the version that generated them."""
+    if "trained_token_age_histogram" not in report:
+        return []
+    ratio = report["partial_ratio"]
+    partial = "-" if ratio is None else f"{100.0 * ratio:.1f}%"
+    return [
+        ("partial episodes / largest span", f"{partial} / {report['largest_version_span']}"),
+        ("trained token ages", f"{token_age_line(report)} (mean {mean_token_age(report)})"),
+    ]
 
 
 def _endpoints(endpoints: list[dict[str, Any]]) -> str:

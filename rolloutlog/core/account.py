@@ -73,6 +73,7 @@ from rolloutlog.core.account_redundant import RedundancyChecks
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
 from rolloutlog.core.account_ship_wait import ShipWaitChecks
+from rolloutlog.core.account_tokens import TokenAges
 from rolloutlog.core.account_withhold import WithholdChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
@@ -102,6 +103,7 @@ class Account(
     BudgetChecks,
     ShipWaitChecks,
     PartialChecks,
+    TokenAges,
     WithholdChecks,
     EvictionChecks,
     LeftoverChecks,
@@ -162,6 +164,7 @@ class Account(
         self.ship_wait, self.now, self.wait_since = SHIP_WAIT in self.kept, 0.0, None
         self.unpublished: dict[int, set[str]] = {}
         self._partial_start(config)
+        self._tokens_start(config)
 
     # --- reporting -----------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 
 def _completed(account: Account, event: EpisodeCompleted) -> None:
+    account._tokens_arrived(event.episode_id, event.completion_tokens)
     account._partial_arrival(event.seq, event.kind, event.episode_id, event.completion_tokens)
     tokens = event.prompt_tokens + event.completion_tokens
     account.on_arrival(event.seq, event.kind, event.episode_id, event.reward, tokens)
@@ -45,6 +46,7 @@ def _failed(account: Account, event: EpisodeFailed) -> None:
 
 def _shipped(account: Account, event: BatchShipped) -> None:
     account._partial_shipped(event.seq, event.episode_ids, event.trained_ids, event.masked_tokens)
+    account._tokens_shipped(event.step, event.episode_ids, event.trained_ids)
     account.on_shipped(event.seq, event.step, event.episode_ids, event.trained_ids, event.tokens)
 
 

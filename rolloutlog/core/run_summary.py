@@ -30,6 +30,12 @@ counts and writes them as the `replay --json` object. Counting conventions:
   counts finished rollouts dropped with the abort: arrived members of aborted groups and
   queued episodes the full batch did not take; the aborted in-flight episodes are
   `episodes_cancelled["leftover"]`.
+- `trained_token_age_histogram` (only for a run whose rule segments episodes,
+  `weight_update = "interrupt"` or `recycle`) counts trained completion tokens by the age of
+  the version that generated them (`core.account_tokens`): beside `trained_age_histogram`,
+  which counts episodes by the age of their oldest token, it shows how much of the training
+  signal resuming made younger. `partial_ratio` is the share of trained episodes of more
+  than one segment, `largest_version_span` the largest end − start among them.
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ class RunSummary:
     trained_past_bound: int = 0
     trained_partial: int = 0  # trained episodes of more than one segment (resumed)
     largest_span: int = 0  # largest end − start of a trained episode
+    segments: bool = False  # the run's rule segments episodes: report the token ages
+    token_ages: Counter[int] = attrs.Factory(Counter)  # trained completion tokens by age
     finished_reason: str | None = None
     ship_wait: bool = False  # the run's rule waits: its report has the two wait figures
     ship_waits: int = 0
@@ -130,6 +138,9 @@ class RunSummary:
             "invariant_violations": list(violations),
             **self._leftovers(),
         }
+        if self.segments:
+            tokens = self.token_ages
+            report["trained_token_age_histogram"] = {str(a): tokens[a] for a in sorted(tokens)}
         if self.ship_wait:
             report["ship_waits"] = self.ship_waits
             report["ship_wait_seconds"] = round(self.ship_wait_seconds, 6)

@@ -4,10 +4,12 @@ A log does not say which endpoint ran an episode, so inference is drawn as *slot
 episode takes the lowest slot free at its dispatch (a slot frees when its episode
 arrives or is cancelled), which needs as many slots as episodes were ever in flight at
 once. Process 1 ("inference") has one thread per slot holding its episodes as complete
-(`X`) events and their cancellations, drops, failures and late arrivals as instant (`i`)
-events; process 2 ("trainer") has one thread with the trainer's busy, weight-update and
-idle spans and an instant per shipped batch; versions published and made live are
-global instants. Timestamps are microseconds since the log's first event.
+(`X`) events (an interrupted and resumed one as one event per segment, each with the
+version that generated it, the gap between them empty) and their cancellations, drops,
+failures and late arrivals as instant (`i`) events; process 2 ("trainer") has one thread
+with the trainer's busy, weight-update and idle spans and an instant per shipped batch;
+versions published and made live are global instants. Timestamps are microseconds since
+the log's first event.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def write_chrome_trace(spans: Spans, out: IO[str]) -> int:
 
 def _episodes(spans: Spans, slots: list[int]) -> Iterator[dict[str, Any]]:
     origin = spans.t_start
+    paused = spans.segments()
     columns = zip(
         spans.episode_ids,
         spans.group.tolist(),
@@ -83,7 +86,9 @@ def _episodes(spans: Spans, slots: list[int]) -> Iterator[dict[str, Any]]:
         slots,
         strict=True,
     )
-    for episode_id, group, version, start, end, outcome, reason, age, step, slot in columns:
+    for i, (episode_id, group, version, start, end, outcome, reason, age, step, slot) in enumerate(
+        columns
+    ):
         args: dict[str, Any] = {
             "group": spans.group_ids[group] if group >= 0 else None,
             "version": version,
@@ -95,15 +100,18 @@ def _episodes(spans: Spans, slots: list[int]) -> Iterator[dict[str, Any]]:
             args["age"] = age
         if step >= 0:
             args["step"] = step
-        yield {
-            "name": episode_id,
-            "cat": OUTCOMES[outcome],
-            "ph": "X",
-            **_slice(start - origin, end - origin),
-            "pid": INFERENCE_PID,
-            "tid": slot + 1,
-            "args": args,
-        }
+        segments = paused.get(i, [(start, end, version)])
+        for k, (since, until, generated_by) in enumerate(segments):
+            segment = {"segment": k, "version": generated_by} if i in paused else {}
+            yield {
+                "name": episode_id,
+                "cat": OUTCOMES[outcome],
+                "ph": "X",
+                **_slice(since - origin, until - origin),
+                "pid": INFERENCE_PID,
+                "tid": slot + 1,
+                "args": {**args, **segment},
+            }
 
 
 def _markers(spans: Spans, slots: list[int]) -> Iterator[dict[str, Any]]:

@@ -320,6 +320,8 @@ class ColumnarFold:
     ) -> None:
         if config.weight_update != "freeze":  # property 13 is checked on the plain path
             raise NeedsPlainFold(0, f"weight_update {config.weight_update!r} folds plainly")
+        if config.recycle:  # and its segments, which the token age split reads
+            raise NeedsPlainFold(0, "recycle folds plainly")
         self.config = config
         # The age split read from the same columns, not from a second pass over the log.
         self.age_split = StepMetrics(keep_rows=False) if age_split else None

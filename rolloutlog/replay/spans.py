@@ -5,7 +5,11 @@ from its dispatch to its arrival (or its cancellation), with a fate (trained at 
 pruned, dropped stale, cancelled for a reason, failed, rejected by the curriculum, eval,
 or unfinished when the log ends); the moments that discarded work are markers; versions
 and batch ships are instants; and the trainer's time is split into busy, weight-update
-and idle spans (`trainer_spans` says how they are derived). Everything is kept in numpy
+and idle spans (`trainer_spans` says how they are derived). An episode interrupted and
+resumed (`weight_update = interrupt`, `recycle`) has pauses: from each `episode_interrupted`
+to its `episode_resumed` (to the episode's end if it never resumed), each with the version
+the next segment was generated under, so that it is drawn as its segments, one per
+version, with the gaps between them. Everything is kept in numpy
 columns so that a log of millions of events costs a few arrays, not objects.
 """
 
@@ -77,6 +81,27 @@ class Spans:
     live: list[tuple[float, int]]
     ships: list[tuple[float, int, int, int]]  # (t, step, episodes cut, episodes trained)
     trainer: list[tuple[float, float, int]]  # (start, end, index into TRAINER_SPANS)
+    # (episode index, interrupted at, resumed at, version resumed under; -1 if never), in
+    # the order they were interrupted
+    pauses: list[tuple[int, float, float, int]] = attrs.Factory(list)
+
+    def segments(self) -> dict[int, list[tuple[float, float, int]]]:
+        """Each paused episode as (start, end, version) per segment, the gaps left out."""
+        bounds: dict[int, list[float]] = {}
+        versions: dict[int, list[int]] = {}
+        for i, stopped, resumed, version in self.pauses:
+            if i not in bounds:
+                bounds[i], versions[i] = [float(self.start[i])], [int(self.version[i])]
+            bounds[i] += [stopped, resumed]
+            versions[i].append(version)
+        return {
+            i: [
+                (cuts[2 * k], cuts[2 * k + 1], version)
+                for k, version in enumerate(versions[i])
+                if version >= 0
+            ]
+            for i, cuts in ((i, [*b, float(self.end[i])]) for i, b in bounds.items())
+        }
 
     @property
     def episodes(self) -> int:
@@ -102,6 +127,8 @@ class _Builder:
         self.pending: list[tuple[float, int]] = []
         self.live: list[tuple[float, int]] = []
         self.ships: list[tuple[float, int, int, int]] = []
+        self.pauses: list[list[Any]] = []  # [episode, interrupted at, resumed at, version]
+        self.paused: dict[int, int] = {}  # episode -> its open pause
 
     def row(self, kind: str, t: float, c: dict[str, list[Any]], r: int) -> None:
         if self.t_start is None:
@@ -175,6 +202,17 @@ class _Builder:
             cols["step"][i] = step
         self.ships.append((t, step, len(cut), len(trained)))
 
+    def interrupted(self, t: float, c: dict[str, list[Any]], r: int) -> None:
+        for i in self._known([c["episode_id"][r]]):
+            self.paused[i] = len(self.pauses)
+            self.pauses.append([i, t, math.nan, -1])
+
+    def resumed(self, t: float, c: dict[str, list[Any]], r: int) -> None:
+        for i in self._known([c["episode_id"][r]]):
+            k = self.paused.pop(i, None)
+            if k is not None:
+                self.pauses[k][2:] = [t, c["policy_version"][r]]
+
     def _known(self, episode_ids: Iterable[str]) -> Iterable[int]:
         for episode_id in episode_ids:
             i = self.index.get(episode_id)
@@ -191,6 +229,10 @@ class _Builder:
         cols = self.cols
         end = np.array(cols["end"], dtype=np.float64)
         end[np.isnan(end)] = self.t_end
+        pauses = [
+            (i, stopped, float(end[i]) if math.isnan(resumed) else resumed, version)
+            for i, stopped, resumed, version in self.pauses
+        ]
         return Spans(
             t_start=t_start,
             t_end=self.t_end,
@@ -214,6 +256,7 @@ class _Builder:
             live=self.live,
             ships=self.ships,
             trainer=trainer_spans(t_start, self.t_end, self.ships, self.pending, self.live),
+            pauses=pauses,
         )
 
 
@@ -228,6 +271,8 @@ _HANDLERS: Final[dict[str, Any]] = {
     "batch_shipped": _Builder.shipped,
     "version_pending": lambda b, t, c, r: b.pending.append((t, c["version"][r])),
     "version_live": lambda b, t, c, r: b.live.append((t, c["version"][r])),
+    "episode_interrupted": _Builder.interrupted,
+    "episode_resumed": _Builder.resumed,
 }
 
 

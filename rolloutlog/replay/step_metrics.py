@@ -22,8 +22,9 @@ batch), `cancelled/redundant` (in-flight members past G cancelled at their group
 arrival, `group_redundancy`; at run level only where a run has one),
 `dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
-and `reward/mean` (over the trained episodes). The run-level values aggregate every
-episode (not the step means); see docs/replay.md.
+and `reward/mean` (over the trained episodes); where a log interrupted episodes, the
+split of trained tokens by version age (`replay.step_segments`). The run-level values
+aggregate every episode (not the step means); see docs/replay.md.
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import pyarrow as pa
 
+from rolloutlog.core.account_tokens import Generated
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.schema import batch_columns
 from rolloutlog.events.types import EVENT_TYPES, Event
+from rolloutlog.replay.step_segments import SegmentSplit
 
 if TYPE_CHECKING:
     from rolloutlog.replay.source import LogSource
@@ -142,7 +145,7 @@ class _Window:
 _READS: Final[dict[str, tuple[str, ...]]] = {
     "group_opened": ("work", "group_id"),
     "episode_dispatched": ("group_id", "episode_id", "policy_version"),
-    "episode_completed": ("episode_id", "reward"),
+    "episode_completed": ("episode_id", "reward", "completion_tokens"),
     "episode_failed": ("episode_id",),
     "episodes_cancelled": ("episode_ids", "reason"),
     "version_pending": (),
@@ -150,6 +153,8 @@ _READS: Final[dict[str, tuple[str, ...]]] = {
     "episode_dropped": ("episode_id", "reason"),
     "group_scored": ("group_id", "episode_ids", "admitted"),
     "batch_shipped": ("t", "step", "episode_ids", "trained_ids"),
+    "episode_interrupted": ("episode_id", "completion_tokens"),
+    "episode_resumed": ("episode_id", "policy_version"),
 }
 # The columns the handlers read: a third of the log schema, so decoding stays cheap.
 _READ: Final = ("kind", *dict.fromkeys(name for names in _READS.values() for name in names))
@@ -177,9 +182,11 @@ class StepMetrics:
         self.live_version = 0
         self.train_groups: set[str] = set()  # open train groups
         self.inflight: dict[str, int] = {}  # train episode -> dispatch version
-        self.arrived: dict[str, tuple[int, int, float | None]] = {}  # id -> (v, w, reward)
+        # id -> (v, w, reward, segments: None where the reader has no token counts)
+        self.arrived: dict[str, tuple[int, int, float | None, Generated | None]] = {}
         self.members: dict[str, list[str]] = {}  # group -> its arrived train episodes
-        self.rows: list[dict[str, Any]] = []
+        self.segments = SegmentSplit()
+        self.kept_rows: list[tuple[dict[str, Any], dict[str, Any]]] = []  # row, its split
         self.window = _Window()
         self.run = _Window()
         handlers: dict[str, Callable[..., None]] = {
@@ -193,9 +200,19 @@ class StepMetrics:
             "episode_dropped": self.on_dropped,
             "group_scored": self.on_scored,
             "batch_shipped": self.on_shipped,
+            "episode_interrupted": self.on_interrupted,
+            "episode_resumed": self.segments.resumed,
         }
         self._handlers = handlers
         self._by_class = {cls: (handlers[cls.kind], values) for cls, values in _VALUES.items()}
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """One row a shipped batch (`STEP_COLUMNS`; then `SEGMENT_COLUMNS` where the log
+        interrupted an episode)."""
+        if self.segments.seen:
+            return [{**row, **split} for row, split in self.kept_rows]
+        return [row for row, _ in self.kept_rows]
 
     @classmethod
     def from_batches(cls, batches: Iterable[pa.RecordBatch]) -> StepMetrics:
@@ -237,7 +254,7 @@ class StepMetrics:
             values[LEFTOVER] = self.run.leftover
         if not values[REDUNDANT]:
             del values[REDUNDANT]
-        return values
+        return {**values, **self.segments.run_values()}
 
     # --- per kind (also fed row by row by the columnar fold) ------------------------------
 
@@ -252,18 +269,26 @@ class StepMetrics:
     def on_failed(self, episode_id: str) -> None:
         self.on_completed(episode_id, None)
 
-    def on_completed(self, episode_id: str, reward: float | None) -> None:
+    def on_completed(
+        self, episode_id: str, reward: float | None, completion_tokens: int | None = None
+    ) -> None:
         version = self.inflight.pop(episode_id, None)
         if version is not None:  # a train episode, not late
-            self.arrived[episode_id] = (version, self.live_version, reward)
+            segments, generated = self.segments, None
+            if completion_tokens is not None or segments.books:  # the columnar split has none
+                tokens = None if reward is None else completion_tokens
+                generated = segments.landed(episode_id, version, tokens)
+            self.arrived[episode_id] = (version, self.live_version, reward, generated)
             self.members.setdefault(episode_id.rpartition("/")[0], []).append(episode_id)
 
     def on_cancelled(self, episode_ids: Sequence[str], reason: str) -> None:
         if reason == "leftover":
             self.window.leftover += len(episode_ids)
             self.run.leftover += len(episode_ids)
+        books = self.segments.books
         for episode_id in episode_ids:
             self.inflight.pop(episode_id, None)
+            books.pop(episode_id, None)
         if reason == "redundant":
             for part in (self.window, self.run):
                 part.redundant += len(episode_ids)
@@ -275,6 +300,11 @@ class StepMetrics:
             age = [_age(version, self.step)]
             self.window.dispatcher.add(age, count)
             self.run.dispatcher.add(age, count)
+
+    def on_interrupted(self, episode_id: str, completion_tokens: int) -> None:
+        version = self.inflight.get(episode_id)
+        if version is not None:  # a train episode
+            self.segments.interrupted(episode_id, version, completion_tokens)
 
     def on_version_live(self, version: int) -> None:
         self.live_version = version
@@ -319,7 +349,8 @@ class StepMetrics:
             found = self.arrived.pop(episode_id, None)
             if found is None or episode_id not in trained:
                 continue
-            version, live, reward = found
+            version, live, reward, generated = found
+            self.segments.trained(generated, step)
             age = _age(version, step)
             ages.append(age)
             in_flight.append(age_split(age, version, live)[0])
@@ -331,16 +362,20 @@ class StepMetrics:
             part.in_flight.add(in_flight)
             part.in_queue.add(in_queue)
             part.reward.add(rewards)
+        split = self.segments.shipped()
         if self.keep_rows:
-            self.rows.append(
-                {
-                    "step": step,
-                    "time": t,
-                    "trained": len(trained),
-                    **window.values(),
-                    LEFTOVER: window.leftover,
-                    "reward/mean": window.reward.mean(),
-                }
+            self.kept_rows.append(
+                (
+                    {
+                        "step": step,
+                        "time": t,
+                        "trained": len(trained),
+                        **window.values(),
+                        LEFTOVER: window.leftover,
+                        "reward/mean": window.reward.mean(),
+                    },
+                    split,
+                )
             )
         self.step, self.window = step + 1, _Window()
 

@@ -125,3 +125,38 @@ def test_the_field_set_turned_fits_80_columns_with_every_preset_a_row() -> None:
     assert max(map(len, lines)) <= 80
     assert not any("…" in line for line in lines)
     assert list(policy_rows(lines)) == list(names)  # one row each, names whole once unfolded
+
+
+SEGMENTED = {
+    "partial_ratio": 0.25,
+    "largest_version_span": 2,
+    "trained_token_age_histogram": {"0": 600, "1": 300, "2": 100},
+}
+
+
+def test_the_partial_rows_show_only_when_a_run_segments_episodes() -> None:
+    def lines(**extra: Any) -> list[str]:
+        console = Console(width=200, file=io.StringIO(), color_system=None)
+        print_report({"freeze": report(0), "interrupt": {**report(1), **extra}}, "t", console)
+        return console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+
+    plain = lines()
+    assert not any("resumed episodes (partial)" in line or "token age" in line for line in plain)
+    shown = lines(**SEGMENTED)
+    row = next(line for line in shown if "resumed episodes (partial)" in line)
+    assert [cell.strip() for cell in row.split("│")[2:4]] == ["–", "25.0%"]
+    assert "2" in next(line for line in shown if "largest version span" in line)
+    assert "0.50" in next(line for line in shown if "mean trained token age" in line)
+    assert "trained token ages, interrupt: 0:60.0%  1:30.0%  2:10.0%" in shown
+    assert not any("trained token ages, freeze" in line for line in shown)
+
+
+def test_the_turned_table_gains_the_partial_columns_and_still_fits_80() -> None:
+    console = Console(width=80, file=io.StringIO(), color_system=None)
+    runs = {name: {**report(n), **SEGMENTED} for n, name in enumerate(NAMES)}
+    print_report(runs, "a title", console)
+    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+    assert max(map(len, lines)) <= 80 and not any("…" in line for line in lines)
+    assert sum(line.count("25.0%") for line in lines) == len(NAMES)
+    assert sum(line.count("0.50") for line in lines) == len(NAMES)
+    assert not any("partial" in line for line in rendered(NAMES))

@@ -34,3 +34,18 @@ def test_the_wall_time_is_shown_in_the_unit_that_fits(
     print_report({**REPORT, "wall_seconds": seconds})
     line = next(row for row in capsys.readouterr().out.splitlines() if "wall time" in row)
     assert shown in line
+
+
+def test_a_segmenting_run_shows_its_partial_figures_and_token_ages(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    print_report({**REPORT, "wall_seconds": 1.0})
+    assert "token ages" not in capsys.readouterr().out
+    segments = {
+        "partial_ratio": 0.5,
+        "largest_version_span": 1,
+        "trained_token_age_histogram": {"0": 30, "1": 10},
+    }
+    print_report({**REPORT, "wall_seconds": 1.0, **segments})
+    out = capsys.readouterr().out
+    assert "50.0% / 1" in out and "0:75.0%  1:25.0% (mean 0.25)" in out

@@ -105,6 +105,9 @@ def test_an_interrupted_run_replays_clean_and_verifies() -> None:
     # at step 3, is past the bound although its tokens all came from v1
     assert replay.summary["trained_age_histogram"] == {"0": 2, "1": 2}
     assert replay.summary["episodes_dropped_stale"] == 2
+    # batch 2 trains g2/0 (3 tokens of v0, 5 of v1: age 1 and 0 at step 2) and g2/1 (no
+    # token before its interruption, 7 of v1); g1's 9 + 9 trained at step 1 are age 0
+    assert replay.summary["trained_token_age_histogram"] == {"0": 9 + 9 + 5 + 7, "1": 3}
     assert verify_log(MemoryLog(log)).divergence is None
     assert fed(log).violations == []
 

@@ -481,3 +481,19 @@ def test_whatif_of_a_torn_log_says_the_recorded_run_is_unfinished(tmp_path):
     assert result.exit_code == 0, result.output
     row = next(line for line in result.stdout.splitlines() if "run finished" in line)
     assert "unfinished" in row and "None" not in row
+
+
+def test_a_recorded_run_that_interrupts_reports_its_token_split_beside_the_policies(tmp_path):
+    """The recorded column has the recorded log's partial ratio and token split (replay's
+    own), and each simulated policy its own: only those that segment episodes have one."""
+    path = tmp_path / "interrupt.arrow"
+    truth = load_scenario("smoke", {"world.weight_update_s": 4.0}).with_steps(8)
+    report, _ = run_policy(truth.with_policy("per-episode+interrupt"), log_path=path)
+    fitted, recorded, _ = fit_recorded(path, seed=0)
+    for key in ("partial_ratio", "trained_token_age_histogram", "off_policy/token_age/mean"):
+        assert recorded[key] == report[key]
+    assert recorded["partial_ratio"] > 0
+    runs, _ = run_whatif(fitted.scenario.with_steps(8), ["per-episode", "per-episode+interrupt"])
+    assert "trained_token_age_histogram" not in runs["per-episode"]
+    assert runs["per-episode+interrupt"]["partial_ratio"] > 0
+    assert sum(runs["per-episode+interrupt"]["trained_token_age_histogram"].values()) > 0

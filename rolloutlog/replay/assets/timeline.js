@@ -31,6 +31,7 @@
 
   const stats = { episodes: D.episodes, rows: D.rows, draws: 0, bars_visible: 0, bars_drawn: 0,
     markers_visible: {}, markers_drawn: {}, version_lines: 0, ships: 0, trainer_spans: 0,
+    pauses_visible: 0,
     x_min: 0, x_max: 0, first_draw_ms: null, last_draw_ms: null, draw_ms: null, parts_ms: {} };
 
   function lowerBound(arr, lo, hi, value) { // first index in [lo, hi) with arr[i] >= value
@@ -54,7 +55,7 @@
     ctx.textAlign = "left";
     ctx.beginPath(); ctx.rect(L.b.left, L.b.top, L.b.width, L.b.height); ctx.clip();
     const parts = { trainer: drawTrainer, ships: drawShips, episodes: drawEpisodes,
-      markers: drawMarkers, versions: drawVersions };
+      pauses: drawPauses, markers: drawMarkers, versions: drawVersions };
     for (const name in parts) {
       const t = performance.now();
       parts[name](ctx, L);
@@ -161,6 +162,31 @@
     legendVersions(vmin, vmax);
   }
 
+  // An interrupted and resumed episode is drawn as its segments: each pause is cleared
+  // from its bar (the gap between abort and resume) and the segment after it is painted in
+  // the colour of the version it was generated under.
+  const PAUSED = C.pause_episode || new Uint32Array(0);
+  function drawPauses(ctx, L) {
+    const R = raster, pixels = R.pixels, left = L.b.left, gap = L.rowH > 3 ? 1 : 0;
+    let visible = 0;
+    function fill(r, t0, t1, color) {
+      const x0 = Math.max(0, Math.floor(L.px(t0) - left));
+      const x1 = Math.min(R.w, Math.ceil(L.px(t1) - left));
+      if (x1 <= x0) return;
+      const y1 = Math.min(R.h, Math.max(Math.floor(r * L.rowH) + 1, Math.floor((r + 1) * L.rowH) - gap));
+      for (let y = Math.floor(r * L.rowH); y < y1; y++) pixels.fill(color, y * R.w + x0, y * R.w + x1);
+    }
+    for (let k = 0; k < PAUSED.length; k++) {
+      const i = PAUSED[k], until = C.pause_until[k];
+      if (until < L.xmin || C.pause_start[k] > L.xmax) continue;
+      visible++;
+      const r = C.row[i], discarded = D.discarded.includes(D.outcomes[C.outcome[i]]);
+      if (C.pause_version[k] >= 0) fill(r, C.pause_end[k], until, rgba(versionHex(C.pause_version[k]), discarded ? 0.3 : 0.95));
+      fill(r, C.pause_start[k], C.pause_end[k], 0);
+    }
+    stats.pauses_visible = visible;
+  }
+
   // Markers sit on their episode's row; one per kind per pixel and row is drawn, each a
   // copy of a small pre-drawn sprite, then the buffer goes onto the canvas.
   let sprites = null;
@@ -261,6 +287,11 @@
     else if (outcome === "waiting") lines.push("arrived; not shipped when the log ends");
     else lines.push("still in flight when the log ends");
     if (C.late[i]) lines.push("its result arrived late, after the cancellation");
+    const first = lowerBound(PAUSED, 0, PAUSED.length, i);
+    for (let k = first; k < PAUSED.length && PAUSED[k] === i; k++) {
+      const resumed = C.pause_version[k] >= 0 ? ", resumed at " + C.pause_end[k].toFixed(3) + " s under v" + C.pause_version[k] : ", never resumed";
+      lines.push("interrupted at " + C.pause_start[k].toFixed(3) + " s" + resumed);
+    }
     return lines.join("\n");
   }
   function spanAt(t) {

@@ -6,18 +6,22 @@ Skipped only when Chromium is absent and ROLLOUTLOG_REQUIRE_BROWSER is unset; CI
 
 from __future__ import annotations
 
+import base64
 import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from rolloutlog.events.log_writer import write_log
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.spans import MARKERS, OUTCOMES, Spans, read_spans
 from rolloutlog.replay.timeline_page import Window, page_data, render_page
 from rolloutlog.testing.browser import REQUIRE_ENV, HeadlessChromium, find_chromium
+from tests.core.test_interruptions import _finished
 
 CHROMIUM = find_chromium()
 if CHROMIUM is None and not os.environ.get(REQUIRE_ENV):
@@ -139,3 +143,44 @@ def test_hover_names_the_episode_and_its_fate(browser: HeadlessChromium, shown: 
     tip = browser.evaluate("window.__timeline.tooltip()")
     assert tip is not None and tip.startswith("episode g") and "trained in batch" in tip
     assert "age" in tip
+
+
+def test_an_interrupted_episode_is_drawn_as_its_segments_with_the_gap_empty(
+    browser: HeadlessChromium, tmp_path: Path
+) -> None:
+    """The same run drawn with and without its pauses: the gaps take ink off the bars, and
+    hovering a paused episode names its abort and its resumption."""
+    write_log(tmp_path / "interrupted.arrow", _finished())
+    spans = read_spans(open_log(tmp_path / "interrupted.arrow"))
+    data = page_data(spans, {"events": 1}, Window(), title="interrupted")
+    ink = {}
+    for name, shown in (
+        ("segments", data),
+        (
+            "whole",
+            {
+                **data,
+                "columns": {k: v for k, v in data["columns"].items() if not k.startswith("pause_")},
+            },
+        ),
+    ):
+        html = tmp_path / f"{name}.html"
+        html.write_text(render_page(shown))
+        browser.open(html.as_uri())
+        browser.wait_for("window.__timeline && window.__timeline.stats().draws > 0")
+        ink[name] = browser.evaluate(INK)
+        assert browser.console_errors() == []
+    assert stats(browser)["pauses_visible"] == 0
+    assert ink["segments"] < ink["whole"]
+    browser.open((tmp_path / "segments.html").as_uri())
+    browser.wait_for("window.__timeline && window.__timeline.stats().draws > 0")
+    assert stats(browser)["pauses_visible"] == len(spans.pauses) == 4
+    paused = browser.evaluate("window.__timeline.where(" + str(_page_index(data, 0)) + ")")
+    browser.mouse("mouseMoved", paused["x"], paused["y"])
+    tip = browser.evaluate("window.__timeline.tooltip()")
+    assert tip is not None and "interrupted at" in tip and "under v1" in tip
+
+
+def _page_index(data: dict[str, Any], k: int) -> int:
+    """The page position of the episode of the `k`-th pause."""
+    return int(np.frombuffer(base64.b64decode(data["columns"]["pause_episode"]["b64"]), "<u4")[k])

@@ -11,11 +11,19 @@ from collections import Counter
 import attrs
 import pytest
 
-from rolloutlog.events.types import EpisodeCompleted, EpisodeInterrupted, EpisodeResumed, Event
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeCompleted,
+    EpisodeInterrupted,
+    EpisodeResumed,
+    Event,
+)
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
+from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.replay.verify import verify_log
 from rolloutlog.runtime.sim.scenario import load_scenario
+from rolloutlog.testing.equivalence import COLUMNAR_FOLD, PLAIN_FOLD, assert_equivalent
 from rolloutlog.testing.reference import reference_log
 from tests.runtime.sim.sim_helpers import run_collect
 
@@ -88,3 +96,82 @@ def test_the_partial_ratio_and_the_largest_span_recount_the_log() -> None:
     summary = replay_log(MemoryLog(events)).summary
     assert partial and summary["partial_ratio"] == len(partial) / len(trained)
     assert summary["largest_version_span"] == max(end[e] - start[e] for e in partial)
+
+
+def _token_ages(events: list[Event]) -> dict[int, Counter[int]]:
+    """Per step, the trained tokens by age recounted from the log: the tokens between two
+    interruptions at the age of the version the episode went on under."""
+    segments: dict[str, list[tuple[int, int]]] = {}  # id -> (version, tokens so far) marks
+    steps: dict[int, Counter[int]] = {}
+    for event in events:
+        if event.kind == "episode_dispatched":
+            segments[event.episode_id] = [(event.policy_version, 0)]  # type: ignore[attr-defined]
+        elif isinstance(event, EpisodeInterrupted | EpisodeCompleted):
+            version, _ = segments[event.episode_id][-1]
+            segments[event.episode_id][-1] = (version, event.completion_tokens)
+        elif isinstance(event, EpisodeResumed):
+            marks = segments[event.episode_id]
+            marks.append((event.policy_version, marks[-1][1]))
+        elif isinstance(event, BatchShipped):
+            ages = steps[event.step] = Counter()
+            for episode_id in event.trained_ids:
+                before = 0
+                for version, so_far in segments[episode_id]:
+                    ages[max(0, event.step - 1 - version)] += so_far - before
+                    before = so_far
+    return steps
+
+
+def test_the_token_age_split_recounts_the_log() -> None:
+    events, _ = _run(3, **{"run.weight_update": "interrupt"})
+    ages = sum(_token_ages(events).values(), Counter())
+    summary = replay_log(MemoryLog(events)).summary
+    assert len(ages) > 1
+    assert summary["trained_token_age_histogram"] == {str(a): ages[a] for a in sorted(ages)}
+
+
+def _mean(ages: Counter[int]) -> float | None:
+    tokens = sum(ages.values())
+    return sum(a * n for a, n in ages.items()) / tokens if tokens else None
+
+
+def test_metrics_split_each_steps_trained_tokens_by_age() -> None:
+    events, _ = _run(3, **{"run.weight_update": "interrupt"})
+    steps = _token_ages(events)
+    by_rows = StepMetrics.from_batches(MemoryLog(events).batches())
+    by_events = StepMetrics()
+    for event in events:
+        by_events.observe(event)
+    assert by_rows.rows == by_events.rows
+    rows = {row["step"]: row for row in by_rows.rows}
+    for step, ages in steps.items():
+        assert rows[step]["off_policy/token_age/mean"] == pytest.approx(_mean(ages))
+        assert rows[step]["off_policy/token_age/max"] == max(
+            (a for a in ages if ages[a]), default=None
+        )
+    run = by_rows.run_values()
+    summary = replay_log(MemoryLog(events)).summary
+    assert run["off_policy/token_age/mean"] == pytest.approx(_mean(sum(steps.values(), Counter())))
+    assert run["off_policy/partial_ratio"] == summary["partial_ratio"] > 0
+    frozen, _ = _run(3)
+    assert (
+        "off_policy/partial_ratio"
+        not in StepMetrics.from_batches(MemoryLog(frozen).batches()).run_values()
+    )
+
+
+@pytest.mark.parametrize("keys", [{"run.weight_update": "interrupt"}, {"run.recycle": True}])
+@pytest.mark.parametrize("seed", [1, 2])  # seeds whose first batch trains before any abort
+def test_the_columnar_replay_reports_the_plain_folds_token_split(
+    keys: dict[str, object], seed: int
+) -> None:
+    """The fast path hands a segmenting run to the plain fold from its first row, so the
+    two report one split (it never counts segments it did not see)."""
+    events, _ = _run(seed, **keys)
+    assert COLUMNAR_FOLD(events).path.startswith("plain (seq 0:")
+    assert "trained_token_age_histogram" in PLAIN_FOLD(events).summary  # type: ignore[operator]
+    assert_equivalent(events, PLAIN_FOLD, COLUMNAR_FOLD)
+    # cut before its first interruption, no row says the run segments: its config does
+    first = next(n for n, e in enumerate(events) if isinstance(e, EpisodeInterrupted))
+    assert PLAIN_FOLD(events[:first]).summary["trained_token_age_histogram"]  # type: ignore[index]
+    assert_equivalent(events[:first], PLAIN_FOLD, COLUMNAR_FOLD)
