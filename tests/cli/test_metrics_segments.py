@@ -14,12 +14,12 @@ from rolloutlog.events.log_writer import write_log
 from rolloutlog.replay.step_metrics import STEP_COLUMNS
 from rolloutlog.replay.step_segments import SEGMENT_COLUMNS
 from tests.cli.test_cli_log import run
-from tests.runtime.sim.test_sim_interrupt import _run
+from tests.runtime.sim.sim_helpers import slow_update_run
 
 
 @pytest.mark.parametrize("rule", ["interrupt", "freeze"])
 def test_the_columns_follow_the_log(tmp_path: Path, rule: str) -> None:
-    events, _ = _run(3, **{"run.weight_update": rule})
+    events, _ = slow_update_run(3, **{"run.weight_update": rule})
     log = tmp_path / "run.arrow"
     write_log(log, events)
     expected = [*STEP_COLUMNS, *(SEGMENT_COLUMNS if rule == "interrupt" else ())]

@@ -13,14 +13,10 @@ import pytest
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import ReactionLoop
-from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
-    EpisodeCompleted,
     EpisodeInterrupted,
     EpisodeResumed,
     Event,
-    RunFinished,
-    RunStarted,
     VersionLive,
     VersionPending,
     with_seq,
@@ -28,56 +24,17 @@ from rolloutlog.events.types import (
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.verify import verify_log
+from tests.core.interrupted_runs import (
+    FREEZE,
+    INTERRUPT,
+    done,
+    finished_interrupted_run,
+    started,
+)
 from tests.core.planted import fed
 
-FREEZE = RunConfig(group_size=2, max_inflight=4, batch_size=2, max_off_policy_steps=1)
-INTERRUPT = attrs.evolve(FREEZE, weight_update="interrupt")
 INTERRUPTED = EpisodeInterrupted(t=1.0, episode_id="g1/0", completion_tokens=3, reason="update")
 RESUMED = EpisodeResumed(t=1.0, episode_id="g1/0", policy_version=0)
-
-
-def _started(config: RunConfig) -> tuple[ReactionLoop, list[Event]]:
-    loop = ReactionLoop(config)
-    log = loop.feed(
-        RunStarted(
-            t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
-        )
-    )
-    assert sorted(loop.dispatcher_state.inflight) == ["g1/0", "g1/1", "g2/0", "g2/1"]
-    return loop, log
-
-
-def _done(episode_id: str, t: float, tokens: int = 9) -> EpisodeCompleted:
-    return EpisodeCompleted(
-        t=t, episode_id=episode_id, reward=t % 2, prompt_tokens=2, completion_tokens=tokens
-    )
-
-
-def _interrupted_run() -> tuple[ReactionLoop, list[Event]]:
-    """g1 ships batch 1; v1 interrupts g2 and g3 (g2/0 with 3 tokens), which resume under v1."""
-    loop, log = _started(INTERRUPT)
-    log += loop.feed(_done("g1/0", 1.0)) + loop.feed(_done("g1/1", 2.0))
-    log += loop.feed(VersionPending(t=3.0, version=1))
-    inflight = sorted(loop.dispatcher_state.inflight)
-    assert inflight == ["g2/0", "g2/1", "g3/0", "g3/1"]
-    for n, episode_id in enumerate(inflight):
-        tokens = 3 if n == 0 else 0
-        log += loop.feed(
-            EpisodeInterrupted(
-                t=3.0, episode_id=episode_id, completion_tokens=tokens, reason="update"
-            )
-        )
-    log += loop.feed(VersionLive(t=4.0, version=1))
-    for episode_id in inflight:
-        log += loop.feed(EpisodeResumed(t=4.0, episode_id=episode_id, policy_version=1))
-    return loop, log
-
-
-def _finished() -> list[Event]:
-    loop, log = _interrupted_run()
-    for n, episode_id in enumerate(("g2/0", "g2/1", "g3/0", "g3/1")):
-        log += loop.feed(_done(episode_id, 5.0 + n, tokens=8 - n))
-    return log + loop.feed(RunFinished(t=9.0, reason="steps"))
 
 
 @pytest.mark.parametrize(
@@ -85,7 +42,7 @@ def _finished() -> list[Event]:
     [(INTERRUPTED, "weight_update is freeze and recycle is off"), (RESUMED, "was not interrupted")],
 )
 def test_a_freeze_run_refuses_them_at_their_seq(event: Event, words: str) -> None:
-    loop, log = _started(FREEZE)
+    loop, log = started(FREEZE)
     with pytest.raises(InconsistentLogError, match=words):
         loop.feed(event)
     recorded = MemoryLog([*log, with_seq(event, len(log))])
@@ -95,7 +52,7 @@ def test_a_freeze_run_refuses_them_at_their_seq(event: Event, words: str) -> Non
 
 
 def test_an_interrupted_run_replays_clean_and_verifies() -> None:
-    log = _finished()
+    log = finished_interrupted_run()
     shipped = [e for e in log if e.kind == "batch_shipped"]
     assert len(shipped) == 2 and shipped[1].episode_ids == ("g2/0", "g2/1")  # type: ignore[attr-defined]
     assert shipped[1].tokens == 2 * 2 + 8 + 7  # type: ignore[attr-defined]  # counted once
@@ -115,7 +72,7 @@ def test_an_interrupted_run_replays_clean_and_verifies() -> None:
 @pytest.mark.parametrize(
     ("event", "words"),
     [
-        (_done("g2/0", 3.5), "g2/0 is interrupted and was not resumed"),
+        (done("g2/0", 3.5), "g2/0 is interrupted and was not resumed"),
         (attrs.evolve(INTERRUPTED, episode_id="g2/0"), "g2/0 is interrupted"),
         (EpisodeResumed(t=3.5, episode_id="g2/0", policy_version=1), "inference serves v0"),
         (attrs.evolve(INTERRUPTED, episode_id="g9/0"), "g9/0 is not in flight"),
@@ -123,9 +80,9 @@ def test_an_interrupted_run_replays_clean_and_verifies() -> None:
     ],
 )
 def test_the_deciders_refuse_what_no_rule_makes(event: Event, words: str) -> None:
-    loop, _ = _started(INTERRUPT)
-    loop.feed(_done("g1/0", 1.0))
-    loop.feed(_done("g1/1", 2.0))
+    loop, _ = started(INTERRUPT)
+    loop.feed(done("g1/0", 1.0))
+    loop.feed(done("g1/1", 2.0))
     loop.feed(VersionPending(t=3.0, version=1))
     loop.feed(EpisodeInterrupted(t=3.0, episode_id="g2/0", completion_tokens=3, reason="update"))
     with pytest.raises(InconsistentLogError, match=words):
@@ -133,7 +90,7 @@ def test_the_deciders_refuse_what_no_rule_makes(event: Event, words: str) -> Non
 
 
 def test_no_interruption_without_an_update_under_way() -> None:
-    loop, _ = _started(INTERRUPT)
+    loop, _ = started(INTERRUPT)
     with pytest.raises(InconsistentLogError, match="no weight update under way"):
         loop.feed(INTERRUPTED)
 
@@ -145,7 +102,7 @@ def _planted(log: list[Event], at: int, event: Event) -> list[str]:
 
 
 def test_the_account_catches_each_broken_rule_itself() -> None:
-    log = _finished()
+    log = finished_interrupted_run()
     index = {(e.kind, getattr(e, "episode_id", None)): n for n, e in enumerate(log)}
     resumed = index[("episode_resumed", "g2/0")]
     completed = index[("episode_completed", "g2/0")]
@@ -167,10 +124,10 @@ DRAIN = attrs.evolve(FREEZE, weight_update="drain")
 
 def _update_waits(config: RunConfig) -> tuple[ReactionLoop, list[Event]]:
     """Batch 1 ships, v1 is announced, and g2/0 arrives while the update waits."""
-    loop, log = _started(config)
-    for event in (_done("g1/0", 1.0), _done("g1/1", 2.0), VersionPending(t=3.0, version=1)):
+    loop, log = started(config)
+    for event in (done("g1/0", 1.0), done("g1/1", 2.0), VersionPending(t=3.0, version=1)):
         log += loop.feed(event)
-    return loop, log + loop.feed(_done("g2/0", 3.5))
+    return loop, log + loop.feed(done("g2/0", 3.5))
 
 
 def test_a_drained_update_holds_train_dispatch_until_it_is_live() -> None:

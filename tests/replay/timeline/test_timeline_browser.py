@@ -21,7 +21,7 @@ from rolloutlog.replay.source import open_log
 from rolloutlog.replay.spans import MARKERS, OUTCOMES, Spans, read_spans
 from rolloutlog.replay.timeline_page import Window, page_data, render_page
 from rolloutlog.testing.browser import REQUIRE_ENV, HeadlessChromium, find_chromium
-from tests.core.test_interruptions import _finished
+from tests.core.interrupted_runs import finished_interrupted_run
 
 CHROMIUM = find_chromium()
 if CHROMIUM is None and not os.environ.get(REQUIRE_ENV):
@@ -150,7 +150,7 @@ def test_an_interrupted_episode_is_drawn_as_its_segments_with_the_gap_empty(
 ) -> None:
     """The same run drawn with and without its pauses: the gaps take ink off the bars, and
     hovering a paused episode names its abort and its resumption."""
-    write_log(tmp_path / "interrupted.arrow", _finished())
+    write_log(tmp_path / "interrupted.arrow", finished_interrupted_run())
     spans = read_spans(open_log(tmp_path / "interrupted.arrow"))
     data = page_data(spans, {"events": 1}, Window(), title="interrupted")
     ink = {}

@@ -12,13 +12,13 @@ from rolloutlog.replay.chrome_trace import trace_events
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.spans import Spans, read_spans
 from rolloutlog.replay.timeline_page import Window, page_data
-from tests.core.test_interruptions import _finished
+from tests.core.interrupted_runs import finished_interrupted_run
 
 
 @pytest.fixture
 def spans(tmp_path: Path) -> Spans:
     """g2 and g3 in flight at v1's update (t=3), interrupted, resumed under v1 at t=4."""
-    write_log(tmp_path / "interrupted.arrow", _finished())
+    write_log(tmp_path / "interrupted.arrow", finished_interrupted_run())
     return read_spans(open_log(tmp_path / "interrupted.arrow"))
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
+
 from rolloutlog.core.account import Account
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.types import Event
-from rolloutlog.runtime.sim.scenario import Scenario
+from rolloutlog.runtime.sim.scenario import Scenario, load_scenario
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
 
 
@@ -69,3 +71,14 @@ def straddles(events: list[Event]) -> bool:
 def decided_payloads(events: list[Event]) -> list[Event]:
     """A log without its `run_started` (whose config names the policy), for comparing runs."""
     return events[1:]
+
+
+SLOW_UPDATES = {"world.weight_update_s": 4.0, "world.task_length_tokens": 512}
+
+
+def slow_update_run(seed: int, **keys: object) -> tuple[list[Event], float]:
+    """Eight steps of the smoke scenario with slow weight updates and long generations, so
+    that updates find work generating: its events and virtual seconds."""
+    scenario = load_scenario("smoke", {**SLOW_UPDATES, **keys})
+    events, result = run_collect(attrs.evolve(scenario, steps=8).with_seed(seed))
+    return events, result.virtual_seconds

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import attrs
 import pytest
 
 from rolloutlog.events.types import (
@@ -22,23 +21,14 @@ from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.replay.verify import verify_log
-from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.testing.equivalence import COLUMNAR_FOLD, PLAIN_FOLD, assert_equivalent
 from rolloutlog.testing.reference import reference_log
-from tests.runtime.sim.sim_helpers import run_collect
-
-SLOW_UPDATES = {"world.weight_update_s": 4.0, "world.task_length_tokens": 512}
-
-
-def _run(seed: int, **keys: object) -> tuple[list[Event], float]:
-    scenario = load_scenario("smoke", {**SLOW_UPDATES, **keys})
-    events, result = run_collect(attrs.evolve(scenario, steps=8).with_seed(seed))
-    return events, result.virtual_seconds
+from tests.runtime.sim.sim_helpers import slow_update_run
 
 
 @pytest.mark.parametrize("seed", [0, 3])
 def test_an_interrupting_run_is_a_log_every_checker_accepts(seed: int) -> None:
-    events, _ = _run(seed, **{"run.weight_update": "interrupt"})
+    events, _ = slow_update_run(seed, **{"run.weight_update": "interrupt"})
     kinds = Counter(event.kind for event in events)
     assert kinds["episode_interrupted"] > 0
     assert kinds["episode_resumed"] <= kinds["episode_interrupted"]
@@ -49,7 +39,7 @@ def test_an_interrupting_run_is_a_log_every_checker_accepts(seed: int) -> None:
 
 
 def test_a_resumed_episode_completes_with_every_token_it_had() -> None:
-    events, _ = _run(0, **{"run.weight_update": "interrupt"})
+    events, _ = slow_update_run(0, **{"run.weight_update": "interrupt"})
     had: dict[str, int] = {}
     live = 0
     for event in events:
@@ -67,21 +57,21 @@ def test_a_resumed_episode_completes_with_every_token_it_had() -> None:
 def test_the_prefill_of_resuming_costs_time_and_freeze_pays_none() -> None:
     """Decisions are the same under both rules (nothing is freed or restamped), so only
     the prefill separates them: at a slow prefill rate an interrupting run takes longer."""
-    _, frozen_s = _run(0)
+    _, frozen_s = slow_update_run(0)
     interrupt = {"run.weight_update": "interrupt"}
-    _, fast_s = _run(0, **interrupt, **{"world.prefill_tokens_per_s": 1e9})
-    _, slow_s = _run(0, **interrupt, **{"world.prefill_tokens_per_s": 50.0})
+    _, fast_s = slow_update_run(0, **interrupt, **{"world.prefill_tokens_per_s": 1e9})
+    _, slow_s = slow_update_run(0, **interrupt, **{"world.prefill_tokens_per_s": 50.0})
     assert fast_s == pytest.approx(frozen_s, rel=1e-6)
     assert slow_s > frozen_s
 
 
 def test_under_freeze_nothing_is_interrupted() -> None:
-    events, _ = _run(0)
+    events, _ = slow_update_run(0)
     assert not {"episode_interrupted", "episode_resumed"} & {event.kind for event in events}
 
 
 def test_the_partial_ratio_and_the_largest_span_recount_the_log() -> None:
-    events, _ = _run(3, **{"run.weight_update": "interrupt"})
+    events, _ = slow_update_run(3, **{"run.weight_update": "interrupt"})
     start: dict[str, int] = {}
     end: dict[str, int] = {}
     trained: list[str] = []
@@ -123,7 +113,7 @@ def _token_ages(events: list[Event]) -> dict[int, Counter[int]]:
 
 
 def test_the_token_age_split_recounts_the_log() -> None:
-    events, _ = _run(3, **{"run.weight_update": "interrupt"})
+    events, _ = slow_update_run(3, **{"run.weight_update": "interrupt"})
     ages = sum(_token_ages(events).values(), Counter())
     summary = replay_log(MemoryLog(events)).summary
     assert len(ages) > 1
@@ -136,7 +126,7 @@ def _mean(ages: Counter[int]) -> float | None:
 
 
 def test_metrics_split_each_steps_trained_tokens_by_age() -> None:
-    events, _ = _run(3, **{"run.weight_update": "interrupt"})
+    events, _ = slow_update_run(3, **{"run.weight_update": "interrupt"})
     steps = _token_ages(events)
     by_rows = StepMetrics.from_batches(MemoryLog(events).batches())
     by_events = StepMetrics()
@@ -153,7 +143,7 @@ def test_metrics_split_each_steps_trained_tokens_by_age() -> None:
     summary = replay_log(MemoryLog(events)).summary
     assert run["off_policy/token_age/mean"] == pytest.approx(_mean(sum(steps.values(), Counter())))
     assert run["off_policy/partial_ratio"] == summary["partial_ratio"] > 0
-    frozen, _ = _run(3)
+    frozen, _ = slow_update_run(3)
     assert (
         "off_policy/partial_ratio"
         not in StepMetrics.from_batches(MemoryLog(frozen).batches()).run_values()
@@ -167,7 +157,7 @@ def test_the_columnar_replay_reports_the_plain_folds_token_split(
 ) -> None:
     """The fast path hands a segmenting run to the plain fold from its first row, so the
     two report one split (it never counts segments it did not see)."""
-    events, _ = _run(seed, **keys)
+    events, _ = slow_update_run(seed, **keys)
     assert COLUMNAR_FOLD(events).path.startswith("plain (seq 0:")
     assert "trained_token_age_histogram" in PLAIN_FOLD(events).summary  # type: ignore[operator]
     assert_equivalent(events, PLAIN_FOLD, COLUMNAR_FOLD)
