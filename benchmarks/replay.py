@@ -20,6 +20,14 @@ against `to_pylist()` of the same log, each in a fresh interpreter, in CPU secon
 group_size=16 --set max_inflight=256 --set batch_size=128 --log LOG` writes (made if
 absent, with a half-length one beside it); the peak RSS of replay on both says whether
 memory stays flat in log length.
+
+    .venv/bin/python benchmarks/replay.py --phases /tmp/big.arrow
+
+Where a clean columnar replay's CPU time goes, in µs per event, phase by phase in one
+process: reading and verifying the record batches, the columnar event rules
+(`batch_is_valid`), decoding each kind's rows (`Decoded`), and the rest of
+`ColumnarFold.apply_batch` (the row loop: the account, the age split, the digest chain),
+beside `to_pylist()` of the same batches.
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_writer import LogWriter
 from rolloutlog.events.types import Event
+from rolloutlog.replay.columnar import ColumnarFold, Decoded
+from rolloutlog.replay.columnar_validate import batch_is_valid
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
 from rolloutlog.testing.scripted_world import ScriptedWorld
@@ -157,6 +167,36 @@ def simulated(path: Path) -> None:
     print(f"replay peak RSS: {short_rss:.0f} MiB at half length, {replay_rss:.0f} MiB at full")
 
 
+def phases(path: Path) -> None:
+    """CPU µs per event of each phase of a clean columnar replay with the age split."""
+    clock = time.process_time
+    start = clock()
+    batches = list(open_log(path).batches())
+    read = clock() - start
+    events = sum(batch.num_rows for batch in batches)
+    fold = ColumnarFold.from_first_batch(batches[0], age_split=True)
+    valid = decode = folded = pylist = 0.0
+    for batch in batches:
+        start = clock()
+        batch_is_valid(batch)
+        checked = clock()
+        Decoded(batch)
+        decoded = clock()
+        fold.apply_batch(batch)  # checks and decodes again: subtracted below
+        applied = clock()
+        batch.to_pylist()
+        valid, decode = valid + checked - start, decode + decoded - checked
+        folded, pylist = folded + applied - decoded, pylist + clock() - applied
+    fold.finish()
+    rows = folded - valid - decode
+    print(f"log: {path} ({events} events), CPU µs per event")
+    for name, seconds in [("read and verify", read), ("event rules", valid), ("decode", decode)]:
+        print(f"{name:16}: {seconds * 1e6 / events:6.2f}")
+    print(f"{'row loop':16}: {rows * 1e6 / events:6.2f}")
+    total = read + folded
+    print(f"{'replay':16}: {total * 1e6 / events:6.2f}  (to_pylist {pylist * 1e6 / events:.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -165,7 +205,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="best of N rounds")
     parser.add_argument("--plain", action="store_true", help="also time the plain object fold")
     parser.add_argument("--simulated", type=Path, default=None, help="the simulated case's log")
+    parser.add_argument("--phases", type=Path, default=None, help="a log to time by phase")
     args = parser.parse_args()
+    if args.phases is not None:
+        phases(args.phases)
+        return
     if args.simulated is not None:
         simulated(args.simulated)
         return

@@ -414,7 +414,8 @@ class Account(
             self.train_inflight -= 1
         group.arrived[episode_id] = (member, version, reward, tokens)
         self._close_if_done(group)
-        self._redundant_arrived(seq, kind, episode_id.rpartition("/")[0], group)
+        if len(group.arrived) >= group.size:  # before the G-th it checks nothing
+            self._redundant_arrived(seq, kind, episode_id.rpartition("/")[0], group)
         return group
 
     def _late(self, seq: int, kind: str, episode_id: str) -> None:
@@ -459,7 +460,8 @@ class Account(
         self.run.dropped_stale += 1
         if reason == "requeue":
             self._requeue_dropped(seq, episode_id, group, queued is not None)
-        self._withhold_dropped(seq, episode_id, reason, group)
+        if self.withholds or self.to_withhold or reason == "withheld":  # else it checks nothing
+            self._withhold_dropped(seq, episode_id, reason, group)
         if not (ages and actual > self.bound):
             self._fail(seq, kind, f"{episode_id} is not stale")
         return None

@@ -48,6 +48,9 @@ class Rule:
 
     value_type: ValueType
     check: Check
+    # Every non-empty ASCII string passes `check` (for a list: every tuple of distinct
+    # ones), so a column of only those needs no check per value (`replay.columnar_validate`).
+    any_ascii: bool = False
 
 
 def _shown(value: Any) -> str:
@@ -127,7 +130,7 @@ def text(non_empty: bool = False) -> Rule:
             return None
         return _text_problem(value, non_empty)
 
-    return Rule("str", check)
+    return Rule("str", check, any_ascii=True)
 
 
 def one_of(allowed: tuple[str, ...]) -> Rule:
@@ -216,7 +219,7 @@ FIELD_RULES: Final[Mapping[str, Rule]] = {
     "prompt_tokens": integer(low=0),
     "completion_tokens": integer(low=0),
     "error": text(),
-    "episode_ids": Rule("str_list", _ids_problem),
+    "episode_ids": Rule("str_list", _ids_problem, any_ascii=True),
     "unscheduled": integer(low=0),
     "reason": text(non_empty=True),
     "version": integer(low=0),
@@ -225,7 +228,7 @@ FIELD_RULES: Final[Mapping[str, Rule]] = {
     "age": integer(low=0),
     "advantages": Rule("float_list", _numbers_problem),
     "admitted": Rule("bool", _flag_problem),
-    "trained_ids": Rule("str_list", _ids_problem),
+    "trained_ids": Rule("str_list", _ids_problem, any_ascii=True),
     "tokens": integer(low=0),
     "masked_tokens": integer(low=0),
 }

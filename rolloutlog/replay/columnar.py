@@ -371,18 +371,25 @@ class ColumnarFold:
         state, digested, appliers, digests = self.state, self.digested, _APPLIERS, self.digests
         inflight_ids, queue, groups = state.inflight, state.queue, state.groups
         count_text, new_hash = digested.counts, _EMPTY_HASH.copy  # copying beats building
-        digest, last_world, next_values = self.digest, self._last_world, decoded.next_values
+        digest, last_world = self.digest, self._last_world
+        # per kind in the batch, one lookup a row: its applier, its rows' values, whether
+        # it is a world event
+        rows = {
+            kind: (appliers[kind], next_values, kind in WORLD_KINDS)
+            for kind, next_values in decoded.next_values.items()
+        }
         last_t, t_text, seq = -1.0, "", first - 1
         for kind, t in zip(decoded.kinds, decoded.times, strict=True):
             seq += 1
-            if kind in WORLD_KINDS:
+            apply, next_values, world = rows[kind]
+            if world:
                 if last_world in _SETTLED_KINDS:
                     state.settle(seq, last_world)
                 last_world = kind
                 state.now = t  # a reaction's events carry its world event's time
             if t != last_t or not t:  # zero: 0.0 and -0.0 are equal but print apart
                 last_t, t_text = t, repr(t)
-            row = appliers[kind](digested, seq, t, t_text, next_values[kind]())
+            row = apply(digested, seq, t, t_text, next_values())
             inflight = count_text[len(inflight_ids)]  # `repr(ReactionLoop.fingerprint())`
             fingerprint = (
                 f"{digested.head}{inflight}, {count_text[digested.owing]}"

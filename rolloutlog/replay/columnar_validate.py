@@ -81,12 +81,25 @@ def _values_ok(rule: Rule, column: pa.Array) -> bool:
     if value_type == "bool":
         return True
     if value_type == "str":  # a problem is a text, None is none: `any` finds the first
-        return not any(map(rule.check, _distinct(column)))
+        return _any_ascii(rule, column) or not any(map(rule.check, _distinct(column)))
     if value_type in ("str_list", "float_list"):
-        return rule.check(tuple(_distinct(pc.list_flatten(column)))) is None
+        items = pc.list_flatten(column)
+        return _any_ascii(rule, items) or rule.check(tuple(_distinct(items))) is None
     if value_type == "json":
         return all(_json_ok(rule, text) for text in _distinct(column))
     return False  # a value type this module does not know yet: let the plain path decide
+
+
+def _any_ascii(rule: Rule, column: pa.Array) -> bool:
+    """A rule that any non-empty ASCII string passes, over a column of only those: true
+    without a look at each distinct value (ids are about one distinct value a row)."""
+    if not rule.any_ascii:
+        return False
+    if isinstance(column, pa.DictionaryArray):
+        column = column.dictionary
+    column = column.drop_null()
+    ascii_only = pc.all(pc.string_is_ascii(column)).as_py() is not False
+    return ascii_only and (len(column) == 0 or pc.min(pc.binary_length(column)).as_py() > 0)
 
 
 def _floats_ok(rule: Rule, column: pa.Array) -> bool:
