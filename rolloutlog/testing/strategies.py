@@ -224,12 +224,15 @@ class Tampered:
 
 
 @st.composite
-def equivalence_logs(draw: st.DrawFn, max_steps: int = 150) -> list[Event]:
+def equivalence_logs(draw: st.DrawFn, max_steps: int = 150, **fixed: Any) -> list[Event]:
     """Logs for comparing two implementations: the usual mix, plus the cases where the
     staleness policies part ways (large G under a binding limit, frequent version jumps)
-    and, a third of the time, logs with every group dispatched at one version."""
-    wide = run_configs(group_size=draw(st.integers(6, 12)), max_inflight=draw(st.integers(2, 9)))
-    configs = draw(st.sampled_from([run_configs(), run_configs(), wide]))
+    and, a third of the time, logs with every group dispatched at one version. Keyword
+    arguments pin config fields, as `run_configs`'s do."""
+    wide = run_configs(
+        group_size=draw(st.integers(6, 12)), max_inflight=draw(st.integers(2, 9)), **fixed
+    )
+    configs = draw(st.sampled_from([run_configs(**fixed), run_configs(**fixed), wide]))
     single_version = draw(st.integers(0, 2)) == 0
     return draw(world_logs(configs, max_steps, single_version_groups=single_version))
 
