@@ -224,7 +224,7 @@ class Tampered:
 
 
 @st.composite
-def equivalence_logs(draw: st.DrawFn, max_steps: int = 150, **fixed: Any) -> list[Event]:
+def equivalence_logs(draw: st.DrawFn, /, max_steps: int = 150, **fixed: Any) -> list[Event]:
     """Logs for comparing two implementations: the usual mix, plus the cases where the
     staleness policies part ways (large G under a binding limit, frequent version jumps)
     and, a third of the time, logs with every group dispatched at one version. Keyword
