@@ -279,8 +279,11 @@ FIELD: Final[dict[str, FieldPreset]] = {
     "areal": FieldPreset(
         source="inclusionAI/AReaL areal==1.0.4 areal/infra/staleness_manager.py "
         "(StalenessManager.get_capacity, on_rollout_accepted/rejected), "
-        "areal/infra/workflow_executor.py",
-        keys={"staleness": "soft", "admission": "areal"},
+        "areal/infra/workflow_executor.py, areal/infra/remote_inf_engine.py (agenerate: "
+        "resubmits an aborted request with its tokens so far), areal/engine/fsdp_engine.py "
+        "(pause_generation around every weight update)",
+        # interruptible generation is not an option there: every update aborts and resumes
+        keys={"staleness": "soft", "admission": "areal", "weight_update": "interrupt"},
     ),
     "tinker": FieldPreset(
         source=(
@@ -300,13 +303,16 @@ FIELD: Final[dict[str, FieldPreset]] = {
         source=(
             "verl-project/verl@1dda039 verl/experimental/fully_async_policy/"
             "{fully_async_rollouter,message_queue}.py (_should_pause_generation, "
-            "reset_staleness, MessageQueue.put_sample)"
+            "reset_staleness, MessageQueue.put_sample), verl/checkpoint_engine/base.py "
+            "(update_weights: abort_replicas), verl/workers/rollout/llm_server.py (generate: "
+            "an aborted request retried with its tokens so far under partial_rollout)"
         ),
         keys={
             "staleness": "soft",
             "admission": "verl",
-            "staleness_threshold": 0.1,  # its yaml's defaults: θ, and K below
+            "staleness_threshold": 0.1,  # its yaml's defaults: θ, K and partial_rollout below
             "updates_per_sync": 4,  # trigger_parameter_sync_step
+            "weight_update": "interrupt",  # partial_rollout: True
         },
     ),
     "tinker-822": FieldPreset(
@@ -351,6 +357,15 @@ FIELD: Final[dict[str, FieldPreset]] = {
         },
     ),
 }
+# slime with --partial-rollout: a full batch's leftovers go back to the buffer, resumed first.
+FIELD["slime-recycle"] = FieldPreset(
+    source=(
+        "THUDM/slime@624b824 slime/rollout/sglang_rollout.py (abort, generate_and_rm), "
+        "slime/rollout/data_source.py (RolloutDataSourceWithBuffer: add_samples, "
+        "get_samples, pop_first), slime/utils/arguments.py (--partial-rollout), train.py"
+    ),
+    keys={**FIELD["slime-oversample"].keys, "leftovers": "run-on", "recycle": True},
+)
 # verl's v1 sampler (ReplayBufferAsync), one strategy each; its threshold T is the bound + 1.
 _VERL_V1 = (
     "verl-project/verl@1dda039 verl/trainer/ppo/v1/replay_buffer.py (ReplayBufferAsync: "

@@ -31,6 +31,9 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "eviction": ("a full queue evicts its oldest episodes for an admitted group", 0.05),
     "leftover_abort": ("a full batch aborts a group still in flight (slime's leftovers)", 0.05),
     "redundant": ("a group's G-th arrival cancels its members past G (redundant)", 0.10),
+    "interrupted": ("a weight update interrupts an episode in flight (interrupt)", 0.05),
+    "resumed": ("an interrupted episode is resumed, then completes", 0.05),
+    "recycled": ("a shipped batch recycles an episode in flight (recycle)", 0.03),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -58,6 +61,7 @@ def features(log: Sequence[Event]) -> set[str]:
     requeue_owed = False
     outstanding: set[str] = set()  # train groups opened, not yet scored
     queued: set[str] = set()  # admitted episodes not yet shipped or dropped
+    resumed: set[str] = set()  # episodes resumed, not yet arrived
     for event in log:
         e: Any = event
         kind = event.kind
@@ -83,6 +87,8 @@ def features(log: Sequence[Event]) -> set[str]:
                 found.add("arrival_after_finish")
             if kind == "episode_failed" and episode_id in cancelled:
                 found.add("late_failure")
+            if kind == "episode_completed" and episode_id in resumed:
+                found.add("resumed")
             group = groups.get(episode_id.rpartition("/")[0])
             if group is not None and group[1].pop(episode_id, None) is not None:
                 arrived.add(episode_id)
@@ -119,6 +125,10 @@ def features(log: Sequence[Event]) -> set[str]:
             run_on = config.get("stale_member") == "run-on"
             if run_on and e.reason == "stale" and e.episode_id.rpartition("/")[0] in outstanding:
                 found.add("run_on")
+        elif kind == "episode_interrupted":
+            found.add("recycled" if e.reason == "recycle" else "interrupted")
+        elif kind == "episode_resumed":
+            resumed.add(e.episode_id)
         elif kind == "batch_shipped":
             step, batches = e.step + 1, batches + 1
             queued.difference_update(e.episode_ids)

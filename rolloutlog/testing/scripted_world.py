@@ -18,7 +18,10 @@ from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     EpisodeCompleted,
     EpisodeFailed,
+    EpisodeInterrupted,
+    EpisodeResumed,
     Event,
+    InterruptReason,
     LimitSet,
     OverloadCut,
     RunFinished,
@@ -41,6 +44,8 @@ ACTIONS = (
     "late",
     "duplicate",
     "resume",
+    "interrupt",
+    "go_on",
 )
 # The newest in-flight episodes that `complete_recent` picks from: finishing young work
 # first leaves old members in flight (stragglers), so groups span versions and go stale.
@@ -80,6 +85,10 @@ class ScriptedWorld:
             "duplicate": 1,
             "resume": 1,
         }
+        config = loop.config
+        if weights is None and (config.weight_update != "freeze" or config.recycle):
+            # Only where the run's rules interrupt: other worlds keep their choices.
+            self.weights.update(interrupt=2, go_on=4)
         self.t = 0.0
         self.log: list[Event] = []
         self.recently_cancelled: deque[str] = deque(maxlen=LATE_MEMORY)
@@ -91,7 +100,7 @@ class ScriptedWorld:
         # groups are part-dispatched, the case per-episode staleness is for. Unless told,
         # half the worlds have one.
         self.prompt_trainer = choose(2) == 0 if prompt_trainer is None else prompt_trainer
-        config = loop.config
+        self.tokens: dict[str, int] = {}  # interrupted episodes -> their tokens so far
         self._feed(
             RunStarted(
                 t=0.0,
@@ -129,8 +138,13 @@ class ScriptedWorld:
     def _inflight(self) -> list[str]:
         return list(self.loop.dispatcher_state.inflight)
 
+    def _generating(self) -> list[str]:
+        """In-flight episodes not interrupted: the ones that may arrive."""
+        interrupted = self.loop.dispatcher_state.partial.interrupted
+        return [e for e in self.loop.dispatcher_state.inflight if e not in interrupted]
+
     def _complete(self, candidates: list[str] | None = None) -> None:
-        inflight = self._inflight() if candidates is None else candidates
+        inflight = self._generating() if candidates is None else candidates
         if inflight:
             episode_id = inflight[self.choose(len(inflight))]
             self.recently_arrived.append(episode_id)
@@ -142,14 +156,14 @@ class ScriptedWorld:
             episode_id=episode_id,
             reward=REWARDS[self.choose(len(REWARDS))],
             prompt_tokens=8,
-            completion_tokens=1 + self.choose(64),
+            completion_tokens=self.tokens.pop(episode_id, 0) + 1 + self.choose(64),
         )
 
     def _complete_recent(self) -> None:
-        self._complete(self._inflight()[-RECENT:])
+        self._complete(self._generating()[-RECENT:])
 
     def _fail(self) -> None:
-        inflight = self._inflight()
+        inflight = self._generating()
         if inflight:
             episode_id = inflight[self.choose(len(inflight))]
             self.recently_arrived.append(episode_id)
@@ -162,6 +176,8 @@ class ScriptedWorld:
             return
         if shipped > self.published:
             self._go_live()
+            if self.live_owed is not None:
+                return  # a drained update still waits for the train work in flight
             # Mostly one version at a time (groups then span consecutive versions), and
             # now and then a jump of several.
             jump = 1 if self.choose(3) else 1 + self.choose(shipped - self.published)
@@ -172,9 +188,66 @@ class ScriptedWorld:
                 self._go_live()  # else the weights go live later: inference keeps running
 
     def _go_live(self) -> None:
-        if self.live_owed is not None:
-            self._feed(VersionLive(t=self.t, version=self.live_owed))
-            self.live_owed = None
+        """The announced version goes live: under `interrupt` and `recycle` once everything
+        the rules abort is interrupted; under `drain` only once no train work is in flight."""
+        if self.live_owed is None:
+            return
+        for episode_id, reason in self._interruptible():
+            self._feed(self._interruption(episode_id, reason))
+        if self.loop.config.weight_update == "drain" and self._train_inflight():
+            return
+        self._feed(VersionLive(t=self.t, version=self.live_owed))
+        self.live_owed = None
+
+    def _interruptible(self) -> list[tuple[str, InterruptReason]]:
+        """The generating episodes the run's rules may interrupt now, with the reason."""
+        state, config = self.loop.dispatcher_state, self.loop.config
+        updating = config.weight_update == "interrupt" and state.partial.live < state.version
+        recycling = config.recycle and state.partial.recycling
+        found: list[tuple[str, InterruptReason]] = []
+        for episode_id in self._generating():
+            group = state.groups.get(state.inflight[episode_id])
+            if group is not None and recycling and group.train:
+                found.append((episode_id, "recycle"))
+            elif group is not None and updating and not group.frozen:
+                found.append((episode_id, "update"))
+        return found
+
+    def _train_inflight(self) -> bool:
+        state = self.loop.dispatcher_state
+        return any(
+            (group := state.groups.get(group_id)) is not None and group.train
+            for group_id in state.inflight.values()
+        )
+
+    def _interruption(self, episode_id: str, reason: InterruptReason) -> EpisodeInterrupted:
+        tokens = self.tokens.get(episode_id, 0) + self.choose(32)
+        self.tokens[episode_id] = tokens
+        return EpisodeInterrupted(
+            t=self.t, episode_id=episode_id, completion_tokens=tokens, reason=reason
+        )
+
+    def _interrupt(self) -> None:
+        """Inference aborts one episode its rules abort (before the update goes live)."""
+        candidates = self._interruptible()
+        if candidates:
+            self._feed(self._interruption(*candidates[self.choose(len(candidates))]))
+
+    def _go_on(self) -> None:
+        """Inference resubmits one interrupted episode under the version it serves, once no
+        update is under way (a recycled one under a later version than it stopped at)."""
+        state = self.loop.dispatcher_state
+        partial = state.partial
+        if partial.live < state.version:
+            return
+        ready = [
+            e
+            for e in partial.interrupted
+            if partial.recycled.get(e) is None or partial.recycled[e] < partial.live
+        ]
+        if ready:
+            episode_id = ready[self.choose(len(ready))]
+            self._feed(EpisodeResumed(t=self.t, episode_id=episode_id, policy_version=partial.live))
 
     def _limit(self) -> None:
         limit = 1 + self.choose(2 * self.loop.config.max_inflight)

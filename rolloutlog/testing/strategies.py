@@ -88,6 +88,7 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     if "over_sampling_batch_size" not in fixed:  # slime: at least a batch's groups
         groups = -(-(values["batch_size"] or 1) // values["group_size"])
         values["over_sampling_batch_size"] = draw(st.sampled_from([None, groups, groups + 2]))
+    _partial_rules(values, fixed)
     if values["ship_wait"] == "last-chance" and "ship_wait" not in fixed:
         # the wait needs PR #822's cap, and no drain (`RunConfig.startup_problems`)
         capped = values["admission"] == "outstanding" or "admission" not in fixed
@@ -104,6 +105,34 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     if values["admission"] == "slime" and "group_redundancy" not in fixed:
         values["group_redundancy"] = 0  # slime's rounds count whole groups (startup_problems)
     return RunConfig.from_mapping(values)
+
+
+# What a weight update does to work in flight, and `recycle`: read off the drawn `seed`
+# rather than drawn anew, since a new draw would move every later one and the derandomized
+# ci sample would lose the rare cases it reaches. A seed shrinks to 0: freeze, no recycle.
+_WEIGHT_UPDATES = ("freeze", "interrupt", "drain", "interrupt", "interrupt")
+_RECYCLES = (False, True, False, True)
+
+
+def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
+    """`weight_update` and `recycle` from `values["seed"]`, within what starts (a drain
+    stalls behind verl's and slime's budgets; recycled work waits for the update, so not
+    with a drain nor a sync of several updates: `RunConfig.startup_problems`; each is left
+    as drawn and the rule falls back). A world with
+    a last-chance wait (rare: it needs its cap reached) keeps the freeze it was drawn with."""
+    seed = values["seed"]
+    waits = values["ship_wait"] == "last-chance"
+    if "weight_update" not in fixed:
+        rule = _WEIGHT_UPDATES[seed % len(_WEIGHT_UPDATES)]
+        clash = rule == "drain" and values["admission"] in ("verl", "slime")
+        values["weight_update"] = "freeze" if clash or waits else rule
+    if "recycle" not in fixed:
+        recycle = _RECYCLES[seed // len(_WEIGHT_UPDATES) % len(_RECYCLES)] and not waits
+        if recycle and values["weight_update"] == "drain" and "weight_update" not in fixed:
+            values["weight_update"] = "freeze"
+        values["recycle"] = (
+            recycle and values["weight_update"] != "drain" and values["updates_per_sync"] == 1
+        )
 
 
 @st.composite
@@ -130,6 +159,9 @@ def staggered_configs(draw: st.DrawFn) -> RunConfig:
             frozen_fraction=0.0,
             curriculum="all",
             eval_interval=0,
+            # the case is about versions moving under running work: keep it running
+            weight_update="freeze",
+            recycle=False,
         )
     )
 
@@ -192,12 +224,15 @@ class Tampered:
 
 
 @st.composite
-def equivalence_logs(draw: st.DrawFn, max_steps: int = 150) -> list[Event]:
+def equivalence_logs(draw: st.DrawFn, /, max_steps: int = 150, **fixed: Any) -> list[Event]:
     """Logs for comparing two implementations: the usual mix, plus the cases where the
     staleness policies part ways (large G under a binding limit, frequent version jumps)
-    and, a third of the time, logs with every group dispatched at one version."""
-    wide = run_configs(group_size=draw(st.integers(6, 12)), max_inflight=draw(st.integers(2, 9)))
-    configs = draw(st.sampled_from([run_configs(), run_configs(), wide]))
+    and, a third of the time, logs with every group dispatched at one version. Keyword
+    arguments pin config fields, as `run_configs`'s do."""
+    wide = run_configs(
+        group_size=draw(st.integers(6, 12)), max_inflight=draw(st.integers(2, 9)), **fixed
+    )
+    configs = draw(st.sampled_from([run_configs(**fixed), run_configs(**fixed), wide]))
     single_version = draw(st.integers(0, 2)) == 0
     return draw(world_logs(configs, max_steps, single_version_groups=single_version))
 

@@ -19,6 +19,7 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeDropped,
     EpisodeFailed,
+    EpisodeResumed,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -101,6 +102,9 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     requeued = 0
     withholds, withheld, withheld_tokens = False, 0, 0
     tokens: dict[str, int] = {}
+    resumed: dict[str, int] = {}  # in flight, resumed: the version of its last segment
+    spans: dict[str, int] = {}  # arrived resumed episodes: end − start
+    partial_spans: list[int] = []  # the spans of the trained resumed episodes
     for event in log:
         match event:
             case RunStarted():
@@ -124,15 +128,22 @@ def _recount(log: list[Event]) -> dict[str, Any]:
             case EpisodeDispatched():
                 stamp[event.episode_id] = event.policy_version
                 in_flight.add(event.episode_id)
+            case EpisodeResumed() if event.episode_id in in_flight:
+                resumed[event.episode_id] = event.policy_version
             case EpisodeCompleted() | EpisodeFailed():
                 if isinstance(event, EpisodeCompleted) and event.episode_id in in_flight:
                     tokens[event.episode_id] = event.prompt_tokens + event.completion_tokens
+                if event.episode_id in in_flight and event.episode_id in resumed:
+                    end = resumed.pop(event.episode_id)
+                    spans[event.episode_id] = end - stamp[event.episode_id]
                 if event.episode_id in in_flight:
                     in_flight.remove(event.episode_id)
                 else:
                     late += 1
             case EpisodesCancelled():
                 in_flight.difference_update(event.episode_ids)
+                for episode_id in event.episode_ids:
+                    resumed.pop(episode_id, None)
                 cancelled[event.reason] = cancelled.get(event.reason, 0) + len(event.episode_ids)
                 unscheduled += event.unscheduled
             case GroupScored() if train[event.group_id]:
@@ -141,6 +152,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                 admitted += event.admitted
             case BatchShipped():
                 trained += len(event.trained_ids)
+                partial_spans += [spans[e] for e in event.trained_ids if e in spans]
                 pruned += len(event.episode_ids) - len(event.trained_ids)
                 # the batch for step s trains on policy s - 1; an episode's age is how many
                 # versions that is past the one it was dispatched at
@@ -184,10 +196,9 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "mean_trained_age": sum(a * n for a, n in ages.items()) / trained if trained else None,
         "trained_age_histogram": {str(a): ages[a] for a in sorted(ages)},
         "episodes_trained_past_bound": past_bound,
-        # generated logs interrupt nothing (tests/runtime/sim/test_sim_interrupt.py does)
         "episodes_interrupted": kinds["episode_interrupted"],
-        "partial_ratio": 0.0 if trained else None,
-        "largest_version_span": 0,
+        "partial_ratio": len(partial_spans) / trained if trained else None,
+        "largest_version_span": max(partial_spans, default=0),
         "run_finished": finished,
         "restarts": 0,
         "invariant_violations": [],

@@ -184,3 +184,24 @@ def test_the_account_catches_train_dispatch_before_the_recycled_work_resumed() -
     assert any(
         "train dispatch before the recycled ['g2/0', 'g2/1', 'g3/0']" in v for v in violations
     )
+
+
+def test_a_recycled_episode_cancelled_as_stale_before_it_resumed_holds_no_dispatch() -> None:
+    """Regression (12ff4bf): g2/0, recycled at the ship, is cancelled as stale at the next
+    `version_pending`, and the permits it freed refill at once. Nothing recycled is in
+    flight then, so the account must not report that train dispatch as before a resumption
+    (it once kept the cancelled episode waiting until the version went live)."""
+    config = RunConfig(
+        group_size=1, max_inflight=2, batch_size=1, max_off_policy_steps=0, recycle=True
+    )
+    loop = ReactionLoop(config)
+    log = loop.feed(
+        RunStarted(
+            t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+        )
+    )
+    log += loop.feed(_done("g1/0", 1.0)) + loop.feed(_recycled("g2/0", t=2.0))
+    reaction = loop.feed(VersionPending(t=3.0, version=1))
+    kinds = [(e.kind, getattr(e, "reason", None)) for e in reaction]
+    assert kinds.index(("episodes_cancelled", "stale")) < kinds.index(("episode_dispatched", None))
+    assert fed([*log, *reaction]).violations == []

@@ -29,6 +29,9 @@ WORLD = {
     "batch_size": 4,
     "staleness_threshold": 0.0,
     "updates_per_sync": 1,
+    # the budget under keep mode: the preset's interruptions (`partial_rollout`) would spend
+    # the scripted world's steps on aborts and resumptions, and fewer syncs would come
+    "weight_update": "freeze",
 }
 
 

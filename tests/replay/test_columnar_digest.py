@@ -8,7 +8,7 @@ Here the same log is fed to a `ReactionLoop` as a driver would, and after every 
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from rolloutlog.core.digest import GENESIS, canonical, chain
@@ -46,6 +46,9 @@ def _defined(log: list[Event]) -> list[tuple[Event, str, tuple[int, ...]]]:
 def test_each_rows_text_fingerprint_and_digest_are_the_definitions(
     log: list[Event], cut: float
 ) -> None:
+    config = log[0].config  # type: ignore[union-attr]
+    # a log with interruptions folds plainly (replay/columnar.py): nothing columnar to check
+    assume(config.get("weight_update", "freeze") == "freeze" and not config.get("recycle"))
     defined = _defined(log)
     assert [event for event, _, _ in defined] == log  # the deciders remake the log
     at = max(1, round(cut * len(log)))

@@ -33,7 +33,9 @@ from rolloutlog.testing.strategies import Tampered, equivalence_logs, tampered_l
 from tests.replay.replay_helpers import small_log, unfinished_log
 
 
-@given(equivalence_logs())
+# The columnar fold hands a log with interruptions to the plain one (replay/columnar.py):
+# compare it where it folds itself.
+@given(equivalence_logs(weight_update="freeze", recycle=False))
 def test_the_columnar_fold_equals_the_plain_fold(log: list[Event]) -> None:
     assert COLUMNAR_FOLD(log).path == "columnar"  # it vouched for every row: a real comparison
     assert_equivalent(log, PLAIN_FOLD, COLUMNAR_FOLD)

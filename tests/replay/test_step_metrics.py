@@ -188,7 +188,7 @@ def _split_by_hand(log: list[ev.Event]) -> list[tuple[int, int, int]]:
     return out
 
 
-@given(equivalence_logs())
+@given(equivalence_logs(weight_update="freeze", recycle=False))  # the columnar fold's logs
 def test_on_every_trained_episode_both_parts_are_non_negative_and_add_up_to_its_age(
     log: list[ev.Event],
 ) -> None:

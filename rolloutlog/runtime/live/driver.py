@@ -128,6 +128,7 @@ class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._outstanding: set[str] = set()  # episodes with a generate call outstanding
         self._partials: dict[str, tuple[EpisodeDispatched, PartialGeneration]] = {}
+        self._recycled_at_ship: set[str] = set()  # `recycle`: aborted for a shipped batch
         self._changed = asyncio.Event()  # an answer came or an event was fed
         self._done = asyncio.Event()
         self._reason: str | None = None
@@ -366,5 +367,7 @@ class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
                 self.pool.forget_group(event.group_id)
             case BatchShipped() if batch is not None:
                 self._shipped(event, batch)
+                if self.config.recycle:
+                    self._recycle()
             case _:
                 pass

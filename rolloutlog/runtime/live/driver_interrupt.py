@@ -14,6 +14,12 @@ no answer of it will come.
 
 The update is recorded live only when everything the pause could interrupt has answered
 (see `driver_training`), so that each interruption lands while the update is under way.
+
+Under `recycle` a shipped batch aborts the train requests then in flight, by id: each
+abort answer is recorded `episode_interrupted` (reason `recycle`), and the next update is
+recorded live only once every train episode in flight at a ship is interrupted or gone;
+the recycled episodes are resubmitted with the interrupted ones, first (the deciders
+dispatch no train work until they are resumed).
 """
 
 from __future__ import annotations
@@ -25,7 +31,13 @@ from typing import Any
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
-from rolloutlog.events.types import EpisodeDispatched, EpisodeInterrupted, EpisodeResumed, Event
+from rolloutlog.events.types import (
+    EpisodeDispatched,
+    EpisodeInterrupted,
+    EpisodeResumed,
+    Event,
+    InterruptReason,
+)
 from rolloutlog.runtime.live.endpoints import EndpointPool
 from rolloutlog.runtime.live.episodes import Answer, EpisodeBook
 from rolloutlog.runtime.live.partial import PartialGeneration, resume
@@ -45,19 +57,24 @@ class InterruptMixin:
     _now: Callable[[], float]
     _spawn: Callable[[Any], None]
     _serve: Callable[[EpisodeDispatched, Awaitable[Answer]], Awaitable[None]]
+    _abort: Callable[[list[str]], Awaitable[None]]
+    _recycled_at_ship: set[str]
 
-    def _interrupts(self, episode_id: str) -> bool:
-        """Whether an abort answer for this episode is an interruption: interrupt mode, an
-        update under way, the episode in flight and not interrupted already."""
+    def _interruption(self, episode_id: str) -> InterruptReason | None:
+        """Why an abort answer for this episode is an interruption, or None: the episode is
+        in flight and not interrupted already, and either it was aborted for a shipped batch
+        under `recycle`, or an update is under way in interrupt mode."""
         state = self.loop.dispatcher_state
-        return (
-            self.config.weight_update == "interrupt"
-            and state.partial.live < state.version
-            and episode_id in state.inflight
-            and episode_id not in state.partial.interrupted
-        )
+        if episode_id not in state.inflight or episode_id in state.partial.interrupted:
+            return None
+        if episode_id in self._recycled_at_ship and state.partial.recycling:
+            return "recycle"
+        updating = state.partial.live < state.version
+        return "update" if self.config.weight_update == "interrupt" and updating else None
 
-    def _interrupted(self, event: EpisodeDispatched, partial: PartialGeneration) -> None:
+    def _interrupted(
+        self, event: EpisodeDispatched, partial: PartialGeneration, reason: InterruptReason
+    ) -> None:
         """Keep the tokens so far until the update is live; record the interruption."""
         self._partials[event.episode_id] = (event, partial)
         self.counts["interrupted"] += 1
@@ -66,13 +83,27 @@ class InterruptMixin:
                 t=self._now(),
                 episode_id=event.episode_id,
                 completion_tokens=len(partial.token_ids),
-                reason="update",
+                reason=reason,
             )
         )
+
+    def _recycle(self) -> None:
+        """`recycle`: a batch shipped; abort the train requests in flight (their answers are
+        the recyclings: `_interruption`)."""
+        state = self.loop.dispatcher_state
+        train = [
+            episode_id
+            for episode_id, group_id in state.inflight.items()
+            if state.groups[group_id].train and episode_id not in state.partial.interrupted
+        ]
+        self._recycled_at_ship.update(train)
+        if train:
+            self._spawn(self._abort(self.book.request_ids(train)))
 
     def _resume_interrupted(self, version: int) -> None:
         """`version` is live: record each interrupted episode resumed, and resubmit it."""
         partials, self._partials = self._partials, {}
+        self._recycled_at_ship.clear()
         for episode_id, (event, partial) in partials.items():
             if self._closed:
                 return

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.events.types import EpisodeDispatched, EpisodesCancelled, Event
+from rolloutlog.events.types import EpisodeDispatched, EpisodesCancelled, Event, InterruptReason
 from rolloutlog.runtime.live.endpoints import EndpointPool, NoEndpointsLeft
 from rolloutlog.runtime.live.episodes import Answer, EpisodeBook, request_id
 from rolloutlog.runtime.live.partial import PartialGeneration, outcome
@@ -42,8 +42,8 @@ class RequestsMixin:
     _feed: Callable[[Event], None]
     _now: Callable[[], float]
     _stop_for: Callable[[BaseException, str], None]
-    _interrupts: Callable[[str], bool]
-    _interrupted: Callable[[EpisodeDispatched, PartialGeneration], None]
+    _interruption: Callable[[str], InterruptReason | None]
+    _interrupted: Callable[[EpisodeDispatched, PartialGeneration, InterruptReason], None]
     _forget_interrupted: Callable[[Iterable[str]], None]
 
     def _spawn(self, coroutine: Any) -> None:
@@ -66,7 +66,7 @@ class RequestsMixin:
     async def _first_answer(self, event: EpisodeDispatched, request: GenerateRequest) -> Answer:
         """The answer to an episode's first call; in interrupt mode as `partial` reads it."""
         generation = await self.pool.generate(event.group_id, request)
-        if self.config.weight_update != "interrupt":
+        if self.config.weight_update != "interrupt" and not self.config.recycle:
             return generation
         return outcome(request, generation)
 
@@ -93,8 +93,9 @@ class RequestsMixin:
             return
         if self._closed:
             return
-        if isinstance(answer, PartialGeneration) and self._interrupts(event.episode_id):
-            self._interrupted(event, answer)
+        reason = self._interruption(event.episode_id)
+        if isinstance(answer, PartialGeneration) and reason is not None:
+            self._interrupted(event, answer, reason)
             return
         aborted = isinstance(answer, PartialGeneration) or (
             isinstance(answer, Generation) and answer.aborted

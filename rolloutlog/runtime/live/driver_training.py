@@ -45,6 +45,7 @@ class TrainingMixin:
     _outstanding: set[str]
     loop: ReactionLoop
     _resume_interrupted: Callable[[int], None]
+    _recycled_at_ship: set[str]
     _commit_due: bool
     options: DriverOptions
     _feed: Callable[[Event], None]
@@ -101,8 +102,10 @@ class TrainingMixin:
         no train work meanwhile). `interrupt`: publish in abort mode, then wait until every
         generate call sent before the pause has answered and every episode in flight at
         the announcement was interrupted or arrived, so each interruption is recorded while
-        the update is under way; once live, the interrupted episodes are resubmitted. A
-        run that stops meanwhile does not record the update live.
+        the update is under way; once live, the interrupted episodes are resubmitted.
+        `recycle`: the update is recorded live once every train episode aborted for a
+        shipped batch was interrupted or is gone, and resubmits them too. A run that stops
+        meanwhile does not record the update live.
         """
         rule, version = self.config.weight_update, report.version
         owed = self._owed_at_update(rule)
@@ -119,18 +122,16 @@ class TrainingMixin:
             pause="abort" if rule == "interrupt" else "keep",
             on_paused=lambda: at_pause.update(self._outstanding),
         )
-        if rule == "interrupt":
-            state = self.loop.dispatcher_state
-            if not await self._until(
-                lambda: (
-                    not (at_pause & self._outstanding)
-                    and self._left(owed) <= state.partial.interrupted.keys()
-                )
-            ):
-                return
+        state = self.loop.dispatcher_state
+        if not await self._until(  # at once unless something is to be interrupted
+            lambda: (
+                not (rule == "interrupt" and at_pause & self._outstanding)
+                and self._left(owed | self._recycled_at_ship) <= state.partial.interrupted.keys()
+            )
+        ):
+            return
         self._feed(VersionLive(t=self._now(), version=version))
-        if rule == "interrupt":
-            self._resume_interrupted(version)
+        self._resume_interrupted(version)
 
     def _owed_at_update(self, rule: str) -> set[str]:
         """What must be interrupted (`interrupt`: all in flight; the live runtime has no

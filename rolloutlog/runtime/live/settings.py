@@ -97,9 +97,4 @@ def build_settings(overrides: Mapping[str, Any], *, seed: int) -> tuple[RunConfi
             f"--set frozen_fraction={config.frozen_fraction}: the live runtime has no frozen "
             "policy (leave it 0)"
         )
-    if config.recycle:  # the driver does not abort a batch's leftovers
-        raise ConfigError(
-            "--set recycle=true: the live runtime does not recycle work in flight yet "
-            "(leave it false; simulate models it)"
-        )
     return config, build_config(LiveSettings, live, where="live")

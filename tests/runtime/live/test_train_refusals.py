@@ -160,7 +160,6 @@ def test_resume_names_what_is_missing_and_the_options_it_refuses(tmp_path: Path)
     ("arguments", "message"),
     [
         (["--set", "frozen_fraction=0.5"], "no frozen policy"),
-        (["--set", "recycle=true"], "recycle=true: the live runtime does not recycle"),
         (["--url", "http://127.0.0.1:99999"], "--url http://127.0.0.1:99999: Port out of range"),
         (["--url", "foo"], "--url foo: expected http://"),
         (["--weights-dir", "afile/sub"], "--weights-dir afile/sub: "),
