@@ -74,3 +74,12 @@ def test_an_interruption_of_a_frozen_source_is_reported() -> None:
     log += loop.feed(VersionPending(t=3.0, version=1))
     seq, reports = _reports_with(log, _interrupt("g1/0", 0))
     assert reports == [f"seq {seq} (episode_interrupted): g1/0 is from a frozen source"]
+
+
+def test_an_interruption_no_rule_makes_is_reported_with_its_reason() -> None:
+    log = _twice_updated()
+    recycled = attrs.evolve(_interrupt("g3/0", 9, t=7.0), reason="recycle")
+    seq, reports = _reports_with(log, recycled)
+    assert reports == [
+        f"seq {seq} (episode_interrupted): reason 'recycle' under weight_update 'interrupt'"
+    ]
