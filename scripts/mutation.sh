@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Mutation testing of rolloutlog/core/ by the property tests alone (the selection is in
-# pyproject.toml, [tool.mutmut]; every hand-written test is left out). mutmut runs, for each
+# Mutation testing of rolloutlog/core/ by the property tests (the selection is in
+# pyproject.toml, [tool.mutmut]; of the hand-written tests, only the regression tests of
+# what no property reaches). mutmut runs, for each
 # mutant, only the properties that reach the mutated function, fastest first, and stops at
 # the first failure; HYPOTHESIS_PROFILE=mutation keeps each at a few fixed examples.
 # Needs the `mutation` extra. Results stay in mutants/ (ignored by git). docs/testing.md has
@@ -25,7 +26,14 @@ if [[ "${1:-}" == "--sample" ]]; then
     # mutmut (re)generates the mutants of changed files at the start of a run, and numbers
     # them per function: a run of the few scoring mutants brings every name up to date
     # before the sample is drawn.
-    mutmut run --max-children 1 "rolloutlog.core.scoring*" >/dev/null
+    # Its output is kept: a failure of this run (of the tracing of the whole selection) is
+    # otherwise silent.
+    mkdir -p mutants
+    if ! mutmut run --max-children 1 "rolloutlog.core.scoring*" >mutants/opening.log 2>&1; then
+        echo "$0: the opening mutmut run failed (mutants/opening.log ends):" >&2
+        tail -n 20 mutants/opening.log >&2
+        exit 1
+    fi
     names=mutants/sample-$size-seed-$seed.txt
     .venv/bin/python scripts/mutation_sample.py pick "$size" "$seed" >"$names"
     todo=$(.venv/bin/python scripts/mutation_sample.py pending "$names")

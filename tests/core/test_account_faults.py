@@ -165,6 +165,16 @@ def _cancel_more_than_unscheduled(
     return cut, f"cancels {left} unscheduled of {event.group_id}"
 
 
+def _cancel_more_than_the_group(
+    account: Account, event: EpisodeDispatched
+) -> tuple[EpisodesCancelled, str]:
+    """The first member dispatched, and one unscheduled more than its group has left: at
+    the sink, one more member than the group holds."""
+    left = account.groups[event.group_id].unscheduled
+    cut = _cancel(event, event.group_id, (event.episode_id,), left, "overload")
+    return cut, f"cancels {left} unscheduled of {event.group_id}"
+
+
 def _cancel_a_member_not_in_flight(
     account: Account, event: EpisodeDispatched
 ) -> tuple[EpisodesCancelled, str]:
@@ -372,6 +382,10 @@ FAULTS: dict[str, tuple[str, Plant]] = {
         "episodes_cancelled",
         _after_a_dispatch(_cancel_more_than_unscheduled),
     ),
+    "cancel more than the group": (
+        "episodes_cancelled",
+        _after_a_dispatch(_cancel_more_than_the_group),
+    ),
     "cancel a member not in flight": (
         "episodes_cancelled",
         _after_a_dispatch(_cancel_a_member_not_in_flight),
@@ -411,6 +425,8 @@ REFUSALS: dict[tuple[str, str], str] = {
     ("dispatch into an unknown group", "sink"): "G is not open at the sink",
     ("cancel in an unknown group", "dispatcher"): "G is not open",
     ("cancel in an unknown group", "sink"): "G is not open at the sink",
+    ("cancel more than the group", "dispatcher"): r"cancels (\d+) unscheduled, G has (\d+)",
+    ("cancel more than the group", "sink"): r"G would account for more than \d+ members",
     ("cancel a member not in flight", "dispatcher"): "G is not in flight",
     ("cancel a member not in flight", "sink"): "G is not in flight at the sink",
     ("cancel more than unscheduled", "dispatcher"): r"cancels (\d+) unscheduled, G has (\d+)",

@@ -29,7 +29,7 @@ from rolloutlog.events.types import (
     VersionPending,
 )
 from rolloutlog.replay.fold import fold_events
-from rolloutlog.testing.strategies import world_logs
+from rolloutlog.testing.strategies import run_configs, world_logs
 
 
 def _waits(log: list[Event]) -> dict[str, Any]:
@@ -207,8 +207,19 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     }
 
 
-@given(world_logs())
-def test_the_summary_recounts_the_log(log: list[Event]) -> None:
+def _recounts(log: list[Event]) -> None:
     result = fold_events(log)
     assert result.error is None and result.fold is not None
     assert result.fold.summary() == _recount(log)
+
+
+@given(world_logs())
+def test_the_summary_recounts_the_log(log: list[Event]) -> None:
+    _recounts(log)
+
+
+@given(world_logs(run_configs(ship_wait="last-chance")))
+def test_the_summary_recounts_the_ship_waits(log: list[Event]) -> None:
+    """The last-chance wait is a tenth of `run_configs`' draws, and a run waits more than
+    once in fewer still: worlds of its own, so that every wait's seconds are summed."""
+    _recounts(log)

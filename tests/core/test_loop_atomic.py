@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 
@@ -86,6 +87,10 @@ def test_a_refused_world_event_changes_nothing_and_the_loop_goes_on(log: list[Ev
     with pytest.raises(InconsistentLogError, match=rf"^seq {before} \(run_resumed\)"):
         loop.feed(bogus, fresh=True)
     assert bogus.seq == UNSEQUENCED  # handed back as it was handed over
+    numbered = attrs.evolve(bogus, seq=before)  # one that carries its seq keeps it
+    with pytest.raises(InconsistentLogError, match=rf"^seq {before} \(run_resumed\)"):
+        loop.feed(numbered, fresh=True)
+    assert numbered.seq == before
     assert loop.next_seq == before
     appended = [event for w in world[1:] for event in loop.feed(w)]
     assert appended == log[before:]  # the rest of the log, as if nothing had been refused

@@ -76,11 +76,21 @@ def _too_eager(queue: Mapping[str, Queued], excess: int) -> list[str]:
     return list(queue)[: max(1, excess + 1)]
 
 
+def _too_few(queue: Mapping[str, Queued], excess: int) -> list[str]:
+    return list(queue)[: max(0, excess - 1)]
+
+
+def _one_too_many(queue: Mapping[str, Queued], excess: int) -> list[str]:
+    return list(queue)[: excess + 1] if excess > 0 else []
+
+
 @pytest.mark.parametrize(
     ("planted", "problem"),
     [
         (_newest, "but the oldest queued is g2/0"),
         (_too_eager, "from a queue of 2 with room"),
+        (_too_few, "the queue would hold 5 > limit 4"),
+        (_one_too_many, "evicted 3, 2 needed"),
     ],
 )
 def test_the_account_flags_a_planted_eviction_bug(

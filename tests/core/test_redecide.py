@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.errors import InconsistentLogError
-from rolloutlog.core.redecide import redecide
+from rolloutlog.core.redecide import Redecision, redecide
 from rolloutlog.events.types import WORLD_KINDS, Event, GroupScored
 from rolloutlog.testing.strategies import world_logs
 
@@ -19,6 +19,7 @@ def test_a_log_is_its_own_expectation_and_world_only_gives_it_back(log: list[Eve
     redecision = redecide(log)
     assert [(recorded, expected) for recorded, expected in redecision] == [(e, e) for e in log]
     assert redecision.loop is not None and redecision.loop.next_seq == len(log)
+    assert list(Redecision(log)) == [(e, e) for e in log]  # recorded decisions by default
     world = [attrs.evolve(e, seq=-1) for e in log if e.kind in WORLD_KINDS]
     again = [expected for _, expected in redecide(world, recorded_decisions=False)]
     assert again == log

@@ -61,6 +61,23 @@ def test_the_account_catches_a_dispatcher_past_the_budget(monkeypatch: pytest.Mo
         Run(**ROLL)
 
 
+def test_the_account_counts_a_stale_abort_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past version 0, a planted dispatcher opens groups past the budget, up to the 4 that
+    8 permits hold: after g3's abort the account counts 2 begun, so g7 is the one it
+    reports (counting the abort twice, it would report none)."""
+
+    def generous_later(config: Any, ledger: Any, version: int) -> int | None:
+        left = admission.roll_left(config, ledger, version)
+        return left if left is None or version == 0 else left + config.group_size
+
+    monkeypatch.setitem(presets.CHOICES["admission"]["roll"], "allowance", generous_later)
+    stale = {"max_off_policy_steps": 0, "target_lag": 0, "staleness": "per-group"}
+    run = Run(**{**ROLL, **stale, "max_inflight": 8})
+    run.complete("g1/0", "g1/1", "g2/0", "g2/1")
+    with pytest.raises(InvariantViolation, match="5 groups begun and not aborted, budget 5"):
+        run.publish(1)
+
+
 def _queued(*entries: tuple[str, int]) -> dict[str, Queued]:
     return {episode_id: Queued(version, 0.5, 10, False) for episode_id, version in entries}
 

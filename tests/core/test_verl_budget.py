@@ -19,7 +19,7 @@ from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import CHOICES, preset_overrides
 from rolloutlog.core.rules import admission_budget
 from rolloutlog.core.rules.admission import TrainLedger
-from rolloutlog.events.types import Event, VersionPending
+from rolloutlog.events.types import Event, VersionPending, with_seq
 from rolloutlog.testing.scripted_world import scripted_log
 from tests.core.core_events import opened
 
@@ -71,8 +71,9 @@ def test_a_verl_run_opens_no_group_past_the_window(threshold: float, k: int) -> 
 def test_a_group_opened_past_the_window_is_a_violation() -> None:
     account = Account(_config())
     account.feed(opened("g1", 0, 1, 4))
-    with pytest.raises(InvariantViolation, match="verl admission: 1 groups counted"):
-        account.feed(opened("g2", 0, 1, 4))
+    report = r"^seq 2 \(group_opened\): verl admission: 1 groups counted this sync window, of 1$"
+    with pytest.raises(InvariantViolation, match=report):  # the whole report, at its seq
+        account.feed(with_seq(opened("g2", 0, 1, 4), 2))
 
 
 def _reset_to_zero(ledger: TrainLedger, event: Event) -> None:

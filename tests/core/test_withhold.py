@@ -99,3 +99,18 @@ def test_a_group_withheld_whole_is_idle_work_for_the_zero_output_guard() -> None
     assert {e.episode_id for e in run.log if isinstance(e, EpisodeDropped)} == {"g2/0", "g2/1"}
     reason = run.loop.zero_output_reason()
     assert reason is not None and "2 episodes dropped or cancelled as stale" in reason
+
+
+def test_the_account_names_the_first_five_members_left_to_ship(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """G = 6: g2, all v0, is withheld whole at v1; a sink planted to drop none leaves six
+    owed, and the report names the first five (so a report stays one line)."""
+    monkeypatch.setattr(sink, "withheld_drops", lambda *args: [])
+    six = {**TIGHT, "group_size": 6, "batch_size": 6, "max_inflight": 12, "staleness": "soft"}
+    run = Run(**six, stale_member="withhold")
+    run.complete(*(f"g1/{m}" for m in range(6)))
+    run.publish(1)
+    owed = ", ".join(f"'g2/{m}'" for m in range(5))
+    with pytest.raises(InvariantViolation, match=rf"scored but not withheld: \[{owed}\]$"):
+        run.complete(*(f"g2/{m}" for m in range(6)))
