@@ -17,13 +17,12 @@ scenario. Figures only: nothing here asserts.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policies import COLUMNS as POLICY_COLUMNS
-from policies import Runs, measure, over_seeds, ranged
+from policies import Progress, Runs, measure_rows, over_seeds, ranged
 
 from rolloutlog.cli.output import duration, per_unit, rate_unit
 from rolloutlog.events.types import EpisodeInterrupted, EpisodeResumed, Event
@@ -84,19 +83,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     scenarios = args.scenarios.split(",")
     start = time.perf_counter()
-    done, total = 0, len(WAYS) * len(scenarios)
+    progress = Progress(len(WAYS) * len(scenarios))
     for scenario in scenarios:
-        runs = {}
-        for way, preset in WAYS.items():
-            began = time.perf_counter()
-            runs[way] = measure(scenario, preset, args.seeds, args.steps, from_log=prefill_seconds)
-            done, now = done + 1, time.perf_counter()
-            print(
-                f"[{done}/{total}] {scenario} {way}: {args.seeds} seeds in "
-                f"{duration(now - began)} (elapsed {duration(now - start)})",
-                file=sys.stderr,
-                flush=True,
-            )
+        runs = measure_rows(
+            scenario, WAYS, args.seeds, args.steps, progress, from_log=prefill_seconds
+        )
         print(
             f"**{scenario}** (`per-episode`): mean of {args.seeds} seeds x {args.steps} steps "
             "(range over seeds in brackets)\n"

@@ -62,6 +62,40 @@ def measure(
     return reports
 
 
+class Progress:
+    """One stderr line per row measured: `[done/total] scenario row: seeds in T (elapsed)`."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.start = total, 0, time.perf_counter()
+
+    def row(self, scenario: str, name: str, seeds: int, began: float) -> None:
+        self.done, now = self.done + 1, time.perf_counter()
+        print(
+            f"[{self.done}/{self.total}] {scenario} {name}: {seeds} seeds in "
+            f"{duration(now - began)} (elapsed {duration(now - self.start)})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def measure_rows(
+    scenario: str,
+    rows: Mapping[str, str],
+    seeds: int,
+    steps: int,
+    progress: Progress,
+    *,
+    from_log: FromLog | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Each row's (name -> preset) seeds' reports on `scenario`, a progress line each."""
+    runs = {}
+    for name, preset in rows.items():
+        began = time.perf_counter()
+        runs[name] = measure(scenario, preset, seeds, steps, from_log=from_log)
+        progress.row(scenario, name, seeds, began)
+    return runs
+
+
 def _read(world: Scenario, from_log: FromLog) -> dict[str, Any]:
     """A run's report with the figures `from_log` reads off its log."""
     with tempfile.TemporaryDirectory() as folder:
@@ -176,19 +210,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     chosen = args.presets or presets()
     scenarios = args.scenarios.split(",")
     start = time.perf_counter()
-    done, total = 0, len(chosen) * len(scenarios)
+    progress = Progress(len(chosen) * len(scenarios))
     for scenario in scenarios:
-        runs = {}
-        for preset in chosen:
-            began = time.perf_counter()
-            runs[preset] = measure(scenario, preset, args.seeds, args.steps)
-            done, now = done + 1, time.perf_counter()
-            print(
-                f"[{done}/{total}] {scenario} {preset}: {args.seeds} seeds in "
-                f"{duration(now - began)} (elapsed {duration(now - start)})",
-                file=sys.stderr,
-                flush=True,
-            )
+        rows = {preset: preset for preset in chosen}
+        runs = measure_rows(scenario, rows, args.seeds, args.steps, progress)
         bound = load_scenario(scenario).run.max_off_policy_steps
         print(
             f"**{scenario}** (`max_off_policy_steps = {bound}`): mean of {args.seeds} seeds "
