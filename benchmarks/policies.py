@@ -21,18 +21,23 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rolloutlog.cli.output import duration, per_unit, rate_unit
 from rolloutlog.core.presets import NAMED, field_set, parse_policy_list
+from rolloutlog.events.log_reader import read_log
+from rolloutlog.events.types import Event
 from rolloutlog.runs.simulate import run_policy
-from rolloutlog.runtime.sim.scenario import load_scenario
+from rolloutlog.runtime.sim.scenario import Scenario, load_scenario
 
 SCENARIOS = ("default", "tight", "loose")
 ADDING_RULES = [p for p in NAMED if p not in ("per-group", "per-episode")]  # held to the rule
 Runs = Mapping[str, Sequence[Mapping[str, Any]]]  # preset -> each seed's report
+FromLog = Callable[[Scenario, Sequence[Event]], dict[str, Any]]  # figures read off a run's log
 
 
 def presets() -> list[str]:
@@ -40,18 +45,63 @@ def presets() -> list[str]:
     return list(dict.fromkeys([*field_set(), *NAMED]))
 
 
-def measure(scenario: str, preset: str, seeds: int, steps: int) -> list[dict[str, Any]]:
-    """The `simulate --json` object of each seed's run."""
+def measure(
+    scenario: str, preset: str, seeds: int, steps: int, *, from_log: FromLog | None = None
+) -> list[dict[str, Any]]:
+    """The `simulate --json` object of each seed's run; with `from_log`, the figures it
+    reads from the run's log (written to a temporary file) added."""
     reports = []
     for seed in range(seeds):
         world = load_scenario(scenario).with_steps(steps).with_seed(seed).with_policy(preset)
-        report, _ = run_policy(world, check=True)
+        report = run_policy(world, check=True)[0] if from_log is None else _read(world, from_log)
         if report["invariant_violations"]:
             raise RuntimeError(
                 f"{scenario}/{preset}/seed {seed}: {report['invariant_violations'][0]}"
             )
         reports.append(report)
     return reports
+
+
+class Progress:
+    """One stderr line per row measured: `[done/total] scenario row: seeds in T (elapsed)`."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.start = total, 0, time.perf_counter()
+
+    def row(self, scenario: str, name: str, seeds: int, began: float) -> None:
+        self.done, now = self.done + 1, time.perf_counter()
+        print(
+            f"[{self.done}/{self.total}] {scenario} {name}: {seeds} seeds in "
+            f"{duration(now - began)} (elapsed {duration(now - self.start)})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def measure_rows(
+    scenario: str,
+    rows: Mapping[str, str],
+    seeds: int,
+    steps: int,
+    progress: Progress,
+    *,
+    from_log: FromLog | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Each row's (name -> preset) seeds' reports on `scenario`, a progress line each."""
+    runs = {}
+    for name, preset in rows.items():
+        began = time.perf_counter()
+        runs[name] = measure(scenario, preset, seeds, steps, from_log=from_log)
+        progress.row(scenario, name, seeds, began)
+    return runs
+
+
+def _read(world: Scenario, from_log: FromLog) -> dict[str, Any]:
+    """A run's report with the figures `from_log` reads off its log."""
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "run.arrow"
+        report, _ = run_policy(world, log_path=log, check=True)
+        return {**report, "log": None, **from_log(world, read_log(log))}
 
 
 def over_seeds(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -100,7 +150,7 @@ COLUMNS: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
 )
 
 
-def _ranged(reports: Sequence[Mapping[str, Any]], key: str, show: Callable[[float], str]) -> str:
+def ranged(reports: Sequence[Mapping[str, Any]], key: str, show: Callable[[float], str]) -> str:
     """The mean over seeds, then the lowest and highest: `4,123 (4,092–4,169)`."""
     values = [float(r[key]) for r in reports]
     return f"{show(statistics.fmean(values))} ({show(min(values))}–{show(max(values))})"
@@ -116,8 +166,8 @@ def markdown_table(runs: Runs) -> list[str]:
         merged = over_seeds(reports)
         cells = [
             f"`{name}`",
-            _ranged(reports, "trained_episodes_per_hour", lambda v: per_unit(v, unit)),
-            _ranged(reports, "finished_rollouts_discarded", "{:,.0f}".format),
+            ranged(reports, "trained_episodes_per_hour", lambda v: per_unit(v, unit)),
+            ranged(reports, "finished_rollouts_discarded", "{:,.0f}".format),
             *(show(merged) for _, show in COLUMNS),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -160,19 +210,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     chosen = args.presets or presets()
     scenarios = args.scenarios.split(",")
     start = time.perf_counter()
-    done, total = 0, len(chosen) * len(scenarios)
+    progress = Progress(len(chosen) * len(scenarios))
     for scenario in scenarios:
-        runs = {}
-        for preset in chosen:
-            began = time.perf_counter()
-            runs[preset] = measure(scenario, preset, args.seeds, args.steps)
-            done, now = done + 1, time.perf_counter()
-            print(
-                f"[{done}/{total}] {scenario} {preset}: {args.seeds} seeds in "
-                f"{duration(now - began)} (elapsed {duration(now - start)})",
-                file=sys.stderr,
-                flush=True,
-            )
+        rows = {preset: preset for preset in chosen}
+        runs = measure_rows(scenario, rows, args.seeds, args.steps, progress)
         bound = load_scenario(scenario).run.max_off_policy_steps
         print(
             f"**{scenario}** (`max_off_policy_steps = {bound}`): mean of {args.seeds} seeds "

@@ -67,10 +67,10 @@ def test_the_study_runs_each_missing_run_once_and_reports_it(tmp_path):
 
 def test_a_missing_preset_is_refused_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        learning.main(["--presets", "per-group,verl-wait", "--table", str(tmp_path / "t")])
+        learning.main(["--presets", "per-group,nonesuch", "--table", str(tmp_path / "t")])
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("learning.py: error: --presets: policy 'verl-wait'")
+    assert error.startswith("learning.py: error: --presets: policy 'nonesuch'")
     assert "\n" not in error and not (tmp_path / "t").exists()
 
 

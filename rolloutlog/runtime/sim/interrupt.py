@@ -6,7 +6,9 @@ from a frozen source: each is reported with its completion tokens so far, at its
 rate (its completion tokens over its generation seconds), once the deciders' reaction to
 the announcement (stale cancellations) is in. When the update goes live, each interrupted
 episode is resubmitted under the new version: it pays a prefill of its prompt and tokens
-so far at `prefill_tokens_per_s`, then the generation it had left. Under `recycle` a
+so far at `prefill_tokens_per_s`, then the generation it had left; with `prefill_shared`
+the resumptions of one update share that rate in turn, as one engine's prefill queue does
+(the k-th waits for the tokens of the k − 1 before it). Under `recycle` a
 shipped batch aborts every train episode then generating the same way (reason `recycle`),
 resumed with the others at the next update. The happenings are queue entries at the time
 they happen, so they follow the event that made them in order. Under `freeze` without
@@ -33,11 +35,14 @@ class Interrupter:
         frozen: Callable[[str], bool],
         *,
         at_update: bool = True,
+        shared_prefill: bool = False,
     ) -> None:
         """`at_update`: an announced update interrupts (`weight_update = interrupt`); else
-        only shipped batches do (`recycle` under `freeze`)."""
+        only shipped batches do (`recycle` under `freeze`). `shared_prefill`: the
+        resumptions of one update queue for the prefill rate."""
         self.queue, self.inference = queue, inference
-        self.at_update = at_update
+        self.at_update, self.shared_prefill = at_update, shared_prefill
+        self.queued_tokens = 0  # shared prefill: tokens resubmitted at the last version_live
         self.prefill_tokens_per_s = prefill_tokens_per_s
         self.frozen = frozen  # whether an episode's group samples from a frozen source
         self.interrupted: dict[str, int] = {}  # episode -> tokens so far, until resumed
@@ -69,6 +74,7 @@ class Interrupter:
 
     def went_live(self, now: float, version: int) -> None:
         """The update is live: resubmit every interrupted episode under `version`."""
+        self.queued_tokens = 0
         for episode_id in self.interrupted:
             self.queue.push(now, ("resume", (episode_id, version)))
 
@@ -76,8 +82,12 @@ class Interrupter:
         """The resubmission is served: the world event, or None if it was cancelled."""
         episode_id, version = key
         tokens = self.interrupted.pop(episode_id)
-        prompt = self.inference.prompt_of(episode_id) if episode_id in self.inference.flights else 0
-        prefill_s = (prompt + tokens) / self.prefill_tokens_per_s
-        if not self.inference.resume(now, episode_id, prefill_s):
+        if episode_id not in self.inference.flights:  # cancelled while interrupted
+            return None
+        prefill_tokens = self.inference.prompt_of(episode_id) + tokens
+        if self.shared_prefill:  # it waits for the prefills resubmitted before it
+            self.queued_tokens += prefill_tokens
+            prefill_tokens = self.queued_tokens
+        if not self.inference.resume(now, episode_id, prefill_tokens / self.prefill_tokens_per_s):
             return None
         return EpisodeResumed(t=now, episode_id=episode_id, policy_version=version)

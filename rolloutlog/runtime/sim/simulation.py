@@ -136,6 +136,7 @@ class Simulation:
                 world.prefill_tokens_per_s,
                 self._frozen,
                 at_update=scenario.run.weight_update == "interrupt",
+                shared_prefill=world.prefill_shared,
             )
         )
         self.metrics = SimMetrics()

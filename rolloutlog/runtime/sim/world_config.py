@@ -40,6 +40,9 @@ class WorldConfig:
     prefill_tokens_per_s: float = checked(
         20000.0, at_least(1.0), "prefill rate: a resumed episode re-reads prompt and tokens"
     )
+    prefill_shared: bool = checked(
+        False, None, "the resumptions of one update queue for one prefill rate (else each alone)"
+    )
     # failures and aborts racing a finishing request
     failure_rate: float = checked(0.0, between(0.0, 1.0), "probability an episode fails")
     late_arrival_rate: float = checked(0.0, between(0.0, 1.0), "cancelled episode still arrives")

@@ -65,6 +65,17 @@ def test_the_prefill_of_resuming_costs_time_and_freeze_pays_none() -> None:
     assert slow_s > frozen_s
 
 
+def test_a_shared_prefill_queues_the_resumptions_of_one_update() -> None:
+    """Each resumption alone pays its own tokens; sharing one engine's prefill rate, the
+    k-th waits for those before it, so the same run takes longer."""
+    interrupt = {"run.weight_update": "interrupt", "world.prefill_tokens_per_s": 500.0}
+    alone, alone_s = _run(0, **interrupt)
+    shared, shared_s = _run(0, **interrupt, **{"world.prefill_shared": True})
+    assert shared_s > alone_s
+    resumed = Counter(event.kind for event in shared)["episode_resumed"]
+    assert resumed > 0 and Counter(event.kind for event in alone)["episode_resumed"] > 0
+
+
 def test_under_freeze_nothing_is_interrupted() -> None:
     events, _ = slow_update_run(0)
     assert not {"episode_interrupted", "episode_resumed"} & {event.kind for event in events}

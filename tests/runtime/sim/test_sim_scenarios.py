@@ -32,6 +32,16 @@ def test_the_default_scenario_makes_groups_straddle_versions() -> None:
     assert load_scenario("loose").run.max_off_policy_steps == 4
 
 
+def test_the_partial_rollout_scenarios_stress_what_they_name() -> None:
+    """`long-gen`, `long-tail`, `slow-update`: what benchmarks/partial.py compares on."""
+    long = load_scenario("long-gen").world
+    assert long.task_length_tokens * long.seconds_per_token > 2 * long.train_step_s
+    assert long.prefill_shared and long.concurrency_slowdown > 0
+    assert load_scenario("long-tail").world.duration == "pareto"
+    slow = load_scenario("slow-update").world
+    assert slow.weight_update_s > slow.train_step_s and slow.prefill_shared
+
+
 def test_unqualified_keys_resolve_to_their_table() -> None:
     resolved = resolve_overrides(
         {"group_size": 4, "failure_rate": 0.1, "world.seconds_per_token": 1}
