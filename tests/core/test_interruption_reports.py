@@ -19,8 +19,8 @@ from rolloutlog.events.types import (
     VersionPending,
     with_seq,
 )
+from tests.core.interrupted_runs import INTERRUPT, done, started
 from tests.core.planted import fed
-from tests.core.test_interruptions import INTERRUPT, _done, _started
 
 
 def _interrupt(episode_id: str, tokens: int, t: float = 3.0) -> EpisodeInterrupted:
@@ -30,15 +30,15 @@ def _interrupt(episode_id: str, tokens: int, t: float = 3.0) -> EpisodeInterrupt
 def _twice_updated() -> list[Event]:
     """v1 interrupts g2 and g3 (5 tokens each), which resume under v1; g2 ships batch 2 and
     v2 is announced while g3 is still generating (a bound of 2 keeps it fresh)."""
-    loop, log = _started(attrs.evolve(INTERRUPT, max_off_policy_steps=2))
-    log += loop.feed(_done("g1/0", 1.0)) + loop.feed(_done("g1/1", 2.0))
+    loop, log = started(attrs.evolve(INTERRUPT, max_off_policy_steps=2))
+    log += loop.feed(done("g1/0", 1.0)) + loop.feed(done("g1/1", 2.0))
     log += loop.feed(VersionPending(t=3.0, version=1))
     for episode_id in ("g2/0", "g2/1", "g3/0", "g3/1"):
         log += loop.feed(_interrupt(episode_id, 5))
     log += loop.feed(VersionLive(t=4.0, version=1))
     for episode_id in ("g2/0", "g2/1", "g3/0", "g3/1"):
         log += loop.feed(EpisodeResumed(t=4.0, episode_id=episode_id, policy_version=1))
-    log += loop.feed(_done("g2/0", 5.0)) + loop.feed(_done("g2/1", 6.0))
+    log += loop.feed(done("g2/0", 5.0)) + loop.feed(done("g2/1", 6.0))
     return log + loop.feed(VersionPending(t=7.0, version=2))
 
 
@@ -68,9 +68,9 @@ def test_an_interruption_with_fewer_tokens_than_the_last_is_reported() -> None:
 
 def test_an_interruption_of_a_frozen_source_is_reported() -> None:
     """g1 is frozen (a fraction of 0.3 at seed 0); g2 ships batch 1 and v1 is announced."""
-    loop, log = _started(attrs.evolve(INTERRUPT, frozen_fraction=0.3))
+    loop, log = started(attrs.evolve(INTERRUPT, frozen_fraction=0.3))
     assert [e.frozen for e in log if isinstance(e, GroupOpened)] == [True, False]
-    log += loop.feed(_done("g2/0", 1.0)) + loop.feed(_done("g2/1", 2.0))
+    log += loop.feed(done("g2/0", 1.0)) + loop.feed(done("g2/1", 2.0))
     log += loop.feed(VersionPending(t=3.0, version=1))
     seq, reports = _reports_with(log, _interrupt("g1/0", 0))
     assert reports == [f"seq {seq} (episode_interrupted): g1/0 is from a frozen source"]

@@ -67,7 +67,7 @@ def test_the_account_counts_a_stale_abort_once(monkeypatch: pytest.MonkeyPatch) 
     reports (counting the abort twice, it would report none)."""
 
     def generous_later(config: Any, ledger: Any, version: int) -> int | None:
-        left = admission.roll_left(config, ledger, version)
+        left = admission_field.roll_left(config, ledger, version)
         return left if left is None or version == 0 else left + config.group_size
 
     monkeypatch.setitem(presets.CHOICES["admission"]["roll"], "allowance", generous_later)

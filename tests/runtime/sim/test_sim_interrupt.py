@@ -69,8 +69,8 @@ def test_a_shared_prefill_queues_the_resumptions_of_one_update() -> None:
     """Each resumption alone pays its own tokens; sharing one engine's prefill rate, the
     k-th waits for those before it, so the same run takes longer."""
     interrupt = {"run.weight_update": "interrupt", "world.prefill_tokens_per_s": 500.0}
-    alone, alone_s = _run(0, **interrupt)
-    shared, shared_s = _run(0, **interrupt, **{"world.prefill_shared": True})
+    alone, alone_s = slow_update_run(0, **interrupt)
+    shared, shared_s = slow_update_run(0, **interrupt, **{"world.prefill_shared": True})
     assert shared_s > alone_s
     resumed = Counter(event.kind for event in shared)["episode_resumed"]
     assert resumed > 0 and Counter(event.kind for event in alone)["episode_resumed"] > 0
