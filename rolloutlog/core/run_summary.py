@@ -30,6 +30,10 @@ counts and writes them as the `replay --json` object. Counting conventions:
   counts finished rollouts dropped with the abort: arrived members of aborted groups and
   queued episodes the full batch did not take; the aborted in-flight episodes are
   `episodes_cancelled["leftover"]`.
+- `tokens_trained_gradient` and `tokens_trained_masked` (only for a run that masks,
+  `stale_tokens = "mask"`) split the trained episodes' tokens (`batch_shipped.tokens`):
+  the masked ones are the completion tokens of segments past the bound, which carry no
+  gradient (`batch_shipped.masked_tokens`); the rest carry it.
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ class RunSummary:
     ship_wait: bool = False  # the run's rule waits: its report has the two wait figures
     ship_waits: int = 0
     ship_wait_seconds: float = 0.0
+    masks: bool = False  # the run masks stale segments: its report splits trained tokens
+    tokens_trained: int = 0
+    tokens_masked: int = 0
 
     def count_kinds(self, kinds: Iterable[str], events: int) -> None:
         """A whole batch of rows at once (the columnar fold's counting)."""
@@ -130,6 +137,9 @@ class RunSummary:
             "invariant_violations": list(violations),
             **self._leftovers(),
         }
+        if self.masks:
+            report["tokens_trained_gradient"] = self.tokens_trained - self.tokens_masked
+            report["tokens_trained_masked"] = self.tokens_masked
         if self.ship_wait:
             report["ship_waits"] = self.ship_waits
             report["ship_wait_seconds"] = round(self.ship_wait_seconds, 6)
