@@ -81,6 +81,7 @@ WITHHELD_ROW = "  of it withheld"  # shown when a run withholds (prime-rl-withho
 EVICTED_ROW = "evicted (full queue)"  # shown when a bounded queue evicts (pipelinerl)
 LEFTOVER_ROWS = ("aborted leftovers", "  finished, dropped")  # when a run aborts (slime)
 REDUNDANT_ROW = "cancelled redundant"  # shown when a run has redundant members (roll-flash)
+MASKED_ROWS = ("trained tokens, gradient", "trained tokens, masked")  # when a run masks
 
 
 def _waits(run: Mapping[str, Any]) -> str:
@@ -98,6 +99,7 @@ OPTIONAL_ROWS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     EVICTED_ROW: lambda run: bool(run.get("episodes_evicted")),
     **dict.fromkeys(LEFTOVER_ROWS, lambda run: "episodes_dropped_leftover" in run),
     REDUNDANT_ROW: lambda run: bool(run["episodes_cancelled"].get("redundant")),
+    **dict.fromkeys(MASKED_ROWS, lambda run: "tokens_trained_masked" in run),
 }
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
@@ -123,6 +125,8 @@ ROWS: tuple[Row, ...] = (
     (EVICTED_ROW, _number("episodes_evicted")),
     (LEFTOVER_ROWS[0], _cancelled("leftover")),
     (LEFTOVER_ROWS[1], _number("episodes_dropped_leftover")),
+    (MASKED_ROWS[0], _number("tokens_trained_gradient")),
+    (MASKED_ROWS[1], _number("tokens_trained_masked")),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("  of it in flight", _number("off_policy/in_flight/mean", 2)),
     ("  of it in queue", _number("off_policy/in_queue/mean", 2)),

@@ -18,6 +18,7 @@ from rolloutlog.core.rules import acceptance, cancellation
 from rolloutlog.events.types import BatchShipped, Event
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
+from rolloutlog.replay.step_metrics import MASKED, StepMetrics
 from rolloutlog.replay.verify import verify_log
 from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.testing.reference import reference_log
@@ -48,6 +49,10 @@ def test_a_masking_run_masks_old_segments_and_every_checker_accepts_it() -> None
     assert summary["tokens_trained_gradient"] == sum(b.tokens for b in batches) - masked
     assert verify_log(MemoryLog(events)).divergence is None
     assert reference_log(events) == events
+    metrics = StepMetrics()
+    for event in events:
+        metrics.observe(event)
+    assert metrics.run_values()[MASKED] == masked
 
 
 def test_under_drop_nothing_is_masked_and_the_split_is_not_reported() -> None:

@@ -64,3 +64,4 @@ def test_train_runs_per_episode_interrupt_with_masking_and_its_log_verifies(
     report = train_checked(log, arguments, (*small, "stale_tokens=mask"))
     assert report["episodes_interrupted"] > 0
     assert read_log(log)[0].config["stale_tokens"] == "mask"
+    assert report["tokens_trained_masked"] >= 0 and "tokens_trained_gradient" in report
