@@ -7,6 +7,7 @@ choice in one place is caught."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -17,12 +18,12 @@ from rolloutlog.core.account import InvariantViolation
 from rolloutlog.core.rules import acceptance, cancellation
 from rolloutlog.events.types import BatchShipped, Event
 from rolloutlog.replay.log_replay import replay_log
-from rolloutlog.replay.source import MemoryLog
+from rolloutlog.replay.source import MemoryLog, open_log
 from rolloutlog.replay.step_metrics import MASKED, StepMetrics
 from rolloutlog.replay.verify import verify_log
 from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.testing.reference import reference_log
-from tests.runtime.sim.sim_helpers import run_collect
+from tests.runtime.sim.sim_helpers import run_collect, write_and_read
 
 MASK = {
     "world.task_length_tokens": 512,
@@ -81,3 +82,19 @@ def test_the_account_catches_a_decider_that_keeps_the_drop_rule_in_one_place(
     with pytest.raises(InvariantViolation, match=words):
         for seed in range(4):
             _run(seed, **keys)
+
+
+def test_replay_of_a_log_file_checks_what_a_masking_run_masks(tmp_path: Path) -> None:
+    """Soft staleness drops nothing, so under `mask` a stale uninterrupted episode trains
+    all masked; a log file that records those batches as masking nothing is caught by
+    `replay` (which reads such a log on the plain path, where the account has the
+    arrivals' segments)."""
+    scenario = load_scenario("smoke", {"run.staleness": "soft", "run.stale_tokens": "mask"})
+    events, _ = run_collect(attrs.evolve(scenario, steps=8))
+    assert any(isinstance(e, BatchShipped) and e.masked_tokens for e in events)
+    planted = [
+        attrs.evolve(e, masked_tokens=0) if isinstance(e, BatchShipped) else e for e in events
+    ]
+    write_and_read(planted, tmp_path / "planted.arrow")
+    replay = replay_log(open_log(tmp_path / "planted.arrow"))
+    assert any("its segments past the bound hold" in v for v in replay.violations)
