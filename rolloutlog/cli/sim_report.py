@@ -106,6 +106,9 @@ def token_age_line(run: Mapping[str, Any]) -> str:
     return "  ".join(shares) if tokens else "none"
 
 
+MASKED_ROWS = ("trained tokens, gradient", "trained tokens, masked")  # when a run masks
+
+
 def _waits(run: Mapping[str, Any]) -> str:
     waits = run.get("ship_waits")
     if waits is None:
@@ -122,6 +125,7 @@ OPTIONAL_ROWS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     **dict.fromkeys(LEFTOVER_ROWS, lambda run: "episodes_dropped_leftover" in run),
     REDUNDANT_ROW: lambda run: bool(run["episodes_cancelled"].get("redundant")),
     **dict.fromkeys(PARTIAL_ROWS, _segments),
+    **dict.fromkeys(MASKED_ROWS, lambda run: "tokens_trained_masked" in run),
 }
 ROWS: tuple[Row, ...] = (
     ("steps shipped", _number("steps_shipped")),
@@ -147,6 +151,8 @@ ROWS: tuple[Row, ...] = (
     (EVICTED_ROW, _number("episodes_evicted")),
     (LEFTOVER_ROWS[0], _cancelled("leftover")),
     (LEFTOVER_ROWS[1], _number("episodes_dropped_leftover")),
+    (MASKED_ROWS[0], _number("tokens_trained_gradient")),
+    (MASKED_ROWS[1], _number("tokens_trained_masked")),
     ("mean trained age", _number("mean_trained_age", 2)),
     ("  of it in flight", _number("off_policy/in_flight/mean", 2)),
     ("  of it in queue", _number("off_policy/in_queue/mean", 2)),

@@ -48,6 +48,14 @@ def print_report(report: dict[str, Any]) -> None:
             if "episodes_dropped_leftover" in report
             else []
         ),
+        *(
+            [
+                ("trained tokens, gradient", report["tokens_trained_gradient"]),
+                ("trained tokens, masked", report["tokens_trained_masked"]),
+            ]
+            if "tokens_trained_masked" in report
+            else []
+        ),
         ("failed", report["episodes_failed"]),
         ("trained ages", json.dumps(report["trained_age_histogram"])),
         *_segments(report),

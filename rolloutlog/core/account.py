@@ -53,6 +53,7 @@ from rolloutlog.core.account_budget import BudgetChecks
 from rolloutlog.core.account_eviction import EvictionChecks
 from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_mask import MaskChecks
 from rolloutlog.core.account_oversample import LeftoverChecks
 from rolloutlog.core.account_partial import PartialChecks
 from rolloutlog.core.account_properties import (
@@ -104,6 +105,7 @@ class Account(
     ShipWaitChecks,
     PartialChecks,
     TokenAges,
+    MaskChecks,
     WithholdChecks,
     EvictionChecks,
     LeftoverChecks,
@@ -160,11 +162,16 @@ class Account(
         self.restart_ids: frozenset[str] = frozenset()  # outstanding at the latest restart
         self.resumed_from: int | None = None  # the checkpoint of the latest restart
         self.gated = self.lags()  # kept with step and version: train dispatch must pause
-        self.run = RunSummary(ship_wait=config.ship_wait != "none", withholds=self.withholds)
+        self.run = RunSummary(
+            ship_wait=config.ship_wait != "none",
+            withholds=self.withholds,
+            masks=config.stale_tokens == "mask",
+        )
         self.ship_wait, self.now, self.wait_since = SHIP_WAIT in self.kept, 0.0, None
         self.unpublished: dict[int, set[str]] = {}
         self._partial_start(config)
         self._tokens_start(config)
+        self._mask_start(config)
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -232,7 +239,8 @@ class Account(
         if world_kind == "version_pending" and NO_STALE_IN_FLIGHT in self.kept:
             step, bound, announced = self.publish_step, self.bound, self.version
             for group_id, group in self.groups.items():
-                for episode_id, (version, _) in group.inflight.items():
+                for episode_id, (stamp, _) in group.inflight.items():
+                    version = self._goes_on_under(episode_id, stamp)
                     if version != announced and group.stale(version, step, bound):
                         self._fail(seq, world_kind, f"stale {episode_id} of {group_id} in flight")
         if self.redundant_due:
@@ -366,6 +374,8 @@ class Account(
                 return self._fail(seq, kind, f"{episode_id} cancelled but not in flight")
             if stale and not group.stale(found[0], self.step, self.bound):
                 self._fail(seq, kind, f"{episode_id} is not stale")
+            elif stale and self.masks:
+                self._mask_cancelled(seq, episode_id, group, found[0])
             del self.inflight[episode_id]
         group.unscheduled -= unscheduled
         group.cancelled += len(episode_ids) + unscheduled
@@ -453,6 +463,7 @@ class Account(
             group.dropped.add(episode_id)
             version, ages = arrival[1], group.train and not group.frozen
         actual = age(version, self.step)
+        self._mask_dropped(seq, episode_id, reason, ages)
         if reason not in DROP_REASONS or recorded_age != actual:
             self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
         if reason == "leftover":
@@ -527,6 +538,7 @@ class Account(
         episode_ids: Sequence[str],
         trained_ids: Sequence[str],
         tokens: int,
+        masked_tokens: int = 0,
     ) -> None:
         kind = "batch_shipped"
         self._withhold_owed(seq, kind)
@@ -565,6 +577,7 @@ class Account(
                 held += episode_tokens
         if tokens != held:
             self._fail(seq, kind, f"tokens {tokens}, but the trained episodes hold {held}")
+        self._mask_shipped(seq, step, episode_ids, trained_ids, cut, masked_tokens, tokens)
         self.step = step + 1
         self._moved()
         return None

@@ -19,6 +19,7 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.run_summary import RunSummary
 
 HARD_BOUND: Final = "hard-bound"  # nothing trains past max_off_policy_steps
+GRADIENT_BOUND: Final = "gradient-bound"  # under mask: no gradient-bearing token past it
 NO_STALE_IN_FLIGHT: Final = "no-stale-in-flight"  # a version update leaves no stale in flight
 CAPACITY: Final = "capacity"  # capacity admission's horizon, in episodes
 AREAL_ADMISSION: Final = "areal-admission"  # AReaL's get_capacity, in groups
@@ -36,8 +37,8 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
     the episodes a batch takes are an estimate the account does not redo.
     """
     kept = set()
-    if config.staleness != "soft":
-        kept.add(HARD_BOUND)
+    if config.staleness != "soft":  # `stale_tokens = mask` reads the bound per token
+        kept.add(GRADIENT_BOUND if config.stale_tokens == "mask" else HARD_BOUND)
     run_on = config.requeue != "none" or config.stale_member != "cancel"
     if config.staleness == "per-episode" and not run_on:  # requeue, withhold, run-on: runs on
         kept.add(NO_STALE_IN_FLIGHT)

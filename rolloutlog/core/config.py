@@ -36,6 +36,7 @@ AdmissionWindow = Literal["fixed", "restarting"]
 ShipWait = Literal["none", "last-chance"]
 WeightUpdate = Literal["freeze", "interrupt", "drain"]
 StaleMember = Literal["cancel", "withhold", "run-on"]
+StaleTokens = Literal["drop", "mask"]
 QueueEviction = Literal["oldest-episode", "oldest-group"]
 DEFAULT_BATCH_SIZE = 64
 # A run starts with every permit free: its first event dispatches max_inflight episodes,
@@ -151,6 +152,9 @@ class RunConfig:
     )
     recycle: bool = checked(
         False, None, "a shipped batch aborts the train work in flight, resumed first (slime)"
+    )
+    stale_tokens: StaleTokens = checked(
+        "drop", None, "past the bound: drop the episode, or mask its old segments (end must fit)"
     )
     stale_member: StaleMember = checked(
         "cancel",
@@ -304,6 +308,7 @@ FIELD_RULE_KEYS = (
     "ship_wait",
     "weight_update",
     "recycle",
+    "stale_tokens",
     "stale_member",
     "queue_limit",
     "queue_eviction",

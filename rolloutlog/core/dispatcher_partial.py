@@ -39,6 +39,7 @@ class Interruptions:
     interrupted: dict[str, None] = attrs.Factory(dict)
     recycled: dict[str, int] = attrs.Factory(dict)  # recycled -> the version live at its abort
     recycling: bool = False  # a batch shipped under `recycle`; the next version is not live
+    resumed: dict[str, int] = attrs.Factory(dict)  # under `mask`: in flight -> last resumed at
 
     def forget(self, episode_ids: tuple[str, ...]) -> None:
         """Cancelled episodes are no longer owed a resumption."""
@@ -132,6 +133,8 @@ def check_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
 def on_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
     del state.partial.interrupted[event.episode_id]
     state.partial.recycled.pop(event.episode_id, None)
+    if state.config.stale_tokens == "mask":  # its stale cancellation reads this version
+        state.partial.resumed[event.episode_id] = event.policy_version
 
 
 def check_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed) -> None:
@@ -148,3 +151,7 @@ def check_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFaile
 def on_version_live(state: DispatcherState, event: VersionLive) -> None:
     state.partial.live = event.version
     state.partial.recycling = False
+    if state.partial.resumed:  # what left flight since is no one's business
+        state.partial.resumed = {
+            e: v for e, v in state.partial.resumed.items() if e in state.inflight
+        }

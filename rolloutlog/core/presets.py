@@ -78,6 +78,9 @@ class Rules:
     abort_leftovers: Callable[[DispatcherState, float], list[Event]]  # when a batch ships
     queue_leftovers: Callable[[dict[str, Queued], Collection[str]], list[str]]  # (queue, cut)
     leftover_group: Callable[[SinkGroup, int], bool]  # (group, step): its arrivals dropped
+    stale_view: Callable[[Any], Any]  # an arrival or queued episode as a staleness drop reads it
+    masked: Callable[[Queued, int, int], int]  # (queued, step, bound) -> its tokens masked
+    goes_on_under: Callable[[DispatcherState, str, int], int]  # (state, id, stamp) -> version
 
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
@@ -233,6 +236,18 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "abort_leftovers": oversampling.abort_leftovers,
             "queue_leftovers": oversampling.queue_beyond_batch,
             "leftover_group": oversampling.sampled_for_a_shipped_batch,
+        },
+    },
+    "stale_tokens": {
+        "drop": {
+            "stale_view": acceptance.read_start,
+            "masked": acceptance.nothing_masked,
+            "goes_on_under": cancellation.its_stamp,
+        },
+        "mask": {
+            "stale_view": acceptance.read_end,
+            "masked": acceptance.tokens_past_the_bound,
+            "goes_on_under": cancellation.the_version_it_goes_on_under,
         },
     },
 }
@@ -400,6 +415,7 @@ RULES: dict[str, dict[str, Any]] = {
     "interrupt": {"weight_update": "interrupt"},  # AReaL's interruptible generation
     "drain": {"weight_update": "drain"},  # updates wait for the train work in flight
     "recycle": {"recycle": True},  # slime's partial rollout: a full batch recycles the rest
+    "mask": {"stale_tokens": "mask"},  # old segments train masked; only the end is held
 }
 ALIASES = {"all": "per-episode+capacity+straggler+oldest-first"}
 NAMED = ("per-group", "per-episode", "per-episode+capacity", "per-episode+straggler", "all")

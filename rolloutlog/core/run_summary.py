@@ -36,6 +36,10 @@ counts and writes them as the `replay --json` object. Counting conventions:
   which counts episodes by the age of their oldest token, it shows how much of the training
   signal resuming made younger. `partial_ratio` is the share of trained episodes of more
   than one segment, `largest_version_span` the largest end − start among them.
+- `tokens_trained_gradient` and `tokens_trained_masked` (only for a run that masks,
+  `stale_tokens = "mask"`) split the trained episodes' tokens (`batch_shipped.tokens`):
+  the masked ones are the completion tokens of segments past the bound, which carry no
+  gradient (`batch_shipped.masked_tokens`); the rest carry it.
 """
 
 from __future__ import annotations
@@ -84,6 +88,9 @@ class RunSummary:
     ship_wait: bool = False  # the run's rule waits: its report has the two wait figures
     ship_waits: int = 0
     ship_wait_seconds: float = 0.0
+    masks: bool = False  # the run masks stale segments: its report splits trained tokens
+    tokens_trained: int = 0
+    tokens_masked: int = 0
 
     def count_kinds(self, kinds: Iterable[str], events: int) -> None:
         """A whole batch of rows at once (the columnar fold's counting)."""
@@ -141,6 +148,9 @@ class RunSummary:
         if self.segments:
             tokens = self.token_ages
             report["trained_token_age_histogram"] = {str(a): tokens[a] for a in sorted(tokens)}
+        if self.masks:
+            report["tokens_trained_gradient"] = self.tokens_trained - self.tokens_masked
+            report["tokens_trained_masked"] = self.tokens_masked
         if self.ship_wait:
             report["ship_waits"] = self.ship_waits
             report["ship_wait_seconds"] = round(self.ship_wait_seconds, 6)

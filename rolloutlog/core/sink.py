@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+from rolloutlog.core import sink_mask
 from rolloutlog.core.curriculum import ScoredGroup
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.handlers import Handlers
@@ -61,6 +62,8 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeDropped,
     EpisodeFailed,
+    EpisodeInterrupted,
+    EpisodeResumed,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -126,13 +129,17 @@ def _on_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> No
         return  # late: the episode was cancelled before it arrived; never counted twice
     group = state.groups[group_id]
     version = group.inflight.pop(event.episode_id)
-    reward, tokens = None, 0
+    reward, tokens, completion = None, 0, None
     if isinstance(event, EpisodeCompleted):
         reward, tokens = event.reward, event.prompt_tokens + event.completion_tokens
+        completion = event.completion_tokens
         state.completed += 1
         state.completed_tokens += tokens
     member = int(event.episode_id.rpartition("/")[2])
-    group.arrived.append(Arrival(event.episode_id, member, version, reward, tokens))
+    segments = sink_mask.segments_at_arrival(state, event.episode_id, version, completion)
+    group.arrived.append(
+        Arrival(event.episode_id, member, version, reward, tokens, False, segments)
+    )
 
 
 def _check_dispatched(state: SinkState, event: EpisodeDispatched) -> None:
@@ -159,6 +166,7 @@ def _check_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
 def _on_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
     group = state.groups[event.group_id]
     release(event.episode_ids, group.inflight, state.inflight)
+    sink_mask.forget(state, event.episode_ids)
     count = len(event.episode_ids) + event.unscheduled
     group.cancelled += count
     if event.reason == "stale":
@@ -224,8 +232,9 @@ def _on_scored(state: SinkState, event: GroupScored) -> None:
             state.rules.drop_from_queue,
         )
         withheld = withheld_members(state, group, group.arrived)  # about to be dropped too
+        view = state.rules.stale_view
         stale_admitted = sum(
-            e in withheld or drops(state.queue[e], step, bound) for e in event.episode_ids
+            e in withheld or drops(view(state.queue[e]), step, bound) for e in event.episode_ids
         )
         if stale_admitted < len(event.episode_ids):  # something will train: work came out
             state.idle = IdleWork()
@@ -241,7 +250,9 @@ def _enqueue(state: SinkState, group: SinkGroup, event: GroupScored) -> None:
     arrivals = {a.episode_id: a for a in group.arrived}
     for episode_id, advantage in zip(event.episode_ids, event.advantages, strict=True):
         arrival = arrivals[episode_id]
-        state.queue[episode_id] = Queued(arrival.version, advantage, arrival.tokens, group.frozen)
+        state.queue[episode_id] = Queued(
+            arrival.version, advantage, arrival.tokens, group.frozen, arrival.segments
+        )
         state.queued_tokens += arrival.tokens
 
 
@@ -287,6 +298,8 @@ _APPLIES: Final = (
     .on(GroupOpened, _on_group_opened)
     .on(VersionPending, _on_version_pending)
     .on(RunFinished, _on_run_finished)
+    .on(EpisodeInterrupted, sink_mask.on_interrupted)
+    .on(EpisodeResumed, sink_mask.on_resumed)
     .by_kind
 )
 
@@ -319,7 +332,7 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
     bound = state.rules.arrival_bound(config.max_off_policy_steps)
     arrived = sorted(group.arrived, key=lambda a: a.member)
     requeue = state.rules.requeue_group(group, step, state.version, config.max_off_policy_steps)
-    drop = state.rules.drop_on_arrival
+    drop, view = state.rules.drop_on_arrival, state.rules.stale_view
     aborted = state.rules.leftover_group(group, step)
     withheld = set() if requeue or aborted else withheld_members(state, group, arrived)
     out: list[Event] = []
@@ -328,7 +341,7 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
         if (
             requeue
             or aborted
-            or (arrival.episode_id not in withheld and drop(group, arrival, step, bound))
+            or (arrival.episode_id not in withheld and drop(group, view(arrival), step, bound))
         ):
             out.append(
                 EpisodeDropped(
@@ -387,7 +400,9 @@ def _sweep_and_cut(state: SinkState, swept: Iterable[str], t: float) -> list[Eve
     dropped: set[str] = set()
     for episode_id in swept:
         queued = queue.get(episode_id)
-        if queued is not None and state.rules.drop_from_queue(queued, step, bound):
+        if queued is not None and state.rules.drop_from_queue(
+            state.rules.stale_view(queued), step, bound
+        ):
             age = rollout_age(queued.version, step)
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
             dropped.add(episode_id)
@@ -420,6 +435,9 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
         episode_ids=tuple(cut),
         trained_ids=tuple(trained),
         tokens=sum(queue[e].tokens for e in trained),
+        masked_tokens=sum(
+            state.rules.masked(queue[e], state.step, config.max_off_policy_steps) for e in trained
+        ),
     )
     after = state.step + 1  # the step the leftovers are dropped at, once the batch shipped
     left = state.rules.queue_leftovers(queue, cut)  # slime: what the full batch left, lost

@@ -7,6 +7,7 @@ import attrs
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.curriculum import Curriculum, curriculum_named
 from rolloutlog.core.presets import Rules, rules_for
+from rolloutlog.core.sink_mask import Pieces, Segment
 from rolloutlog.core.staleness import is_stale
 
 
@@ -20,6 +21,7 @@ class Arrival:
     reward: float | None
     tokens: int
     dropped: bool = False
+    segments: tuple[Segment, ...] = ()  # under `stale_tokens = mask` (`core.sink_mask`)
 
 
 @attrs.define(slots=True)
@@ -55,6 +57,7 @@ class Queued:
     advantage: float
     tokens: int
     frozen: bool
+    segments: tuple[Segment, ...] = ()  # under `stale_tokens = mask` (`core.sink_mask`)
 
 
 @attrs.define(slots=True)
@@ -86,6 +89,7 @@ class SinkState:
     finished: bool = False  # after run_finished groups are still scored, never trained
     checked_step: int = 0  # the step a train group last finalized at (a readiness check)
     first_check: bool = False  # that group_scored was the first of a train group at its step
+    pieces: dict[str, Pieces] = attrs.Factory(dict)  # interrupted in flight, under `mask`
 
 
 def initial_state(config: RunConfig) -> SinkState:

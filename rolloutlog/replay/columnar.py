@@ -199,7 +199,7 @@ def _dropped(state: Digested, seq: int, t: float, t_text: str, values: Values) -
 
 def _shipped(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
     step, ids, trained, tokens, masked = values
-    if masked:
+    if masked or state.account.masks:  # the account reads each arrival's segments
         raise NeedsPlainFold(seq, "masked tokens are checked on the plain path")
     state.account.on_shipped(seq, step, ids, trained, tokens)
     if state.split is not None:

@@ -19,7 +19,9 @@ where a log withholds any), `off_policy/evicted` (queued episodes a bounded queu
 to make room, not counted as dropped), `off_policy/leftover` (episodes aborted in flight
 or dropped finished once a batch filled, slime-oversample: counted in the step after that
 batch), `cancelled/redundant` (in-flight members past G cancelled at their group's G-th
-arrival, `group_redundancy`; at run level only where a run has one),
+arrival, `group_redundancy`; at run level only where a run has one), `off_policy/masked_tokens`
+(trained completion tokens that carried no gradient, `stale_tokens = mask`: a run-level
+value only where a log masks any),
 `dispatcher/off_policy/mean|max`
 (the ages of in-flight train episodes each time a version went pending during the step)
 and `reward/mean` (over the trained episodes); where a log interrupted episodes, the
@@ -58,6 +60,7 @@ WITHHELD: Final = "off_policy/withheld"
 EVICTED: Final = "off_policy/evicted"
 LEFTOVER: Final = "off_policy/leftover"
 REDUNDANT: Final = "cancelled/redundant"
+MASKED: Final = "off_policy/masked_tokens"
 # The per-step table's columns, in order (`rolloutlog metrics`).
 STEP_COLUMNS: Final = (
     "step",
@@ -124,6 +127,7 @@ class _Window:
     withheld: int = 0  # members scored with their group, then withheld
     leftover: int = 0  # episodes aborted in flight or dropped finished as leftovers (slime)
     redundant: int = 0  # in-flight members cancelled as redundant
+    masked: int = 0  # trained tokens that carried no gradient (`stale_tokens = mask`)
 
     def values(self) -> dict[str, Any]:
         stats = ((OFF_POLICY, self.age), (IN_FLIGHT, self.in_flight), (IN_QUEUE, self.in_queue))
@@ -152,7 +156,7 @@ _READS: Final[dict[str, tuple[str, ...]]] = {
     "version_live": ("version",),
     "episode_dropped": ("episode_id", "reason"),
     "group_scored": ("group_id", "episode_ids", "admitted"),
-    "batch_shipped": ("t", "step", "episode_ids", "trained_ids"),
+    "batch_shipped": ("t", "step", "episode_ids", "trained_ids", "masked_tokens"),
     "episode_interrupted": ("episode_id", "completion_tokens"),
     "episode_resumed": ("episode_id", "policy_version"),
 }
@@ -254,6 +258,8 @@ class StepMetrics:
             values[LEFTOVER] = self.run.leftover
         if not values[REDUNDANT]:
             del values[REDUNDANT]
+        if self.run.masked:
+            values[MASKED] = self.run.masked
         return {**values, **self.segments.run_values()}
 
     # --- per kind (also fed row by row by the columnar fold) ------------------------------
@@ -338,9 +344,15 @@ class StepMetrics:
                 self.arrived.pop(episode_id, None)
 
     def on_shipped(
-        self, t: float, step: int, episode_ids: Sequence[str], trained_ids: Sequence[str]
+        self,
+        t: float,
+        step: int,
+        episode_ids: Sequence[str],
+        trained_ids: Sequence[str],
+        masked_tokens: int = 0,
     ) -> None:
         window = self.window
+        self.run.masked += masked_tokens or 0
         trained = set(trained_ids)
         ages: list[int] = []
         in_flight: list[int] = []

@@ -102,6 +102,9 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         values["updates_per_sync"] = 1  # ROLL's window: one update a step (startup_problems)
     if values.get("weight_update") == "drain" and values["admission"] in ("verl", "slime"):
         values["admission"] = "none"  # their budgets stall behind a drain (startup_problems)
+    partial = values.get("weight_update") == "interrupt" or values.get("recycle")
+    if partial and "stale_tokens" not in fixed:  # segments exist only where work is resumed
+        values["stale_tokens"] = draw(st.sampled_from(["drop", "mask"]))
     if values["admission"] == "slime" and "group_redundancy" not in fixed:
         values["group_redundancy"] = 0  # slime's rounds count whole groups (startup_problems)
     return RunConfig.from_mapping(values)

@@ -68,6 +68,7 @@ FIELD_TYPES: dict[str, object] = {
     "ship_wait": "literal",
     "weight_update": "literal",
     "recycle": bool,
+    "stale_tokens": "literal",
     "queue_limit": int,
     "queue_eviction": "literal",
     "max_lag": int,

@@ -164,6 +164,7 @@ FIELD_RULES_OFF = {
     "ship_wait": "none",
     "weight_update": "freeze",
     "recycle": False,
+    "stale_tokens": "drop",
     "stale_member": "cancel",
     "queue_limit": 0,
     "queue_eviction": "oldest-episode",

@@ -91,7 +91,7 @@ def test_a_preset_with_an_unknown_rule_is_refused_by_name(
         preset_overrides(bad)
     assert str(refused.value) == (
         f"policy {bad!r}: unknown rule {rule!r}; "
-        "known rules: capacity, straggler, oldest-first, interrupt, drain, recycle"
+        "known rules: capacity, straggler, oldest-first, interrupt, drain, recycle, mask"
     )
 
 

@@ -31,6 +31,7 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
         "updates_per_sync": 1,  # a version every batch
         "weight_update": "freeze",  # prime-rl keeps requests running across an update
         "recycle": False,  # and never aborts them when a batch is full
+        "stale_tokens": "drop",  # nor masks tokens: nothing is interrupted
         "over_sampling_batch_size": None,  # slime's keys: off
         "leftovers": "run-on",
         "ship_wait": "none",  # prime-rl ships a full batch at once

@@ -6,7 +6,8 @@ chose (`core.presets`) for each arrival of a group it finalizes, and the queue r
 each queued episode when the step advances; soft staleness keeps both. A requeue rule
 (tinker, slime-lag) discards a stale group whole instead, and its task is opened again. A
 bounded queue (`queue_limit`: verl's fully async MessageQueue, PipelineRL) evicts its oldest
-work when an admitted group would overfill it.
+work when an admitted group would overfill it. Under `stale_tokens = mask` a drop reads an
+episode's last segment, and a batch masks the tokens of its segments past the bound.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from itertools import islice
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+import attrs
 
 from rolloutlog.core.staleness import is_stale
 from rolloutlog.events.types import BatchShipped, DropReason, Event, GroupScored
@@ -22,6 +25,7 @@ from rolloutlog.events.types import BatchShipped, DropReason, Event, GroupScored
 if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
     from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup, SinkState
 
+_Item = TypeVar("_Item", "Arrival", "Queued")
 # An arrival held to this bound at finalize is never stale there.
 NO_BOUND = sys.maxsize
 # What a queue check sweeps of stale episodes: the queue, the scored group's members, none.
@@ -174,3 +178,38 @@ def evict_oldest_groups(queue: Mapping[str, Queued], excess: int) -> list[str]:
         evicted.append(episode_id)
         last_group = group_id
     return evicted
+
+
+# --- stale tokens: what a drop reads of an episode's segments, and what a batch masks ---------
+# `stale_view(item)`: the arrival or queued episode as the staleness drop reads it (its
+# `version` the one the drop tests). `masked(queued, step, bound)`: the completion tokens of
+# a trained episode that carry no gradient in batch `step`.
+
+
+def read_start(item: _Item) -> _Item:
+    """Drop (the default): a drop reads the episode's dispatch stamp, `start`."""
+    return item
+
+
+def read_end(item: _Item) -> _Item:
+    """Mask: a drop reads the version of the episode's last segment, `end`; its earlier
+    segments past the bound train masked instead."""
+    segments = item.segments
+    if not segments or segments[-1][0] == item.version:
+        return item
+    return attrs.evolve(item, version=segments[-1][0])
+
+
+def nothing_masked(queued: Queued, step: int, bound: int) -> int:
+    """Drop: every token of a trained episode carries gradient."""
+    return 0
+
+
+def tokens_past_the_bound(queued: Queued, step: int, bound: int) -> int:
+    """Mask: the tokens of the segments past the bound at `step` (a token's age is
+    `(step − 1) − v_k`, its segment's version); a frozen source's never are."""
+    return sum(
+        tokens
+        for version, tokens in queued.segments
+        if is_stale(version, step, bound, train=True, frozen=queued.frozen)
+    )

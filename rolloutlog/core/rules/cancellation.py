@@ -175,8 +175,26 @@ def stale_in_flight(state: DispatcherState, group: OpenGroup) -> tuple[str, ...]
     """The in-flight train members past the bound at the current step: cancelled as stale."""
     if not group.train or group.frozen:
         return ()
-    bound, step = state.config.max_off_policy_steps, state.step
-    return tuple(e for e, v in group.inflight.items() if rollout_age(v, step) > bound)
+    bound, step, goes_on = state.config.max_off_policy_steps, state.step, state.rules.goes_on_under
+    return tuple(
+        e for e, v in group.inflight.items() if rollout_age(goes_on(state, e, v), step) > bound
+    )
+
+
+def its_stamp(state: DispatcherState, episode_id: str, stamp: int) -> int:
+    """Drop (the default): an in-flight episode is as stale as its dispatch stamp."""
+    return stamp
+
+
+def the_version_it_goes_on_under(state: DispatcherState, episode_id: str, stamp: int) -> int:
+    """Mask: an in-flight episode is as stale as the version its next tokens come from,
+    which is what a drop at its end will read: under `interrupt`, and for one interrupted
+    (recycled) and not yet resumed, the version being announced; otherwise the version it
+    last resumed under, or its stamp."""
+    partial = state.partial
+    if state.config.weight_update == "interrupt" or episode_id in partial.interrupted:
+        return state.version
+    return partial.resumed.get(episode_id, stamp)
 
 
 def run_to_completion(state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:

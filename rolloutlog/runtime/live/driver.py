@@ -69,7 +69,7 @@ from rolloutlog.runtime.live.driver_options import (
 from rolloutlog.runtime.live.driver_requests import RequestsMixin
 from rolloutlog.runtime.live.driver_training import TrainingMixin
 from rolloutlog.runtime.live.endpoints import EndpointPool, NoEndpointsLeft
-from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch
+from rolloutlog.runtime.live.episodes import EpisodeBook, ShippedBatch, masked_past
 from rolloutlog.runtime.live.partial import PartialGeneration
 from rolloutlog.runtime.live.protocol import InferenceError
 from rolloutlog.runtime.live.publish import LiveRunError, WeightPublisher, WeightUpdateFailed
@@ -121,6 +121,7 @@ class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
                 request_prefix=new_request_prefix(),
                 hard_task_share=options.hard_task_share,
             )
+            self.book.mask_past = masked_past(config)
         self.counts: Counter[str] = Counter()
         self.reward_curve: list[float | None] = []
         self.version_live = 0

@@ -19,6 +19,7 @@ from typing import Final, TypeAlias
 
 import attrs
 
+from rolloutlog.core.config import RunConfig
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -134,6 +135,7 @@ class EpisodeBook:
         self._groups: dict[str, _Group] = {}
         self._cancelled: dict[str, DigitTask] = {}  # a late completion is still scored
         self._rollouts: dict[str, Rollout] = {}
+        self.mask_past: int | None = None  # `stale_tokens = mask`: the bound, else None
 
     @property
     def rollouts_kept(self) -> int:
@@ -313,6 +315,7 @@ class EpisodeBook:
                         inference_logprobs=rollout.logprobs,
                         advantage=rollout.advantage,
                         token_versions=rollout.token_versions,
+                        gradient_mask=self._carries(rollout, event.step),
                     )
                 )
                 versions.append(rollout.version)
@@ -320,6 +323,16 @@ class EpisodeBook:
         return ShippedBatch(
             step=event.step, samples=tuple(samples), versions=tuple(versions), mean_reward=mean
         )
+
+    def _carries(self, rollout: Rollout, step: int) -> tuple[bool, ...] | None:
+        """Under `stale_tokens = mask`, which completion tokens carry gradient in batch
+        `step`: those sampled at most the bound before the version it trains on (`step −
+        1`), as the sink counted `masked_tokens`; None when all do."""
+        if self.mask_past is None:
+            return None
+        versions = rollout.token_versions or (rollout.version,) * len(rollout.completion_ids)
+        carries = tuple((step - 1) - version <= self.mask_past for version in versions)
+        return None if all(carries) else carries
 
     def decided(self, event: Event) -> ShippedBatch | None:
         """What a decided event does to the book, written once for the driver (as it
@@ -355,3 +368,9 @@ class EpisodeBook:
                 "(a bookkeeping leak)"
             )
         self._rollouts[episode_id] = rollout
+
+
+def masked_past(config: RunConfig) -> int | None:
+    """The bound past which a trained token carries no gradient (`stale_tokens = mask`), or
+    None when every trained token does."""
+    return config.max_off_policy_steps if config.stale_tokens == "mask" else None

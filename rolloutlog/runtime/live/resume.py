@@ -42,7 +42,7 @@ from rolloutlog.events.types import (
     VersionLive,
 )
 from rolloutlog.runtime.live.broadcast import BroadcastError, WeightBroadcast, new_run_id
-from rolloutlog.runtime.live.episodes import BookError, EpisodeBook, ShippedBatch
+from rolloutlog.runtime.live.episodes import BookError, EpisodeBook, ShippedBatch, masked_past
 from rolloutlog.runtime.live.rollout_store import StoredRun
 
 
@@ -194,6 +194,7 @@ class _Fold:
         if not isinstance(first, RunStarted):
             raise ResumeError(f"{reader.path}: the log holds no run_started")
         loop = ReactionLoop.from_run_started(first, observers=observers)
+        self.book.mask_past = masked_past(loop.config)
         for event, expected in redecide(itertools.chain((first,), events), start=lambda _: loop):
             owed = "nothing" if expected is None else expected.kind
             if event is None:

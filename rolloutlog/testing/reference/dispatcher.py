@@ -25,6 +25,7 @@ from rolloutlog.events.types import (
     GroupOpened,
     GroupScored,
 )
+from rolloutlog.testing.reference.masking import goes_on_under
 from rolloutlog.testing.reference.oversampling import leftovers, slime_room
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import age, past_bound, task
@@ -94,7 +95,7 @@ def _before_update(record: Record, t: float) -> list[Event]:
             if settings.staleness != "soft"
             and settings.requeue == "none"  # a requeue rule lets stale groups run to the end
             and settings.stale_member == "cancel"  # withhold, run-on: none cancelled for age
-            and past_bound(settings, group.train, group.frozen, e.version, step)
+            and past_bound(settings, group.train, group.frozen, goes_on_under(record, e), step)
         ]
         waiting = _stale_unscheduled(record, group)
         if (stale or waiting) and settings.staleness == "per-group":

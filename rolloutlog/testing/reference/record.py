@@ -32,6 +32,10 @@ class Episode:
     advantage: float | None = None  # set when admitted to the queue
     shipped: bool = False
     shipped_at: int = 0  # the step of the batch that took it
+    completion: int = 0  # completion tokens, when it completed
+    stopped_at: list[int] = field(default_factory=list)  # tokens at each interruption
+    resumed_at: list[int] = field(default_factory=list)  # the version of each resumption
+    waiting: bool = False  # interrupted, not resumed yet
 
 
 @dataclass
@@ -158,6 +162,7 @@ class Record:
     def _episode_completed(self, event: Any) -> None:
         tokens = event.prompt_tokens + event.completion_tokens
         self._arrival(event, "completed", event.reward, tokens)
+        self.episodes[event.episode_id].completion = event.completion_tokens
 
     def _episode_failed(self, event: Any) -> None:
         self._arrival(event, "failed", None, 0)
@@ -211,9 +216,15 @@ class Record:
     def _episode_interrupted(self, event: Any) -> None:
         if event.reason == "recycle":
             self.recycled.add(event.episode_id)
+        episode = self.episodes[event.episode_id]
+        episode.stopped_at.append(event.completion_tokens)
+        episode.waiting = True
 
     def _episode_resumed(self, event: Any) -> None:
         self.recycled.discard(event.episode_id)
+        episode = self.episodes[event.episode_id]
+        episode.resumed_at.append(event.policy_version)
+        episode.waiting = False
 
     def _limit_set(self, event: Any) -> None:
         self.limit = event.max_inflight

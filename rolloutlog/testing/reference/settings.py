@@ -51,6 +51,7 @@ class Settings:
     # (an interrupted episode keeps its permit and its dispatch stamp).
     weight_update: str = "freeze"
     recycle: bool = False  # recycled work holds train dispatch until it is resumed
+    stale_tokens: str = "drop"  # mask: drops read an episode's end; old segments are masked
     stale_member: str = "cancel"
     max_lag: int = 0  # read only under admission = "max-lag"
     queue_limit: int = 0  # the sink's queue is unbounded

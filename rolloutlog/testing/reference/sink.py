@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event, GroupScored
+from rolloutlog.testing.reference.masking import masked, staleness_version
 from rolloutlog.testing.reference.oversampling import leftover
 from rolloutlog.testing.reference.record import Episode, Group, Record
 from rolloutlog.testing.reference.rules import ZERO, admits, advantages, age, past_bound
-from rolloutlog.testing.reference.settings import Settings
 
 
 def decide(record: Record, event: Event) -> list[Event]:
@@ -77,7 +77,7 @@ def _finalize(record: Record, group_id: str, t: float) -> list[Event]:
         elif episode.episode_id in withheld:
             if episode.status == "completed":
                 fresh.append(episode)
-        elif void or (judged and _drops(settings, group, episode, step)):
+        elif void or (judged and _drops(record, group, episode, step)):
             out.append(_drop(episode, step, t))
         elif episode.status == "completed":
             fresh.append(episode)
@@ -117,10 +117,12 @@ def _withheld(record: Record, group: Group) -> set[str]:
     return {e.episode_id for e in group.arrived() if record.version - e.version > bound}
 
 
-def _drops(settings: Settings, group: Group, episode: Episode, step: int) -> bool:
-    """Past the bound, where the policy drops for age (soft staleness never does)."""
+def _drops(record: Record, group: Group, episode: Episode, step: int) -> bool:
+    """Past the bound, where the policy drops for age (soft staleness never does); under
+    `mask` by the version of its last segment."""
+    settings, version = record.config, staleness_version(record, episode)
     return settings.staleness != "soft" and past_bound(
-        settings, group.train, group.frozen, episode.version, step
+        settings, group.train, group.frozen, version, step
     )
 
 
@@ -170,7 +172,7 @@ def _sweep_and_cut(record: Record, t: float) -> list[Event]:
     kept: list[Episode] = []
     for episode in record.queue():
         group = record.group_of(episode)
-        if _drops(settings, group, episode, step):
+        if _drops(record, group, episode, step):
             reason = "requeue" if settings.requeue == "at-ship" else "stale"  # tinker: at ship
             out.append(_drop(episode, step, t, reason))
         else:
@@ -248,6 +250,7 @@ def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
             episode_ids=tuple(e.episode_id for e in cut),
             trained_ids=tuple(e.episode_id for e in trained),
             tokens=sum(e.tokens for e in trained),
+            masked_tokens=sum(masked(record, e, record.step) for e in trained),
         ),
         *(_drop(e, record.step + 1, t, "leftover") for e in left),
     ]
