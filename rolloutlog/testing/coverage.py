@@ -34,6 +34,7 @@ FLOORS: Final[dict[str, tuple[str, float]]] = {
     "interrupted": ("a weight update interrupts an episode in flight (interrupt)", 0.05),
     "resumed": ("an interrupted episode is resumed, then completes", 0.05),
     "recycled": ("a shipped batch recycles an episode in flight (recycle)", 0.03),
+    "masked": ("a shipped batch trains tokens past the bound masked (stale_tokens = mask)", 0.01),
 }
 # Measured and printed, without a floor.
 REPORTED: Final[dict[str, str]] = {
@@ -132,6 +133,8 @@ def features(log: Sequence[Event]) -> set[str]:
         elif kind == "batch_shipped":
             step, batches = e.step + 1, batches + 1
             queued.difference_update(e.episode_ids)
+            if e.masked_tokens:
+                found.add("masked")
         elif kind == "run_finished":
             finished = True
         elif kind == "run_resumed":

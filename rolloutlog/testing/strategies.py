@@ -102,27 +102,27 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         values["updates_per_sync"] = 1  # ROLL's window: one update a step (startup_problems)
     if values.get("weight_update") == "drain" and values["admission"] in ("verl", "slime"):
         values["admission"] = "none"  # their budgets stall behind a drain (startup_problems)
-    partial = values.get("weight_update") == "interrupt" or values.get("recycle")
-    if partial and "stale_tokens" not in fixed:  # segments exist only where work is resumed
-        values["stale_tokens"] = draw(st.sampled_from(["drop", "mask"]))
     if values["admission"] == "slime" and "group_redundancy" not in fixed:
         values["group_redundancy"] = 0  # slime's rounds count whole groups (startup_problems)
     return RunConfig.from_mapping(values)
 
 
-# What a weight update does to work in flight, and `recycle`: read off the drawn `seed`
-# rather than drawn anew, since a new draw would move every later one and the derandomized
-# ci sample would lose the rare cases it reaches. A seed shrinks to 0: freeze, no recycle.
+# What a weight update does to work in flight, `recycle` and `stale_tokens`: read off the
+# drawn `seed` rather than drawn anew, since a new draw would move every later one and the
+# derandomized ci sample would lose the rare cases it reaches. A seed shrinks to 0: freeze,
+# no recycle, no mask.
 _WEIGHT_UPDATES = ("freeze", "interrupt", "drain", "interrupt", "interrupt")
 _RECYCLES = (False, True, False, True)
+_STALE_TOKENS = ("drop", "mask")  # where episodes have segments
 
 
 def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
-    """`weight_update` and `recycle` from `values["seed"]`, within what starts (a drain
-    stalls behind verl's and slime's budgets; recycled work waits for the update, so not
-    with a drain nor a sync of several updates: `RunConfig.startup_problems`; each is left
-    as drawn and the rule falls back). A world with
-    a last-chance wait (rare: it needs its cap reached) keeps the freeze it was drawn with."""
+    """`weight_update`, `recycle` and (where work is resumed) `stale_tokens` from
+    `values["seed"]`, within what starts (a drain stalls behind verl's and slime's budgets;
+    recycled work waits for the update, so not with a drain nor a sync of several updates:
+    `RunConfig.startup_problems`; each is left as drawn and the rule falls back). A world
+    with a last-chance wait (rare: it needs its cap reached) keeps the freeze it was drawn
+    with."""
     seed = values["seed"]
     waits = values["ship_wait"] == "last-chance"
     if "weight_update" not in fixed:
@@ -136,6 +136,9 @@ def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
         values["recycle"] = (
             recycle and values["weight_update"] != "drain" and values["updates_per_sync"] == 1
         )
+    partial = values["weight_update"] == "interrupt" or values["recycle"]
+    if partial and "stale_tokens" not in fixed:  # segments exist only where work is resumed
+        values["stale_tokens"] = _STALE_TOKENS[seed // 20 % len(_STALE_TOKENS)]
 
 
 @st.composite
