@@ -19,6 +19,7 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeDropped,
     EpisodeFailed,
+    EpisodeInterrupted,
     EpisodeResumed,
     EpisodesCancelled,
     Event,
@@ -105,11 +106,20 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     resumed: dict[str, int] = {}  # in flight, resumed: the version of its last segment
     spans: dict[str, int] = {}  # arrived resumed episodes: end − start
     partial_spans: list[int] = []  # the spans of the trained resumed episodes
+    segmenting = masking = False
+    cut_at: dict[str, int] = {}  # interrupted, not yet resumed: its completion tokens so far
+    pieces: dict[str, list[tuple[int, int]]] = {}  # in flight: (version, tokens so far) a piece
+    generated: dict[str, list[tuple[int, int]]] = {}  # arrived: (version, tokens) per segment
+    token_ages: Counter[int] = Counter()
+    tokens_trained = tokens_masked = 0
     for event in log:
         match event:
             case RunStarted():
                 bound = event.config["max_off_policy_steps"]
                 withholds = event.config.get("stale_member") == "withhold"
+                segmenting = event.config.get("weight_update") == "interrupt"
+                segmenting = segmenting or bool(event.config.get("recycle"))
+                masking = event.config.get("stale_tokens") == "mask"
             case GroupOpened():
                 size[event.group_id] = event.group_size
                 train[event.group_id] = event.work == "train"
@@ -128,11 +138,23 @@ def _recount(log: list[Event]) -> dict[str, Any]:
             case EpisodeDispatched():
                 stamp[event.episode_id] = event.policy_version
                 in_flight.add(event.episode_id)
+                pieces[event.episode_id] = [(event.policy_version, 0)]
+            case EpisodeInterrupted() if event.episode_id in in_flight:
+                cut_at[event.episode_id] = event.completion_tokens
             case EpisodeResumed() if event.episode_id in in_flight:
                 resumed[event.episode_id] = event.policy_version
+                pieces[event.episode_id].append(
+                    (event.policy_version, cut_at.pop(event.episode_id))
+                )
             case EpisodeCompleted() | EpisodeFailed():
                 if isinstance(event, EpisodeCompleted) and event.episode_id in in_flight:
                     tokens[event.episode_id] = event.prompt_tokens + event.completion_tokens
+                    starts = pieces[event.episode_id]  # (version, tokens before it) a segment
+                    ends = [n for _, n in starts[1:]] + [event.completion_tokens]
+                    generated[event.episode_id] = [
+                        (version, end - begun)
+                        for (version, begun), end in zip(starts, ends, strict=True)
+                    ]
                 if event.episode_id in in_flight and event.episode_id in resumed:
                     end = resumed.pop(event.episode_id)
                     spans[event.episode_id] = end - stamp[event.episode_id]
@@ -152,6 +174,12 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                 admitted += event.admitted
             case BatchShipped():
                 trained += len(event.trained_ids)
+                tokens_trained += event.tokens
+                for e in event.trained_ids:
+                    for version, n in generated.get(e, ()):
+                        token_ages[max(0, event.step - 1 - version)] += n
+                        old = event.step - 1 - version > bound and not frozen[e.rpartition("/")[0]]
+                        tokens_masked += n if masking and old else 0
                 partial_spans += [spans[e] for e in event.trained_ids if e in spans]
                 pruned += len(event.episode_ids) - len(event.trained_ids)
                 # the batch for step s trains on policy s - 1; an episode's age is how many
@@ -199,6 +227,19 @@ def _recount(log: list[Event]) -> dict[str, Any]:
         "episodes_interrupted": kinds["episode_interrupted"],
         "partial_ratio": len(partial_spans) / trained if trained else None,
         "largest_version_span": max(partial_spans, default=0),
+        **(
+            {"trained_token_age_histogram": {str(a): token_ages[a] for a in sorted(token_ages)}}
+            if segmenting
+            else {}
+        ),
+        **(
+            {
+                "tokens_trained_gradient": tokens_trained - tokens_masked,
+                "tokens_trained_masked": tokens_masked,
+            }
+            if masking
+            else {}
+        ),
         "run_finished": finished,
         "restarts": 0,
         "invariant_violations": [],
