@@ -368,15 +368,18 @@ class Account(
         if stale and group.train and not group.aborted:
             group.aborted = True
             self.roll_used -= 1
+        stale_stamps: list[tuple[str, int]] = []  # each member stale by its stamp
         for episode_id in episode_ids:
             found = group.inflight.pop(episode_id, None)
             if found is None:
                 return self._fail(seq, kind, f"{episode_id} cancelled but not in flight")
             if stale and not group.stale(found[0], self.step, self.bound):
                 self._fail(seq, kind, f"{episode_id} is not stale")
-            elif stale and self.masks:
-                self._mask_cancelled(seq, episode_id, group, found[0])
+            elif stale:
+                stale_stamps.append((episode_id, found[0]))
             del self.inflight[episode_id]
+        if stale and self.masks:
+            self._mask_cancelled(seq, group, stale_stamps, unscheduled)
         group.unscheduled -= unscheduled
         group.cancelled += len(episode_ids) + unscheduled
         if len(group.arrived) + group.cancelled > self.members(group):

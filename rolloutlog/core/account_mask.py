@@ -39,6 +39,7 @@ class _Books(Protocol):
     segments: dict[str, Segments]
     masks: bool
     pieces: dict[str, Pieces]
+    per_episode: bool
 
     def _fail(self, seq: int, kind: str, problem: str) -> None: ...
 
@@ -84,11 +85,25 @@ class MaskChecks:
             return self.version
         return books.versions[-1] if books is not None and books.versions else stamp
 
-    def _mask_cancelled(self: _Books, seq: int, episode_id: str, group: Group, stamp: int) -> None:
-        """A stale cancellation under `mask` is of work whose next tokens would be stale."""
-        version = self._goes_on_under(episode_id, stamp)
-        if self.masks and not group.stale(version, self.step, self.bound):
-            problem = f"{episode_id} would go on under v{version}, within the bound"
+    def _mask_cancelled(
+        self: _Books,
+        seq: int,
+        group: Group,
+        cancelled: Sequence[tuple[str, int]],
+        unscheduled: int,
+    ) -> None:
+        """A stale cancellation under `mask` is of work whose next tokens would be stale: each
+        member's own (per-episode), or, as per-group cancels a stale group whole, one member's
+        or the unscheduled members' (they would go out at the group's stale stamp)."""
+        fresh = [
+            episode_id
+            for episode_id, stamp in cancelled
+            if not group.stale(self._goes_on_under(episode_id, stamp), self.step, self.bound)
+        ]
+        whole_group_stale = not self.per_episode and (unscheduled or len(fresh) < len(cancelled))
+        if fresh and not whole_group_stale:
+            version = self._goes_on_under(fresh[0], dict(cancelled)[fresh[0]])
+            problem = f"{fresh[0]} would go on under v{version}, within the bound"
             self._fail(seq, "episodes_cancelled", f"{problem}: not stale under mask")
 
     def _mask_dropped(self: _Books, seq: int, episode_id: str, reason: str, ages: bool) -> None:

@@ -14,9 +14,19 @@ import attrs
 import pytest
 
 from rolloutlog.core import presets
-from rolloutlog.core.account import InvariantViolation
+from rolloutlog.core.account import Account, InvariantViolation
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.rules import acceptance, cancellation
-from rolloutlog.events.types import BatchShipped, Event
+from rolloutlog.events.schema import SCHEMA_VERSION
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeCompleted,
+    EpisodesCancelled,
+    Event,
+    RunStarted,
+    VersionPending,
+)
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog, open_log
 from rolloutlog.replay.step_metrics import MASKED, StepMetrics
@@ -98,3 +108,36 @@ def test_replay_of_a_log_file_checks_what_a_masking_run_masks(tmp_path: Path) ->
     write_and_read(planted, tmp_path / "planted.arrow")
     replay = replay_log(open_log(tmp_path / "planted.arrow"))
     assert any("its segments past the bound hold" in v for v in replay.violations)
+
+
+def test_a_per_group_run_cancels_a_stale_group_whole_under_mask() -> None:
+    """Found by the ci profile: prime-rl's open-group rule (`stale_cancel = "open"`) cancels
+    a per-group group whole at `version_pending` when its unscheduled members would go out at
+    its stale stamp, taking the in-flight member that would go on fresh under the announced
+    version with it. The account read that member alone and called it "not stale under mask"."""
+    config = RunConfig(
+        group_size=2,
+        max_inflight=1,
+        batch_size=None,
+        token_batch_size=16,
+        max_off_policy_steps=0,
+        target_lag=0,
+        staleness="per-group",
+        stale_cancel="open",
+        weight_update="interrupt",
+        stale_tokens="mask",
+    )
+    loop = ReactionLoop(config, observers=(Account(config),))
+    started = RunStarted(
+        t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+    )
+    log = loop.feed(started)
+    for t, episode_id, tokens in ((3.0, "g1/0", 17), (8.25, "g1/1", 20)):
+        log += loop.feed(
+            EpisodeCompleted(
+                t=t, episode_id=episode_id, reward=t / 10, prompt_tokens=8, completion_tokens=tokens
+            )
+        )
+    log += loop.feed(VersionPending(t=8.25, version=1))
+    cancelled = [e for e in log if isinstance(e, EpisodesCancelled)]
+    assert [(c.group_id, c.episode_ids, c.unscheduled) for c in cancelled] == [("g2", ("g2/0",), 1)]
