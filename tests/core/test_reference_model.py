@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import DISPATCHER
+from rolloutlog.events.jsonl import read_jsonl
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import EpisodeDispatched, Event
 from rolloutlog.testing.equivalence import (
@@ -191,4 +192,14 @@ DROPPED_IN_ROUND = RunConfig.from_mapping(
 def test_the_reference_model_agrees_on_slime_rounds(log: list[Event]) -> None:
     """slime's rounds re-grant what the step lost (groups scored short, queued members
     dropped before the batch ships): an eighth of `run_configs`' draws, so worlds of its own."""
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
+def test_a_duplicate_completion_leaves_the_masked_count_of_the_first() -> None:
+    """Found by the ci profile (areal admission, soft staleness, interrupt, mask): a second
+    completion of g7/1 with 23 tokens, after its first with 40, made the reference model
+    mask 23 tokens where the core masks the 40 of the arrival it kept."""
+    data = Path(__file__).parent / "data" / "masked_duplicate_completion.jsonl"
+    with data.open() as lines:
+        log = list(read_jsonl(lines))
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)

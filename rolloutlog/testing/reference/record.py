@@ -152,17 +152,20 @@ class Record:
         self.episodes[event.episode_id] = episode
         self.groups[event.group_id].members.append(episode)
 
-    def _arrival(self, event: Any, status: str, reward: float | None, tokens: int) -> None:
+    def _arrival(self, event: Any, status: str, reward: float | None, tokens: int) -> bool:
+        """Whether the arrival is the episode's own (else late, a duplicate, or of an
+        episode never dispatched: recorded in history, nothing more)."""
         episode = self.episodes.get(event.episode_id)
         if episode is None or episode.status != IN_FLIGHT:
-            return  # late, a duplicate, or never dispatched: recorded in history, nothing more
+            return False
         episode.status, episode.reward, episode.tokens = status, reward, tokens
         self.natural_arrivals.add(event.seq)
+        return True
 
     def _episode_completed(self, event: Any) -> None:
         tokens = event.prompt_tokens + event.completion_tokens
-        self._arrival(event, "completed", event.reward, tokens)
-        self.episodes[event.episode_id].completion = event.completion_tokens
+        if self._arrival(event, "completed", event.reward, tokens):
+            self.episodes[event.episode_id].completion = event.completion_tokens
 
     def _episode_failed(self, event: Any) -> None:
         self._arrival(event, "failed", None, 0)
