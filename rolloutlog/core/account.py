@@ -323,8 +323,8 @@ class Account(
         group.unscheduled -= 1
         group.inflight[episode_id] = (version, member)
         self.inflight[episode_id] = group
-        if self.ship_wait and version == self.step - 1 - self.bound:
-            self._wait_watch()  # dispatched at its last chance already (lag = bound)
+        if self.ship_wait and age(version, self.step) >= self.bound:
+            self._wait_watch()  # dispatched at or past its last chance (a lag of K - 1 > bound)
         self.registry.dispatched(group.number)
         return None
 

@@ -8,10 +8,12 @@ version, its own rollout age), so a count the account keeps wrong cannot also be
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
 
+from rolloutlog.events.jsonl import read_jsonl
 from rolloutlog.events.types import (
     ALWAYS_CANCEL_REASONS,
     BatchShipped,
@@ -263,4 +265,14 @@ def test_the_summary_recounts_the_log(log: list[Event]) -> None:
 def test_the_summary_recounts_the_ship_waits(log: list[Event]) -> None:
     """The last-chance wait is a tenth of `run_configs`' draws, and a run waits more than
     once in fewer still: worlds of its own, so that every wait's seconds are summed."""
+    _recounts(log)
+
+
+def test_a_dispatch_past_the_bound_starts_the_wait() -> None:
+    """Found by the ci profile (per-episode, bound 0, two updates per sync): g4/0 was
+    dispatched at v0 for step 2, age 1, past its last chance already; the account started
+    the wait only on a dispatch at age exactly the bound, and counted 0 s of the sink's 7 s."""
+    data = Path(__file__).parent / "data" / "ship_wait_past_bound_dispatch.jsonl"
+    with data.open() as lines:
+        log = list(read_jsonl(lines))
     _recounts(log)
