@@ -43,8 +43,10 @@ RESUMED = EpisodeResumed(t=1.0, episode_id="g1/0", policy_version=0)
 )
 def test_a_freeze_run_refuses_them_at_their_seq(event: Event, words: str) -> None:
     loop, log = started(FREEZE)
-    with pytest.raises(InconsistentLogError, match=words):
+    seq = loop.next_seq
+    with pytest.raises(InconsistentLogError, match=words) as refused:
         loop.feed(event)
+    assert (refused.value.seq, refused.value.kind) == (seq, event.kind)
     recorded = MemoryLog([*log, with_seq(event, len(log))])
     replay = replay_log(recorded)
     assert replay.error is not None and replay.error.seq == len(log)
@@ -85,8 +87,19 @@ def test_the_deciders_refuse_what_no_rule_makes(event: Event, words: str) -> Non
     loop.feed(done("g1/1", 2.0))
     loop.feed(VersionPending(t=3.0, version=1))
     loop.feed(EpisodeInterrupted(t=3.0, episode_id="g2/0", completion_tokens=3, reason="update"))
-    with pytest.raises(InconsistentLogError, match=words):
+    seq = loop.next_seq
+    with pytest.raises(InconsistentLogError, match=words) as refused:
         loop.feed(event)
+    assert (refused.value.seq, refused.value.kind) == (seq, event.kind)
+
+
+def test_an_update_interruption_under_recycle_alone_is_refused_for_its_reason() -> None:
+    """Recycle on, weight_update freeze: only a recycle interrupts, and the refusal of an
+    update's says so without calling recycle off."""
+    loop, _ = started(attrs.evolve(FREEZE, recycle=True))
+    with pytest.raises(InconsistentLogError) as refused:
+        loop.feed(INTERRUPTED)
+    assert refused.value.problem == "reason 'update' under weight_update 'freeze'"
 
 
 def test_no_interruption_without_an_update_under_way() -> None:
@@ -108,7 +121,8 @@ def test_the_account_catches_each_broken_rule_itself() -> None:
     completed = index[("episode_completed", "g2/0")]
     interrupted = index[("episode_interrupted", "g3/1")]
     wrong_version = attrs.evolve(log[resumed], policy_version=0)
-    assert any("inference serves v1" in v for v in _planted(log, resumed, wrong_version))
+    report = f"seq {resumed} (episode_resumed): resumed under v0, but inference serves v1"
+    assert report in _planted(log, resumed, wrong_version)
     fewer = attrs.evolve(log[completed], completion_tokens=2)
     assert any("completes with 2 tokens, had 3" in v for v in _planted(log, completed, fewer))
     skipped = attrs.evolve(log[interrupted], episode_id="g2/0")

@@ -85,7 +85,10 @@ def test_the_account_reports_a_batch_that_ships_past_the_wait() -> None:
     state.rules = attrs.evolve(state.rules, ship_waits=shipping.ship_at_once)
     run.complete("g1/0", "g1/1")
     run.publish(1)
-    with pytest.raises(InvariantViolation, match="batch 2 ships while g2 is at its last chance"):
+    with pytest.raises(
+        InvariantViolation,
+        match=r"^seq \d+ \(batch_shipped\): batch 2 ships while g2 is at its last chance",
+    ):
         run.complete("g3/0", "g3/1")
 
 
