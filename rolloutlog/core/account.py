@@ -5,9 +5,10 @@ its own rollout age, staleness and GRPO advantages (from the core it imports onl
 and the dispatch registry), fed plain values. The reaction loop feeds it as an observer (tests, the
 simulator, the live runtime), `replay`'s plain fold feeds it from event objects, and the
 columnar fold straight from log columns, so each rule is written once, and each piece of
-its own arithmetic once (`age` and `advantages` in `core.account_group`, with a group's
-books; `lags` and `shipped` here). The version and restart checks are
-`core.account_restart`'s; which method each event class feeds, `core.account_feeds`'.
+its own arithmetic once (`age`, `past_bound`, `behind` and `advantages` in
+`core.account_group`, with a group's books; `lags` and `shipped` here). The sink's events
+are checked in `core.account_sink`, the version and restart checks in
+`core.account_restart`; which method each event class feeds is `core.account_feeds`'.
 
 It checks, each at the seq where it broke:
 - bound: nothing ships past `max_off_policy_steps`; drops and stale cancellations are of
@@ -47,19 +48,18 @@ opened (members dispatched), which tells a late arrival from one never dispatche
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from rolloutlog.core.account_budget import BudgetChecks
 from rolloutlog.core.account_eviction import EvictionChecks
 from rolloutlog.core.account_feeds import FEEDS
-from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_group import Group, age
 from rolloutlog.core.account_mask import MaskChecks
 from rolloutlog.core.account_oversample import LeftoverChecks
 from rolloutlog.core.account_partial import PartialChecks
 from rolloutlog.core.account_properties import (
     AREAL_ADMISSION,
     CAPACITY,
-    HARD_BOUND,
     MAX_LAG_ADMISSION,
     NO_STALE_IN_FLIGHT,
     OUTSTANDING,
@@ -74,17 +74,15 @@ from rolloutlog.core.account_redundant import RedundancyChecks
 from rolloutlog.core.account_requeue import RequeueChecks
 from rolloutlog.core.account_restart import RestartChecks
 from rolloutlog.core.account_ship_wait import ShipWaitChecks
+from rolloutlog.core.account_sink import ADVANTAGE_TOLERANCE, SinkChecks
 from rolloutlog.core.account_tokens import TokenAges
 from rolloutlog.core.account_withhold import WithholdChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
 from rolloutlog.core.run_summary import RunSummary
-from rolloutlog.events.types import DROP_REASONS, Event
+from rolloutlog.events.types import Event
 
 __all__ = ["ADVANTAGE_TOLERANCE", "Account", "Group", "HoldsDispatcher", "InvariantViolation"]
-
-# How far recorded advantages may sit from GRPO over the scored rewards.
-ADVANTAGE_TOLERANCE: Final = 1e-9
 
 
 class InvariantViolation(AssertionError):
@@ -99,6 +97,7 @@ class HoldsDispatcher(Protocol):
 
 
 class Account(
+    SinkChecks,
     RestartChecks,
     RequeueChecks,
     BudgetChecks,
@@ -390,19 +389,8 @@ class Account(
     def _check_straggler(
         self, seq: int, group: Group, episode_ids: Sequence[str], unscheduled: int
     ) -> None:
-        """A straggler cut needs a fresh arrival at risk (exactly at the bound now, past it
-        after the next batch) and cancels all the group owes."""
-        at_risk = (
-            group.train
-            and not group.frozen
-            and any(
-                reward is not None
-                and episode_id not in group.dropped
-                and age(version, self.step) == self.bound
-                for episode_id, (_, version, reward, _) in group.arrived.items()
-            )
-        )
-        if not at_risk:
+        """A straggler cut needs a fresh arrival at risk and cancels all the group owes."""
+        if not group.at_risk(self.step, self.bound):
             self._fail(seq, "episodes_cancelled", "straggler cut without an arrival at risk")
         if not (set(group.inflight) <= set(episode_ids) and unscheduled == group.unscheduled):
             self._fail(seq, "episodes_cancelled", "straggler cut leaves members owed")
@@ -445,145 +433,6 @@ class Account(
     def on_run_finished(self, reason: str) -> None:
         self.finished = True
         self.run.finished_reason = reason
-
-    # --- sink events ---------------------------------------------------------------------
-
-    def on_dropped(self, seq: int, episode_id: str, reason: str, recorded_age: int) -> None:
-        kind = "episode_dropped"
-        self.queued_at.pop(episode_id, None)
-        if reason == "evicted":  # a bounded queue's, of any age (`core.account_eviction`)
-            return self._evicted(seq, episode_id, recorded_age)
-        self.train_promised -= 1
-        queued = self.queue.pop(episode_id, None)
-        group = None
-        if queued is not None:
-            version, ages, _ = queued
-        else:
-            group = self.groups.get(episode_id.rpartition("/")[0])
-            arrival = group.arrived.get(episode_id) if group is not None else None
-            if group is None or arrival is None or episode_id in group.dropped:
-                return self._fail(seq, kind, f"{episode_id} dropped but neither queued nor arrived")
-            group.dropped.add(episode_id)
-            version, ages = arrival[1], group.train and not group.frozen
-        actual = age(version, self.step)
-        self._mask_dropped(seq, episode_id, reason, ages)
-        if reason not in DROP_REASONS or recorded_age != actual:
-            self._fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
-        if reason == "leftover":
-            return self._leftover_dropped(seq, episode_id, group)
-        self.run.dropped_stale += 1
-        if reason == "requeue":
-            self._requeue_dropped(seq, episode_id, group, queued is not None)
-        if self.withholds or self.to_withhold or reason == "withheld":  # else it checks nothing
-            self._withhold_dropped(seq, episode_id, reason, group)
-        if not (ages and actual > self.bound):
-            self._fail(seq, kind, f"{episode_id} is not stale")
-        return None
-
-    def on_scored(
-        self,
-        seq: int,
-        group_id: str,
-        episode_ids: Sequence[str],
-        scored_advantages: Sequence[float],
-        admitted: bool,
-    ) -> None:
-        kind = "group_scored"
-        self._withhold_owed(seq, kind)
-        group = self.groups.pop(group_id, None)
-        if group is None:
-            return self._fail(seq, kind, f"{group_id} finalized twice or never opened")
-        self._make_room(seq, len(episode_ids) if admitted and group.train else 0)
-        if group.owes or len(group.arrived) + group.cancelled != self.members(group):
-            arrived = len(group.arrived)
-            problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
-            return self._fail(seq, kind, f"{problem} != G+r={self.members(group)}")
-        self._requeue_whole(seq, group_id, group)
-        self._leftover_scored(seq, group_id, episode_ids, admitted)
-        fresh = sorted(
-            (member, episode_id, reward)
-            for episode_id, (member, _, reward, _) in group.arrived.items()
-            if reward is not None and episode_id not in group.dropped
-        )
-        fresh_ids = [episode_id for _, episode_id, _ in fresh]
-        if list(episode_ids) != fresh_ids:
-            return self._fail(seq, kind, f"scored {list(episode_ids)}, fresh are {fresh_ids}")
-        if not group.train:
-            if scored_advantages or admitted:
-                self._fail(seq, kind, "eval group trained")
-            return None
-        self.run.scored += len(episode_ids)
-        self.run.partial += len(episode_ids) < group.size
-        self.run.admitted_groups += admitted
-        if admitted and not episode_ids:
-            self._fail(seq, kind, "admits a group with no scored member")
-        expected = advantages([reward for _, _, reward in fresh if reward is not None])
-        if len(scored_advantages) != len(expected) or not all(
-            abs(a - b) <= ADVANTAGE_TOLERANCE
-            for a, b in zip(scored_advantages, expected, strict=True)
-        ):  # a NaN fails this comparison too
-            self._fail(seq, kind, f"advantages {list(scored_advantages)} != GRPO {expected}")
-        if self.capacity:
-            kept = sum(episode_id not in group.dropped for episode_id in group.arrived)
-            self.train_promised -= kept - (len(episode_ids) if admitted else 0)
-        if admitted:
-            for episode_id in episode_ids:
-                _, version, _, tokens = group.arrived[episode_id]
-                self.queue[episode_id] = (version, not group.frozen, tokens)
-        self._wait_watch()
-        self._withhold_scored(seq, group, episode_ids, admitted)
-        return None
-
-    def on_shipped(
-        self,
-        seq: int,
-        step: int,
-        episode_ids: Sequence[str],
-        trained_ids: Sequence[str],
-        tokens: int,
-        masked_tokens: int = 0,
-    ) -> None:
-        kind = "batch_shipped"
-        self._withhold_owed(seq, kind)
-        self.run.trained += len(trained_ids)
-        self.run.pruned += len(episode_ids) - len(trained_ids)
-        if step != self.step:
-            return self._fail(seq, kind, f"batch for step {step} at step {self.step}")
-        if self.finished:
-            self._fail(seq, kind, "batch shipped after run_finished")
-        if self.gated:  # at this batch's step: the ship hold has not lifted
-            self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
-        self._wait_shipped(seq, step)
-        if OUTSTANDING in self.kept:
-            self.unpublished = {s: g for s, g in self.unpublished.items() if s > self.version}
-            self.unpublished[step] = {e.rpartition("/")[0] for e in episode_ids}
-        cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)
-        for episode_id in episode_ids:
-            queued = self.queue.pop(episode_id, None)
-            self.queued_at.pop(episode_id, None)
-            if queued is None:
-                self._fail(seq, kind, f"{episode_id} shipped but not queued (or twice)")
-                continue
-            version, ages, episode_tokens = queued
-            if ages and age(version, step) > self.bound and HARD_BOUND in self.kept:
-                self._fail(seq, kind, f"{episode_id} shipped at age {age(version, step)}")
-            cut[episode_id] = (version, episode_tokens, ages)
-        if len(set(trained_ids)) != len(trained_ids) or not cut.keys() >= set(trained_ids):
-            self._fail(seq, kind, "trains an episode it did not cut, or one twice")
-        held = 0
-        for episode_id in trained_ids:
-            if episode_id in cut:
-                version, episode_tokens, ages = cut[episode_id]
-                self.run.trained_at(
-                    age(version, step), past_bound=ages and age(version, step) > self.bound
-                )
-                held += episode_tokens
-        if tokens != held:
-            self._fail(seq, kind, f"tokens {tokens}, but the trained episodes hold {held}")
-        self._mask_shipped(seq, step, episode_ids, trained_ids, cut, masked_tokens, tokens)
-        self.step = step + 1
-        self._moved()
-        return None
 
     # --- the run summary -----------------------------------------------------------------
 

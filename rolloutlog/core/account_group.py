@@ -16,6 +16,18 @@ def age(version: int, step: int) -> int:
     return step - 1 - version
 
 
+def past_bound(ages: bool, version: int, step: int, bound: int) -> bool:
+    """An episode at `version` that ages (a live-policy train member) is past the bound
+    at `step`."""
+    return ages and age(version, step) > bound
+
+
+def behind(version: int, announced: int) -> int:
+    """Versions between the announced version and `version` (the version-age that
+    withholding judges at scoring, before any step moves)."""
+    return announced - version
+
+
 def advantages(rewards: Sequence[float]) -> list[float]:
     """GRPO: each reward minus the group's mean (a lone member gets 0)."""
     if not rewards:
@@ -46,4 +58,18 @@ class Group:
 
     def stale(self, version: int, step: int, bound: int) -> bool:
         """Past the bound at `step`: only train members from the policy being trained age."""
-        return self.train and not self.frozen and age(version, step) > bound
+        return past_bound(self.train and not self.frozen, version, step, bound)
+
+    def at_risk(self, step: int, bound: int) -> bool:
+        """A fresh arrival exactly at the bound at `step`, past it after the next batch (what
+        a straggler cut needs; only live-policy train members age)."""
+        return (
+            self.train
+            and not self.frozen
+            and any(
+                reward is not None
+                and episode_id not in self.dropped
+                and age(version, step) == bound
+                for episode_id, (_, version, reward, _) in self.arrived.items()
+            )
+        )

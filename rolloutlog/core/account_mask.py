@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from rolloutlog.core.account_group import Group, age
+from rolloutlog.core.account_group import Group, age, past_bound
 from rolloutlog.core.account_partial import Segments
 from rolloutlog.core.account_properties import GRADIENT_BOUND
 from rolloutlog.core.config import RunConfig
@@ -112,7 +112,7 @@ class MaskChecks:
         if not (self.masks and reason == "stale" and ages and pieces):
             return
         end = pieces[-1][0]
-        if age(end, self.step) <= self.bound:
+        if not past_bound(ages, end, self.step, self.bound):
             problem = f"{episode_id} dropped as stale, but its end v{end} is within the bound"
             self._fail(seq, "episode_dropped", problem)
 
@@ -139,9 +139,9 @@ class MaskChecks:
                 continue  # reported by `on_shipped`
             stamp, _, ages = cut[episode_id]
             pieces = self.pieces.get(episode_id, ((stamp, 0),))
-            masked += sum(n for version, n in pieces if ages and age(version, step) > self.bound)
+            masked += sum(n for version, n in pieces if past_bound(ages, version, step, self.bound))
             end = pieces[-1][0]
-            if ages and age(end, step) > self.bound and GRADIENT_BOUND in self.kept:
+            if past_bound(ages, end, step, self.bound) and GRADIENT_BOUND in self.kept:
                 problem = f"{episode_id} trains gradient-bearing tokens at age {age(end, step)}"
                 self._fail(seq, kind, problem)
         if masked_tokens != masked:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from rolloutlog.core.account_group import Group
+from rolloutlog.core.account_group import Group, behind
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.run_summary import RunSummary
 
@@ -58,7 +58,7 @@ class WithholdChecks:
             return
         for episode_id in episode_ids:
             _, version, _, tokens = group.arrived[episode_id]
-            if self.version - version > self.bound:
+            if behind(version, self.version) > self.bound:
                 self.to_withhold[episode_id] = tokens
 
     def _withhold_dropped(
@@ -78,7 +78,7 @@ class WithholdChecks:
         WithholdChecks._withhold_owed(self, seq, kind)
         if self.withholds and group is not None and reason == "stale":
             _, version, reward, _ = group.arrived[episode_id]
-            if reward is not None and self.version - version > self.bound:
+            if reward is not None and behind(version, self.version) > self.bound:
                 self._fail(seq, kind, f"{episode_id} dropped before scoring, not withheld")
 
     def _withhold_cancelled(self: _Books, seq: int, reason: str) -> None:

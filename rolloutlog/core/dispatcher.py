@@ -14,14 +14,15 @@ in-flight episode when a new driver resumes the run (`run_resumed`), and, with
 ships. Permits freed by cancellations are refilled when the dispatcher reacts to its own
 `episodes_cancelled`, so no decision is ever computed on a state it has not seen.
 The rules a run's policy chooses (stamping, capacity, smoothing, stale and straggler
-cancellations) are the functions in `state.rules`, from the preset table (`core.presets`).
+cancellations) are the functions in `state.rules`, from the preset table (`core.presets`);
+the fill itself is `core.dispatcher_fill`.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from rolloutlog.core import dispatcher_partial
+from rolloutlog.core import dispatcher_fill, dispatcher_partial
 from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.handlers import Handlers
@@ -46,7 +47,6 @@ from rolloutlog.events.types import (
     RunResumed,
     VersionLive,
     VersionPending,
-    Work,
 )
 
 __all__ = [
@@ -61,9 +61,6 @@ __all__ = [
     "next_tick",
     "tick",
 ]
-
-# Stands for "no limit" where capacity admission is off; any count of free permits is less.
-_UNLIMITED = 1 << 62
 
 
 # --- evolve ------------------------------------------------------------------------------
@@ -351,7 +348,7 @@ def decide(state: DispatcherState, event: Event) -> list[Event]:
         cancelled = cancel(state, event)
         if cancelled:
             return cancelled
-    return _fill(state, event.t)
+    return dispatcher_fill.fill(state, event.t)
 
 
 def _restart(state: DispatcherState, event: RunResumed) -> list[Event]:
@@ -384,124 +381,3 @@ _CANCELLATIONS: Final = (
     .on(EpisodeFailed, _redundant)
     .by_kind
 )
-
-
-def _free_permits(state: DispatcherState) -> int:
-    return state.rules.permits(state.limit - len(state.inflight), state.config, state.window_growth)
-
-
-def _train_allowance(state: DispatcherState) -> int:
-    """How many train episodes may go out now: none while gated, else capacity admission's."""
-    if state.gated():
-        return 0
-    left = state.rules.allowance(state.config, state.ledger, state.version)
-    return _UNLIMITED if left is None else left
-
-
-def _fill(state: DispatcherState, t: float) -> list[Event]:
-    """Use free permits, in the passes the run's rule gives (`state.rules.fill_passes`): in each,
-    continue the oldest open group that owes members, else open new ones."""
-    free = _free_permits(state)
-    if free <= 0:
-        return []
-    train = _train_allowance(state)
-    out: list[Event] = []
-    for work in state.rules.fill_passes(state):
-        free, train = _fill_pass(state, work, free, train, t, out)
-        if free <= 0:
-            break
-    return out
-
-
-def _fill_pass(
-    state: DispatcherState, work: Work | None, free: int, train: int, t: float, out: list[Event]
-) -> tuple[int, int]:
-    """One pass over the groups of `work` (None: any); the permits and train room left."""
-    for group_id in state.owing:
-        group = state.groups[group_id]
-        if work is not None and (work == "train") != group.train:
-            continue
-        count = min(free, group.unscheduled, train if group.train else free)
-        if count <= 0:
-            continue
-        _dispatch_members(state, group, group.start_version, group.dispatched, count, t, out)
-        free -= count
-        train -= count if group.train else 0
-        if free == 0:
-            return free, train
-    return _open_groups(state, free, train if work != "eval" else 0, t, out), train
-
-
-def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: list[Event]) -> int:
-    """Open owed eval groups, then train groups while `train` allows; the permits left.
-    Groups already opened in `out` (an earlier pass) count as opened."""
-    config = state.config
-    opened = [e for e in out if type(e) is GroupOpened]
-    number = state.groups_opened + len(opened)
-    eval_owed = state.eval_owed - sum(e.work == "eval" for e in opened)
-    # Requeued tasks first, oldest first; those an earlier pass opened are taken.
-    requeue = iter(list(state.requeue)[sum(e.work == "train" for e in opened) :])
-    while free > 0:
-        work: Work
-        if eval_owed > 0:
-            work, eval_owed = "eval", eval_owed - 1
-        elif train > 0:
-            work = "train"
-        else:
-            return free
-        number += 1
-        due = next(requeue, None) if work == "train" else None
-        task = state.task_source(config, number, work) if due is None else state.task_of(due)
-        group = OpenGroup(
-            group_id=f"g{number}",
-            number=number,
-            train=work == "train",
-            frozen=task.frozen,
-            size=members(config.group_size, config.group_redundancy),
-            start_version=state.version,
-        )
-        out.append(
-            GroupOpened(
-                t=t,
-                group_id=group.group_id,
-                work=work,
-                env=task.env,
-                task_id=task.task_id,
-                group_size=config.group_size,
-                policy_version=state.version,
-                step=state.step,
-                frozen=task.frozen,
-            )
-        )
-        count = min(free, group.size, train if group.train else free)
-        _dispatch_members(state, group, state.version, 0, count, t, out)
-        free -= count
-        train -= count if group.train else 0
-    return free
-
-
-def _dispatch_members(
-    state: DispatcherState,
-    group: OpenGroup,
-    start_version: int,
-    first_member: int,
-    count: int,
-    t: float,
-    out: list[Event],
-) -> None:
-    """Dispatch members `first_member ..` of `group`, each stamped with its dispatch version.
-
-    Per-group staleness stamps every member with the group's start version instead, which
-    is what the reference system did before per-episode enforcement (`state.rules.stamp`).
-    """
-    version = state.rules.stamp(start_version, state.version)
-    for member in range(first_member, first_member + count):
-        out.append(
-            EpisodeDispatched(
-                t=t,
-                episode_id=f"{group.group_id}/{member}",
-                group_id=group.group_id,
-                member=member,
-                policy_version=version,
-            )
-        )

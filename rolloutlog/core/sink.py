@@ -15,7 +15,8 @@ then `apply`), and `decide` reads the state that already includes the event it r
 The state lives in `core.sink_state`; which arrivals and queued episodes drop and in which
 order a batch is taken are the run's choices from the rule families (`state.rules`,
 `core.presets`): under soft staleness (the `areal` field preset) nothing drops for its age,
-so there the guarantee is only what admission keeps.
+so there the guarantee is only what admission keeps. The sweep and the batch cut are
+`core.sink_cut`'s, the zero-output guard's books `core.sink_idle`'s.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from rolloutlog.core import sink_mask
+from rolloutlog.core import sink_cut, sink_idle, sink_mask
 from rolloutlog.core.curriculum import ScoredGroup
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
 from rolloutlog.core.handlers import Handlers
-from rolloutlog.core.rules.composition import take
 from rolloutlog.core.rules.group_shape import members
-from rolloutlog.core.scoring import grpo_advantages, is_zero_advantage
+from rolloutlog.core.scoring import grpo_advantages
 from rolloutlog.core.sink_eviction import evictions
+from rolloutlog.core.sink_idle import zero_output_reason
 from rolloutlog.core.sink_state import (
     Arrival,
     IdleWork,
@@ -223,27 +224,9 @@ def _on_scored(state: SinkState, event: GroupScored) -> None:
     if not group.train:
         return
     state.checked_step = state.step
-    stale_admitted = 0
     if event.admitted:
         _enqueue(state, group, event)
-        bound, step, drops = (
-            state.config.max_off_policy_steps,
-            state.step,
-            state.rules.drop_from_queue,
-        )
-        withheld = withheld_members(state, group, group.arrived)  # about to be dropped too
-        view = state.rules.stale_view
-        stale_admitted = sum(
-            e in withheld or drops(view(state.queue[e]), step, bound) for e in event.episode_ids
-        )
-        if stale_admitted < len(event.episode_ids):  # something will train: work came out
-            state.idle = IdleWork()
-            return
-    idle = state.idle  # nothing admitted, or all of it stale (the queue check drops it)
-    idle.episodes += group.size
-    idle.stale += group.stale_cancelled + sum(a.dropped for a in group.arrived) + stale_admitted
-    idle.rejected_groups += bool(event.episode_ids) and not event.admitted
-    idle.unscored_groups += not event.episode_ids
+    sink_idle.count_scored(state, group, event)
 
 
 def _enqueue(state: SinkState, group: SinkGroup, event: GroupScored) -> None:
@@ -391,65 +374,6 @@ def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) 
     )
 
 
-def _sweep_and_cut(state: SinkState, swept: Iterable[str], t: float) -> list[Event]:
-    """Drop the `swept` queued episodes that are stale (the step advanced, or they were
-    queued stale), then cut if a batch is full."""
-    bound, step, queue = state.config.max_off_policy_steps, state.step, state.queue
-    reason = state.rules.swept_reason()
-    out: list[Event] = []
-    dropped: set[str] = set()
-    for episode_id in swept:
-        queued = queue.get(episode_id)
-        if queued is not None and state.rules.drop_from_queue(
-            state.rules.stale_view(queued), step, bound
-        ):
-            age = rollout_age(queued.version, step)
-            out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
-            dropped.add(episode_id)
-    if dropped:
-        queue = {e: q for e, q in queue.items() if e not in dropped}
-    out.extend(_cut(state, queue, t))
-    return out
-
-
-def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
-    """Cut batch `step` from the oldest queued episodes once it is full and may ship."""
-    config = state.config
-    if state.finished:
-        return []  # the run is over: what finalizes at shutdown is scored, never trained
-    if state.version < state.step - 1 - state.rules.lag(config):
-        return []  # ship hold: the trainer is too far behind to take batch `step` yet
-    if state.rules.ship_waits(state):
-        return []  # ship wait: work at its last chance is still on its way (`ship_wait`)
-    cut = take(state.rules.batch_order, config, queue, state.step)
-    if not cut:
-        return []
-    trained = [
-        e
-        for e in cut
-        if not (config.filter_zero_advantages and is_zero_advantage(queue[e].advantage))
-    ]
-    shipped = BatchShipped(
-        t=t,
-        step=state.step,
-        episode_ids=tuple(cut),
-        trained_ids=tuple(trained),
-        tokens=sum(queue[e].tokens for e in trained),
-        masked_tokens=sum(
-            state.rules.masked(queue[e], state.step, config.max_off_policy_steps) for e in trained
-        ),
-    )
-    after = state.step + 1  # the step the leftovers are dropped at, once the batch shipped
-    left = state.rules.queue_leftovers(queue, cut)  # slime: what the full batch left, lost
-    drops = (
-        EpisodeDropped(
-            t=t, episode_id=e, reason="leftover", age=rollout_age(queue[e].version, after)
-        )
-        for e in left
-    )
-    return [shipped, *drops]
-
-
 def _decide_cancelled(state: SinkState, event: EpisodesCancelled) -> list[Event]:
     return _finalize_if_complete(state, event.group_id, event.t)
 
@@ -468,7 +392,7 @@ def _decide_check(
         swept = list(state.queue)
     elif sweep == "scored" and isinstance(event, GroupScored) and event.admitted:
         swept = event.episode_ids
-    return _sweep_and_cut(state, swept, event.t)
+    return sink_cut.sweep_and_cut(state, swept, event.t)
 
 
 _DECISIONS: Final = (
@@ -481,36 +405,3 @@ _DECISIONS: Final = (
     .on(VersionPending, _decide_check)
     .by_kind
 )
-
-
-# --- the zero-output guard ---------------------------------------------------------------
-
-
-def zero_output_reason(state: SinkState) -> str | None:
-    """Why the run should stop, when N batches' worth of finalized work admitted nothing.
-
-    Work is counted in finalized episodes, cancelled ones included, so a run whose work is
-    all cancelled stops too. With token batches, a batch is worth `token_batch_size` over
-    the mean tokens of the completed episodes so far (one group before any completed).
-    """
-    config, idle = state.config, state.idle
-    limit = config.zero_output_batches
-    if idle.episodes < limit * _episodes_per_batch(state):
-        return None
-    return (
-        f"no group admitted for training in {idle.episodes} finalized episodes "
-        f"({limit} batches' worth): "
-        f"{idle.stale} episodes dropped or cancelled as stale, "
-        f"{idle.rejected_groups} groups rejected by curriculum {config.curriculum!r}, "
-        f"{idle.unscored_groups} groups with no fresh successful member. "
-        "Check max_off_policy_steps (staleness drops), the curriculum, or task difficulty."
-    )
-
-
-def _episodes_per_batch(state: SinkState) -> float:
-    config = state.config
-    if config.batch_size is not None:
-        return config.batch_size
-    if state.completed == 0:
-        return config.group_size
-    return (config.token_batch_size or 0) * state.completed / max(1, state.completed_tokens)

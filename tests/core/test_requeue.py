@@ -3,30 +3,15 @@ its task opened again as a new group, before any fresh task."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 import pytest
 
 from rolloutlog.core import dispatcher
 from rolloutlog.core.errors import InconsistentLogError
-from rolloutlog.core.presets import preset_overrides
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import EpisodeDropped, Event, GroupOpened
+from tests.core.requeue_runs import requeue_run, stale_at_completion
 from tests.core.test_scenarios import Run
-
-# G = 2, bound 0, no lag: every step a group waits through makes it stale.
-TIGHT: dict[str, Any] = {
-    "group_size": 2,
-    "max_inflight": 4,
-    "batch_size": 2,
-    "max_off_policy_steps": 0,
-    "target_lag": 0,
-}
-
-
-def _run(policy: str, **config: Any) -> Run:
-    return Run(**{**TIGHT, **preset_overrides(policy), **config})
 
 
 def _opened(run: Run) -> dict[str, GroupOpened]:
@@ -49,26 +34,17 @@ def _opened_after_drops(run: Run, group_id: str) -> GroupOpened:
     )
 
 
-def _stale_at_completion(run: Run) -> None:
-    """g1 ships batch 1 (step 2) while g2 (and g3, on g1's first permit), opened at v0, still
-    run: g2 completes at age 1 > 0 before any version is published; v1 lifts the gate and
-    g4 opens."""
-    run.complete("g1/0", "g1/1")
-    run.complete("g2/0", "g2/1")
-    run.publish(1)
-
-
 def test_tinker_discards_a_group_stale_for_its_batch_and_reopens_its_task_first() -> None:
-    run = _run("tinker")
-    _stale_at_completion(run)
+    run = requeue_run("tinker")
+    stale_at_completion(run)
     assert _drops(run) == {"g2/0": "requeue", "g2/1": "requeue"}
     opened = _opened(run)
     assert (opened["g4"].task_id, opened["g4"].env) == (opened["g2"].task_id, opened["g2"].env)
 
 
 def test_without_requeue_the_stale_group_is_dropped_and_a_fresh_task_opens() -> None:
-    run = _run("per-group")
-    _stale_at_completion(run)
+    run = requeue_run("per-group")
+    stale_at_completion(run)
     assert _drops(run) == {"g2/0": "stale", "g2/1": "stale"}
     assert _opened(run)["g4"].task_id == task_for_group(run.config, 4, "train").task_id
 
@@ -76,14 +52,14 @@ def test_without_requeue_the_stale_group_is_dropped_and_a_fresh_task_opens() -> 
 def test_slime_lag_accepts_by_version_so_the_sinks_bound_drops_without_requeue() -> None:
     """At completion g2 lags no version (v0 - v0 = 0 <= 0), so slime would accept it; it is
     past the bound for batch 2 all the same, and the sink drops it as stale."""
-    run = _run("slime-lag")
-    _stale_at_completion(run)
+    run = requeue_run("slime-lag")
+    stale_at_completion(run)
     assert _drops(run) == {"g2/0": "stale", "g2/1": "stale"}
     assert _opened(run)["g4"].task_id == task_for_group(run.config, 4, "train").task_id
 
 
 def test_slime_lag_requeues_groups_that_complete_behind_the_current_version() -> None:
-    run = _run("slime-lag")
+    run = requeue_run("slime-lag")
     run.complete("g1/0", "g1/1")  # batch 1: step 2, gated until v1
     run.publish(1)  # g2, g3 (v0) are not cancelled: they run on
     assert sorted(run.loop.dispatcher_state.inflight) == ["g2/0", "g2/1", "g3/0", "g3/1"]
@@ -98,7 +74,7 @@ def test_slime_lag_requeues_groups_that_complete_behind_the_current_version() ->
 
 def test_tinker_requeues_a_queued_group_the_step_carried_past_the_bound() -> None:
     """G = 3, batch 2: batch 1 takes g1/0 and g1/1, and g1/2 is left queued at age 1."""
-    run = _run("tinker", group_size=3, max_inflight=3)
+    run = requeue_run("tinker", group_size=3, max_inflight=3)
     run.complete("g1/0", "g1/1", "g1/2")
     assert _drops(run) == {"g1/2": "requeue"}
     run.publish(1)
@@ -108,8 +84,8 @@ def test_tinker_requeues_a_queued_group_the_step_carried_past_the_bound() -> Non
 
 
 def test_a_requeue_of_a_requeue_keeps_the_first_task() -> None:
-    run = _run("tinker")
-    _stale_at_completion(run)  # g4 is g2's task again, at v1
+    run = requeue_run("tinker")
+    stale_at_completion(run)  # g4 is g2's task again, at v1
     run.complete("g3/0", "g3/1")  # g3 (v0) is past the bound: requeued (g5 was fresh)
     run.complete("g5/0", "g5/1")  # batch 2: step 3, gated
     run.complete("g4/0", "g4/1")  # g4 (v1) is past the bound for batch 3: requeued
@@ -121,8 +97,8 @@ def test_a_requeue_of_a_requeue_keeps_the_first_task() -> None:
 
 
 def test_the_dispatcher_refuses_a_fresh_task_while_a_requeue_is_due() -> None:
-    run = _run("tinker")
-    _stale_at_completion(run)
+    run = requeue_run("tinker")
+    stale_at_completion(run)
     state = dispatcher.initial_state(run.config)
     requeue_at = next(e.seq for e in run.log if e.kind == "group_opened" and e.group_id == "g4")
     fresh = task_for_group(run.config, 4, "train").task_id

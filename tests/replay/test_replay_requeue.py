@@ -14,14 +14,14 @@ from rolloutlog.replay.conformance import check_conformance
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.verify import verify_log
 from tests.core.planted import fed
-from tests.core.test_requeue import _run, _stale_at_completion
+from tests.core.requeue_runs import requeue_run, stale_at_completion
 from tests.replay.test_replay_cli import run, written
 
 
 def _tinker_log() -> list[Event]:
     """g2 completes past the bound and is requeued as g4 (see tests/core/test_requeue.py)."""
-    loop_run = _run("tinker")
-    _stale_at_completion(loop_run)
+    loop_run = requeue_run("tinker")
+    stale_at_completion(loop_run)
     loop_run.feed(RunFinished(t=99.0, reason="steps"))
     return loop_run.log
 
@@ -29,7 +29,7 @@ def _tinker_log() -> list[Event]:
 def _requeue_skipped(log: list[Event]) -> tuple[list[Event], int]:
     """The requeue g4 opened on a fresh task instead, as if g2's task were never owed."""
     seq = next(e.seq for e in log if isinstance(e, GroupOpened) and e.group_id == "g4")
-    fresh = task_for_group(_run("tinker").config, 4, "train").task_id
+    fresh = task_for_group(requeue_run("tinker").config, 4, "train").task_id
     return [attrs.evolve(e, task_id=fresh) if e.seq == seq else e for e in log], seq
 
 

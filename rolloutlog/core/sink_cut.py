@@ -1,0 +1,79 @@
+"""The sink's batch cut: the sweep of stale queued episodes, the ship hold, the cut.
+
+At a readiness check (`core.sink`'s `_decide_check`, where the run's rule runs one) the
+sink drops the swept queued episodes that are stale, then cuts batch `step` from the queue
+in the run's batch order once it is full, unless the run is over, the trainer lags too far
+behind (the ship hold) or work at its last chance is still on its way (the ship wait).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from rolloutlog.core.rules.composition import take
+from rolloutlog.core.scoring import is_zero_advantage
+from rolloutlog.core.staleness import rollout_age
+from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event
+
+if TYPE_CHECKING:
+    from rolloutlog.core.sink_state import Queued, SinkState
+
+
+def sweep_and_cut(state: SinkState, swept: Iterable[str], t: float) -> list[Event]:
+    """Drop the `swept` queued episodes that are stale (the step advanced, or they were
+    queued stale), then cut if a batch is full."""
+    bound, step, queue = state.config.max_off_policy_steps, state.step, state.queue
+    reason = state.rules.swept_reason()
+    out: list[Event] = []
+    dropped: set[str] = set()
+    for episode_id in swept:
+        queued = queue.get(episode_id)
+        if queued is not None and state.rules.drop_from_queue(
+            state.rules.stale_view(queued), step, bound
+        ):
+            age = rollout_age(queued.version, step)
+            out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
+            dropped.add(episode_id)
+    if dropped:
+        queue = {e: q for e, q in queue.items() if e not in dropped}
+    out.extend(_cut(state, queue, t))
+    return out
+
+
+def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
+    """Cut batch `step` from the oldest queued episodes once it is full and may ship."""
+    config = state.config
+    if state.finished:
+        return []  # the run is over: what finalizes at shutdown is scored, never trained
+    if state.version < state.step - 1 - state.rules.lag(config):
+        return []  # ship hold: the trainer is too far behind to take batch `step` yet
+    if state.rules.ship_waits(state):
+        return []  # ship wait: work at its last chance is still on its way (`ship_wait`)
+    cut = take(state.rules.batch_order, config, queue, state.step)
+    if not cut:
+        return []
+    trained = [
+        e
+        for e in cut
+        if not (config.filter_zero_advantages and is_zero_advantage(queue[e].advantage))
+    ]
+    shipped = BatchShipped(
+        t=t,
+        step=state.step,
+        episode_ids=tuple(cut),
+        trained_ids=tuple(trained),
+        tokens=sum(queue[e].tokens for e in trained),
+        masked_tokens=sum(
+            state.rules.masked(queue[e], state.step, config.max_off_policy_steps) for e in trained
+        ),
+    )
+    after = state.step + 1  # the step the leftovers are dropped at, once the batch shipped
+    left = state.rules.queue_leftovers(queue, cut)  # slime: what the full batch left, lost
+    drops = (
+        EpisodeDropped(
+            t=t, episode_id=e, reason="leftover", age=rollout_age(queue[e].version, after)
+        )
+        for e in left
+    )
+    return [shipped, *drops]

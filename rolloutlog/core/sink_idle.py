@@ -1,0 +1,74 @@
+"""The sink's zero-output guard: the finalized train work since something was last admitted,
+and why the run should stop when N batches' worth of it admitted nothing.
+
+A run whose every group comes out stale, rejected by its curriculum or with no fresh
+successful member would otherwise run forever without training; the sink counts that work
+at each train group's scoring (`count_scored`, in `state.idle`), and the loop asks
+`zero_output_reason` after each world event.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rolloutlog.core.sink_state import IdleWork
+from rolloutlog.core.sink_withhold import withheld_members
+from rolloutlog.events.types import GroupScored
+
+if TYPE_CHECKING:
+    from rolloutlog.core.sink_state import SinkGroup, SinkState
+
+
+def count_scored(state: SinkState, group: SinkGroup, event: GroupScored) -> None:
+    """A train group scored, its admitted members already queued: anything that will train
+    resets the count; otherwise its members are idle work, counted by why."""
+    stale_admitted = 0
+    if event.admitted:
+        bound, step, drops = (
+            state.config.max_off_policy_steps,
+            state.step,
+            state.rules.drop_from_queue,
+        )
+        withheld = withheld_members(state, group, group.arrived)  # about to be dropped too
+        view = state.rules.stale_view
+        stale_admitted = sum(
+            e in withheld or drops(view(state.queue[e]), step, bound) for e in event.episode_ids
+        )
+        if stale_admitted < len(event.episode_ids):  # something will train: work came out
+            state.idle = IdleWork()
+            return
+    idle = state.idle  # nothing admitted, or all of it stale (the queue check drops it)
+    idle.episodes += group.size
+    idle.stale += group.stale_cancelled + sum(a.dropped for a in group.arrived) + stale_admitted
+    idle.rejected_groups += bool(event.episode_ids) and not event.admitted
+    idle.unscored_groups += not event.episode_ids
+
+
+def zero_output_reason(state: SinkState) -> str | None:
+    """Why the run should stop, when N batches' worth of finalized work admitted nothing.
+
+    Work is counted in finalized episodes, cancelled ones included, so a run whose work is
+    all cancelled stops too. With token batches, a batch is worth `token_batch_size` over
+    the mean tokens of the completed episodes so far (one group before any completed).
+    """
+    config, idle = state.config, state.idle
+    limit = config.zero_output_batches
+    if idle.episodes < limit * _episodes_per_batch(state):
+        return None
+    return (
+        f"no group admitted for training in {idle.episodes} finalized episodes "
+        f"({limit} batches' worth): "
+        f"{idle.stale} episodes dropped or cancelled as stale, "
+        f"{idle.rejected_groups} groups rejected by curriculum {config.curriculum!r}, "
+        f"{idle.unscored_groups} groups with no fresh successful member. "
+        "Check max_off_policy_steps (staleness drops), the curriculum, or task difficulty."
+    )
+
+
+def _episodes_per_batch(state: SinkState) -> float:
+    config = state.config
+    if config.batch_size is not None:
+        return config.batch_size
+    if state.completed == 0:
+        return config.group_size
+    return (config.token_batch_size or 0) * state.completed / max(1, state.completed_tokens)

@@ -1,0 +1,21 @@
+"""What the `whatif` tests share: a recorded log of a built-in scenario, and the figures
+a what-if run is held to."""
+
+from __future__ import annotations
+
+from rolloutlog.runs.simulate import run_policy
+from rolloutlog.runtime.sim.scenario import load_scenario
+
+FIGURES = ("finished_rollouts_discarded", "trained_episodes_per_hour", "mean_trained_age")
+
+
+def relative_errors(got: dict, want: dict) -> dict[str, float]:
+    return {k: abs(got[k] - want[k]) / abs(want[k]) for k in FIGURES}
+
+
+def recorded_log(tmp_path, scenario: str, policy: str, steps: int):
+    """Simulate `policy` on a built-in scenario, writing its log; (log path, report)."""
+    path = tmp_path / f"{scenario}.{policy}.arrow"
+    truth = load_scenario(scenario).with_steps(steps).with_policy(policy)
+    report, _ = run_policy(truth, log_path=path)
+    return path, report
