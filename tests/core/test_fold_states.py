@@ -8,6 +8,8 @@ after every event, so a count kept wrong shows at the event that put it wrong.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,12 +18,14 @@ from rolloutlog.core import dispatcher, sink
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import fingerprint
 from rolloutlog.core.loop import DISPATCHER, SINK, ReactionLoop
+from rolloutlog.events.jsonl import read_jsonl
 from rolloutlog.events.schema import SCHEMA_VERSION, events_to_batch
 from rolloutlog.events.types import (
     UNSEQUENCED,
     WORLD_KINDS,
     BatchShipped,
     EpisodeDispatched,
+    EpisodeDropped,
     Event,
     GroupOpened,
     GroupScored,
@@ -56,7 +60,20 @@ def test_the_zero_output_guard_counts_what_the_log_shows(log: list[Event]) -> No
     finalized since the last one that admitted something that will train, and how many of
     those were scored but rejected, or had no fresh successful member to score. A group
     admitted with every member already past the bound (stale arrivals judged after the
-    curriculum) admits nothing that trains: the queue check drops it."""
+    curriculum) admits nothing that trains: the queue check drops it; nor does one whose
+    members are all withheld (`stale_member = "withhold"`: scored, then dropped)."""
+    _idle_recounted(log)
+
+
+def test_a_group_whose_only_member_is_withheld_is_idle_work() -> None:
+    """Found by the dev profile: a prime-rl-withhold group admitted with its one member
+    withheld as stale trains nothing; the sink counted it idle, the recount did not."""
+    data = Path(__file__).parent / "data" / "withheld_group_idle.jsonl"
+    with data.open() as lines:
+        _idle_recounted(list(read_jsonl(lines)))
+
+
+def _idle_recounted(log: list[Event]) -> None:
     config = RunConfig.from_mapping(log[0].config, startable=False)  # type: ignore[union-attr]
     fold = LogFold.from_run_started(log[0])
     sizes: dict[str, int] = {}
@@ -64,6 +81,10 @@ def test_the_zero_output_guard_counts_what_the_log_shows(log: list[Event]) -> No
     stamps: dict[str, int] = {}
     step = 1
     episodes = rejected = unscored = 0
+    # withheld members are dropped right after their group's scoring: nothing of theirs trains
+    withheld = {
+        e.episode_id for e in log if isinstance(e, EpisodeDropped) and e.reason == "withheld"
+    }
     for event in log:
         fold.apply(event)
         if isinstance(event, GroupOpened) and event.work == "train":
@@ -74,7 +95,10 @@ def test_the_zero_output_guard_counts_what_the_log_shows(log: list[Event]) -> No
         if isinstance(event, BatchShipped):
             step = event.step + 1
         if isinstance(event, GroupScored) and event.group_id in sizes:
-            if event.admitted and not _all_past_the_bound(config, event, stamps, step, frozen):
+            trains = {e for e in event.episode_ids if e not in withheld}
+            if event.admitted and not _all_past_the_bound(
+                config, event, trains, stamps, step, frozen
+            ):
                 episodes = rejected = unscored = 0
             else:
                 episodes += sizes[event.group_id]
@@ -91,15 +115,17 @@ def test_the_zero_output_guard_counts_what_the_log_shows(log: list[Event]) -> No
 def _all_past_the_bound(
     config: RunConfig,
     event: GroupScored,
+    trains: set[str],
     stamps: dict[str, int],
     step: int,
     frozen: dict[str, bool],
 ) -> bool:
-    """Every admitted member is older than the bound now, where the run drops for age."""
-    if config.staleness == "soft" or frozen[event.group_id]:
+    """Every admitted member not withheld is older than the bound now, where the run drops
+    for age (so none is left to train, when all are withheld)."""
+    if (config.staleness == "soft" or frozen[event.group_id]) and trains:
         return False
     bound = config.max_off_policy_steps
-    return all((step - 1) - stamps[e] > bound for e in event.episode_ids)
+    return all((step - 1) - stamps[e] > bound for e in trains)
 
 
 @given(world_logs(max_steps=60))
