@@ -17,7 +17,7 @@ run already there is not run again, so a study may be run in parts (a preset, a 
 time); the table is what the report reads, and says which runs it holds.
 
 Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--seeds 0 1 2]
-[--steps 60] [--settings default,contended,long,hard] [--table FILE] [--plot FILE]
+[--steps 60] [--settings default,contended,long,hard,study] [--table FILE] [--plot FILE]
 [--set KEY=VALUE] [--backend twin|vllm] [--report-only]`. Progress goes to stderr.
 """
 
@@ -56,8 +56,10 @@ from rolloutlog.runtime.live.vllm_launch import VLLMProcess, vllm_servers
 REPO: Final = Path(__file__).resolve().parents[1]
 TABLE: Final = REPO / "benchmarks" / "learning_runs.jsonl"
 CPU_LAUNCHER: Final = f"{REPO}/.venv-vllm/bin/python {REPO}/scripts/vllm_cpu.py"
-# the presets of the issue that exist today (prime-rl, areal, tinker, ... once they do)
-DEFAULT_PRESETS: Final = ("per-group", "per-episode", "all")
+DEFAULT_PRESETS: Final = (
+    "per-group", "per-episode", "all", "prime-rl", "prime-rl-withhold", "areal", "tinker",
+    "tinker-822", "per-episode+interrupt",
+)  # fmt: skip
 # beside the defaults: members of a group start at different versions only when the
 # permits bind (large groups) or generations outlast a train step
 SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
@@ -65,6 +67,9 @@ SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
     "contended": ("group_size=32", "max_inflight=64"),
     "long": ("server_min_step_s=0.01",),
     "hard": ("hard_task_share=0.2",),
+    # the study's budget: about a minute a run on a shared 2-core machine; batches of 64
+    # at lr 1e-3 learn the most per wall second of the pilots (RESULTS.md § learning.py)
+    "study": ("hard_task_share=0.2", "batch_size=64", "learning_rate=1e-3"),
 }
 
 
