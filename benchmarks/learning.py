@@ -90,6 +90,28 @@ def check_presets(names: Sequence[str]) -> list[str]:
     return list(names)
 
 
+def check_settings(names: Sequence[str]) -> None:
+    unknown = [name for name in names if name not in SETTINGS_SETS]
+    if unknown:
+        raise StudyError(f"--settings {unknown[0]}: known sets: {', '.join(SETTINGS_SETS)}")
+
+
+def reported(
+    rows: Sequence[Row], settings: Sequence[str], seeds: Sequence[int], extra: Sequence[str]
+) -> list[Row]:
+    """The rows of a command's settings sets and seeds whose `--set` items begin with the
+    command's: older runs of other settings stay in the table but out of its report, and
+    runs with more items (a correction beside the study) are reported as sets of their own."""
+
+    def of_command(row: Row) -> bool:
+        if row["settings"] not in settings or row["seed"] not in seeds:
+            return False
+        base = [*SETTINGS_SETS[row["settings"]], *extra]
+        return bool(row["overrides"][: len(base)] == base)
+
+    return [row for row in rows if of_command(row)]
+
+
 def run_key(row: Row) -> tuple[str, str, str, int, int]:
     """What makes a run: its settings (the set's and `--set`'s), preset, seed and length."""
     return row["settings"], label(row), row["preset"], row["seed"], row["steps"]
@@ -114,9 +136,7 @@ def study(
 ) -> int:
     """Run every (settings, preset, seed) the table lacks, appending each row; how many ran."""
     check_presets(presets)
-    unknown = [name for name in settings if name not in SETTINGS_SETS]
-    if unknown:
-        raise StudyError(f"--settings {unknown[0]}: known sets: {', '.join(SETTINGS_SETS)}")
+    check_settings(settings)
     done = {run_key(row) for row in load_table(table)}
     todo = [
         (name, preset, seed)
@@ -308,8 +328,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--report-only", action="store_true", help="run nothing new")
     args = parser.parse_args(argv)
     presets = [p.strip() for p in args.presets.split(",") if p.strip()]
+    settings = [s.strip() for s in args.settings.split(",")]
     try:
         check_presets(presets)
+        check_settings(settings)
         if not args.report_only:
             with (
                 tempfile.TemporaryDirectory() as scratch,
@@ -319,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     presets=presets,
                     seeds=args.seeds,
                     steps=args.steps,
-                    settings=[s.strip() for s in args.settings.split(",")],
+                    settings=settings,
                     table=args.table,
                     extra=args.extra,
                     runner=functools.partial(run_one, servers=servers),
@@ -327,7 +349,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (StudyError, ConfigError) as error:
         print(f"learning.py: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    rows = [r for r in load_table(args.table) if r["preset"] in presets]
+    table = reported(load_table(args.table), settings, args.seeds, args.extra)
+    rows = [r for r in table if r["preset"] in presets]
     print(report(rows, args.steps))
     if args.plot:
         plot(rows, args.steps, args.plot)
