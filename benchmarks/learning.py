@@ -16,9 +16,9 @@ Resumable: each finished run is appended to `--table` (JSON lines, one row per r
 run already there is not run again, so a study may be run in parts (a preset, a seed at a
 time); the table is what the report reads, and says which runs it holds.
 
-Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--seeds 0 1 2]
-[--steps 60] [--settings default,contended,long,hard,study] [--table FILE] [--plot FILE]
-[--set KEY=VALUE] [--backend twin|vllm] [--report-only]`. Progress goes to stderr.
+Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--compare P,Q]
+[--seeds 0 1 2] [--steps 60] [--settings default,contended,long,hard,study] [--table FILE]
+[--plot FILE] [--set KEY=VALUE] [--backend twin|vllm] [--report-only]`. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -78,15 +78,15 @@ class StudyError(ValueError):
 
 
 # ---- running ---------------------------------------------------------------------------
-def check_presets(names: Sequence[str]) -> list[str]:
+def check_presets(names: Sequence[str], option: str = "--presets") -> list[str]:
     """The presets, each known to `core.presets`; a missing one is refused by name."""
     for name in names:
         try:
             preset_overrides(name)
         except ConfigError as error:
-            raise StudyError(f"--presets: {error} (not a preset of this tree)") from error
+            raise StudyError(f"{option}: {error} (not a preset of this tree)") from error
     if len(set(names)) != len(names) or not names:
-        raise StudyError(f"--presets {','.join(names)}: name each preset once")
+        raise StudyError(f"{option} {','.join(names)}: name each preset once")
     return list(names)
 
 
@@ -131,11 +131,15 @@ def study(
     settings: Sequence[str],
     table: Path,
     extra: Sequence[str] = (),
+    compare: Sequence[str] = (),
     runner: Callable[..., Row] | None = None,
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> int:
-    """Run every (settings, preset, seed) the table lacks, appending each row; how many ran."""
+    """Run every (settings, preset, seed) the table lacks, appending each row; how many ran.
+    `whatif` ranks `compare` on each log (default `presets`): a study run a preset at a
+    time names all of its presets there, so that every log ranks the same ones."""
     check_presets(presets)
+    compare = check_presets(compare, "--compare") if compare else list(presets)
     check_settings(settings)
     done = {run_key(row) for row in load_table(table)}
     todo = [
@@ -151,7 +155,7 @@ def study(
     for index, (name, preset, seed) in enumerate(todo, 1):
         started = time.monotonic()
         progress(f"[{index}/{len(todo)}] {name} {preset} seed {seed}: {steps} batches ...")
-        row = run(name, preset, seed, steps, [*SETTINGS_SETS[name], *extra], presets)
+        row = run(name, preset, seed, steps, [*SETTINGS_SETS[name], *extra], compare)
         with table.open("a") as out:
             out.write(json.dumps(row) + "\n")
         progress(
@@ -317,6 +321,7 @@ def _backend(backend: str, command: str, extra: list[str], root: Path) -> Iterat
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--presets", default=",".join(DEFAULT_PRESETS))
+    parser.add_argument("--compare", default="", help="whatif's presets (default: --presets)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--settings", default="default", help=",".join(SETTINGS_SETS))
@@ -329,9 +334,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     presets = [p.strip() for p in args.presets.split(",") if p.strip()]
     settings = [s.strip() for s in args.settings.split(",")]
+    compare = [p.strip() for p in args.compare.split(",") if p.strip()]
     try:
         check_presets(presets)
         check_settings(settings)
+        if compare:
+            check_presets(compare, "--compare")
         if not args.report_only:
             with (
                 tempfile.TemporaryDirectory() as scratch,
@@ -344,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     settings=settings,
                     table=args.table,
                     extra=args.extra,
+                    compare=compare,
                     runner=functools.partial(run_one, servers=servers),
                 )
     except (StudyError, ConfigError) as error:

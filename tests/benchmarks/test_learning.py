@@ -59,7 +59,9 @@ def test_the_study_runs_each_missing_run_once_and_reports_it(tmp_path):
     assert len(learning.load_table(table)) == 6
     # other --set items make other runs, reported apart
     assert learning.study(**{**common, "seeds": [0], "presets": ["per-group"],
-                             "extra": [*TINY, "is_correction=tis"]}) == 1  # fmt: skip
+                             "extra": [*TINY, "is_correction=tis"],
+                             "compare": ["per-group", "all"]}) == 1  # fmt: skip
+    assert set(learning.load_table(table)[-1]["whatif"]) == {"per-group", "all"}
     text = ranking.report(learning.load_table(table), 2)
     assert f"### hard ({label})" in text and "| per-group | 3 |" in text
     assert "is_correction=tis)" in text and "| per-group | 1 |" in text and "Spearman" in text
