@@ -124,3 +124,12 @@ def test_the_report_shows_only_the_runs_of_its_command(tmp_path, capsys):
     learning.main([*common, "--settings", "study", "--seeds", "0", "--set", "is_correction=tis"])
     text = capsys.readouterr().out
     assert text.count("### ") == 1 and "is_correction=tis)" in text
+
+
+def test_the_report_compares_rewards_at_the_wall_second_every_run_reached():
+    long = {**_row("a", [0.2] * 10 + [0.9] * 20), "steps": 30}  # 30 s
+    short = {**_row("b", [0.5] * 12), "steps": 30}  # 12 s: the shortest run
+    text = ranking.report([long, short], 30)
+    assert "| final reward | reward at 12 s |" in text
+    assert "| a | 1 | 15 (15-15) | 19 (19-19) | 0.900 | 0.340 |" in text  # 8 x 0.2, 2 x 0.9
+    assert "| b | 1 | 10 (10-10) | never (0/1 did) | 0.500 | 0.500 |" in text
