@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -191,8 +192,9 @@ def plot(rows: Sequence[Row], steps: int, path: Path) -> None:
             low = [min(c[i] for c in curves) for i in range(len(grid))]
             high = [max(c[i] for c in curves) for i in range(len(grid))]
             axis.fill_between(grid, low, high, color=line.get_color(), alpha=0.2)
-        axis.set(title=name, xlabel="wall seconds", ylabel=f"reward ({WINDOW}-batch mean)")
-        axis.legend()
+        axis.set_title("\n".join(textwrap.wrap(name, 50)), fontsize=8)  # labels run long
+        axis.set(xlabel="wall seconds", ylabel=f"reward ({WINDOW}-batch mean)")
+        axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path)
 
