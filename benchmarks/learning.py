@@ -16,9 +16,9 @@ Resumable: each finished run is appended to `--table` (JSON lines, one row per r
 run already there is not run again, so a study may be run in parts (a preset, a seed at a
 time); the table is what the report reads, and says which runs it holds.
 
-Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--seeds 0 1 2]
-[--steps 60] [--settings default,contended,long,hard] [--table FILE] [--plot FILE]
-[--set KEY=VALUE] [--backend twin|vllm] [--report-only]`. Progress goes to stderr.
+Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--compare P,Q]
+[--seeds 0 1 2] [--steps 60] [--settings default,contended,long,hard,study] [--table FILE]
+[--plot FILE] [--set KEY=VALUE] [--backend twin|vllm] [--report-only]`. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ from rolloutlog.runtime.live.vllm_launch import VLLMProcess, vllm_servers
 REPO: Final = Path(__file__).resolve().parents[1]
 TABLE: Final = REPO / "benchmarks" / "learning_runs.jsonl"
 CPU_LAUNCHER: Final = f"{REPO}/.venv-vllm/bin/python {REPO}/scripts/vllm_cpu.py"
-# the presets of the issue that exist today (prime-rl, areal, tinker, ... once they do)
-DEFAULT_PRESETS: Final = ("per-group", "per-episode", "all")
+DEFAULT_PRESETS: Final = (
+    "per-group", "per-episode", "all", "prime-rl", "prime-rl-withhold", "areal", "tinker",
+    "tinker-822", "per-episode+interrupt",
+)  # fmt: skip
 # beside the defaults: members of a group start at different versions only when the
 # permits bind (large groups) or generations outlast a train step
 SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
@@ -65,6 +67,9 @@ SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
     "contended": ("group_size=32", "max_inflight=64"),
     "long": ("server_min_step_s=0.01",),
     "hard": ("hard_task_share=0.2",),
+    # the study's budget: about a minute a run on a shared 2-core machine; batches of 64
+    # at lr 1e-3 learn the most per wall second of the pilots (RESULTS.md § learning.py)
+    "study": ("hard_task_share=0.2", "batch_size=64", "learning_rate=1e-3"),
 }
 
 
@@ -73,16 +78,38 @@ class StudyError(ValueError):
 
 
 # ---- running ---------------------------------------------------------------------------
-def check_presets(names: Sequence[str]) -> list[str]:
+def check_presets(names: Sequence[str], option: str = "--presets") -> list[str]:
     """The presets, each known to `core.presets`; a missing one is refused by name."""
     for name in names:
         try:
             preset_overrides(name)
         except ConfigError as error:
-            raise StudyError(f"--presets: {error} (not a preset of this tree)") from error
+            raise StudyError(f"{option}: {error} (not a preset of this tree)") from error
     if len(set(names)) != len(names) or not names:
-        raise StudyError(f"--presets {','.join(names)}: name each preset once")
+        raise StudyError(f"{option} {','.join(names)}: name each preset once")
     return list(names)
+
+
+def check_settings(names: Sequence[str]) -> None:
+    unknown = [name for name in names if name not in SETTINGS_SETS]
+    if unknown:
+        raise StudyError(f"--settings {unknown[0]}: known sets: {', '.join(SETTINGS_SETS)}")
+
+
+def reported(
+    rows: Sequence[Row], settings: Sequence[str], seeds: Sequence[int], extra: Sequence[str]
+) -> list[Row]:
+    """The rows of a command's settings sets and seeds whose `--set` items begin with the
+    command's: older runs of other settings stay in the table but out of its report, and
+    runs with more items (a correction beside the study) are reported as sets of their own."""
+
+    def of_command(row: Row) -> bool:
+        if row["settings"] not in settings or row["seed"] not in seeds:
+            return False
+        base = [*SETTINGS_SETS[row["settings"]], *extra]
+        return bool(row["overrides"][: len(base)] == base)
+
+    return [row for row in rows if of_command(row)]
 
 
 def run_key(row: Row) -> tuple[str, str, str, int, int]:
@@ -104,14 +131,16 @@ def study(
     settings: Sequence[str],
     table: Path,
     extra: Sequence[str] = (),
+    compare: Sequence[str] = (),
     runner: Callable[..., Row] | None = None,
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> int:
-    """Run every (settings, preset, seed) the table lacks, appending each row; how many ran."""
+    """Run every (settings, preset, seed) the table lacks, appending each row; how many ran.
+    `whatif` ranks `compare` on each log (default `presets`): a study run a preset at a
+    time names all of its presets there, so that every log ranks the same ones."""
     check_presets(presets)
-    unknown = [name for name in settings if name not in SETTINGS_SETS]
-    if unknown:
-        raise StudyError(f"--settings {unknown[0]}: known sets: {', '.join(SETTINGS_SETS)}")
+    compare = check_presets(compare, "--compare") if compare else list(presets)
+    check_settings(settings)
     done = {run_key(row) for row in load_table(table)}
     todo = [
         (name, preset, seed)
@@ -126,7 +155,7 @@ def study(
     for index, (name, preset, seed) in enumerate(todo, 1):
         started = time.monotonic()
         progress(f"[{index}/{len(todo)}] {name} {preset} seed {seed}: {steps} batches ...")
-        row = run(name, preset, seed, steps, [*SETTINGS_SETS[name], *extra], presets)
+        row = run(name, preset, seed, steps, [*SETTINGS_SETS[name], *extra], compare)
         with table.open("a") as out:
             out.write(json.dumps(row) + "\n")
         progress(
@@ -292,6 +321,7 @@ def _backend(backend: str, command: str, extra: list[str], root: Path) -> Iterat
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--presets", default=",".join(DEFAULT_PRESETS))
+    parser.add_argument("--compare", default="", help="whatif's presets (default: --presets)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--settings", default="default", help=",".join(SETTINGS_SETS))
@@ -303,8 +333,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--report-only", action="store_true", help="run nothing new")
     args = parser.parse_args(argv)
     presets = [p.strip() for p in args.presets.split(",") if p.strip()]
+    settings = [s.strip() for s in args.settings.split(",")]
+    compare = [p.strip() for p in args.compare.split(",") if p.strip()]
     try:
         check_presets(presets)
+        check_settings(settings)
+        if compare:
+            check_presets(compare, "--compare")
         if not args.report_only:
             with (
                 tempfile.TemporaryDirectory() as scratch,
@@ -314,15 +349,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                     presets=presets,
                     seeds=args.seeds,
                     steps=args.steps,
-                    settings=[s.strip() for s in args.settings.split(",")],
+                    settings=settings,
                     table=args.table,
                     extra=args.extra,
+                    compare=compare,
                     runner=functools.partial(run_one, servers=servers),
                 )
     except (StudyError, ConfigError) as error:
         print(f"learning.py: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    rows = [r for r in load_table(args.table) if r["preset"] in presets]
+    table = reported(load_table(args.table), settings, args.seeds, args.extra)
+    rows = [r for r in table if r["preset"] in presets]
     print(report(rows, args.steps))
     if args.plot:
         plot(rows, args.steps, args.plot)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -86,16 +87,18 @@ def report(rows: Sequence[Row], steps: int) -> str:
     """The markdown report of the table's runs of `steps` batches, per settings set."""
     lines = []
     for label, group in _by_settings(rows, steps).items():
+        common = min((r["batch_t"][-1] for r in group if r["batch_t"]), default=0.0)
         lines += [f"### {label}", ""]
         lines += [
-            "| preset | seeds | s to 0.5 | s to 0.8 | final reward | trained tok/s | "
+            "| preset | seeds | s to 0.5 | s to 0.8 | final reward | "
+            f"reward at {common:.0f} s | trained tok/s | "
             "discarded | trained ages | trained share (dispatched) by difficulty | "
             "late reward by difficulty | what-if eps/h |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         by_preset = _by(group, "preset")
         for preset in preset_order(group):
-            lines.append(_preset_line(preset, by_preset[preset], group))
+            lines.append(_preset_line(preset, by_preset[preset], group, common))
         learner, simulated = preset_order(group), whatif_order(group)
         rho = spearman(learner, simulated)
         lines += [
@@ -107,8 +110,10 @@ def report(rows: Sequence[Row], steps: int) -> str:
     return "\n".join(lines)
 
 
-def _preset_line(preset: str, runs: list[Row], group: list[Row]) -> str:
-    """One preset's row; its what-if figure is the median over every live log of `group`."""
+def _preset_line(preset: str, runs: list[Row], group: list[Row], common: float) -> str:
+    """One preset's row; its what-if figure is the median over every live log of `group`;
+    `common` is the wall second every run of `group` reached, where rewards compare at
+    equal wall time (the final reward compares them at equal batches)."""
     times = [_spread([seconds_to(r, target) for r in runs]) for target in TARGETS]
     ages: Counter[str] = Counter()
     for run in runs:
@@ -131,6 +136,7 @@ def _preset_line(preset: str, runs: list[Row], group: list[Row]) -> str:
     return (
         f"| {preset} | {len(runs)} | {times[0]} | {times[1]} | "
         f"{statistics.median(final_reward(r) for r in runs):.3f} | "
+        f"{statistics.median(_at(r, common) for r in runs):.3f} | "
         f"{statistics.median(per_s) if per_s else 0:.0f} | "
         f"{statistics.median(r['discarded'] for r in runs):.0f} | {histogram} | "
         f"{'; '.join(shares)} | {'; '.join(rewards)} | {whatif:,.0f} |"
@@ -186,8 +192,9 @@ def plot(rows: Sequence[Row], steps: int, path: Path) -> None:
             low = [min(c[i] for c in curves) for i in range(len(grid))]
             high = [max(c[i] for c in curves) for i in range(len(grid))]
             axis.fill_between(grid, low, high, color=line.get_color(), alpha=0.2)
-        axis.set(title=name, xlabel="wall seconds", ylabel=f"reward ({WINDOW}-batch mean)")
-        axis.legend()
+        axis.set_title("\n".join(textwrap.wrap(name, 50)), fontsize=8)  # labels run long
+        axis.set(xlabel="wall seconds", ylabel=f"reward ({WINDOW}-batch mean)")
+        axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path)
 

@@ -59,7 +59,9 @@ def test_the_study_runs_each_missing_run_once_and_reports_it(tmp_path):
     assert len(learning.load_table(table)) == 6
     # other --set items make other runs, reported apart
     assert learning.study(**{**common, "seeds": [0], "presets": ["per-group"],
-                             "extra": [*TINY, "is_correction=tis"]}) == 1  # fmt: skip
+                             "extra": [*TINY, "is_correction=tis"],
+                             "compare": ["per-group", "all"]}) == 1  # fmt: skip
+    assert set(learning.load_table(table)[-1]["whatif"]) == {"per-group", "all"}
     text = ranking.report(learning.load_table(table), 2)
     assert f"### hard ({label})" in text and "| per-group | 3 |" in text
     assert "is_correction=tis)" in text and "| per-group | 1 |" in text and "Spearman" in text
@@ -95,3 +97,39 @@ def test_the_correlation_of_learner_and_whatif_rankings_on_a_hand_made_table():
     assert ranking.spearman(["a"], ["a"]) is None
     assert "Spearman -1.00" in ranking.report(rows, 12)
     json.dumps(rows)  # the rows are what the table stores
+
+
+def test_the_report_shows_only_the_runs_of_its_command(tmp_path, capsys):
+    def run(settings: str, overrides: list[str], steps: int = 3, seed: int = 0) -> dict:
+        row = _row("per-group", [0.1] * steps, seed=seed, whatif=1.0)
+        return {**row, "settings": settings, "overrides": overrides, "whatif": {"per-group": 1.0}}
+
+    study = list(learning.SETTINGS_SETS["study"])
+    table = tmp_path / "runs.jsonl"
+    rows = [
+        run("study", study),
+        run("study", [*study, "is_correction=tis"]),  # more items: a set of its own
+        run("study", study, seed=7),  # a seed the command does not name
+        run("study", study, steps=4),  # another length
+        run("hard", ["hard_task_share=0.2", "batch_size=128"]),  # an older set
+    ]
+    table.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    common = ["--report-only", "--presets", "per-group", "--steps", "3", "--table", str(table)]
+    learning.main([*common, "--settings", "study", "--seeds", "0", "1"])
+    text = capsys.readouterr().out
+    label = " ".join(study)
+    assert text.count("### ") == 2 and f"### study ({label})\n" in text
+    assert f"### study ({label} is_correction=tis)" in text
+    assert text.count("| per-group | 1 |") == 2 and "### hard" not in text
+    learning.main([*common, "--settings", "study", "--seeds", "0", "--set", "is_correction=tis"])
+    text = capsys.readouterr().out
+    assert text.count("### ") == 1 and "is_correction=tis)" in text
+
+
+def test_the_report_compares_rewards_at_the_wall_second_every_run_reached():
+    long = {**_row("a", [0.2] * 10 + [0.9] * 20), "steps": 30}  # 30 s
+    short = {**_row("b", [0.5] * 12), "steps": 30}  # 12 s: the shortest run
+    text = ranking.report([long, short], 30)
+    assert "| final reward | reward at 12 s |" in text
+    assert "| a | 1 | 15 (15-15) | 19 (19-19) | 0.900 | 0.340 |" in text  # 8 x 0.2, 2 x 0.9
+    assert "| b | 1 | 10 (10-10) | never (0/1 did) | 0.500 | 0.500 |" in text
