@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from rolloutlog.core.account import Account
+from rolloutlog.core.account import ADVANTAGE_TOLERANCE, Account
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -22,6 +22,7 @@ from rolloutlog.events.types import (
     RunFinished,
 )
 from rolloutlog.testing.strategies import run_configs, world_logs
+from tests.core.planted import fed
 from tests.core.planted_faults import (
     UNKNOWN,
     Plant,
@@ -180,3 +181,15 @@ def test_each_report_names_its_planted_fault(fault: str, data: st.DataObject) ->
     kind, plant = FAULTS[fault]
     log = data.draw(WORLDS.get(fault, world_logs(max_steps=60)), label="log")
     check_reported(fault, kind, plant, log)
+
+
+@given(world_logs(run_configs(group_size=1), max_steps=30))
+def test_an_advantage_off_by_the_tolerance_itself_is_taken(log: list[Event]) -> None:
+    """The GRPO check allows `ADVANTAGE_TOLERANCE` itself and reports twice it (a sample's
+    survivor turned `<=` into `<`). A lone member's advantage is exactly 0."""
+    at = next((n for n, e in enumerate(log) if isinstance(e, GroupScored) and e.advantages), 0)
+    assume(at)  # a run whose every group failed scores none (rare)
+    for off, reported in ((ADVANTAGE_TOLERANCE, False), (2 * ADVANTAGE_TOLERANCE, True)):
+        planted = attrs.evolve(log[at], advantages=(off,))
+        violations = fed([*log[:at], planted]).violations
+        assert any("!= GRPO" in v for v in violations) == reported, (off, violations)

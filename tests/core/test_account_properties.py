@@ -27,7 +27,7 @@ from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.types import Event
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.testing.scripted_world import scripted_log
-from tests.core.core_events import opened
+from tests.core.core_events import completed, dispatched, opened, scored
 
 # G = 4 under 6 permits, a batch of one group, nothing may be off-policy: AReaL's
 # admission lets the groups of two versions run at once, so some members train a step late.
@@ -84,3 +84,23 @@ def test_a_group_opened_past_areals_capacity_is_a_violation() -> None:
     account.feed(opened("g1", 0, 1, 4))
     with pytest.raises(InvariantViolation, match=r"areal admission: 0 accepted \+ 1 running"):
         account.feed(opened("g2", 0, 1, 4))
+
+
+def test_capacity_counts_a_scored_groups_admitted_members_as_still_promised() -> None:
+    """Bound 0, batches of 2 episodes: the horizon at v0 is 2. Two lone groups scored and
+    admitted stay promised (queued, not trained), so with g3 in flight a fourth train
+    dispatch is past the horizon (a sample's survivor released the admitted members at
+    scoring, and let it pass)."""
+    config = _config("per-episode+capacity", group_size=1, max_inflight=8, batch_size=2)
+    config = attrs.evolve(config, max_off_policy_steps=0, target_lag=0)
+    account = Account(config, raise_on_violation=True)
+    for n in (1, 2):
+        account.feed(opened(f"g{n}", 0, 1, 1))
+        account.feed(dispatched(f"g{n}/0", 0))
+        account.feed(completed(f"g{n}/0"))
+        account.feed(scored(f"g{n}"))
+    account.feed(opened("g3", 0, 1, 1))
+    account.feed(dispatched("g3/0", 0))  # none in flight: the liveness exception
+    account.feed(opened("g4", 0, 1, 1))
+    with pytest.raises(InvariantViolation, match=r"capacity: 3 promised of 2"):
+        account.feed(dispatched("g4/0", 0))
