@@ -10,6 +10,7 @@ from rolloutlog.core import dispatcher
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import EpisodeDropped, Event, GroupOpened
+from tests.core.planted import fed
 from tests.core.requeue_runs import requeue_run, stale_at_completion
 from tests.core.test_scenarios import Run
 
@@ -108,3 +109,13 @@ def test_the_dispatcher_refuses_a_fresh_task_while_a_requeue_is_due() -> None:
     with pytest.raises(InconsistentLogError, match=rf"seq {requeue_at} .*requeue of g2"):
         for event in log:
             dispatcher.evolve(state, event)
+
+
+def test_the_account_reports_a_requeue_that_keeps_an_arrival() -> None:
+    """g2's drop of g2/1 taken out of tinker's log: the group is discarded for requeue with
+    an arrival kept, which the account names (a sample's survivor broke the report)."""
+    run = requeue_run("tinker")
+    stale_at_completion(run)
+    kept = [e for e in run.log if not (isinstance(e, EpisodeDropped) and e.episode_id == "g2/1")]
+    renumbered = [attrs.evolve(e, seq=seq) for seq, e in enumerate(kept)]
+    assert any("requeue of g2 keeps ['g2/1']" in v for v in fed(renumbered).violations)
