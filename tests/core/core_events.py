@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rolloutlog.events.types import EpisodeCompleted, EpisodeDispatched, GroupOpened, GroupScored
+from rolloutlog.events.types import EpisodeDispatched, GroupOpened, GroupScored
 
 
 def opened(group_id: str, version: int, step: int, size: int = 2) -> GroupOpened:
@@ -25,13 +25,6 @@ def dispatched(episode_id: str, version: int) -> EpisodeDispatched:
     group_id, _, member = episode_id.partition("/")
     return EpisodeDispatched(
         t=0.0, episode_id=episode_id, group_id=group_id, member=int(member), policy_version=version
-    )
-
-
-def completed(episode_id: str, reward: float = 1.0) -> EpisodeCompleted:
-    """Member `episode_id` completed with `reward` (2 prompt, 3 completion tokens)."""
-    return EpisodeCompleted(
-        t=0.0, episode_id=episode_id, reward=reward, prompt_tokens=2, completion_tokens=3
     )
 
 

@@ -27,7 +27,8 @@ from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.types import Event
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.testing.scripted_world import scripted_log
-from tests.core.core_events import completed, dispatched, opened, scored
+from tests.core.core_events import dispatched, opened, scored
+from tests.core.interrupted_runs import done
 
 # G = 4 under 6 permits, a batch of one group, nothing may be off-policy: AReaL's
 # admission lets the groups of two versions run at once, so some members train a step late.
@@ -97,7 +98,7 @@ def test_capacity_counts_a_scored_groups_admitted_members_as_still_promised() ->
     for n in (1, 2):
         account.feed(opened(f"g{n}", 0, 1, 1))
         account.feed(dispatched(f"g{n}/0", 0))
-        account.feed(completed(f"g{n}/0"))
+        account.feed(done(f"g{n}/0", float(n)))
         account.feed(scored(f"g{n}"))
     account.feed(opened("g3", 0, 1, 1))
     account.feed(dispatched("g3/0", 0))  # none in flight: the liveness exception
