@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Mutation testing of rolloutlog/core/ by the property tests (the selection is in
-# pyproject.toml, [tool.mutmut]; of the hand-written tests, only the regression tests of
-# what no property reaches). mutmut runs, for each
+# Mutation testing of rolloutlog/core/ by the property tests alone (the selection is in
+# pyproject.toml, [tool.mutmut]; the hand-written tests are left out). mutmut runs, for each
 # mutant, only the properties that reach the mutated function, fastest first, and stops at
 # the first failure; HYPOTHESIS_PROFILE=mutation keeps each at a few fixed examples.
 # Needs the `mutation` extra. Results stay in mutants/ (ignored by git). docs/testing.md has
