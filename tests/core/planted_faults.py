@@ -10,7 +10,7 @@ alone says of the damaged log.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -92,8 +92,15 @@ REFUSALS: dict[tuple[str, str], str] = {
 }
 
 
-def check_reported(fault: str, kind: str, plant: Plant, log: list[Event]) -> None:
-    """The fault planted at its first point in `log` is reported at its seq, by name."""
+def check_reported(
+    fault: str,
+    kind: str,
+    plant: Plant,
+    log: list[Event],
+    refusals: Mapping[tuple[str, str], str] = REFUSALS,
+) -> None:
+    """The fault planted at its first point in `log` is reported at its seq, by name;
+    `refusals` says what each decider alone says of it (a suite's own table)."""
     planted = first_plant(log, plant)
     if planted is None:  # no point in this log where the fault can be planted
         return
@@ -115,7 +122,7 @@ def check_reported(fault: str, kind: str, plant: Plant, log: list[Event]) -> Non
     # that event's seq and kind (in a fold the sink checks first and hides the dispatcher).
     for decider in (SINK, DISPATCHER):
         refused = _refusal(decider, damaged)
-        expected = REFUSALS.get((fault, decider.name))
+        expected = refusals.get((fault, decider.name))
         if refused is None:
             assert expected is None, (decider.name, expected)
             continue
