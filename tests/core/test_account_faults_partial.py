@@ -5,9 +5,8 @@ off by one planted fault at its own seq, as there; the plants' harness is
 `tests/core/planted_faults.py`, the events they put in `tests/core/partial_plants.py`.
 
 Each fault runs in a world whose rule keys make its plant point common (`weight_update`,
-`recycle`, eval or frozen groups pinned in `run_configs`). Reach, measured as the share of
-the first 25 derandomized draws (the `mutation` profile's) whose log has a plant point, is
-written by each world.
+`recycle`, eval or frozen groups pinned in `run_configs`); how often it finds one is
+written by the worlds.
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ from tests.core.planted_faults import (
 
 # --- worlds ---------------------------------------------------------------------------
 
-# Small train-only worlds that ship a batch early and often (a batch of one, groups of
+# Small worlds of train work that ship a batch early and often (a batch of one, groups of
 # two), so that updates, and the work they interrupt, come early in a log.
 _SMALL: dict[str, Any] = {
     "group_size": 2,
@@ -88,12 +87,25 @@ def _world(**keys: Any) -> st.SearchStrategy[list[Event]]:
     return world_logs(configs=run_configs(**{**_SMALL, **keys}), max_steps=80).filter(_went_live)
 
 
+# Reach, measured over each test's first 25 derandomized examples (`mutation` profile):
+# every plant finds its point in 25 of 25 logs except "interruption with fewer tokens" (20),
+# "completion with fewer tokens" (21), "eval work recycled" (23), "interruption of a frozen
+# source" (19), "train dispatch before the recycled resume" (23), "train dispatch during a
+# drain" (21), "update live with work uninterrupted" (23) and "version inside the
+# checkpoint" (16); of the cases taken, "an interruption with as many tokens as the last"
+# (17). Without `_went_live` the worlds gave 8 to 16 of 25 for most plants.
 FREEZE = _world(weight_update="freeze", recycle=False)
 INTERRUPT = _world(weight_update="interrupt", recycle=False)
 DRAIN = _world(weight_update="drain", recycle=False)
 RECYCLE = _world(weight_update="freeze", recycle=True)
+# Frozen sources are recycled too (their update-time exemption is not recycling's).
+RECYCLE_FROZEN = _world(weight_update="freeze", recycle=True, frozen_fraction=0.5)
+# Wider groups under fewer permits: groups hold members not yet dispatched while recycled
+# work waits (the dispatch that must wait needs one).
+RECYCLE_WIDE = _world(weight_update="freeze", recycle=True, group_size=4, max_inflight=3)
 FROZEN = _world(weight_update="interrupt", recycle=False, frozen_fraction=0.5)
 EVAL_RECYCLE = _world(weight_update="freeze", recycle=True, eval_interval=1)
+# A trainer that may lag two batches: a checkpoint two ahead of the announced version.
 LAGGING = _world(weight_update="freeze", recycle=False, max_off_policy_steps=3, target_lag=2)
 RESTARTS = world_logs(configs=run_configs(**_SMALL), max_steps=80, restarts=True)
 
@@ -235,9 +247,14 @@ def _resumed_off_the_live_version(off: int) -> Plant:
     return _after_going_live(put)
 
 
-def _after_cutting_interrupted_work(then: Callable[[Account, Event, str], Event]) -> Plant:
+Arrival = Callable[[Account, Event, str], Event]  # an event of an episode, after `event`
+_GENERATING = Segments(start=0, interrupted=False)  # the books of one never interrupted
+
+
+def _after_cutting_interrupted_work(then: Arrival) -> Plant:
     """Right after a cancellation of an interrupted episode (whose books stay until the
-    next version goes live), the event `then` makes of it."""
+    next version goes live), the event `then` makes of it; the problem is a resumption's
+    (a late arrival of it is taken)."""
 
     def plant(account: Account, event: Event) -> Planted | None:
         if not isinstance(event, EpisodesCancelled):
@@ -250,15 +267,8 @@ def _after_cutting_interrupted_work(then: Callable[[Account, Event, str], Event]
     return plant
 
 
-_GENERATING = Segments(start=0, interrupted=False)
-
-
 def _resume_cut_work(account: Account, event: Event, episode_id: str) -> Event:
     return resumed(event, episode_id, account.live_version)
-
-
-def _complete_cut_work(account: Account, event: Event, episode_id: str) -> Event:
-    return done(episode_id, event.t)
 
 
 def _recycled_and_resumed_at_once(account: Account, event: Event) -> Planted | None:
@@ -274,21 +284,21 @@ def _recycled_and_resumed_at_once(account: Account, event: Event) -> Planted | N
 # --- arrivals -------------------------------------------------------------------------
 
 
-def _arrival_while_interrupted(arrival: Callable[[Event, str], Event]) -> Plant:
+def _arrival_while_interrupted(arrival: Arrival) -> Plant:
     def plant(account: Account, event: Event) -> Planted | None:
         if not isinstance(event, EpisodeInterrupted):
             return None
         problem = f"{event.episode_id} is interrupted and was not resumed"
-        return [event, arrival(event, event.episode_id)], problem
+        return [event, arrival(account, event, event.episode_id)], problem
 
     return plant
 
 
-def _completed(event: Event, episode_id: str) -> Event:
+def _completed(account: Account, event: Event, episode_id: str) -> Event:
     return done(episode_id, event.t)
 
 
-def _failed(event: Event, episode_id: str) -> Event:
+def _failed(account: Account, event: Event, episode_id: str) -> Event:
     return EpisodeFailed(t=event.t, episode_id=episode_id, error="lost")
 
 
@@ -309,9 +319,7 @@ def _fewer_tokens_at_the_completion(less: int) -> Plant:
 # --- episode_dispatched ---------------------------------------------------------------
 
 
-def _dispatch_while(
-    waiting: Callable[[Account], str | None],
-) -> Plant:
+def _dispatch_while(waiting: Callable[[Account], str | None]) -> Plant:
     """A train dispatch put in at the first event where `waiting` names what it waits for
     (the problem), with a train group that has a member to dispatch."""
 
@@ -400,10 +408,8 @@ def _restart_leaves_work_in_flight(account: Account, event: Event) -> Planted | 
     in flight."""
     if not restart_point(account, event):
         return None
-    left = sorted(account.inflight)[:3]
-    return [
-        valid_restart(account, event.t, event.seq)
-    ], f"outstanding at the restart, in flight: {left}"
+    restart = valid_restart(account, event.t, event.seq)
+    return [restart], f"outstanding at the restart, in flight: {sorted(account.inflight)[:3]}"
 
 
 # --- the table ------------------------------------------------------------------------
@@ -490,7 +496,11 @@ FAULTS: dict[str, tuple[str, st.SearchStrategy[list[Event]], Plant]] = {
         INTERRUPT,
         _arrival_while_interrupted(_completed),
     ),
-    "failure while recycled": ("episode_failed", RECYCLE, _arrival_while_interrupted(_failed)),
+    "failure while recycled": (
+        "episode_failed",
+        RECYCLE_FROZEN,
+        _arrival_while_interrupted(_failed),
+    ),
     "completion with fewer tokens": (
         "episode_completed",
         INTERRUPT,
@@ -499,7 +509,7 @@ FAULTS: dict[str, tuple[str, st.SearchStrategy[list[Event]], Plant]] = {
     "train dispatch during a drain": ("episode_dispatched", DRAIN, _dispatch_while(_drain_waits)),
     "train dispatch before the recycled resume": (
         "episode_dispatched",
-        RECYCLE,
+        RECYCLE_WIDE,
         _dispatch_while(_recycled_wait),
     ),
     "update live with work uninterrupted": (
@@ -528,12 +538,13 @@ FAULTS: dict[str, tuple[str, st.SearchStrategy[list[Event]], Plant]] = {
     "restart leaves work in flight": ("run_resumed", RESTARTS, _restart_leaves_work_in_flight),
 }
 
-# The same plants undone at their boundary, and arrivals the checks must let pass: each
-# log must be taken whole.
+# The same plants undone at their boundary, and an arrival the checks must let pass:
+# nothing is reported at the planted event. (The other side of each boundary, the valid
+# one, every generated log checks as it is built: `world_logs(checked=True)`.)
 TAKEN: dict[str, tuple[st.SearchStrategy[list[Event]], Plant]] = {
     "a late completion of cancelled interrupted work": (
         INTERRUPT,
-        _after_cutting_interrupted_work(_complete_cut_work),
+        _after_cutting_interrupted_work(_completed),
     ),
     "an interruption with as many tokens as the last": (
         INTERRUPT,
