@@ -116,16 +116,10 @@ def _outstanding_cap(account: Account) -> tuple[int, int]:
     return len(open_train | queued | shipped), cap
 
 
-def _opened_past_the_cap(account: Account, event: Event) -> Planted | None:
-    """While a train group is open, train groups opened, numbered on, until the last finds
-    the cap reached exactly (the boundary: the ones before it are allowed)."""
-    if not any(group.train for group in account.groups.values()) or account.finished:
-        return None
-    outstanding, cap = _outstanding_cap(account)
-    if outstanding > cap:
-        return None
+def _train_groups_opened(account: Account, event: Event, count: int) -> list[Event]:
+    """`count` train groups opened at `event`'s time, numbered on from the last."""
     number = len(account.registry.members)
-    opened = [
+    return [
         GroupOpened(
             t=event.t,
             group_id=f"g{number + i}",
@@ -137,9 +131,41 @@ def _opened_past_the_cap(account: Account, event: Event) -> Planted | None:
             step=account.step,
             frozen=False,
         )
-        for i in range(cap - outstanding + 1)
+        for i in range(count)
     ]
+
+
+def _while_a_train_group_is_open(account: Account) -> bool:
+    return not account.finished and any(group.train for group in account.groups.values())
+
+
+def _opened_past_the_cap(account: Account, event: Event) -> Planted | None:
+    """While a train group is open, train groups opened until the last finds the cap
+    reached exactly (the boundary: the ones before it are allowed)."""
+    if not _while_a_train_group_is_open(account):
+        return None
+    outstanding, cap = _outstanding_cap(account)
+    if outstanding > cap:
+        return None
+    opened = _train_groups_opened(account, event, cap - outstanding + 1)
     return opened, f"outstanding: {cap} groups of {cap}"
+
+
+# --- verl's sample budget (core.account_budget) ----------------------------------------
+
+
+def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
+    """While a train group is open, train groups opened until the last finds the sync
+    window's count at the budget exactly (the ones before it are allowed)."""
+    if not _while_a_train_group_is_open(account):
+        return None
+    config = account.config
+    per_batch = max(1, (config.batch_size or 0) // config.group_size)
+    budget = int(per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
+    if account.budget_window > budget:
+        return None
+    opened = _train_groups_opened(account, event, budget - account.budget_window + 1)
+    return opened, f"verl admission: {budget} groups counted this sync window, of {budget}"
 
 
 def _ships_at_a_last_chance(account: Account, event: Event) -> Planted | None:
@@ -275,7 +301,8 @@ def _cancelled_for_its_age(account: Account, event: Event) -> Planted | None:
 
 # Each fault's worlds, measured on the first 25 examples of the mutation profile
 # (derandomized): how many of them have a point to plant it. Requeue: skipped 17, from the
-# queue 12, without a rule 19, keeps an arrival 18. Outstanding cap 25, last chance 20.
+# queue 12, without a rule 19, keeps an arrival 18. Outstanding cap 25, last chance 20,
+# verl's budget 25.
 # Eviction: unbounded 20, not the oldest 19, wrong age 19, with room 19, one too many 19,
 # a whole group too many 17. Withholding: skipped 19, fresh 20, dropped before scoring 18;
 # cancelled for its age 25 (withhold), 24 (run-on).
@@ -288,6 +315,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "requeue keeps an arrival": ("group_scored", _requeue_keeps_an_arrival),
     "opened past the outstanding cap": ("group_opened", _opened_past_the_cap),
     "ships at a last chance": ("batch_shipped", _ships_at_a_last_chance),
+    "opened past verl's budget": ("group_opened", _opened_past_the_budget),
     "evicts from an unbounded queue": ("episode_dropped", _evicts_from_an_unbounded_queue),
     "evicts not the oldest": ("episode_dropped", _evicts_not_the_oldest),
     "evicts at a wrong age": ("episode_dropped", _evicts_at_a_wrong_age),
@@ -308,6 +336,7 @@ WORLDS.update(
         "requeue keeps an arrival": _worlds("slime-lag"),
         "opened past the outstanding cap": _worlds("tinker-822"),
         "ships at a last chance": _worlds("tinker-822"),
+        "opened past verl's budget": _worlds("verl-fully-async"),
         "evicts from an unbounded queue": _worlds("tinker-822"),
         "evicts not the oldest": _worlds("pipelinerl", queue_limit=4),
         "evicts at a wrong age": _worlds("pipelinerl", queue_limit=4),
