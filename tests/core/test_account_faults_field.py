@@ -1,0 +1,415 @@
+"""The account's reports on the field presets' mechanisms (requeue, ship wait, verl's budget,
+bounded-queue eviction, withholding), each set off by one planted fault at its own seq, as in
+`test_account_faults.py`; the plants' harness is `tests/core/planted_faults.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rolloutlog.core.account import Account
+from rolloutlog.core.account_group import age, behind
+from rolloutlog.core.presets import preset_overrides
+from rolloutlog.events.types import (
+    BatchShipped,
+    DropReason,
+    EpisodeCompleted,
+    EpisodeDropped,
+    EpisodesCancelled,
+    Event,
+    GroupOpened,
+    GroupScored,
+)
+from rolloutlog.testing.strategies import run_configs, world_logs
+from tests.core.planted_faults import Plant, Planted, check_reported
+
+# Small worlds where versions move under running work: no frozen or eval groups, no
+# curriculum, episode batches of one group.
+_SMALL: dict[str, Any] = {
+    "group_size": 3,
+    "max_inflight": 6,
+    "batch_size": 3,
+    "token_batch_size": None,
+    "max_off_policy_steps": 0,
+    "target_lag": 0,
+    "frozen_fraction": 0.0,
+    "eval_interval": 0,
+    "curriculum": "all",
+}
+
+
+def _worlds(preset: str, **keys: Any) -> st.SearchStrategy[list[Event]]:
+    """Small worlds under `preset`'s keys, with `keys` on top."""
+    return world_logs(configs=run_configs(**{**_SMALL, **preset_overrides(preset), **keys}))
+
+
+def _drop(event: Event, episode_id: str, reason: DropReason, dropped_age: int) -> EpisodeDropped:
+    return EpisodeDropped(t=event.t, episode_id=episode_id, reason=reason, age=dropped_age)
+
+
+def _queued_age(account: Account, episode_id: str) -> int:
+    return age(account.queue[episode_id][0], account.step)
+
+
+# --- requeue (core.account_requeue) ----------------------------------------------------
+
+
+def _requeue_skipped(account: Account, event: Event) -> Planted | None:
+    """A fresh task opened while a requeued one is owed."""
+    if not (isinstance(event, GroupOpened) and event.work == "train" and account.requeue):
+        return None
+    due = next(iter(account.requeue))
+    wrong = attrs.evolve(event, task_id="t99999")
+    owed = ", ".join(account.tasks[due])
+    return [wrong], f"skips the requeue of {due} ({owed}): opened {('t99999', event.env)}"
+
+
+def _requeue_against_the_rule(queued: bool) -> Plant:
+    """A stale drop (from the queue, or of an arrival) recorded as a requeue."""
+    where = "from the queue" if queued else "at completion"
+
+    def plant(account: Account, event: Event) -> Planted | None:
+        if not isinstance(event, EpisodeDropped) or event.reason != "stale":
+            return None
+        if (event.episode_id in account.queue) != queued:
+            return None
+        rule = account.requeue_rule
+        return [
+            attrs.evolve(event, reason="requeue")
+        ], f"requeue {where} under requeue rule {rule!r}"
+
+    return plant
+
+
+def _requeue_keeps_an_arrival(account: Account, event: Event) -> Planted | None:
+    """A group's first requeue drop of an arrival, then its scoring with the rest kept."""
+    if not isinstance(event, EpisodeDropped) or event.reason != "requeue":
+        return None
+    group_id = event.episode_id.rpartition("/")[0]
+    group = account.groups.get(group_id)
+    if group is None or group.owes or group.dropped:
+        return None
+    kept = sorted(set(group.arrived) - {event.episode_id})
+    if not kept or len(group.arrived) + group.cancelled != account.members(group):
+        return None
+    scored = GroupScored(
+        t=event.t, group_id=group_id, episode_ids=(), advantages=(), admitted=False
+    )
+    return [event, scored], f"requeue of {group_id} keeps {kept}"
+
+
+# --- ship wait and outstanding admission (core.account_ship_wait) -----------------------
+
+
+def _outstanding_cap(account: Account) -> tuple[int, int]:
+    """The outstanding train groups as the account counts them, and the cap."""
+    open_train = {g for g, group in account.groups.items() if group.train}
+    queued = {e.rpartition("/")[0] for e in account.queue}
+    shipped = set().union(*(g for s, g in account.unpublished.items() if s > account.version))
+    config = account.config
+    cap = max(1, (config.batch_size or 0) // config.group_size) * (config.target_lag + 1)
+    return len(open_train | queued | shipped), cap
+
+
+def _train_groups_opened(account: Account, event: Event, count: int) -> list[Event]:
+    """`count` train groups opened at `event`'s time, numbered on from the last."""
+    number = len(account.registry.members)
+    return [
+        GroupOpened(
+            t=event.t,
+            group_id=f"g{number + i}",
+            work="train",
+            env="main",
+            task_id="t1",
+            group_size=account.group_size,
+            policy_version=account.version,
+            step=account.step,
+            frozen=False,
+        )
+        for i in range(count)
+    ]
+
+
+def _while_a_train_group_is_open(account: Account) -> bool:
+    return not account.finished and any(group.train for group in account.groups.values())
+
+
+def _opened_past_the_cap(account: Account, event: Event) -> Planted | None:
+    """While a train group is open, train groups opened until the last finds the cap
+    reached exactly (the boundary: the ones before it are allowed)."""
+    if not _while_a_train_group_is_open(account):
+        return None
+    outstanding, cap = _outstanding_cap(account)
+    if outstanding > cap:
+        return None
+    opened = _train_groups_opened(account, event, cap - outstanding + 1)
+    return opened, f"outstanding: {cap} groups of {cap}"
+
+
+# --- verl's sample budget (core.account_budget) ----------------------------------------
+
+
+def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
+    """While a train group is open, train groups opened until the last finds the sync
+    window's count at the budget exactly (the ones before it are allowed)."""
+    if not _while_a_train_group_is_open(account):
+        return None
+    config = account.config
+    per_batch = max(1, (config.batch_size or 0) // config.group_size)
+    budget = int(per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
+    if account.budget_window > budget:
+        return None
+    opened = _train_groups_opened(account, event, budget - account.budget_window + 1)
+    return opened, f"verl admission: {budget} groups counted this sync window, of {budget}"
+
+
+def _at_its_last_chance(account: Account) -> str | None:
+    """An open live train group with a member at age >= the bound at this step (the
+    test's own reading, so that a mutant of the account's does not move the plant)."""
+    for group_id, group in account.groups.items():
+        versions = [v for v, _ in group.inflight.values()]
+        versions += [v for _, v, _, _ in group.arrived.values()]
+        live = group.train and not group.frozen
+        if live and any(age(v, account.step) >= account.bound for v in versions):
+            return group_id
+    return None
+
+
+def _ships_at_a_last_chance(account: Account, event: Event) -> Planted | None:
+    """A full batch ships, the hold lifted, while a group is at its last chance."""
+    size = account.config.batch_size or 0
+    if account.gated or account.finished or len(account.queue) < size:
+        return None
+    group_id = _at_its_last_chance(account)
+    if group_id is None:
+        return None
+    ids = tuple(account.queue)[:size]
+    tokens = sum(account.queue[e][2] for e in ids)
+    shipped = BatchShipped(
+        t=event.t, step=account.step, episode_ids=ids, trained_ids=ids, tokens=tokens
+    )
+    problem = f"batch {account.step} ships while {group_id} is at its last chance"
+    return [shipped], problem + " (ship_wait = last-chance)"
+
+
+# --- verl's sample budget (core.account_budget) ----------------------------------------
+
+
+def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
+    """While a train group is open, train groups opened until the last finds the sync
+    window's count at the budget exactly (the ones before it are allowed)."""
+    if not _while_a_train_group_is_open(account):
+        return None
+    config = account.config
+    per_batch = max(1, (config.batch_size or 0) // config.group_size)
+    budget = int(per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
+    if account.budget_window > budget:
+        return None
+    opened = _train_groups_opened(account, event, budget - account.budget_window + 1)
+    return opened, f"verl admission: {budget} groups counted this sync window, of {budget}"
+
+
+def _ships_at_a_last_chance(account: Account, event: Event) -> Planted | None:
+    """While the account watches a wait, the batch ships anyway."""
+    if account.wait_since is None:
+        return None
+    group_id = account._last_chance_open()
+    if group_id is None:
+        return None
+    ids = tuple(account.queue)[: account.config.batch_size]
+    tokens = sum(account.queue[e][2] for e in ids)
+    shipped = BatchShipped(
+        t=event.t, step=account.step, episode_ids=ids, trained_ids=ids, tokens=tokens
+    )
+    problem = f"batch {account.step} ships while {group_id} is at its last chance"
+    return [shipped], problem + " (ship_wait = last-chance)"
+
+
+# --- bounded-queue eviction (core.account_eviction) ------------------------------------
+
+
+def _evicts_from_an_unbounded_queue(account: Account, event: Event) -> Planted | None:
+    if not account.queue:
+        return None
+    oldest = next(iter(account.queue))
+    drop = _drop(event, oldest, "evicted", _queued_age(account, oldest))
+    return [drop], f"evicts {oldest} from an unbounded queue"
+
+
+def _evicts_not_the_oldest(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, EpisodeDropped) or event.reason != "evicted" or len(account.queue) < 2:
+        return None
+    oldest, second = tuple(account.queue)[:2]
+    drop = _drop(event, second, "evicted", _queued_age(account, second))
+    return [drop], f"evicts {second}, but the oldest queued is {oldest}"
+
+
+def _evicts_at_a_wrong_age(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, EpisodeDropped) or event.reason != "evicted":
+        return None
+    actual = _queued_age(account, event.episode_id)
+    wrong = attrs.evolve(event, age=actual + 1)
+    return [wrong], f"recorded age {actual + 1}, actual age {actual}"
+
+
+def _incoming(account: Account, event: GroupScored) -> int:
+    group = account.groups.get(event.group_id)
+    return len(event.episode_ids) if event.admitted and group is not None and group.train else 0
+
+
+def _evicts_with_room(account: Account, event: Event) -> Planted | None:
+    """The oldest evicted before a scoring that leaves the queue exactly full (the boundary)."""
+    if not isinstance(event, GroupScored) or account.evicting or not account.queue:
+        return None
+    held = len(account.queue)
+    if held + _incoming(account, event) != account.queue_limit:
+        return None
+    oldest = next(iter(account.queue))
+    drop = _drop(event, oldest, "evicted", _queued_age(account, oldest))
+    return [drop, event], f"evicted 1 from a queue of {held} with room"
+
+
+def _evicts_one_too_many(account: Account, event: Event) -> Planted | None:
+    """One more of the oldest evicted right before a scoring that needed evictions."""
+    if not isinstance(event, GroupScored) or not account.evicting or not account.queue:
+        return None
+    held, evicted, limit = len(account.queue), len(account.evicting), account.queue_limit
+    needed = held + evicted + _incoming(account, event) - limit
+    oldest = next(iter(account.queue))
+    drop = _drop(event, oldest, "evicted", _queued_age(account, oldest))
+    return [drop, event], f"evicted {evicted + 1}, {needed} needed"
+
+
+def _evicts_a_whole_group_too_many(account: Account, event: Event) -> Planted | None:
+    """Under oldest-group, the next oldest group evicted too, right before the scoring."""
+    if not isinstance(event, GroupScored) or not account.evicting or not account.queue:
+        return None
+    group_id = next(iter(account.queue)).rpartition("/")[0]
+    members = [e for e in account.queue if e.rpartition("/")[0] == group_id]
+    drops = [_drop(event, e, "evicted", _queued_age(account, e)) for e in members]
+    return [*drops, event], f"evicts group {group_id} it had room for"
+
+
+# --- withholding (core.account_withhold) -----------------------------------------------
+
+
+def _withholding_skipped(account: Account, event: Event) -> Planted | None:
+    """A scoring where a `withheld` drop is owed (of a group never opened)."""
+    if not account.to_withhold or not isinstance(event, EpisodeDropped):
+        return None
+    owed = sorted(account.to_withhold)[:5]
+    scored = GroupScored(t=event.t, group_id="g9999", episode_ids=(), advantages=(), admitted=False)
+    return [scored], f"stale members scored but not withheld: {owed}"
+
+
+def _withheld_but_fresh(account: Account, event: Event) -> Planted | None:
+    """Right after an admitted scoring, a fresh member of it withheld."""
+    if not (isinstance(event, GroupScored) and event.admitted and event.episode_ids):
+        return None
+    group = account.groups[event.group_id]
+    if not group.train:
+        return None
+    fresh = [
+        e
+        for e in event.episode_ids
+        if behind(group.arrived[e][1], account.version) <= account.bound
+    ]
+    if not fresh:
+        return None
+    version = group.arrived[fresh[0]][1]
+    drop = _drop(event, fresh[0], "withheld", age(version, account.step))
+    return [event, drop], f"{fresh[0]} withheld, but not a scored stale member"
+
+
+def _stale_dropped_before_scoring(account: Account, event: Event) -> Planted | None:
+    """A train arrival past the bound by version, dropped at once instead of scored."""
+    if not isinstance(event, EpisodeCompleted) or event.episode_id not in account.inflight:
+        return None
+    group = account.inflight[event.episode_id]
+    version, _ = group.inflight[event.episode_id]
+    if not group.train or group.frozen or behind(version, account.version) <= account.bound:
+        return None
+    drop = _drop(event, event.episode_id, "stale", age(version, account.step))
+    return [event, drop], f"{event.episode_id} dropped before scoring, not withheld"
+
+
+def _cancelled_for_its_age(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, EpisodesCancelled) or event.reason == "stale":
+        return None
+    member = account.config.stale_member
+    return [attrs.evolve(event, reason="stale")], f"stale cancellation under stale_member={member}"
+
+
+# Each fault's worlds, measured on the first 25 examples of the mutation profile
+# (derandomized): how many of them have a point to plant it. Requeue: skipped 17, from the
+# queue 12, without a rule 19, keeps an arrival 18. Outstanding cap 25, last chance 20,
+# verl's budget 25.
+# Eviction: unbounded 20, not the oldest 19, wrong age 19, with room 19, one too many 19,
+# a whole group too many 17. Withholding: skipped 19, fresh 20, dropped before scoring 18;
+# cancelled for its age 25 (withhold), 24 (run-on).
+WORLDS: dict[str, st.SearchStrategy[list[Event]]] = {}
+
+FAULTS: dict[str, tuple[str, Plant]] = {
+    "requeue skipped": ("group_opened", _requeue_skipped),
+    "requeue from the queue at completion": ("episode_dropped", _requeue_against_the_rule(True)),
+    "requeue without a rule": ("episode_dropped", _requeue_against_the_rule(False)),
+    "requeue keeps an arrival": ("group_scored", _requeue_keeps_an_arrival),
+    "opened past the outstanding cap": ("group_opened", _opened_past_the_cap),
+    "ships at a last chance": ("batch_shipped", _ships_at_a_last_chance),
+    "opened past verl's budget": ("group_opened", _opened_past_the_budget),
+    "evicts from an unbounded queue": ("episode_dropped", _evicts_from_an_unbounded_queue),
+    "evicts not the oldest": ("episode_dropped", _evicts_not_the_oldest),
+    "evicts at a wrong age": ("episode_dropped", _evicts_at_a_wrong_age),
+    "evicts with room": ("group_scored", _evicts_with_room),
+    "evicts one too many": ("group_scored", _evicts_one_too_many),
+    "evicts a whole group too many": ("group_scored", _evicts_a_whole_group_too_many),
+    "withholding skipped": ("group_scored", _withholding_skipped),
+    "withheld but fresh": ("episode_dropped", _withheld_but_fresh),
+    "stale dropped before scoring": ("episode_dropped", _stale_dropped_before_scoring),
+    "cancelled for its age under withhold": ("episodes_cancelled", _cancelled_for_its_age),
+    "cancelled for its age under run-on": ("episodes_cancelled", _cancelled_for_its_age),
+}
+WORLDS.update(
+    {
+        "requeue skipped": _worlds("tinker"),
+        "requeue from the queue at completion": _worlds("slime-lag"),
+        "requeue without a rule": _worlds("tinker", requeue="none"),
+        "requeue keeps an arrival": _worlds("slime-lag"),
+        "opened past the outstanding cap": _worlds("tinker-822"),
+        "ships at a last chance": _worlds("tinker-822"),
+        "opened past verl's budget": _worlds("verl-fully-async"),
+        "evicts from an unbounded queue": _worlds("tinker-822"),
+        "evicts not the oldest": _worlds("pipelinerl", queue_limit=4),
+        "evicts at a wrong age": _worlds("pipelinerl", queue_limit=4),
+        "evicts with room": _worlds("pipelinerl", queue_limit=4),
+        "evicts one too many": _worlds("pipelinerl", queue_limit=4),
+        "evicts a whole group too many": _worlds(
+            "pipelinerl", queue_limit=5, queue_eviction="oldest-group"
+        ),
+        "withholding skipped": _worlds("prime-rl-withhold"),
+        "withheld but fresh": _worlds("prime-rl-withhold"),
+        "stale dropped before scoring": _worlds("prime-rl-withhold"),
+        "cancelled for its age under withhold": _worlds("prime-rl-withhold"),
+        "cancelled for its age under run-on": _worlds("verl-drop"),
+    }
+)
+# What each decider alone says of a fault it refuses (as in `planted_faults.REFUSALS`).
+REFUSALS: dict[tuple[str, str], str] = {
+    ("requeue skipped", "dispatcher"): (
+        r"the requeue of G \(t\d+, \w+\) is due before a fresh task, got \(t99999, \w+\)"
+    ),
+    ("withholding skipped", "sink"): "G is not open",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+@given(data=st.data())
+def test_each_report_names_its_planted_fault(fault: str, data: st.DataObject) -> None:
+    kind, plant = FAULTS[fault]
+    log = data.draw(WORLDS[fault], label="log")
+    check_reported(fault, kind, plant, log, REFUSALS)
