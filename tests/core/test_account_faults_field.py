@@ -151,23 +151,6 @@ def _opened_past_the_cap(account: Account, event: Event) -> Planted | None:
     return opened, f"outstanding: {cap} groups of {cap}"
 
 
-# --- verl's sample budget (core.account_budget) ----------------------------------------
-
-
-def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
-    """While a train group is open, train groups opened until the last finds the sync
-    window's count at the budget exactly (the ones before it are allowed)."""
-    if not _while_a_train_group_is_open(account):
-        return None
-    config = account.config
-    per_batch = max(1, (config.batch_size or 0) // config.group_size)
-    budget = int(per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
-    if account.budget_window > budget:
-        return None
-    opened = _train_groups_opened(account, event, budget - account.budget_window + 1)
-    return opened, f"verl admission: {budget} groups counted this sync window, of {budget}"
-
-
 def _at_its_last_chance(account: Account) -> str | None:
     """An open live train group with a member at age >= the bound at this step (the
     test's own reading, so that a mutant of the account's does not move the plant)."""
@@ -212,22 +195,6 @@ def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
         return None
     opened = _train_groups_opened(account, event, budget - account.budget_window + 1)
     return opened, f"verl admission: {budget} groups counted this sync window, of {budget}"
-
-
-def _ships_at_a_last_chance(account: Account, event: Event) -> Planted | None:
-    """While the account watches a wait, the batch ships anyway."""
-    if account.wait_since is None:
-        return None
-    group_id = account._last_chance_open()
-    if group_id is None:
-        return None
-    ids = tuple(account.queue)[: account.config.batch_size]
-    tokens = sum(account.queue[e][2] for e in ids)
-    shipped = BatchShipped(
-        t=event.t, step=account.step, episode_ids=ids, trained_ids=ids, tokens=tokens
-    )
-    problem = f"batch {account.step} ships while {group_id} is at its last chance"
-    return [shipped], problem + " (ship_wait = last-chance)"
 
 
 # --- bounded-queue eviction (core.account_eviction) ------------------------------------
