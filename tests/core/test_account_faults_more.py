@@ -33,7 +33,14 @@ from rolloutlog.events.types import (
     LimitSet,
 )
 from rolloutlog.testing.strategies import run_configs, world_logs
-from tests.core.planted_faults import Plant, Planted, after_a_dispatch, check_reported
+from tests.core.planted import fed
+from tests.core.planted_faults import (
+    Plant,
+    Planted,
+    after_a_dispatch,
+    check_reported,
+    first_plant,
+)
 from tests.core.test_account_faults_field import _SMALL, _drop, _queued_age
 
 
@@ -122,28 +129,33 @@ def _masked_under_drop(account: Account, event: Event) -> Planted | None:
     return [attrs.evolve(event, masked_tokens=1)], "masks 1 tokens; stale_tokens is drop"
 
 
-def _ships_a_stale_end(account: Account, event: Event) -> Planted | None:
-    """A queued episode whose end is past the bound (by one: the boundary), shipped and
-    trained with its masked tokens counted right (held or not: its hold is another report)."""
-    if account.finished:
+def _ships_an_end_at(over: int) -> Plant:
+    """A queued episode whose end is `over` versions past the bound (1: the boundary, a
+    fault; 0: at the bound, none), shipped and trained with its masked tokens counted right
+    (held or not: a hold is another report)."""
+
+    def plant(account: Account, event: Event) -> Planted | None:
+        if account.finished:
+            return None
+        for episode_id, (_, ages, tokens) in account.queue.items():
+            end = _end(account, episode_id)
+            if not ages or end is None or age(end, account.step) != account.bound + over:
+                continue
+            pieces = account.pieces[episode_id]
+            masked = sum(n for v, n in pieces if age(v, account.step) > account.bound)
+            shipped = BatchShipped(
+                t=event.t,
+                step=account.step,
+                episode_ids=(episode_id,),
+                trained_ids=(episode_id,),
+                tokens=tokens,
+                masked_tokens=masked,
+            )
+            at = account.bound + over
+            return [shipped], f"{episode_id} trains gradient-bearing tokens at age {at}"
         return None
-    for episode_id, (_, ages, tokens) in account.queue.items():
-        end = _end(account, episode_id)
-        if not ages or end is None or age(end, account.step) != account.bound + 1:
-            continue
-        pieces = account.pieces[episode_id]
-        masked = sum(n for v, n in pieces if age(v, account.step) > account.bound)
-        shipped = BatchShipped(
-            t=event.t,
-            step=account.step,
-            episode_ids=(episode_id,),
-            trained_ids=(episode_id,),
-            tokens=tokens,
-            masked_tokens=masked,
-        )
-        problem = f"{episode_id} trains gradient-bearing tokens at age {account.bound + 1}"
-        return [shipped], problem
-    return None
+
+    return plant
 
 
 def _masks_one_token_more(account: Account, event: Event) -> Planted | None:
@@ -351,14 +363,16 @@ def _evicts_part_of_a_group(account: Account, event: Event) -> Planted | None:
 # slime's over-sampling rounds, two groups short of a batch of three; a bounded queue a
 # group of four short of two (room for part of the oldest group).
 _MASK = _worlds("per-group+interrupt+mask", max_steps=100)
-_DROP = _worlds("per-group+interrupt")
+_DROP = _worlds("per-group+interrupt", max_steps=150)
+_STALE_ENDS = _worlds("per-group+interrupt+mask", max_steps=150)
 _REDUNDANT = _worlds("roll-flash", max_steps=100, group_redundancy=1)
 _OVERSAMPLE: dict[str, Any] = {"group_size": 2, "max_inflight": 10, "batch_size": 6}
-_SLIME = _worlds("slime-oversample", max_steps=100, **_OVERSAMPLE)
+_SLIME = _worlds("slime-oversample", max_steps=120, **_OVERSAMPLE)
+_SLIME_QUEUE = _worlds("slime-oversample", max_steps=80, group_size=2, max_inflight=6, batch_size=3)
 _RUN_ON = _worlds("slime-recycle", **_OVERSAMPLE)
 _GROUPS_EVICTED = _worlds(
     "pipelinerl",
-    max_steps=100,
+    max_steps=120,
     group_size=4,
     batch_size=4,
     max_inflight=8,
@@ -380,7 +394,7 @@ FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
         _MASK,
     ),
     "mask: masked under drop": ("batch_shipped", _masked_under_drop, _DROP),
-    "mask: ships a stale end": ("batch_shipped", _ships_a_stale_end, _MASK),
+    "mask: ships a stale end": ("batch_shipped", _ships_an_end_at(1), _STALE_ENDS),
     "mask: masks one token more": ("batch_shipped", _masks_one_token_more, _MASK),
     "redundant: arrives past G": (
         "episode_completed",
@@ -408,7 +422,7 @@ FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
         _REDUNDANT,
     ),
     "leftovers: abort skipped": ("limit_set", _abort_skipped, _SLIME),
-    "leftovers: queue kept": ("limit_set", _queue_kept, _SLIME),
+    "leftovers: queue kept": ("limit_set", _queue_kept, _SLIME_QUEUE),
     "leftovers: cancel of this step": (
         "episodes_cancelled",
         after_a_dispatch(_leftover_cancel_of_this_step),
@@ -455,3 +469,15 @@ def test_each_report_names_its_planted_fault(fault: str, data: st.DataObject) ->
     kind, plant, worlds = FAULTS[fault]
     log = data.draw(worlds, label="log")
     check_reported(fault, kind, plant, log, REFUSALS)
+
+
+@given(log=_MASK)
+def test_an_end_at_the_bound_trains_without_a_mask_report(log: list[Event]) -> None:
+    """The boundary's other side: an episode whose end is exactly at the bound trains
+    gradient-bearing tokens, and its masked tokens are its older segments'."""
+    planted = first_plant(log, _ships_an_end_at(0))
+    if planted is None:
+        return
+    damaged, _, problem = planted
+    reports = fed(damaged).violations
+    assert not any(problem in r or "masks" in r for r in reports), reports
