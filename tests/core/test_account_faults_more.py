@@ -360,8 +360,9 @@ def _evicts_part_of_a_group(account: Account, event: Event) -> Planted | None:
 
 # Masking worlds under interrupt (an episode's next tokens come from the live version) and
 # per-group staleness (soft keeps no gradient bound); redundancy under ROLL's admission;
-# slime's over-sampling rounds, two groups short of a batch of three; a bounded queue a
-# group of four short of two (room for part of the oldest group).
+# slime's over-sampling rounds of groups of two for batches of six (and of three, which
+# leave a queued episode past each batch); a bounded queue one short of two groups of four
+# (room for part of the oldest group).
 _MASK = _worlds("per-group+interrupt+mask", max_steps=100)
 _DROP = _worlds("per-group+interrupt", max_steps=150)
 _STALE_ENDS = _worlds("per-group+interrupt+mask", max_steps=150)
@@ -381,7 +382,13 @@ _GROUPS_EVICTED = _worlds(
 )
 
 # Each fault's worlds, measured on the first 25 examples of the mutation profile
-# (derandomized): how many of them have a point to plant it. (Filled in below.)
+# (derandomized): how many of them have a point to plant it. Mask: going on fresh 18, end at
+# the bound 23, under drop 22, a token more 16, a stale end 16 (and the end at the bound,
+# unreported, 16). Redundant: past G 16, one arrival short 19, without redundancy 25, leaves
+# owed 23, skipped 23. Leftovers: abort skipped 18, queue kept 14, cancel of this step 25,
+# under run-on 25, leaves owed 22, drop of this step 23, under run-on 23, an aborted group
+# scores 14. Eviction: part of a group 17. (Stale ends, and any ship under drop, need 150
+# steps.)
 FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
     "mask: cancelled stale but going on fresh": (
         "episodes_cancelled",
