@@ -67,10 +67,10 @@ def _cancel_all(event: Event, group_id: str, group: Group, reason: Any) -> Episo
 
 
 def _one_short(event: EpisodesCancelled) -> EpisodesCancelled:
-    """The cancellation less its last member (or one unscheduled member)."""
-    if event.episode_ids:
-        return attrs.evolve(event, episode_ids=event.episode_ids[:-1])
-    return attrs.evolve(event, unscheduled=event.unscheduled - 1)
+    """The cancellation less one unscheduled member (or, with none, its last member)."""
+    if event.unscheduled:
+        return attrs.evolve(event, unscheduled=event.unscheduled - 1)
+    return attrs.evolve(event, episode_ids=event.episode_ids[:-1])
 
 
 def _cancelled(reason: str, event: Event) -> bool:
@@ -273,10 +273,27 @@ def _leftover_cancel_of_this_step(account: Account, event: EpisodeDispatched) ->
     return cancel, f"leftover cancellation of {event.group_id} with no batch full"
 
 
-def _leftover_leaves_owed(account: Account, event: Event) -> Planted | None:
-    if not _cancelled("leftover", event):
-        return None
-    return [_one_short(event)], f"leftover cancellation leaves {event.group_id} owing members"
+def _leftover_leaves_owed(unscheduled: bool) -> Plant:
+    """The ship's leftover cancellation less one member: unscheduled (where it cancels
+    some), or in flight."""
+
+    def plant(account: Account, event: Event) -> Planted | None:
+        if not _cancelled("leftover", event) or bool(event.unscheduled) != unscheduled:
+            return None
+        problem = f"leftover cancellation leaves {event.group_id} owing members"
+        return [_one_short(event)], problem
+
+    return plant
+
+
+def _leftover_cancel_under_run_on(account: Account, event: Event) -> Planted | None:
+    """Under run-on, a train group opened for a batch that has shipped (what the abort rule
+    would cancel) cancelled whole as a leftover."""
+    for group_id, group in account.groups.items():
+        if group.owes and _earlier(account, group_id):
+            cancel = _cancel_all(event, group_id, group, "leftover")
+            return [cancel], f"leftover cancellation of {group_id} with no batch full"
+    return None
 
 
 def _leftover_drop_of_this_step(account: Account, event: Event) -> Planted | None:
@@ -370,7 +387,11 @@ _REDUNDANT = _worlds("roll-flash", max_steps=100, group_redundancy=1)
 _OVERSAMPLE: dict[str, Any] = {"group_size": 2, "max_inflight": 10, "batch_size": 6}
 _SLIME = _worlds("slime-oversample", max_steps=120, **_OVERSAMPLE)
 _SLIME_QUEUE = _worlds("slime-oversample", max_steps=80, group_size=2, max_inflight=6, batch_size=3)
-_RUN_ON = _worlds("slime-recycle", **_OVERSAMPLE)
+_RUN_ON = _worlds("slime-oversample", max_steps=120, leftovers="run-on", **_OVERSAMPLE)
+# Permits short of a group with no admission rule: aborted groups with members unscheduled.
+_SLIME_SHORT = _worlds(
+    "slime-oversample", max_steps=120, admission="none", **{**_OVERSAMPLE, "max_inflight": 5}
+)
 _GROUPS_EVICTED = _worlds(
     "pipelinerl",
     max_steps=120,
@@ -437,13 +458,18 @@ FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
     ),
     "leftovers: cancel under run-on": (
         "episodes_cancelled",
-        after_a_dispatch(_leftover_cancel_of_this_step),
+        _leftover_cancel_under_run_on,
         _RUN_ON,
     ),
     "leftovers: cancel leaves owed": (
         "episodes_cancelled",
-        _leftover_leaves_owed,
+        _leftover_leaves_owed(unscheduled=False),
         _SLIME,
+    ),
+    "leftovers: cancel leaves unscheduled owed": (
+        "episodes_cancelled",
+        _leftover_leaves_owed(unscheduled=True),
+        _SLIME_SHORT,
     ),
     "leftovers: drop of this step": (
         "episode_dropped",
