@@ -1,12 +1,14 @@
 """The account's reports on masked stale tokens (`core.account_mask`), ROLL's redundant
 members (`core.account_redundant`), slime's abort of the leftovers
-(`core.account_oversample`) and the eviction report `test_account_faults_field.py` leaves
-("evicts part of a group"), each set off by one planted fault at its own seq, as in
-`test_account_faults_field.py`; the plants' harness is `tests/core/planted_faults.py`.
+(`core.account_oversample`) and the two eviction reports `test_account_faults_field.py`
+leaves (a scoring the queue has no room for, "evicts part of a group"), each set off by one
+planted fault at its own seq, as in `test_account_faults_field.py`; the plants' harness is
+`tests/core/planted_faults.py`.
 
 Two kinds of report are checked once a world event's reactions settle (a redundant
-cancellation owed, leftovers not aborted): their plants end the log where the reaction is
-missing, so the settlement at the end of the log (as a fold settles) reports it.
+cancellation owed, leftovers not aborted): their plants end the log at the world event
+whose reaction is missing (redundant), or put a world event that changes nothing where the
+reaction began (leftovers), so the settlement of that last world event reports it.
 """
 
 from __future__ import annotations
@@ -333,45 +335,65 @@ def _leftover_scores(account: Account, event: Event) -> Planted | None:
 # --- bounded-queue eviction (core.account_eviction) ------------------------------------
 
 
-def _fresh(group: Group) -> list[tuple[int, str, float]]:
-    """A complete group's members its scoring takes: (member, id, reward), completed and
-    not dropped."""
-    return [
-        (member, e, reward)
-        for e, (member, _, reward, _) in group.arrived.items()
-        if reward is not None and e not in group.dropped
-    ]
-
-
-def _evicts_part_of_a_group(account: Account, event: Event) -> Planted | None:
-    """Under oldest-group, at the first eviction before a scoring: only as many of the
-    oldest group's members as make room (the queue then exactly full), then a scoring of a
-    complete train group (the one with the fewest fresh members, all admitted)."""
+def _next_scoring(account: Account, event: Event) -> GroupScored | None:
+    """At a run's first eviction before a scoring, a scoring the sink could record next: of
+    the complete train group with the fewest fresh members (completed, not dropped), all
+    admitted."""
     if not isinstance(event, EpisodeDropped) or event.reason != "evicted" or account.evicting:
         return None
     complete = [
-        (sorted(_fresh(group)), g)
+        (g, group)
         for g, group in account.groups.items()
         if group.train and not group.owes
         if len(group.arrived) + group.cancelled == account.members(group)
     ]
-    if not complete:
+    fresh = [
+        (
+            g,
+            sorted(
+                (member, e, reward)
+                for e, (member, _, reward, _) in group.arrived.items()
+                if reward is not None and e not in group.dropped
+            ),
+        )
+        for g, group in complete
+    ]
+    if not fresh:
         return None
-    fresh, group_id = min(complete, key=lambda c: len(c[0]))
+    group_id, scored = min(fresh, key=lambda f: len(f[1]))
+    return GroupScored(
+        t=event.t,
+        group_id=group_id,
+        episode_ids=tuple(e for _, e, _ in scored),
+        advantages=tuple(advantages([r for _, _, r in scored])),
+        admitted=True,
+    )
+
+
+def _scored_with_no_room(account: Account, event: Event) -> Planted | None:
+    """In place of the evictions, the scoring that needed them: the queue overfills."""
+    scored = _next_scoring(account, event)
+    if scored is None:
+        return None
+    held = len(account.queue) + len(scored.episode_ids)
+    if held <= account.queue_limit:
+        return None
+    return [scored], f"the queue would hold {held} > limit {account.queue_limit}"
+
+
+def _evicts_part_of_a_group(account: Account, event: Event) -> Planted | None:
+    """Under oldest-group, only as many of the oldest group's members as make room (the
+    queue then exactly full), evicted before a scoring."""
+    scored = _next_scoring(account, event)
+    if scored is None:
+        return None
     queued = list(account.queue)
-    needed = len(queued) + len(fresh) - account.queue_limit
+    needed = len(queued) + len(scored.episode_ids) - account.queue_limit
     oldest = queued[0].rpartition("/")[0]
     part = [e for e in queued if e.rpartition("/")[0] == oldest]
     if not 1 <= needed < len(part) or part[:needed] != queued[:needed]:
         return None
     drops = [_drop(event, e, "evicted", _queued_age(account, e)) for e in part[:needed]]
-    scored = GroupScored(
-        t=event.t,
-        group_id=group_id,
-        episode_ids=tuple(e for _, e, _ in fresh),
-        advantages=tuple(advantages([r for _, _, r in fresh])),
-        admitted=True,
-    )
     return [*drops, scored], "evicts part of a group"
 
 
@@ -407,9 +429,9 @@ _GROUPS_EVICTED = _worlds(
 # the bound 23, under drop 22, a token more 16, a stale end 16 (and the end at the bound,
 # unreported, 16). Redundant: past G 16, one arrival short 19, without redundancy 25, leaves
 # owed 23, skipped 23. Leftovers: abort skipped 18, queue kept 14, cancel of this step 25,
-# under run-on 25, leaves owed 22, drop of this step 23, under run-on 23, an aborted group
-# scores 14. Eviction: part of a group 17. (Stale ends, and any ship under drop, need 150
-# steps.)
+# under run-on 15, leaves owed 22 (unscheduled 14), drop of this step 23, under run-on 18,
+# an aborted group scores 14. Eviction: no room 17, part of a group 17. (Stale ends, and a
+# ship under drop, need 150 steps.)
 FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
     "mask: cancelled stale but going on fresh": (
         "episodes_cancelled",
@@ -485,6 +507,13 @@ FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
         "group_scored",
         _leftover_scores,
         _SLIME,
+    ),
+    "eviction: scored with no room": (
+        "group_scored",
+        _scored_with_no_room,
+        _worlds(
+            "pipelinerl", max_steps=100, group_size=4, batch_size=4, max_inflight=12, queue_limit=4
+        ),
     ),
     "eviction: part of a group": (
         "group_scored",
