@@ -25,6 +25,7 @@ from rolloutlog.core.account_group import Group, advantages, age
 from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.types import (
     BatchShipped,
+    CancelReason,
     EpisodeCompleted,
     EpisodeDispatched,
     EpisodeDropped,
@@ -57,7 +58,9 @@ def _ages(group: Group) -> bool:
     return group.train and not group.frozen
 
 
-def _cancel_all(event: Event, group_id: str, group: Group, reason: Any) -> EpisodesCancelled:
+def _cancel_all(
+    event: Event, group_id: str, group: Group, reason: CancelReason
+) -> EpisodesCancelled:
     """Everything `group` owes, cancelled with `reason` at `event`'s time."""
     return EpisodesCancelled(
         t=event.t,
@@ -80,7 +83,8 @@ def _cancelled(reason: str, event: Event) -> bool:
 
 
 def _still_holds(event: Event) -> LimitSet:
-    """A world event that changes nothing: what settles the reaction before it."""
+    """A world event that neither cancels nor drops (a permit limit, never binding): what
+    settles the reaction before it."""
     return LimitSet(t=event.t, max_inflight=10**6)
 
 
@@ -204,7 +208,7 @@ def _cancelled_one_arrival_short(account: Account, event: Event) -> Planted | No
 
 
 def _cancel_with_the_dispatch(
-    account: Account, event: EpisodeDispatched, reason: Any
+    account: Account, event: EpisodeDispatched, reason: CancelReason
 ) -> EpisodesCancelled:
     """Right after a dispatch, everything its group owes (the dispatch too) cancelled."""
     group = account.groups[event.group_id]
