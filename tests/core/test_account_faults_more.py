@@ -1,0 +1,549 @@
+"""The account's reports on masked stale tokens (`core.account_mask`), ROLL's redundant
+members (`core.account_redundant`), slime's abort of the leftovers
+(`core.account_oversample`) and the two eviction reports `test_account_faults_field.py`
+leaves (a scoring the queue has no room for, "evicts part of a group"), each set off by one
+planted fault at its own seq, as in `test_account_faults_field.py`; the plants' harness is
+`tests/core/planted_faults.py`.
+
+Two kinds of report are checked once a world event's reactions settle (a redundant
+cancellation owed, leftovers not aborted): their plants end the log at the world event
+whose reaction is missing (redundant), or put a world event that changes nothing where the
+reaction began (leftovers), so the settlement of that last world event reports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rolloutlog.core.account import Account
+from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.presets import preset_overrides
+from rolloutlog.events.types import (
+    BatchShipped,
+    CancelReason,
+    EpisodeCompleted,
+    EpisodeDispatched,
+    EpisodeDropped,
+    EpisodeFailed,
+    EpisodesCancelled,
+    Event,
+    GroupScored,
+    LimitSet,
+)
+from rolloutlog.testing.strategies import run_configs, world_logs
+from tests.core.planted import fed
+from tests.core.planted_faults import (
+    Plant,
+    Planted,
+    after_a_dispatch,
+    check_reported,
+    first_plant,
+)
+from tests.core.test_account_faults_field import _SMALL, _drop, _queued_age
+
+
+def _worlds(preset: str, max_steps: int = 80, **keys: Any) -> st.SearchStrategy[list[Event]]:
+    """The field suite's small worlds under `preset`'s keys, `keys` on top, kept short."""
+    config = run_configs(**{**_SMALL, **preset_overrides(preset), **keys})
+    return world_logs(configs=config, max_steps=max_steps)
+
+
+def _ages(group: Group) -> bool:
+    """Its members age: live-policy train work (the test's own reading)."""
+    return group.train and not group.frozen
+
+
+def _cancel_all(
+    event: Event, group_id: str, group: Group, reason: CancelReason
+) -> EpisodesCancelled:
+    """Everything `group` owes, cancelled with `reason` at `event`'s time."""
+    return EpisodesCancelled(
+        t=event.t,
+        group_id=group_id,
+        episode_ids=tuple(group.inflight),
+        unscheduled=group.unscheduled,
+        reason=reason,
+    )
+
+
+def _one_short(event: EpisodesCancelled) -> EpisodesCancelled:
+    """The cancellation less one unscheduled member (or, with none, its last member)."""
+    if event.unscheduled:
+        return attrs.evolve(event, unscheduled=event.unscheduled - 1)
+    return attrs.evolve(event, episode_ids=event.episode_ids[:-1])
+
+
+def _cancelled(reason: str, event: Event) -> bool:
+    return isinstance(event, EpisodesCancelled) and event.reason == reason
+
+
+def _still_holds(event: Event) -> LimitSet:
+    """A world event that neither cancels nor drops (a permit limit, never binding): what
+    settles the reaction before it."""
+    return LimitSet(t=event.t, max_inflight=10**6)
+
+
+# --- stale_tokens = mask (core.account_mask) -------------------------------------------
+
+
+def _end(account: Account, episode_id: str) -> int | None:
+    """The version of a masking run's arrival's last segment (None: no books for it)."""
+    pieces = account.pieces.get(episode_id)
+    return pieces[-1][0] if pieces else None
+
+
+def _cancelled_but_going_on_fresh(account: Account, event: Event) -> Planted | None:
+    """Under `interrupt` an episode's next tokens come from the live version: one stale by
+    its stamp, cancelled as stale while the live version is within the bound."""
+    if age(account.version, account.step) > account.bound:
+        return None
+    for group_id, group in account.groups.items():
+        for episode_id, (stamp, _) in group.inflight.items():
+            if _ages(group) and age(stamp, account.step) > account.bound:
+                cancel = EpisodesCancelled(
+                    t=event.t,
+                    group_id=group_id,
+                    episode_ids=(episode_id,),
+                    unscheduled=0,
+                    reason="stale",
+                )
+                problem = f"{episode_id} would go on under v{account.version}, within the bound"
+                return [cancel], f"{problem}: not stale under mask"
+    return None
+
+
+def _dropped_with_its_end_at_the_bound(account: Account, event: Event) -> Planted | None:
+    """A queued episode whose end is exactly at the bound (the boundary: within it),
+    dropped as stale."""
+    for episode_id, (version, ages, _) in account.queue.items():
+        end = _end(account, episode_id)
+        if ages and end is not None and age(end, account.step) == account.bound:
+            drop = _drop(event, episode_id, "stale", age(version, account.step))
+            problem = f"{episode_id} dropped as stale, but its end v{end} is within the bound"
+            return [drop], problem
+    return None
+
+
+def _masked_under_drop(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, BatchShipped):
+        return None
+    return [attrs.evolve(event, masked_tokens=1)], "masks 1 tokens; stale_tokens is drop"
+
+
+def _ships_an_end_at(over: int) -> Plant:
+    """A queued episode whose end is `over` versions past the bound (1: the boundary, a
+    fault; 0: at the bound, none), shipped and trained with its masked tokens counted right
+    (held or not: a hold is another report)."""
+
+    def plant(account: Account, event: Event) -> Planted | None:
+        if account.finished:
+            return None
+        for episode_id, (_, ages, tokens) in account.queue.items():
+            end = _end(account, episode_id)
+            if not ages or end is None or age(end, account.step) != account.bound + over:
+                continue
+            pieces = account.pieces[episode_id]
+            masked = sum(n for v, n in pieces if age(v, account.step) > account.bound)
+            shipped = BatchShipped(
+                t=event.t,
+                step=account.step,
+                episode_ids=(episode_id,),
+                trained_ids=(episode_id,),
+                tokens=tokens,
+                masked_tokens=masked,
+            )
+            at = account.bound + over
+            return [shipped], f"{episode_id} trains gradient-bearing tokens at age {at}"
+        return None
+
+    return plant
+
+
+def _masks_one_token_more(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, BatchShipped):
+        return None
+    held = event.masked_tokens
+    wrong = attrs.evolve(event, masked_tokens=held + 1)
+    return [wrong], f"masks {held + 1} tokens; its segments past the bound hold {held}"
+
+
+# --- redundant members (core.account_redundant) ----------------------------------------
+
+
+def _arrival(event: Event) -> str | None:
+    if isinstance(event, EpisodeCompleted | EpisodeFailed):
+        return event.episode_id
+    return None
+
+
+def _arrives_past_g(account: Account, event: Event) -> Planted | None:
+    """Instead of the redundant cancellation, one of its members arrives: G + 1."""
+    if not _cancelled("redundant", event) or not event.episode_ids:
+        return None
+    group = account.groups[event.group_id]
+    completed = EpisodeCompleted(
+        t=event.t,
+        episode_id=event.episode_ids[0],
+        reward=0.0,
+        prompt_tokens=1,
+        completion_tokens=1,
+    )
+    return [completed], f"{event.group_id}: {group.size + 1} arrived, more than G={group.size}"
+
+
+def _cancelled_one_arrival_short(account: Account, event: Event) -> Planted | None:
+    """In place of a group's G-th arrival (the boundary), a redundant cancellation."""
+    episode_id = _arrival(event)
+    group = account.inflight.get(episode_id) if episode_id else None
+    if group is None or len(group.arrived) != group.size - 1:
+        return None
+    group_id = episode_id.rpartition("/")[0]
+    cancel = _cancel_all(event, group_id, group, "redundant")
+    return [cancel], f"redundant cancel of {group_id} at {group.size - 1} of G arrived"
+
+
+def _cancel_with_the_dispatch(
+    account: Account, event: EpisodeDispatched, reason: CancelReason
+) -> EpisodesCancelled:
+    """Right after a dispatch, everything its group owes (the dispatch too) cancelled."""
+    group = account.groups[event.group_id]
+    return EpisodesCancelled(
+        t=event.t,
+        group_id=event.group_id,
+        episode_ids=(*group.inflight, event.episode_id),
+        unscheduled=group.unscheduled - 1,
+        reason=reason,
+    )
+
+
+def _cancelled_without_redundancy(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
+    arrived = len(account.groups[event.group_id].arrived)
+    cancel = _cancel_with_the_dispatch(account, event, "redundant")
+    return cancel, f"redundant cancel of {event.group_id} at {arrived} of G arrived"
+
+
+def _redundant_leaves_owed(account: Account, event: Event) -> Planted | None:
+    if not _cancelled("redundant", event):
+        return None
+    return [_one_short(event)], f"redundant cancel of {event.group_id} leaves members owed"
+
+
+def _redundant_skipped(account: Account, event: Event) -> Planted | None:
+    """A group's G-th arrival while it owes more members, and the log ends there: the
+    redundant cancellation its reaction owes never comes."""
+    episode_id = event.episode_id if isinstance(event, EpisodeCompleted) else None
+    group = account.inflight.get(episode_id) if episode_id else None
+    if group is None or len(group.arrived) != group.size - 1:
+        return None
+    if len(group.inflight) < 2 and not group.unscheduled:
+        return None
+    due = [episode_id.rpartition("/")[0]]
+    return [event], f"G arrived but members still owed, not cancelled: {due}"
+
+
+# --- slime's abort of the leftovers (core.account_oversample) ---------------------------
+
+
+def _earlier(account: Account, group_id: str) -> bool:
+    """A train group opened for a batch that has shipped (the test's own reading)."""
+    return account.opened_at.get(group_id, account.step) < account.step
+
+
+def _abort_skipped(account: Account, event: Event) -> Planted | None:
+    """At the ship's first leftover cancellation, the world moves on instead."""
+    if not _cancelled("leftover", event):
+        return None
+    owed = sorted(g for g in account.opened_at if _earlier(account, g) and account.groups[g].owes)
+    return [_still_holds(event)], f"leftovers not aborted at the ship: {owed[:3]}"
+
+
+def _queue_kept(account: Account, event: Event) -> Planted | None:
+    """At the ship's first leftover drop from the queue, the world moves on instead."""
+    if not isinstance(event, EpisodeDropped) or event.reason != "leftover":
+        return None
+    if event.episode_id not in account.queue:
+        return None
+    kept = sum(step < account.step for step in account.queued_at.values())
+    return [_still_holds(event)], f"{kept} queued past the batch, kept"
+
+
+def _leftover_cancel_of_this_step(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
+    """Right after a dispatch, its group (opened at this very step: the boundary) cancelled
+    whole as a leftover."""
+    cancel = _cancel_with_the_dispatch(account, event, "leftover")
+    return cancel, f"leftover cancellation of {event.group_id} with no batch full"
+
+
+def _leftover_leaves_owed(unscheduled: bool) -> Plant:
+    """The ship's leftover cancellation less one member: unscheduled (where it cancels
+    some), or in flight."""
+
+    def plant(account: Account, event: Event) -> Planted | None:
+        if not _cancelled("leftover", event) or bool(event.unscheduled) != unscheduled:
+            return None
+        problem = f"leftover cancellation leaves {event.group_id} owing members"
+        return [_one_short(event)], problem
+
+    return plant
+
+
+def _leftover_cancel_under_run_on(account: Account, event: Event) -> Planted | None:
+    """Under run-on, a train group opened for a batch that has shipped (what the abort rule
+    would cancel) cancelled whole as a leftover."""
+    for group_id, group in account.groups.items():
+        if group.owes and _earlier(account, group_id):
+            cancel = _cancel_all(event, group_id, group, "leftover")
+            return [cancel], f"leftover cancellation of {group_id} with no batch full"
+    return None
+
+
+def _leftover_drop_of_this_step(account: Account, event: Event) -> Planted | None:
+    """An arrival of a train group opened at this step (the boundary), dropped as a
+    leftover."""
+    for group_id, group in account.groups.items():
+        if not group.train or _earlier(account, group_id):
+            continue
+        for episode_id, (_, version, _, _) in group.arrived.items():
+            if episode_id not in group.dropped:
+                drop = _drop(event, episode_id, "leftover", age(version, account.step))
+                return [drop], f"leftover drop of {episode_id}, no batch full"
+    return None
+
+
+def _leftover_drop_from_the_queue(account: Account, event: Event) -> Planted | None:
+    """Under run-on, the oldest queued episode dropped as a leftover."""
+    if not account.queue:
+        return None
+    oldest = next(iter(account.queue))
+    drop = _drop(event, oldest, "leftover", _queued_age(account, oldest))
+    return [drop], f"leftover drop of {oldest}, no batch full"
+
+
+def _leftover_scores(account: Account, event: Event) -> Planted | None:
+    """An earlier step's group, aborted, scored with one member (the fewest that score)."""
+    if not isinstance(event, GroupScored) or not _earlier(account, event.group_id):
+        return None
+    group = account.groups[event.group_id]
+    if not group.arrived:
+        return None
+    first = min(group.arrived, key=lambda e: group.arrived[e][0])
+    scored = attrs.evolve(event, episode_ids=(first,), advantages=(0.0,))
+    return [scored], f"{event.group_id} is a leftover, and scores 1"
+
+
+# --- bounded-queue eviction (core.account_eviction) ------------------------------------
+
+
+def _next_scoring(account: Account, event: Event) -> GroupScored | None:
+    """At a run's first eviction before a scoring, a scoring the sink could record next: of
+    the complete train group with the fewest fresh members (completed, not dropped), all
+    admitted."""
+    if not isinstance(event, EpisodeDropped) or event.reason != "evicted" or account.evicting:
+        return None
+    complete = [
+        (g, group)
+        for g, group in account.groups.items()
+        if group.train and not group.owes
+        if len(group.arrived) + group.cancelled == account.members(group)
+    ]
+    fresh = [
+        (
+            g,
+            sorted(
+                (member, e, reward)
+                for e, (member, _, reward, _) in group.arrived.items()
+                if reward is not None and e not in group.dropped
+            ),
+        )
+        for g, group in complete
+    ]
+    if not fresh:
+        return None
+    group_id, scored = min(fresh, key=lambda f: len(f[1]))
+    return GroupScored(
+        t=event.t,
+        group_id=group_id,
+        episode_ids=tuple(e for _, e, _ in scored),
+        advantages=tuple(advantages([r for _, _, r in scored])),
+        admitted=True,
+    )
+
+
+def _scored_with_no_room(account: Account, event: Event) -> Planted | None:
+    """In place of the evictions, the scoring that needed them: the queue overfills."""
+    scored = _next_scoring(account, event)
+    if scored is None:
+        return None
+    held = len(account.queue) + len(scored.episode_ids)
+    if held <= account.queue_limit:
+        return None
+    return [scored], f"the queue would hold {held} > limit {account.queue_limit}"
+
+
+def _evicts_part_of_a_group(account: Account, event: Event) -> Planted | None:
+    """Under oldest-group, only as many of the oldest group's members as make room (the
+    queue then exactly full), evicted before a scoring."""
+    scored = _next_scoring(account, event)
+    if scored is None:
+        return None
+    queued = list(account.queue)
+    needed = len(queued) + len(scored.episode_ids) - account.queue_limit
+    oldest = queued[0].rpartition("/")[0]
+    part = [e for e in queued if e.rpartition("/")[0] == oldest]
+    if not 1 <= needed < len(part) or part[:needed] != queued[:needed]:
+        return None
+    drops = [_drop(event, e, "evicted", _queued_age(account, e)) for e in part[:needed]]
+    return [*drops, scored], "evicts part of a group"
+
+
+# Masking worlds under interrupt (an episode's next tokens come from the live version) and
+# per-group staleness (soft keeps no gradient bound); redundancy under ROLL's admission;
+# slime's over-sampling rounds of groups of two for batches of six (and of three, which
+# leave a queued episode past each batch); a bounded queue one short of two groups of four
+# (room for part of the oldest group).
+_MASK = _worlds("per-group+interrupt+mask", max_steps=100)
+_DROP = _worlds("per-group+interrupt", max_steps=150)
+_STALE_ENDS = _worlds("per-group+interrupt+mask", max_steps=150)
+_REDUNDANT = _worlds("roll-flash", max_steps=100, group_redundancy=1)
+_OVERSAMPLE: dict[str, Any] = {"group_size": 2, "max_inflight": 10, "batch_size": 6}
+_SLIME = _worlds("slime-oversample", max_steps=120, **_OVERSAMPLE)
+_SLIME_QUEUE = _worlds("slime-oversample", max_steps=80, group_size=2, max_inflight=6, batch_size=3)
+_RUN_ON = _worlds("slime-oversample", max_steps=120, leftovers="run-on", **_OVERSAMPLE)
+# Permits short of a group with no admission rule: aborted groups with members unscheduled.
+_SLIME_SHORT = _worlds(
+    "slime-oversample", max_steps=120, admission="none", **{**_OVERSAMPLE, "max_inflight": 5}
+)
+_GROUPS_EVICTED = _worlds(
+    "pipelinerl",
+    max_steps=120,
+    group_size=4,
+    batch_size=4,
+    max_inflight=8,
+    queue_limit=7,
+    queue_eviction="oldest-group",
+)
+
+# Each fault's worlds, measured on the first 25 examples of the mutation profile
+# (derandomized): how many of them have a point to plant it. Mask: going on fresh 18, end at
+# the bound 23, under drop 22, a token more 16, a stale end 16 (and the end at the bound,
+# unreported, 16). Redundant: past G 16, one arrival short 19, without redundancy 25, leaves
+# owed 23, skipped 23. Leftovers: abort skipped 18, queue kept 14, cancel of this step 25,
+# under run-on 15, leaves owed 22 (unscheduled 14), drop of this step 23, under run-on 18,
+# an aborted group scores 14. Eviction: no room 17, part of a group 17. (Stale ends, and a
+# ship under drop, need 150 steps.)
+FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
+    "mask: cancelled stale but going on fresh": (
+        "episodes_cancelled",
+        _cancelled_but_going_on_fresh,
+        _MASK,
+    ),
+    "mask: dropped with its end at the bound": (
+        "episode_dropped",
+        _dropped_with_its_end_at_the_bound,
+        _MASK,
+    ),
+    "mask: masked under drop": ("batch_shipped", _masked_under_drop, _DROP),
+    "mask: ships a stale end": ("batch_shipped", _ships_an_end_at(1), _STALE_ENDS),
+    "mask: masks one token more": ("batch_shipped", _masks_one_token_more, _MASK),
+    "redundant: arrives past G": (
+        "episode_completed",
+        _arrives_past_g,
+        _REDUNDANT,
+    ),
+    "redundant: cancelled one arrival short": (
+        "episodes_cancelled",
+        _cancelled_one_arrival_short,
+        _REDUNDANT,
+    ),
+    "redundant: cancelled without redundancy": (
+        "episodes_cancelled",
+        after_a_dispatch(_cancelled_without_redundancy),
+        _worlds("roll-flash"),
+    ),
+    "redundant: leaves members owed": (
+        "episodes_cancelled",
+        _redundant_leaves_owed,
+        _worlds("roll-flash", max_steps=100, group_redundancy=2),
+    ),
+    "redundant: cancellation skipped": (
+        "episode_completed",
+        _redundant_skipped,
+        _REDUNDANT,
+    ),
+    "leftovers: abort skipped": ("limit_set", _abort_skipped, _SLIME),
+    "leftovers: queue kept": ("limit_set", _queue_kept, _SLIME_QUEUE),
+    "leftovers: cancel of this step": (
+        "episodes_cancelled",
+        after_a_dispatch(_leftover_cancel_of_this_step),
+        _SLIME,
+    ),
+    "leftovers: cancel under run-on": (
+        "episodes_cancelled",
+        _leftover_cancel_under_run_on,
+        _RUN_ON,
+    ),
+    "leftovers: cancel leaves owed": (
+        "episodes_cancelled",
+        _leftover_leaves_owed(unscheduled=False),
+        _SLIME,
+    ),
+    "leftovers: cancel leaves unscheduled owed": (
+        "episodes_cancelled",
+        _leftover_leaves_owed(unscheduled=True),
+        _SLIME_SHORT,
+    ),
+    "leftovers: drop of this step": (
+        "episode_dropped",
+        _leftover_drop_of_this_step,
+        _SLIME,
+    ),
+    "leftovers: drop under run-on": (
+        "episode_dropped",
+        _leftover_drop_from_the_queue,
+        _RUN_ON,
+    ),
+    "leftovers: an aborted group scores": (
+        "group_scored",
+        _leftover_scores,
+        _SLIME,
+    ),
+    "eviction: scored with no room": (
+        "group_scored",
+        _scored_with_no_room,
+        _worlds(
+            "pipelinerl", max_steps=100, group_size=4, batch_size=4, max_inflight=12, queue_limit=4
+        ),
+    ),
+    "eviction: part of a group": (
+        "group_scored",
+        _evicts_part_of_a_group,
+        _GROUPS_EVICTED,
+    ),
+}
+# What each decider alone says of a fault it refuses (as in `planted_faults.REFUSALS`).
+REFUSALS: dict[tuple[str, str], str] = {}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+@given(data=st.data())
+def test_each_report_names_its_planted_fault(fault: str, data: st.DataObject) -> None:
+    kind, plant, worlds = FAULTS[fault]
+    log = data.draw(worlds, label="log")
+    check_reported(fault, kind, plant, log, REFUSALS)
+
+
+@given(log=_MASK)
+def test_an_end_at_the_bound_trains_without_a_mask_report(log: list[Event]) -> None:
+    """The boundary's other side: an episode whose end is exactly at the bound trains
+    gradient-bearing tokens, and its masked tokens are its older segments'."""
+    planted = first_plant(log, _ships_an_end_at(0))
+    if planted is None:
+        return
+    damaged, _, problem = planted
+    reports = fed(damaged).violations
+    assert not any(problem in r or "masks" in r for r in reports), reports
