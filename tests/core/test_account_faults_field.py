@@ -43,9 +43,10 @@ _SMALL: dict[str, Any] = {
 }
 
 
-def _worlds(preset: str, **keys: Any) -> st.SearchStrategy[list[Event]]:
+def _worlds(preset: str, max_steps: int = 150, **keys: Any) -> st.SearchStrategy[list[Event]]:
     """Small worlds under `preset`'s keys, with `keys` on top."""
-    return world_logs(configs=run_configs(**{**_SMALL, **preset_overrides(preset), **keys}))
+    config = run_configs(**{**_SMALL, **preset_overrides(preset), **keys})
+    return world_logs(configs=config, max_steps=max_steps)
 
 
 def _drop(event: Event, episode_id: str, reason: DropReason, dropped_age: int) -> EpisodeDropped:
@@ -54,6 +55,12 @@ def _drop(event: Event, episode_id: str, reason: DropReason, dropped_age: int) -
 
 def _queued_age(account: Account, episode_id: str) -> int:
     return age(account.queue[episode_id][0], account.step)
+
+
+def _drop_oldest(account: Account, event: Event, reason: DropReason) -> tuple[str, EpisodeDropped]:
+    """The oldest queued episode, and its drop with `reason` at its age."""
+    oldest = next(iter(account.queue))
+    return oldest, _drop(event, oldest, reason, _queued_age(account, oldest))
 
 
 # --- requeue (core.account_requeue) ----------------------------------------------------
@@ -203,8 +210,7 @@ def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
 def _evicts_from_an_unbounded_queue(account: Account, event: Event) -> Planted | None:
     if not account.queue:
         return None
-    oldest = next(iter(account.queue))
-    drop = _drop(event, oldest, "evicted", _queued_age(account, oldest))
+    oldest, drop = _drop_oldest(account, event, "evicted")
     return [drop], f"evicts {oldest} from an unbounded queue"
 
 
@@ -236,8 +242,7 @@ def _evicts_with_room(account: Account, event: Event) -> Planted | None:
     held = len(account.queue)
     if held + _incoming(account, event) != account.queue_limit:
         return None
-    oldest = next(iter(account.queue))
-    drop = _drop(event, oldest, "evicted", _queued_age(account, oldest))
+    _, drop = _drop_oldest(account, event, "evicted")
     return [drop, event], f"evicted 1 from a queue of {held} with room"
 
 
@@ -247,8 +252,7 @@ def _evicts_one_too_many(account: Account, event: Event) -> Planted | None:
         return None
     held, evicted, limit = len(account.queue), len(account.evicting), account.queue_limit
     needed = held + evicted + _incoming(account, event) - limit
-    oldest = next(iter(account.queue))
-    drop = _drop(event, oldest, "evicted", _queued_age(account, oldest))
+    _, drop = _drop_oldest(account, event, "evicted")
     return [drop, event], f"evicted {evicted + 1}, {needed} needed"
 
 

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.account_group import Group, advantages, age
-from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.types import (
     BatchShipped,
     CancelReason,
@@ -35,7 +34,6 @@ from rolloutlog.events.types import (
     GroupScored,
     LimitSet,
 )
-from rolloutlog.testing.strategies import run_configs, world_logs
 from tests.core.planted import fed
 from tests.core.planted_faults import (
     Plant,
@@ -44,13 +42,13 @@ from tests.core.planted_faults import (
     check_reported,
     first_plant,
 )
-from tests.core.test_account_faults_field import _SMALL, _drop, _queued_age
+from tests.core.test_account_faults_field import _drop, _drop_oldest, _queued_age
+from tests.core.test_account_faults_field import _worlds as _field_worlds
 
 
 def _worlds(preset: str, max_steps: int = 80, **keys: Any) -> st.SearchStrategy[list[Event]]:
-    """The field suite's small worlds under `preset`'s keys, `keys` on top, kept short."""
-    config = run_configs(**{**_SMALL, **preset_overrides(preset), **keys})
-    return world_logs(configs=config, max_steps=max_steps)
+    """The field suite's small worlds, kept shorter."""
+    return _field_worlds(preset, max_steps, **keys)
 
 
 def _ages(group: Group) -> bool:
@@ -319,8 +317,7 @@ def _leftover_drop_from_the_queue(account: Account, event: Event) -> Planted | N
     """Under run-on, the oldest queued episode dropped as a leftover."""
     if not account.queue:
         return None
-    oldest = next(iter(account.queue))
-    drop = _drop(event, oldest, "leftover", _queued_age(account, oldest))
+    oldest, drop = _drop_oldest(account, event, "leftover")
     return [drop], f"leftover drop of {oldest}, no batch full"
 
 
