@@ -5,8 +5,6 @@ bounded-queue eviction, withholding), each set off by one planted fault at its o
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 import pytest
 from hypothesis import given
@@ -14,10 +12,8 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.account_group import age, behind
-from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.types import (
     BatchShipped,
-    DropReason,
     EpisodeCompleted,
     EpisodeDropped,
     EpisodesCancelled,
@@ -25,43 +21,11 @@ from rolloutlog.events.types import (
     GroupOpened,
     GroupScored,
 )
-from rolloutlog.testing.strategies import run_configs, world_logs
+from tests.core.field_plants import drop as _drop
+from tests.core.field_plants import drop_oldest as _drop_oldest
+from tests.core.field_plants import queued_age as _queued_age
+from tests.core.field_plants import worlds as _worlds
 from tests.core.planted_faults import Plant, Planted, check_reported
-
-# Small worlds where versions move under running work: no frozen or eval groups, no
-# curriculum, episode batches of one group.
-_SMALL: dict[str, Any] = {
-    "group_size": 3,
-    "max_inflight": 6,
-    "batch_size": 3,
-    "token_batch_size": None,
-    "max_off_policy_steps": 0,
-    "target_lag": 0,
-    "frozen_fraction": 0.0,
-    "eval_interval": 0,
-    "curriculum": "all",
-}
-
-
-def _worlds(preset: str, max_steps: int = 150, **keys: Any) -> st.SearchStrategy[list[Event]]:
-    """Small worlds under `preset`'s keys, with `keys` on top."""
-    config = run_configs(**{**_SMALL, **preset_overrides(preset), **keys})
-    return world_logs(configs=config, max_steps=max_steps)
-
-
-def _drop(event: Event, episode_id: str, reason: DropReason, dropped_age: int) -> EpisodeDropped:
-    return EpisodeDropped(t=event.t, episode_id=episode_id, reason=reason, age=dropped_age)
-
-
-def _queued_age(account: Account, episode_id: str) -> int:
-    return age(account.queue[episode_id][0], account.step)
-
-
-def _drop_oldest(account: Account, event: Event, reason: DropReason) -> tuple[str, EpisodeDropped]:
-    """The oldest queued episode, and its drop with `reason` at its age."""
-    oldest = next(iter(account.queue))
-    return oldest, _drop(event, oldest, reason, _queued_age(account, oldest))
-
 
 # --- requeue (core.account_requeue) ----------------------------------------------------
 

@@ -34,6 +34,10 @@ from rolloutlog.events.types import (
     GroupScored,
     LimitSet,
 )
+from tests.core.field_plants import drop as _drop
+from tests.core.field_plants import drop_oldest as _drop_oldest
+from tests.core.field_plants import queued_age as _queued_age
+from tests.core.field_plants import worlds as _field_worlds
 from tests.core.planted import fed
 from tests.core.planted_faults import (
     Plant,
@@ -42,8 +46,6 @@ from tests.core.planted_faults import (
     check_reported,
     first_plant,
 )
-from tests.core.test_account_faults_field import _drop, _drop_oldest, _queued_age
-from tests.core.test_account_faults_field import _worlds as _field_worlds
 
 
 def _worlds(preset: str, max_steps: int = 80, **keys: Any) -> st.SearchStrategy[list[Event]]:
