@@ -8,6 +8,7 @@ check that stops refusing (or a refusal that stops naming its key) fails a prope
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.config import (
     BATCH_KEYS,
+    MAX_INFLIGHT,
     ConfigError,
     RunConfig,
     apply_overrides,
@@ -189,27 +191,180 @@ def test_an_unknown_key_is_refused_by_name(config: RunConfig, where: str, key: s
     assert str(refused.value) == f"{where}: unknown key {key!r}; known keys: {known}"
 
 
-@given(run_configs(), st.sampled_from(["both batch keys", "no batch key", "lag past bound"]))
+@attrs.frozen
+class Unstartable:
+    """A combination that `RunConfig.startup_problems` refuses, made from a startable
+    config: `pins` the drawn config so that `change` breaks exactly one rule, `problem` the
+    start of its refusal."""
+
+    pins: Callable[[st.DrawFn], dict[str, Any]]
+    change: Callable[[RunConfig, st.DrawFn], dict[str, Any]]
+    problem: Callable[[RunConfig], str]
+
+
+def _pinned(**pins: Any) -> Callable[[st.DrawFn], dict[str, Any]]:
+    return lambda draw: pins
+
+
+def _batches(draw: st.DrawFn, *, least: int = 1) -> dict[str, Any]:
+    """Counted batches of at least `least` and groups of two or more, no queue drawn."""
+    group = draw(st.integers(2, 8))
+    return {
+        "group_size": group,
+        "batch_size": draw(st.integers(least * group - group + 1, 12)),
+        "token_batch_size": None,
+        "queue_limit": 0,
+    }
+
+
+def _slime_round(draw: st.DrawFn) -> dict[str, Any]:
+    group = draw(st.integers(1, 4))
+    return {
+        "admission": "slime",
+        "group_size": group,
+        "token_batch_size": None,
+        "batch_size": draw(st.integers(group + 1, 12)),
+        "over_sampling_batch_size": None,
+    }
+
+
+def _span(config: RunConfig) -> int:
+    """A batch beside a group, less two episodes: the largest queue whole-group eviction
+    refuses."""
+    return config.group_size + (config.batch_size or 0) - 2
+
+
+def _groups(config: RunConfig) -> int:
+    return -(-(config.batch_size or 0) // config.group_size)
+
+
+BOTH_BATCH_KEYS = "batch_size / token_batch_size: set exactly one"
+NOT_OUTSTANDING = ["none", "capacity", "areal", "verl", "max-lag", "slime", "roll"]
+NO_BUDGET = ["none", "capacity", "areal", "outstanding", "max-lag", "roll"]
+UNSTARTABLE: dict[str, Unstartable] = {
+    "both batch keys": Unstartable(
+        _pinned(),
+        # a drawn queue_limit fits the drawn batch size, not necessarily 4; the round was
+        # drawn for the run's own batches
+        lambda c, draw: {
+            "batch_size": c.batch_size or 4,
+            "token_batch_size": 100,
+            "over_sampling_batch_size": None,
+        },
+        lambda c: BOTH_BATCH_KEYS,
+    ),
+    "no batch key": Unstartable(
+        _pinned(),
+        lambda c, draw: {"batch_size": None, "token_batch_size": None},
+        lambda c: BOTH_BATCH_KEYS,
+    ),
+    "lag past bound": Unstartable(
+        _pinned(),
+        lambda c, draw: {"target_lag": c.max_off_policy_steps + 1},
+        lambda c: f"target_lag: must be <= max_off_policy_steps ({c.max_off_policy_steps})",
+    ),
+    "too many permits": Unstartable(
+        _pinned(),
+        lambda c, draw: {"max_inflight": draw(st.integers(MAX_INFLIGHT + 1, 2 * MAX_INFLIGHT))},
+        lambda c: f"max_inflight: at most {MAX_INFLIGHT:,}, got",
+    ),
+    "a queue short of a group or a batch": Unstartable(
+        _batches,
+        lambda c, draw: {
+            "queue_limit": draw(st.integers(1, max(c.group_size, c.batch_size or 0) - 1)),
+            "queue_eviction": draw(st.sampled_from(["oldest-episode", "oldest-group"])),
+        },
+        lambda c: "queue_limit: must be 0 or >= group_size and batch_size",
+    ),
+    "a queue evicting groups short of a batch beside a group": Unstartable(
+        lambda draw: _batches(draw, least=2),
+        lambda c, draw: {
+            "queue_limit": draw(
+                st.integers(
+                    max(c.group_size, c.batch_size or 0), c.group_size + (c.batch_size or 0) - 2
+                )
+            ),
+            "queue_eviction": "oldest-group",
+        },
+        lambda c: f"queue_limit: must be >= batch_size + group_size - 1 ({_span(c) + 1})",
+    ),
+    "a slime round short of a batch": Unstartable(
+        _slime_round,
+        lambda c, draw: {"over_sampling_batch_size": draw(st.integers(1, _groups(c) - 1))},
+        lambda c: f"over_sampling_batch_size: must be >= the {_groups(c)} groups of a batch",
+    ),
+    "a last-chance wait without its cap": Unstartable(
+        lambda draw: {
+            "ship_wait": "none",
+            "weight_update": "freeze",
+            "admission": draw(st.sampled_from(NOT_OUTSTANDING)),
+        },
+        lambda c, draw: {"ship_wait": "last-chance"},
+        lambda c: f"ship_wait: 'last-chance' needs admission = 'outstanding' (got {c.admission!r})",
+    ),
+    "a last-chance wait under a drain": Unstartable(
+        _pinned(ship_wait="none", admission="outstanding", weight_update="drain", recycle=False),
+        lambda c, draw: {"ship_wait": "last-chance"},
+        lambda c: "ship_wait: 'last-chance' does not combine with weight_update = 'drain'",
+    ),
+    "ROLL's window over several updates": Unstartable(
+        _pinned(batch_order="roll-window", updates_per_sync=1, recycle=False),
+        lambda c, draw: {"updates_per_sync": draw(st.integers(2, 3))},
+        lambda c: "batch_order: 'roll-window' needs updates_per_sync = 1",
+    ),
+    "a drain behind verl's or slime's budget": Unstartable(
+        lambda draw: {
+            "weight_update": "freeze",
+            "recycle": False,
+            "ship_wait": "none",
+            "admission": draw(st.sampled_from(["verl", "slime"])),
+        },
+        lambda c, draw: {"weight_update": "drain"},
+        lambda c: f"weight_update: 'drain' does not combine with admission = {c.admission!r}",
+    ),
+    "recycling under a drain": Unstartable(
+        lambda draw: {
+            "recycle": True,
+            "weight_update": "freeze",
+            "updates_per_sync": 1,
+            "ship_wait": "none",
+            "admission": draw(st.sampled_from(NO_BUDGET)),
+        },
+        lambda c, draw: {"weight_update": "drain"},
+        lambda c: "recycle: does not combine with weight_update = 'drain'",
+    ),
+    "recycling over several updates": Unstartable(
+        lambda draw: {
+            "recycle": True,
+            "weight_update": "freeze",
+            "updates_per_sync": 1,
+            "batch_order": draw(st.sampled_from(["fifo", "oldest-first"])),
+        },
+        lambda c, draw: {"updates_per_sync": draw(st.integers(2, 3))},
+        lambda c: "recycle: needs updates_per_sync = 1",
+    ),
+    "redundant members under slime": Unstartable(
+        _pinned(admission="slime", group_redundancy=0),
+        lambda c, draw: {"group_redundancy": draw(st.integers(1, 2))},
+        lambda c: "group_redundancy: must be 0 under admission = 'slime'",
+    ),
+}
+
+
+@given(st.data(), st.sampled_from(sorted(UNSTARTABLE)))
 def test_a_config_that_cannot_start_is_refused_yet_folds_as_recorded(
-    config: RunConfig, fault: str
+    data: st.DataObject, name: str
 ) -> None:
-    data = config.to_dict()
-    if fault == "both batch keys":
-        # a drawn queue_limit fits the drawn batch size, not necessarily 4
-        data.update(batch_size=config.batch_size or 4, token_batch_size=100)
-        data.pop("over_sampling_batch_size", None)  # drawn for the run's own batches
-        problem = "batch_size / token_batch_size: set exactly one"
-    elif fault == "no batch key":
-        data.update(batch_size=None, token_batch_size=None)
-        problem = "batch_size / token_batch_size: set exactly one"
-    else:
-        data["target_lag"] = config.max_off_policy_steps + 1
-        problem = f"target_lag: must be <= max_off_policy_steps ({config.max_off_policy_steps})"
+    fault = UNSTARTABLE[name]
+    config = data.draw(run_configs(**fault.pins(data.draw)), label="startable")
+    change = fault.change(config, data.draw)
+    values = config.to_dict() | change
+    problem = fault.problem(config)
     with pytest.raises(ConfigError) as refused:
-        RunConfig.from_mapping(data)
+        RunConfig.from_mapping(values)
     assert str(refused.value).startswith(problem)
-    recorded = RunConfig.from_mapping(data, startable=False)
-    assert recorded.to_dict() == data
+    recorded = RunConfig.from_mapping(values, startable=False)
+    assert attrs.asdict(recorded) == attrs.asdict(config) | change
     assert [p[: len(problem)] for p in recorded.startup_problems()] == [problem]
 
 
