@@ -5,6 +5,8 @@ bounded-queue eviction, withholding), each set off by one planted fault at its o
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import pytest
 from hypothesis import given
@@ -168,6 +170,21 @@ def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
     return opened, f"verl admission: {budget} groups counted this sync window, of {budget}"
 
 
+def _opened_past_the_max_lag(account: Account, event: Event) -> Planted | None:
+    """While a train group is open, train groups opened until the last finds PipelineRL's
+    allowance `⌈max_lag / G⌉ + ⌈B / G⌉ × (updates + 1)` reached exactly (the test's own
+    arithmetic; the ones before it are allowed)."""
+    if not _while_a_train_group_is_open(account):
+        return None
+    config, size = account.config, account.config.group_size
+    per_update = math.ceil((config.batch_size or 0) / size)
+    allowed = math.ceil(config.max_lag / size) + per_update * (account.updates + 1)
+    if len(account.tasks) > allowed:
+        return None
+    opened = _train_groups_opened(account, event, allowed - len(account.tasks) + 1)
+    return opened, f"max-lag admission: train group {allowed + 1} opened, {allowed} allowed"
+
+
 # --- bounded-queue eviction (core.account_eviction) ------------------------------------
 
 
@@ -283,7 +300,7 @@ def _cancelled_for_its_age(account: Account, event: Event) -> Planted | None:
 # Each fault's worlds, measured on the first 25 examples of the mutation profile
 # (derandomized): how many of them have a point to plant it. Requeue: skipped 17, from the
 # queue 12, without a rule 19, keeps an arrival 18. Outstanding cap 25, last chance 20,
-# verl's budget 25.
+# verl's budget 25, max-lag allowance 25.
 # Eviction: unbounded 20, not the oldest 19, wrong age 19, with room 19, one too many 19,
 # a whole group too many 17. Withholding: skipped 19, fresh 20, dropped before scoring 18;
 # cancelled for its age 25 (withhold), 24 (run-on).
@@ -297,6 +314,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "opened past the outstanding cap": ("group_opened", _opened_past_the_cap),
     "ships at a last chance": ("batch_shipped", _ships_at_a_last_chance),
     "opened past verl's budget": ("group_opened", _opened_past_the_budget),
+    "opened past the max-lag allowance": ("group_opened", _opened_past_the_max_lag),
     "evicts from an unbounded queue": ("episode_dropped", _evicts_from_an_unbounded_queue),
     "evicts not the oldest": ("episode_dropped", _evicts_not_the_oldest),
     "evicts at a wrong age": ("episode_dropped", _evicts_at_a_wrong_age),
@@ -318,6 +336,8 @@ WORLDS.update(
         "opened past the outstanding cap": _worlds("tinker-822"),
         "ships at a last chance": _worlds("tinker-822"),
         "opened past verl's budget": _worlds("verl-fully-async"),
+        # a lag of 5 over groups of 3: ⌈5/3⌉ is 2 where 5/3 is not a whole number
+        "opened past the max-lag allowance": _worlds("per-episode", admission="max-lag", max_lag=5),
         "evicts from an unbounded queue": _worlds("tinker-822"),
         "evicts not the oldest": _worlds("pipelinerl", queue_limit=4),
         "evicts at a wrong age": _worlds("pipelinerl", queue_limit=4),
