@@ -89,7 +89,7 @@ def _waits(log: list[Event]) -> dict[str, Any]:
 
 
 def _recount(log: list[Event]) -> dict[str, Any]:
-    """What the summary should say, from the whole log (no restarts in these logs)."""
+    """What the summary should say, from the whole log."""
     kinds = Counter(event.kind for event in log)
     size: dict[str, int] = {}
     train: dict[str, bool] = {}
@@ -243,7 +243,7 @@ def _recount(log: list[Event]) -> dict[str, Any]:
             else {}
         ),
         "run_finished": finished,
-        "restarts": 0,
+        "restarts": kinds["run_resumed"],
         "invariant_violations": [],
         **_waits(log),
         **leftovers,
@@ -258,6 +258,11 @@ def _recounts(log: list[Event]) -> None:
 
 @given(world_logs())
 def test_the_summary_recounts_the_log(log: list[Event]) -> None:
+    _recounts(log)
+
+
+@given(world_logs(restarts=True))
+def test_the_summary_recounts_a_log_across_a_restart(log: list[Event]) -> None:
     _recounts(log)
 
 

@@ -84,6 +84,34 @@ def test_the_reference_model_agrees_on_verl_admission(log: list[Event]) -> None:
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
+def _outstanding_evicting(group_size: int, batch_size: int) -> st.SearchStrategy[RunConfig]:
+    return run_configs(
+        admission="outstanding",
+        group_size=group_size,
+        batch_size=batch_size,
+        token_batch_size=None,
+        max_off_policy_steps=2,
+        target_lag=1,
+        queue_limit=max(group_size, batch_size),
+        queue_eviction="oldest-episode",
+    )
+
+
+OUTSTANDING_EVICTING = st.integers(1, 4).flatmap(
+    lambda size: st.integers(size, 3 * size).flatmap(lambda b: _outstanding_evicting(size, b))
+)
+
+
+@given(world_logs(OUTSTANDING_EVICTING, checked=False))
+def test_the_reference_model_agrees_on_the_outstanding_cap_under_evictions(
+    log: list[Event],
+) -> None:
+    """tinker PR #822's cap counts a group outstanding while a member is queued, so an
+    evicted member frees its place: a cap of two batches over a queue of one, where
+    `run_configs`' queues seldom overflow under the cap."""
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
 EVAL_HEAVY = st.integers(1, 4).flatmap(
     lambda size: run_configs(
         eval_interval=1, group_size=size, max_inflight=4 * size, batch_size=1, token_batch_size=None
