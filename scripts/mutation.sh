@@ -3,7 +3,7 @@
 # pyproject.toml, [tool.mutmut]; the hand-written tests are left out). mutmut runs, for each
 # mutant, only the properties that reach the mutated function, fastest first, and stops at
 # the first failure; HYPOTHESIS_PROFILE=mutation keeps each at a few fixed examples.
-# Needs the `mutation` extra. Results stay in mutants/ (ignored by git). docs/testing.md has
+# Needs the `mutation` extra. Results stay in mutants/ (ignored by git). benchmarks/RESULTS.md has
 # the last measured score.
 #
 #   scripts/mutation.sh                           # every mutant of rolloutlog/core/

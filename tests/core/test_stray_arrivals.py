@@ -1,4 +1,4 @@
-"""Duplicate and post-finish arrivals: recorded and ignored, like late ones (docs/deciders.md).
+"""Duplicate and post-finish arrivals: recorded and ignored, like late ones (docs/contract.md).
 
 A second completion or failure of one episode, or any arrival after `run_finished`, is a
 fact the log keeps; it frees no permit, never reaches the sink and is never counted twice.

@@ -179,7 +179,7 @@ class LoopMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.arrived)
     @rule(pick=st.integers(0, 10**6))
     def arrive_again(self, pick: int) -> None:
-        """A second delivery of an arrival: recorded and ignored (docs/deciders.md)."""
+        """A second delivery of an arrival: recorded and ignored (docs/contract.md § Dispatcher)."""
         episode_id = self.arrived[pick % len(self.arrived)]
         self._feed(EpisodeFailed(t=self._tick(0.2), episode_id=episode_id, error="again"))
 
