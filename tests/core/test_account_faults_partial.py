@@ -20,36 +20,39 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_partial import Segments
-from rolloutlog.events.types import (
-    EpisodeDispatched,
-    EpisodeFailed,
-    EpisodeInterrupted,
-    EpisodesCancelled,
-    Event,
-    InterruptReason,
-    RunFinished,
-    VersionLive,
-    VersionPending,
-)
+from rolloutlog.events.types import Event, RunFinished, VersionLive, VersionPending
 from rolloutlog.testing.strategies import run_configs, world_logs
-from tests.core.interrupted_runs import done
-from tests.core.partial_plants import (
-    interrupted,
-    next_dispatch,
-    restart_with_cuts,
-    resumed,
+from tests.core.interruption_plants import (
+    after_a_dispatch_where,
+    after_cutting_interrupted_work,
+    after_going_live,
+    anywhere,
+    arrival_while_interrupted,
+    completed,
+    dispatch_while,
+    drain_waits,
+    failed,
+    fewer_tokens_at_an_interruption,
+    fewer_tokens_at_the_completion,
+    frozen_in_an_update,
+    interrupt_it,
+    interrupted_twice,
+    live_leaving,
+    no_update_under_way,
+    not_in_flight,
+    not_recycling,
+    recycled_and_resumed_at_once,
+    recycled_wait,
+    recycling_eval,
+    resume_cut_work,
+    resume_it,
+    resumed_off_the_live_version,
+    resumed_twice,
+    under_the_rule,
 )
+from tests.core.partial_plants import restart_with_cuts
 from tests.core.planted import fed, valid_restart
-from tests.core.planted_faults import (
-    UNKNOWN,
-    Plant,
-    Planted,
-    after_a_dispatch,
-    check_reported,
-    first_plant,
-    restart_point,
-)
+from tests.core.planted_faults import Plant, Planted, check_reported, first_plant, restart_point
 
 # --- worlds ---------------------------------------------------------------------------
 
@@ -110,261 +113,6 @@ LAGGING = _world(weight_update="freeze", recycle=False, max_off_policy_steps=3, 
 RESTARTS = world_logs(configs=run_configs(**_SMALL), max_steps=80, restarts=True)
 
 
-# --- episode_interrupted --------------------------------------------------------------
-
-Put = Callable[[Account, EpisodeDispatched], tuple[Event, str]]
-
-
-def _after_a_dispatch_where(when: Callable[[Account, EpisodeDispatched], bool], put: Put) -> Plant:
-    """The event `put` makes, right after the first dispatch where `when` holds (shown the
-    account before that dispatch)."""
-    planted = after_a_dispatch(put)
-
-    def plant(account: Account, event: Event) -> Planted | None:
-        if not isinstance(event, EpisodeDispatched) or not when(account, event):
-            return None
-        return planted(account, event)
-
-    return plant
-
-
-def _anywhere(account: Account, event: EpisodeDispatched) -> bool:
-    return True
-
-
-def _interrupt_it(reason: InterruptReason, problem: Callable[[Account, str], str]) -> Put:
-    """An interruption (`reason`, no tokens) of the episode just dispatched."""
-
-    def put(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
-        return interrupted(event, event.episode_id, 0, reason), problem(account, event.episode_id)
-
-    return put
-
-
-def _under_the_rule(reason: InterruptReason) -> Put:
-    return _interrupt_it(
-        reason,
-        lambda account, _: f"reason {reason!r} under weight_update {account.weight_update!r}",
-    )
-
-
-def _not_recycling(account: Account, event: EpisodeDispatched) -> bool:
-    return not account.recycling
-
-
-def _recycling_eval(account: Account, event: EpisodeDispatched) -> bool:
-    return account.recycling and not account.groups[event.group_id].train
-
-
-def _frozen_in_an_update(account: Account, event: EpisodeDispatched) -> bool:
-    return account.groups[event.group_id].frozen and account.live_version < account.version
-
-
-def _no_update_under_way(account: Account, event: EpisodeDispatched) -> bool:
-    return account.live_version >= account.version  # at the boundary: the version is live
-
-
-def _not_in_flight(account: Account, event: Event) -> Planted | None:
-    if not isinstance(event, EpisodeInterrupted):
-        return None
-    stray = f"{UNKNOWN}/0"
-    return [attrs.evolve(event, episode_id=stray)], f"{stray} is not in flight"
-
-
-def _interrupted_twice(account: Account, event: Event) -> Planted | None:
-    if not isinstance(event, EpisodeInterrupted):
-        return None
-    return [event, event], f"{event.episode_id} is interrupted"
-
-
-def _last_tokens(account: Account, episode_id: str) -> int:
-    """The tokens an episode had at its last interruption; 0 if none."""
-    books = account.segments.get(episode_id)
-    return books.tokens[-1] if books is not None and books.tokens else 0
-
-
-def _after_going_live(put: Callable[[Account, VersionLive, str], Planted | None]) -> Plant:
-    """At the first `version_live` that finds an interrupted episode in flight that may
-    resume under it: the update, then the events `put` makes of that episode (with its
-    problem). Resumptions are few in generated logs (inference takes one at a time, and
-    overload cuts take many first), so the plants that need one make it."""
-
-    def plant(account: Account, event: Event) -> Planted | None:
-        if not isinstance(event, VersionLive):
-            return None
-        waiting = [
-            e
-            for e, books in account.segments.items()
-            if books.interrupted
-            and e in account.inflight
-            and (books.recycled_under is None or books.recycled_under < event.version)
-        ]
-        planted = put(account, event, waiting[0]) if waiting else None
-        if planted is None:
-            return None
-        events, problem = planted
-        return [event, *events], problem
-
-    return plant
-
-
-def _fewer_tokens_at_an_interruption(less: int) -> Plant:
-    """An interrupted episode resumed, then interrupted at the next update with `less`
-    tokens fewer than it had (0: as many, the boundary, taken)."""
-
-    def put(account: Account, live: VersionLive, episode_id: str) -> Planted | None:
-        last, v = _last_tokens(account, episode_id), live.version
-        if last < 1 or account.shipped() <= v:  # the next version needs its batch
-            return None
-        again = interrupted(live, episode_id, last - less, "update")
-        events = [resumed(live, episode_id, v), VersionPending(t=live.t, version=v + 1), again]
-        return events, f"{episode_id} has {last - less} tokens, fewer than {last} before"
-
-    return _after_going_live(put)
-
-
-# --- episode_resumed ------------------------------------------------------------------
-
-
-def _resumed_twice(account: Account, live: VersionLive, episode_id: str) -> Planted:
-    again = resumed(live, episode_id, live.version)
-    return [again, again], f"{episode_id} was not interrupted"
-
-
-def _resume_it(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
-    """A resumption of the episode just dispatched, never interrupted."""
-    return resumed(event, event.episode_id, account.live_version), (
-        f"{event.episode_id} was not interrupted"
-    )
-
-
-def _resumed_off_the_live_version(off: int) -> Plant:
-    def put(account: Account, live: VersionLive, episode_id: str) -> Planted:
-        v, wrong = live.version, live.version + off
-        problem = f"resumed under v{wrong}, but inference serves v{v}"
-        return [resumed(live, episode_id, wrong)], problem
-
-    return _after_going_live(put)
-
-
-Arrival = Callable[[Account, Event, str], Event]  # an event of an episode, after `event`
-_GENERATING = Segments(start=0, interrupted=False)  # the books of one never interrupted
-
-
-def _after_cutting_interrupted_work(then: Arrival) -> Plant:
-    """Right after a cancellation of an interrupted episode (whose books stay until the
-    next version goes live), the event `then` makes of it; the problem is a resumption's
-    (a late arrival of it is taken)."""
-
-    def plant(account: Account, event: Event) -> Planted | None:
-        if not isinstance(event, EpisodesCancelled):
-            return None
-        cut = [e for e in event.episode_ids if account.segments.get(e, _GENERATING).interrupted]
-        if not cut:
-            return None
-        return [event, then(account, event, cut[0])], f"{cut[0]} was not interrupted"
-
-    return plant
-
-
-def _resume_cut_work(account: Account, event: Event, episode_id: str) -> Event:
-    return resumed(event, episode_id, account.live_version)
-
-
-def _recycled_and_resumed_at_once(account: Account, event: Event) -> Planted | None:
-    """A recycled episode resumed under the version it stopped at (the boundary: the check
-    is `≤`; valid logs resume it one later)."""
-    if not isinstance(event, EpisodeInterrupted) or event.reason != "recycle":
-        return None
-    live = account.live_version
-    again = resumed(event, event.episode_id, live)
-    return [event, again], f"{event.episode_id} recycled and resumed under v{live}"
-
-
-# --- arrivals -------------------------------------------------------------------------
-
-
-def _arrival_while_interrupted(arrival: Arrival) -> Plant:
-    def plant(account: Account, event: Event) -> Planted | None:
-        if not isinstance(event, EpisodeInterrupted):
-            return None
-        problem = f"{event.episode_id} is interrupted and was not resumed"
-        return [event, arrival(account, event, event.episode_id)], problem
-
-    return plant
-
-
-def _completed(account: Account, event: Event, episode_id: str) -> Event:
-    return done(episode_id, event.t)
-
-
-def _failed(account: Account, event: Event, episode_id: str) -> Event:
-    return EpisodeFailed(t=event.t, episode_id=episode_id, error="lost")
-
-
-def _fewer_tokens_at_the_completion(less: int) -> Plant:
-    """An interrupted episode resumed, then completed with `less` tokens fewer than it had
-    (0: as many, the boundary, taken)."""
-
-    def put(account: Account, live: VersionLive, episode_id: str) -> Planted | None:
-        last = _last_tokens(account, episode_id)
-        if last < 1:
-            return None
-        events = [resumed(live, episode_id, live.version), done(episode_id, live.t, last - less)]
-        return events, f"{episode_id} completes with {last - less} tokens, had {last}"
-
-    return _after_going_live(put)
-
-
-# --- episode_dispatched ---------------------------------------------------------------
-
-
-def _dispatch_while(waiting: Callable[[Account], str | None]) -> Plant:
-    """A train dispatch put in at the first event where `waiting` names what it waits for
-    (the problem), with a train group that has a member to dispatch."""
-
-    def plant(account: Account, event: Event) -> Planted | None:
-        problem = waiting(account)
-        dispatch = next_dispatch(account, event) if problem else None
-        if dispatch is None or problem is None:
-            return None
-        return [dispatch], problem
-
-    return plant
-
-
-def _drain_waits(account: Account) -> str | None:
-    if account.live_version >= account.version:
-        return None
-    return f"train dispatch while v{account.version} waits for the work in flight"
-
-
-def _recycled_wait(account: Account) -> str | None:
-    waiting = sorted(
-        e
-        for e, books in account.segments.items()
-        if books.recycled_under is not None and e in account.inflight
-    )
-    return f"train dispatch before the recycled {waiting[:3]} resumed" if waiting else None
-
-
-# --- version_live ---------------------------------------------------------------------
-
-
-def _live_leaving(books: str, how: str) -> Plant:
-    """The announced version live at the first event where the episodes in `books`
-    (`at_update` or `at_ship`) still hold some in flight."""
-
-    def plant(account: Account, event: Event) -> Planted | None:
-        left = sorted(e for e in getattr(account, books) if e in account.inflight)
-        if not left:
-            return None
-        live = VersionLive(t=event.t, version=account.version)
-        return [live], f"in flight {how}: {left[:3]}"
-
-    return plant
-
-
 # --- version_pending and run_resumed (core.account_restart) ---------------------------
 
 
@@ -418,20 +166,20 @@ FAULTS: dict[str, tuple[str, st.SearchStrategy[list[Event]], Plant]] = {
     "interruption under freeze": (
         "episode_interrupted",
         FREEZE,
-        _after_a_dispatch_where(_anywhere, _under_the_rule("update")),
+        after_a_dispatch_where(anywhere, under_the_rule("update")),
     ),
     "recycling without the rule": (
         "episode_interrupted",
         INTERRUPT,
-        _after_a_dispatch_where(_anywhere, _under_the_rule("recycle")),
+        after_a_dispatch_where(anywhere, under_the_rule("recycle")),
     ),
-    "interruption of work not in flight": ("episode_interrupted", INTERRUPT, _not_in_flight),
+    "interruption of work not in flight": ("episode_interrupted", INTERRUPT, not_in_flight),
     "recycled before a batch shipped": (
         "episode_interrupted",
         RECYCLE,
-        _after_a_dispatch_where(
-            _not_recycling,
-            _interrupt_it(
+        after_a_dispatch_where(
+            not_recycling,
+            interrupt_it(
                 "recycle", lambda *_: "recycled, but no batch shipped since the last update"
             ),
         ),
@@ -439,93 +187,93 @@ FAULTS: dict[str, tuple[str, st.SearchStrategy[list[Event]], Plant]] = {
     "eval work recycled": (
         "episode_interrupted",
         EVAL_RECYCLE,
-        _after_a_dispatch_where(
-            _recycling_eval,
-            _interrupt_it("recycle", lambda _, e: f"{e} is eval work, never recycled"),
+        after_a_dispatch_where(
+            recycling_eval,
+            interrupt_it("recycle", lambda _, e: f"{e} is eval work, never recycled"),
         ),
     ),
     "interruption of a frozen source": (
         "episode_interrupted",
         FROZEN,
-        _after_a_dispatch_where(
-            _frozen_in_an_update,
-            _interrupt_it("update", lambda _, e: f"{e} is from a frozen source"),
+        after_a_dispatch_where(
+            frozen_in_an_update,
+            interrupt_it("update", lambda _, e: f"{e} is from a frozen source"),
         ),
     ),
     "interruption with no update under way": (
         "episode_interrupted",
         INTERRUPT,
-        _after_a_dispatch_where(
-            _no_update_under_way,
-            _interrupt_it(
+        after_a_dispatch_where(
+            no_update_under_way,
+            interrupt_it(
                 "update", lambda a, _: f"no weight update under way (v{a.version} is live)"
             ),
         ),
     ),
-    "interrupted twice": ("episode_interrupted", INTERRUPT, _interrupted_twice),
-    "recycled twice": ("episode_interrupted", RECYCLE, _interrupted_twice),
+    "interrupted twice": ("episode_interrupted", INTERRUPT, interrupted_twice),
+    "recycled twice": ("episode_interrupted", RECYCLE, interrupted_twice),
     "interruption with fewer tokens": (
         "episode_interrupted",
         INTERRUPT,
-        _fewer_tokens_at_an_interruption(1),
+        fewer_tokens_at_an_interruption(1),
     ),
-    "resumed twice": ("episode_resumed", INTERRUPT, _after_going_live(_resumed_twice)),
+    "resumed twice": ("episode_resumed", INTERRUPT, after_going_live(resumed_twice)),
     "resumption of work never interrupted": (
         "episode_resumed",
         INTERRUPT,
-        _after_a_dispatch_where(_anywhere, _resume_it),
+        after_a_dispatch_where(anywhere, resume_it),
     ),
     "resumption of cancelled work": (
         "episode_resumed",
         INTERRUPT,
-        _after_cutting_interrupted_work(_resume_cut_work),
+        after_cutting_interrupted_work(resume_cut_work),
     ),
     "resumed under a later version": (
         "episode_resumed",
         INTERRUPT,
-        _resumed_off_the_live_version(1),
+        resumed_off_the_live_version(1),
     ),
     "resumed under an earlier version": (
         "episode_resumed",
         INTERRUPT,
-        _resumed_off_the_live_version(-1),
+        resumed_off_the_live_version(-1),
     ),
-    "recycled and resumed at once": ("episode_resumed", RECYCLE, _recycled_and_resumed_at_once),
+    "recycled and resumed at once": ("episode_resumed", RECYCLE, recycled_and_resumed_at_once),
     "completion while interrupted": (
         "episode_completed",
         INTERRUPT,
-        _arrival_while_interrupted(_completed),
+        arrival_while_interrupted(completed),
     ),
     "failure while recycled": (
         "episode_failed",
         RECYCLE_FROZEN,
-        _arrival_while_interrupted(_failed),
+        arrival_while_interrupted(failed),
     ),
     "completion with fewer tokens": (
         "episode_completed",
         INTERRUPT,
-        _fewer_tokens_at_the_completion(1),
+        fewer_tokens_at_the_completion(1),
     ),
-    "train dispatch during a drain": ("episode_dispatched", DRAIN, _dispatch_while(_drain_waits)),
+    "train dispatch during a drain": ("episode_dispatched", DRAIN, dispatch_while(drain_waits)),
     "train dispatch before the recycled resume": (
         "episode_dispatched",
         RECYCLE_WIDE,
-        _dispatch_while(_recycled_wait),
+        dispatch_while(recycled_wait),
     ),
     "update live with work uninterrupted": (
         "version_live",
         INTERRUPT,
-        _live_leaving("at_update", "uninterrupted at the update"),
+        live_leaving("at_update", "uninterrupted at the update"),
     ),
     "update live with work undrained": (
         "version_live",
         DRAIN,
-        _live_leaving("at_update", "undrained at the update"),
+        live_leaving("at_update", "undrained at the update"),
     ),
     "version live with work unrecycled": (
         "version_live",
         RECYCLE,
-        _live_leaving("at_ship", "unrecycled since the ship"),
+        live_leaving("at_ship", "unrecycled since the ship"),
     ),
     "version announced twice": ("version_pending", FREEZE, _announced_at(lambda a: a.version)),
     "version ahead of its batch": (
@@ -544,15 +292,15 @@ FAULTS: dict[str, tuple[str, st.SearchStrategy[list[Event]], Plant]] = {
 TAKEN: dict[str, tuple[st.SearchStrategy[list[Event]], Plant]] = {
     "a late completion of cancelled interrupted work": (
         INTERRUPT,
-        _after_cutting_interrupted_work(_completed),
+        after_cutting_interrupted_work(completed),
     ),
     "an interruption with as many tokens as the last": (
         INTERRUPT,
-        _fewer_tokens_at_an_interruption(0),
+        fewer_tokens_at_an_interruption(0),
     ),
     "a completion with as many tokens as the last interruption": (
         INTERRUPT,
-        _fewer_tokens_at_the_completion(0),
+        fewer_tokens_at_the_completion(0),
     ),
     "a version announced at the checkpoint resumed from": (
         LAGGING,
