@@ -2,7 +2,8 @@
 interruptions at a weight update, resumptions, recycling, drains) and the version and
 restart reports of `core.account_restart` that `test_account_faults.py` leaves, each set
 off by one planted fault at its own seq, as there; the plants' harness is
-`tests/core/planted_faults.py`, the events they put in `tests/core/partial_plants.py`.
+`tests/core/planted_faults.py`, the plants `tests/core/interruption_plants.py` and
+`tests/core/restart_plants.py`, the events they put in `tests/core/partial_plants.py`.
 
 Each fault runs in a world whose rule keys make its plant point common (`weight_update`,
 `recycle`, eval or frozen groups pinned in `run_configs`); how often it finds one is
@@ -11,16 +12,13 @@ written by the worlds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolloutlog.core.account import Account
-from rolloutlog.events.types import Event, RunFinished, VersionLive, VersionPending
+from rolloutlog.events.types import Event, VersionLive
 from rolloutlog.testing.strategies import run_configs, world_logs
 from tests.core.interruption_plants import (
     after_a_dispatch_where,
@@ -50,9 +48,14 @@ from tests.core.interruption_plants import (
     resumed_twice,
     under_the_rule,
 )
-from tests.core.partial_plants import restart_with_cuts
-from tests.core.planted import fed, valid_restart
-from tests.core.planted_faults import Plant, Planted, check_reported, first_plant, restart_point
+from tests.core.planted import fed
+from tests.core.planted_faults import Plant, check_reported, first_plant
+from tests.core.restart_plants import (
+    announced_at,
+    announced_in_the_checkpoint,
+    restart_after_the_end,
+    restart_leaves_work_in_flight,
+)
 
 # --- worlds ---------------------------------------------------------------------------
 
@@ -111,53 +114,6 @@ EVAL_RECYCLE = _world(weight_update="freeze", recycle=True, eval_interval=1)
 # A trainer that may lag two batches: a checkpoint two ahead of the announced version.
 LAGGING = _world(weight_update="freeze", recycle=False, max_off_policy_steps=3, target_lag=2)
 RESTARTS = world_logs(configs=run_configs(**_SMALL), max_steps=80, restarts=True)
-
-
-# --- version_pending and run_resumed (core.account_restart) ---------------------------
-
-
-def _announced_at(version: Callable[[Account], int]) -> Plant:
-    def plant(account: Account, event: Event) -> Planted | None:
-        if not isinstance(event, VersionPending):
-            return None
-        v, shipped = version(account), account.shipped()
-        problem = f"v{v} after v{account.version} with {shipped} batches shipped"
-        return [attrs.evolve(event, version=v)], problem + ": a version is announced once"
-
-    return plant
-
-
-def _announced_in_the_checkpoint(inside: int) -> Plant:
-    """A restart from the last batch shipped, ahead of the announced version, then the
-    version `inside` versions before that checkpoint, still past the announced one (0: the
-    checkpoint itself, the boundary, taken)."""
-
-    def plant(account: Account, event: Event) -> Planted | None:
-        shipped = account.shipped()
-        v = shipped - inside
-        if not restart_point(account, event) or v <= account.version:
-            return None
-        announced = VersionPending(t=event.t, version=v)
-        problem = f"v{v} is inside checkpoint v{shipped} resumed from: its batch would train"
-        return [*restart_with_cuts(account, event, shipped), announced], problem
-
-    return plant
-
-
-def _restart_after_the_end(account: Account, event: Event) -> Planted | None:
-    if not restart_point(account, event):
-        return None
-    restart = valid_restart(account, event.t, event.seq)
-    return [RunFinished(t=event.t, reason="steps"), restart], "a restart after run_finished"
-
-
-def _restart_leaves_work_in_flight(account: Account, event: Event) -> Planted | None:
-    """A restart whose cancellations never come: at its settling, what it named is still
-    in flight."""
-    if not restart_point(account, event):
-        return None
-    restart = valid_restart(account, event.t, event.seq)
-    return [restart], f"outstanding at the restart, in flight: {sorted(account.inflight)[:3]}"
 
 
 # --- the table ------------------------------------------------------------------------
@@ -275,15 +231,15 @@ FAULTS: dict[str, tuple[str, st.SearchStrategy[list[Event]], Plant]] = {
         RECYCLE,
         live_leaving("at_ship", "unrecycled since the ship"),
     ),
-    "version announced twice": ("version_pending", FREEZE, _announced_at(lambda a: a.version)),
+    "version announced twice": ("version_pending", FREEZE, announced_at(lambda a: a.version)),
     "version ahead of its batch": (
         "version_pending",
         FREEZE,
-        _announced_at(lambda a: a.shipped() + 1),
+        announced_at(lambda a: a.shipped() + 1),
     ),
-    "version inside the checkpoint": ("version_pending", LAGGING, _announced_in_the_checkpoint(1)),
-    "restart after the end": ("run_resumed", RESTARTS, _restart_after_the_end),
-    "restart leaves work in flight": ("run_resumed", RESTARTS, _restart_leaves_work_in_flight),
+    "version inside the checkpoint": ("version_pending", LAGGING, announced_in_the_checkpoint(1)),
+    "restart after the end": ("run_resumed", RESTARTS, restart_after_the_end),
+    "restart leaves work in flight": ("run_resumed", RESTARTS, restart_leaves_work_in_flight),
 }
 
 # The same plants undone at their boundary, and an arrival the checks must let pass:
@@ -304,7 +260,7 @@ TAKEN: dict[str, tuple[st.SearchStrategy[list[Event]], Plant]] = {
     ),
     "a version announced at the checkpoint resumed from": (
         LAGGING,
-        _announced_in_the_checkpoint(0),
+        announced_in_the_checkpoint(0),
     ),
 }
 
