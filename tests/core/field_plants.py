@@ -1,16 +1,24 @@
-"""Small worlds of the field presets and the drops their plants put in, shared by
-`test_account_faults_field.py` and `test_account_faults_more.py`."""
+"""Small worlds of the field presets and the drops and cancellations their plants put in,
+shared by `test_account_faults_field.py` and the plants of `test_account_faults_more.py`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_group import age
+from rolloutlog.core.account_group import Group, age
 from rolloutlog.core.presets import preset_overrides
-from rolloutlog.events.types import DropReason, EpisodeDropped, Event
+from rolloutlog.events.types import (
+    CancelReason,
+    DropReason,
+    EpisodeDispatched,
+    EpisodeDropped,
+    EpisodesCancelled,
+    Event,
+)
 from rolloutlog.testing.strategies import run_configs, world_logs
 
 # Small worlds where versions move under running work: no frozen or eval groups, no
@@ -46,3 +54,41 @@ def drop_oldest(account: Account, event: Event, reason: DropReason) -> tuple[str
     """The oldest queued episode, and its drop with `reason` at its age."""
     oldest = next(iter(account.queue))
     return oldest, drop(event, oldest, reason, queued_age(account, oldest))
+
+
+def cancel_all(
+    event: Event, group_id: str, group: Group, reason: CancelReason
+) -> EpisodesCancelled:
+    """Everything `group` owes, cancelled with `reason` at `event`'s time."""
+    return EpisodesCancelled(
+        t=event.t,
+        group_id=group_id,
+        episode_ids=tuple(group.inflight),
+        unscheduled=group.unscheduled,
+        reason=reason,
+    )
+
+
+def one_short(event: EpisodesCancelled) -> EpisodesCancelled:
+    """The cancellation less one unscheduled member (or, with none, its last member)."""
+    if event.unscheduled:
+        return attrs.evolve(event, unscheduled=event.unscheduled - 1)
+    return attrs.evolve(event, episode_ids=event.episode_ids[:-1])
+
+
+def cancelled(reason: str, event: Event) -> bool:
+    return isinstance(event, EpisodesCancelled) and event.reason == reason
+
+
+def cancel_with_the_dispatch(
+    account: Account, event: EpisodeDispatched, reason: CancelReason
+) -> EpisodesCancelled:
+    """Right after a dispatch, everything its group owes (the dispatch too) cancelled."""
+    group = account.groups[event.group_id]
+    return EpisodesCancelled(
+        t=event.t,
+        group_id=event.group_id,
+        episode_ids=(*group.inflight, event.episode_id),
+        unscheduled=group.unscheduled - 1,
+        reason=reason,
+    )

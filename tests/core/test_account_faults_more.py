@@ -24,7 +24,6 @@ from rolloutlog.core.account import Account
 from rolloutlog.core.account_group import Group, advantages, age
 from rolloutlog.events.types import (
     BatchShipped,
-    CancelReason,
     EpisodeCompleted,
     EpisodeDispatched,
     EpisodeDropped,
@@ -33,6 +32,12 @@ from rolloutlog.events.types import (
     Event,
     GroupScored,
     LimitSet,
+)
+from tests.core.field_plants import (
+    cancel_all,
+    cancel_with_the_dispatch,
+    cancelled,
+    one_short,
 )
 from tests.core.field_plants import drop as _drop
 from tests.core.field_plants import drop_oldest as _drop_oldest
@@ -56,30 +61,6 @@ def _worlds(preset: str, max_steps: int = 80, **keys: Any) -> st.SearchStrategy[
 def _ages(group: Group) -> bool:
     """Its members age: live-policy train work (the test's own reading)."""
     return group.train and not group.frozen
-
-
-def _cancel_all(
-    event: Event, group_id: str, group: Group, reason: CancelReason
-) -> EpisodesCancelled:
-    """Everything `group` owes, cancelled with `reason` at `event`'s time."""
-    return EpisodesCancelled(
-        t=event.t,
-        group_id=group_id,
-        episode_ids=tuple(group.inflight),
-        unscheduled=group.unscheduled,
-        reason=reason,
-    )
-
-
-def _one_short(event: EpisodesCancelled) -> EpisodesCancelled:
-    """The cancellation less one unscheduled member (or, with none, its last member)."""
-    if event.unscheduled:
-        return attrs.evolve(event, unscheduled=event.unscheduled - 1)
-    return attrs.evolve(event, episode_ids=event.episode_ids[:-1])
-
-
-def _cancelled(reason: str, event: Event) -> bool:
-    return isinstance(event, EpisodesCancelled) and event.reason == reason
 
 
 def _still_holds(event: Event) -> LimitSet:
@@ -183,7 +164,7 @@ def _arrival(event: Event) -> str | None:
 
 def _arrives_past_g(account: Account, event: Event) -> Planted | None:
     """Instead of the redundant cancellation, one of its members arrives: G + 1."""
-    if not _cancelled("redundant", event) or not event.episode_ids:
+    if not cancelled("redundant", event) or not event.episode_ids:
         return None
     group = account.groups[event.group_id]
     completed = EpisodeCompleted(
@@ -203,34 +184,20 @@ def _cancelled_one_arrival_short(account: Account, event: Event) -> Planted | No
     if group is None or len(group.arrived) != group.size - 1:
         return None
     group_id = episode_id.rpartition("/")[0]
-    cancel = _cancel_all(event, group_id, group, "redundant")
+    cancel = cancel_all(event, group_id, group, "redundant")
     return [cancel], f"redundant cancel of {group_id} at {group.size - 1} of G arrived"
-
-
-def _cancel_with_the_dispatch(
-    account: Account, event: EpisodeDispatched, reason: CancelReason
-) -> EpisodesCancelled:
-    """Right after a dispatch, everything its group owes (the dispatch too) cancelled."""
-    group = account.groups[event.group_id]
-    return EpisodesCancelled(
-        t=event.t,
-        group_id=event.group_id,
-        episode_ids=(*group.inflight, event.episode_id),
-        unscheduled=group.unscheduled - 1,
-        reason=reason,
-    )
 
 
 def _cancelled_without_redundancy(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
     arrived = len(account.groups[event.group_id].arrived)
-    cancel = _cancel_with_the_dispatch(account, event, "redundant")
+    cancel = cancel_with_the_dispatch(account, event, "redundant")
     return cancel, f"redundant cancel of {event.group_id} at {arrived} of G arrived"
 
 
 def _redundant_leaves_owed(account: Account, event: Event) -> Planted | None:
-    if not _cancelled("redundant", event):
+    if not cancelled("redundant", event):
         return None
-    return [_one_short(event)], f"redundant cancel of {event.group_id} leaves members owed"
+    return [one_short(event)], f"redundant cancel of {event.group_id} leaves members owed"
 
 
 def _redundant_skipped(account: Account, event: Event) -> Planted | None:
@@ -256,7 +223,7 @@ def _earlier(account: Account, group_id: str) -> bool:
 
 def _abort_skipped(account: Account, event: Event) -> Planted | None:
     """At the ship's first leftover cancellation, the world moves on instead."""
-    if not _cancelled("leftover", event):
+    if not cancelled("leftover", event):
         return None
     owed = sorted(g for g in account.opened_at if _earlier(account, g) and account.groups[g].owes)
     return [_still_holds(event)], f"leftovers not aborted at the ship: {owed[:3]}"
@@ -275,7 +242,7 @@ def _queue_kept(account: Account, event: Event) -> Planted | None:
 def _leftover_cancel_of_this_step(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
     """Right after a dispatch, its group (opened at this very step: the boundary) cancelled
     whole as a leftover."""
-    cancel = _cancel_with_the_dispatch(account, event, "leftover")
+    cancel = cancel_with_the_dispatch(account, event, "leftover")
     return cancel, f"leftover cancellation of {event.group_id} with no batch full"
 
 
@@ -284,10 +251,10 @@ def _leftover_leaves_owed(unscheduled: bool) -> Plant:
     some), or in flight."""
 
     def plant(account: Account, event: Event) -> Planted | None:
-        if not _cancelled("leftover", event) or bool(event.unscheduled) != unscheduled:
+        if not cancelled("leftover", event) or bool(event.unscheduled) != unscheduled:
             return None
         problem = f"leftover cancellation leaves {event.group_id} owing members"
-        return [_one_short(event)], problem
+        return [one_short(event)], problem
 
     return plant
 
@@ -297,7 +264,7 @@ def _leftover_cancel_under_run_on(account: Account, event: Event) -> Planted | N
     would cancel) cancelled whole as a leftover."""
     for group_id, group in account.groups.items():
         if group.owes and _earlier(account, group_id):
-            cancel = _cancel_all(event, group_id, group, "leftover")
+            cancel = cancel_all(event, group_id, group, "leftover")
             return [cancel], f"leftover cancellation of {group_id} with no batch full"
     return None
 
