@@ -21,14 +21,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_group import Group, advantages, age
+from rolloutlog.core.account_group import advantages, age
 from rolloutlog.events.types import (
-    BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
     EpisodeDropped,
     EpisodeFailed,
-    EpisodesCancelled,
     Event,
     GroupScored,
     LimitSet,
@@ -43,6 +41,13 @@ from tests.core.field_plants import drop as _drop
 from tests.core.field_plants import drop_oldest as _drop_oldest
 from tests.core.field_plants import queued_age as _queued_age
 from tests.core.field_plants import worlds as _field_worlds
+from tests.core.mask_plants import (
+    cancelled_but_going_on_fresh,
+    dropped_with_its_end_at_the_bound,
+    masked_under_drop,
+    masks_one_token_more,
+    ships_an_end_at,
+)
 from tests.core.planted import fed
 from tests.core.planted_faults import (
     Plant,
@@ -58,99 +63,10 @@ def _worlds(preset: str, max_steps: int = 80, **keys: Any) -> st.SearchStrategy[
     return _field_worlds(preset, max_steps, **keys)
 
 
-def _ages(group: Group) -> bool:
-    """Its members age: live-policy train work (the test's own reading)."""
-    return group.train and not group.frozen
-
-
 def _still_holds(event: Event) -> LimitSet:
     """A world event that neither cancels nor drops (a permit limit, never binding): what
     settles the reaction before it."""
     return LimitSet(t=event.t, max_inflight=10**6)
-
-
-# --- stale_tokens = mask (core.account_mask) -------------------------------------------
-
-
-def _end(account: Account, episode_id: str) -> int | None:
-    """The version of a masking run's arrival's last segment (None: no books for it)."""
-    pieces = account.pieces.get(episode_id)
-    return pieces[-1][0] if pieces else None
-
-
-def _cancelled_but_going_on_fresh(account: Account, event: Event) -> Planted | None:
-    """Under `interrupt` an episode's next tokens come from the live version: one stale by
-    its stamp, cancelled as stale while the live version is within the bound."""
-    if age(account.version, account.step) > account.bound:
-        return None
-    for group_id, group in account.groups.items():
-        for episode_id, (stamp, _) in group.inflight.items():
-            if _ages(group) and age(stamp, account.step) > account.bound:
-                cancel = EpisodesCancelled(
-                    t=event.t,
-                    group_id=group_id,
-                    episode_ids=(episode_id,),
-                    unscheduled=0,
-                    reason="stale",
-                )
-                problem = f"{episode_id} would go on under v{account.version}, within the bound"
-                return [cancel], f"{problem}: not stale under mask"
-    return None
-
-
-def _dropped_with_its_end_at_the_bound(account: Account, event: Event) -> Planted | None:
-    """A queued episode whose end is exactly at the bound (the boundary: within it),
-    dropped as stale."""
-    for episode_id, (version, ages, _) in account.queue.items():
-        end = _end(account, episode_id)
-        if ages and end is not None and age(end, account.step) == account.bound:
-            drop = _drop(event, episode_id, "stale", age(version, account.step))
-            problem = f"{episode_id} dropped as stale, but its end v{end} is within the bound"
-            return [drop], problem
-    return None
-
-
-def _masked_under_drop(account: Account, event: Event) -> Planted | None:
-    if not isinstance(event, BatchShipped):
-        return None
-    return [attrs.evolve(event, masked_tokens=1)], "masks 1 tokens; stale_tokens is drop"
-
-
-def _ships_an_end_at(over: int) -> Plant:
-    """A queued episode whose end is `over` versions past the bound (1: the boundary, a
-    fault; 0: at the bound, none), shipped and trained with its masked tokens counted right
-    (held or not: a hold is another report)."""
-
-    def plant(account: Account, event: Event) -> Planted | None:
-        if account.finished:
-            return None
-        for episode_id, (_, ages, tokens) in account.queue.items():
-            end = _end(account, episode_id)
-            if not ages or end is None or age(end, account.step) != account.bound + over:
-                continue
-            pieces = account.pieces[episode_id]
-            masked = sum(n for v, n in pieces if age(v, account.step) > account.bound)
-            shipped = BatchShipped(
-                t=event.t,
-                step=account.step,
-                episode_ids=(episode_id,),
-                trained_ids=(episode_id,),
-                tokens=tokens,
-                masked_tokens=masked,
-            )
-            at = account.bound + over
-            return [shipped], f"{episode_id} trains gradient-bearing tokens at age {at}"
-        return None
-
-    return plant
-
-
-def _masks_one_token_more(account: Account, event: Event) -> Planted | None:
-    if not isinstance(event, BatchShipped):
-        return None
-    held = event.masked_tokens
-    wrong = attrs.evolve(event, masked_tokens=held + 1)
-    return [wrong], f"masks {held + 1} tokens; its segments past the bound hold {held}"
 
 
 # --- redundant members (core.account_redundant) ----------------------------------------
@@ -405,17 +321,17 @@ _GROUPS_EVICTED = _worlds(
 FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
     "mask: cancelled stale but going on fresh": (
         "episodes_cancelled",
-        _cancelled_but_going_on_fresh,
+        cancelled_but_going_on_fresh,
         _MASK,
     ),
     "mask: dropped with its end at the bound": (
         "episode_dropped",
-        _dropped_with_its_end_at_the_bound,
+        dropped_with_its_end_at_the_bound,
         _MASK,
     ),
-    "mask: masked under drop": ("batch_shipped", _masked_under_drop, _DROP),
-    "mask: ships a stale end": ("batch_shipped", _ships_an_end_at(1), _STALE_ENDS),
-    "mask: masks one token more": ("batch_shipped", _masks_one_token_more, _MASK),
+    "mask: masked under drop": ("batch_shipped", masked_under_drop, _DROP),
+    "mask: ships a stale end": ("batch_shipped", ships_an_end_at(1), _STALE_ENDS),
+    "mask: masks one token more": ("batch_shipped", masks_one_token_more, _MASK),
     "redundant: arrives past G": (
         "episode_completed",
         _arrives_past_g,
@@ -507,7 +423,7 @@ def test_each_report_names_its_planted_fault(fault: str, data: st.DataObject) ->
 def test_an_end_at_the_bound_trains_without_a_mask_report(log: list[Event]) -> None:
     """The boundary's other side: an episode whose end is exactly at the bound trains
     gradient-bearing tokens, and its masked tokens are its older segments'."""
-    planted = first_plant(log, _ships_an_end_at(0))
+    planted = first_plant(log, ships_an_end_at(0))
     if planted is None:
         return
     damaged, _, problem = planted
