@@ -23,10 +23,8 @@ from hypothesis import strategies as st
 from rolloutlog.core.account import Account
 from rolloutlog.core.account_group import advantages, age
 from rolloutlog.events.types import (
-    EpisodeCompleted,
     EpisodeDispatched,
     EpisodeDropped,
-    EpisodeFailed,
     Event,
     GroupScored,
     LimitSet,
@@ -56,6 +54,13 @@ from tests.core.planted_faults import (
     check_reported,
     first_plant,
 )
+from tests.core.redundancy_plants import (
+    arrives_past_g,
+    cancelled_one_arrival_short,
+    cancelled_without_redundancy,
+    redundant_leaves_owed,
+    redundant_skipped,
+)
 
 
 def _worlds(preset: str, max_steps: int = 80, **keys: Any) -> st.SearchStrategy[list[Event]]:
@@ -67,66 +72,6 @@ def _still_holds(event: Event) -> LimitSet:
     """A world event that neither cancels nor drops (a permit limit, never binding): what
     settles the reaction before it."""
     return LimitSet(t=event.t, max_inflight=10**6)
-
-
-# --- redundant members (core.account_redundant) ----------------------------------------
-
-
-def _arrival(event: Event) -> str | None:
-    if isinstance(event, EpisodeCompleted | EpisodeFailed):
-        return event.episode_id
-    return None
-
-
-def _arrives_past_g(account: Account, event: Event) -> Planted | None:
-    """Instead of the redundant cancellation, one of its members arrives: G + 1."""
-    if not cancelled("redundant", event) or not event.episode_ids:
-        return None
-    group = account.groups[event.group_id]
-    completed = EpisodeCompleted(
-        t=event.t,
-        episode_id=event.episode_ids[0],
-        reward=0.0,
-        prompt_tokens=1,
-        completion_tokens=1,
-    )
-    return [completed], f"{event.group_id}: {group.size + 1} arrived, more than G={group.size}"
-
-
-def _cancelled_one_arrival_short(account: Account, event: Event) -> Planted | None:
-    """In place of a group's G-th arrival (the boundary), a redundant cancellation."""
-    episode_id = _arrival(event)
-    group = account.inflight.get(episode_id) if episode_id else None
-    if group is None or len(group.arrived) != group.size - 1:
-        return None
-    group_id = episode_id.rpartition("/")[0]
-    cancel = cancel_all(event, group_id, group, "redundant")
-    return [cancel], f"redundant cancel of {group_id} at {group.size - 1} of G arrived"
-
-
-def _cancelled_without_redundancy(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
-    arrived = len(account.groups[event.group_id].arrived)
-    cancel = cancel_with_the_dispatch(account, event, "redundant")
-    return cancel, f"redundant cancel of {event.group_id} at {arrived} of G arrived"
-
-
-def _redundant_leaves_owed(account: Account, event: Event) -> Planted | None:
-    if not cancelled("redundant", event):
-        return None
-    return [one_short(event)], f"redundant cancel of {event.group_id} leaves members owed"
-
-
-def _redundant_skipped(account: Account, event: Event) -> Planted | None:
-    """A group's G-th arrival while it owes more members, and the log ends there: the
-    redundant cancellation its reaction owes never comes."""
-    episode_id = event.episode_id if isinstance(event, EpisodeCompleted) else None
-    group = account.inflight.get(episode_id) if episode_id else None
-    if group is None or len(group.arrived) != group.size - 1:
-        return None
-    if len(group.inflight) < 2 and not group.unscheduled:
-        return None
-    due = [episode_id.rpartition("/")[0]]
-    return [event], f"G arrived but members still owed, not cancelled: {due}"
 
 
 # --- slime's abort of the leftovers (core.account_oversample) ---------------------------
@@ -334,27 +279,27 @@ FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
     "mask: masks one token more": ("batch_shipped", masks_one_token_more, _MASK),
     "redundant: arrives past G": (
         "episode_completed",
-        _arrives_past_g,
+        arrives_past_g,
         _REDUNDANT,
     ),
     "redundant: cancelled one arrival short": (
         "episodes_cancelled",
-        _cancelled_one_arrival_short,
+        cancelled_one_arrival_short,
         _REDUNDANT,
     ),
     "redundant: cancelled without redundancy": (
         "episodes_cancelled",
-        after_a_dispatch(_cancelled_without_redundancy),
+        after_a_dispatch(cancelled_without_redundancy),
         _worlds("roll-flash"),
     ),
     "redundant: leaves members owed": (
         "episodes_cancelled",
-        _redundant_leaves_owed,
+        redundant_leaves_owed,
         _worlds("roll-flash", max_steps=100, group_redundancy=2),
     ),
     "redundant: cancellation skipped": (
         "episode_completed",
-        _redundant_skipped,
+        redundant_skipped,
         _REDUNDANT,
     ),
     "leftovers: abort skipped": ("limit_set", _abort_skipped, _SLIME),
