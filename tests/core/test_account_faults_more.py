@@ -3,7 +3,9 @@ members (`core.account_redundant`), slime's abort of the leftovers
 (`core.account_oversample`) and the two eviction reports `test_account_faults_field.py`
 leaves (a scoring the queue has no room for, "evicts part of a group"), each set off by one
 planted fault at its own seq, as in `test_account_faults_field.py`; the plants' harness is
-`tests/core/planted_faults.py`.
+`tests/core/planted_faults.py`, the plants `tests/core/mask_plants.py`,
+`redundancy_plants.py`, `leftover_plants.py` and `eviction_plants.py`, the drops and
+cancellations they put in `tests/core/field_plants.py`.
 
 Two kinds of report are checked once a world event's reactions settle (a redundant
 cancellation owed, leftovers not aborted): their plants end the log at the world event
@@ -19,15 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolloutlog.core.account import Account
-from rolloutlog.core.account_group import advantages
-from rolloutlog.events.types import (
-    EpisodeDropped,
-    Event,
-    GroupScored,
-)
-from tests.core.field_plants import drop as _drop
-from tests.core.field_plants import queued_age as _queued_age
+from rolloutlog.events.types import Event
+from tests.core.eviction_plants import evicts_part_of_a_group, scored_with_no_room
 from tests.core.field_plants import worlds as _field_worlds
 from tests.core.leftover_plants import (
     abort_skipped,
@@ -47,13 +42,7 @@ from tests.core.mask_plants import (
     ships_an_end_at,
 )
 from tests.core.planted import fed
-from tests.core.planted_faults import (
-    Plant,
-    Planted,
-    after_a_dispatch,
-    check_reported,
-    first_plant,
-)
+from tests.core.planted_faults import Plant, after_a_dispatch, check_reported, first_plant
 from tests.core.redundancy_plants import (
     arrives_past_g,
     cancelled_one_arrival_short,
@@ -66,71 +55,6 @@ from tests.core.redundancy_plants import (
 def _worlds(preset: str, max_steps: int = 80, **keys: Any) -> st.SearchStrategy[list[Event]]:
     """The field suite's small worlds, kept shorter."""
     return _field_worlds(preset, max_steps, **keys)
-
-
-# --- bounded-queue eviction (core.account_eviction) ------------------------------------
-
-
-def _next_scoring(account: Account, event: Event) -> GroupScored | None:
-    """At a run's first eviction before a scoring, a scoring the sink could record next: of
-    the complete train group with the fewest fresh members (completed, not dropped), all
-    admitted."""
-    if not isinstance(event, EpisodeDropped) or event.reason != "evicted" or account.evicting:
-        return None
-    complete = [
-        (g, group)
-        for g, group in account.groups.items()
-        if group.train and not group.owes
-        if len(group.arrived) + group.cancelled == account.members(group)
-    ]
-    fresh = [
-        (
-            g,
-            sorted(
-                (member, e, reward)
-                for e, (member, _, reward, _) in group.arrived.items()
-                if reward is not None and e not in group.dropped
-            ),
-        )
-        for g, group in complete
-    ]
-    if not fresh:
-        return None
-    group_id, scored = min(fresh, key=lambda f: len(f[1]))
-    return GroupScored(
-        t=event.t,
-        group_id=group_id,
-        episode_ids=tuple(e for _, e, _ in scored),
-        advantages=tuple(advantages([r for _, _, r in scored])),
-        admitted=True,
-    )
-
-
-def _scored_with_no_room(account: Account, event: Event) -> Planted | None:
-    """In place of the evictions, the scoring that needed them: the queue overfills."""
-    scored = _next_scoring(account, event)
-    if scored is None:
-        return None
-    held = len(account.queue) + len(scored.episode_ids)
-    if held <= account.queue_limit:
-        return None
-    return [scored], f"the queue would hold {held} > limit {account.queue_limit}"
-
-
-def _evicts_part_of_a_group(account: Account, event: Event) -> Planted | None:
-    """Under oldest-group, only as many of the oldest group's members as make room (the
-    queue then exactly full), evicted before a scoring."""
-    scored = _next_scoring(account, event)
-    if scored is None:
-        return None
-    queued = list(account.queue)
-    needed = len(queued) + len(scored.episode_ids) - account.queue_limit
-    oldest = queued[0].rpartition("/")[0]
-    part = [e for e in queued if e.rpartition("/")[0] == oldest]
-    if not 1 <= needed < len(part) or part[:needed] != queued[:needed]:
-        return None
-    drops = [_drop(event, e, "evicted", _queued_age(account, e)) for e in part[:needed]]
-    return [*drops, scored], "evicts part of a group"
 
 
 # Masking worlds under interrupt (an episode's next tokens come from the live version) and
@@ -246,14 +170,14 @@ FAULTS: dict[str, tuple[str, Plant, st.SearchStrategy[list[Event]]]] = {
     ),
     "eviction: scored with no room": (
         "group_scored",
-        _scored_with_no_room,
+        scored_with_no_room,
         _worlds(
             "pipelinerl", max_steps=100, group_size=4, batch_size=4, max_inflight=12, queue_limit=4
         ),
     ),
     "eviction: part of a group": (
         "group_scored",
-        _evicts_part_of_a_group,
+        evicts_part_of_a_group,
         _GROUPS_EVICTED,
     ),
 }
