@@ -299,8 +299,8 @@ def _cancelled_for_its_age(account: Account, event: Event) -> Planted | None:
 
 # Each fault's worlds, measured on the first 25 examples of the mutation profile
 # (derandomized): how many of them have a point to plant it. Requeue: skipped 17, from the
-# queue 12, without a rule 19, keeps an arrival 18. Outstanding cap 25, last chance 20,
-# verl's budget 25, max-lag allowance 25.
+# queue 12, without a rule 19, keeps an arrival 18. Outstanding cap 25, last chance 20
+# (behind eval and frozen groups 13), verl's budget 25, max-lag allowance 25.
 # Eviction: unbounded 20, not the oldest 19, wrong age 19, with room 19, one too many 19,
 # a whole group too many 17. Withholding: skipped 19, fresh 20, dropped before scoring 18;
 # cancelled for its age 25 (withhold), 24 (run-on).
@@ -313,6 +313,10 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "requeue keeps an arrival": ("group_scored", _requeue_keeps_an_arrival),
     "opened past the outstanding cap": ("group_opened", _opened_past_the_cap),
     "ships at a last chance": ("batch_shipped", _ships_at_a_last_chance),
+    "ships at a last chance behind eval and frozen groups": (
+        "batch_shipped",
+        _ships_at_a_last_chance,
+    ),
     "opened past verl's budget": ("group_opened", _opened_past_the_budget),
     "opened past the max-lag allowance": ("group_opened", _opened_past_the_max_lag),
     "evicts from an unbounded queue": ("episode_dropped", _evicts_from_an_unbounded_queue),
@@ -335,6 +339,10 @@ WORLDS.update(
         "requeue keeps an arrival": _worlds("slime-lag"),
         "opened past the outstanding cap": _worlds("tinker-822"),
         "ships at a last chance": _worlds("tinker-822"),
+        # the account looks past eval and frozen groups for a last chance
+        "ships at a last chance behind eval and frozen groups": _worlds(
+            "tinker-822", eval_interval=1, frozen_fraction=0.5
+        ),
         "opened past verl's budget": _worlds("verl-fully-async"),
         # a lag of 5 over groups of 3: ⌈5/3⌉ is 2 where 5/3 is not a whole number
         "opened past the max-lag allowance": _worlds("per-episode", admission="max-lag", max_lag=5),
