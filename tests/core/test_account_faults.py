@@ -100,6 +100,32 @@ def _dispatch_through_the_gate(account: Account, event: Event) -> Planted | None
     return [*batches, event], "train dispatch while the trainer lags"
 
 
+def _dispatch_past_the_capacity(account: Account, event: Event) -> Planted | None:
+    """Before any arrival or batch, the train work in flight is all that is promised (the
+    test's own count); once it fills capacity admission's horizon `(bound + v + 1) × B`,
+    one more member of an open train group dispatched."""
+    if not account.capacity or account.finished or account.lags() or account.queue:
+        return None
+    train = [(gid, g) for gid, g in account.groups.items() if g.train]
+    if any(g.arrived for g in account.groups.values()) or account.run.trained:
+        return None
+    promised = sum(len(g.inflight) for _, g in train)
+    horizon = (account.bound + account.version + 1) * (account.config.batch_size or 0)
+    owing = next(((gid, g) for gid, g in train if g.unscheduled), None)
+    if owing is None or promised < horizon or not promised:
+        return None
+    group_id, group = owing
+    member = account.members(group) - group.unscheduled
+    dispatch = EpisodeDispatched(
+        t=event.t,
+        episode_id=f"{group_id}/{member}",
+        group_id=group_id,
+        member=member,
+        policy_version=account.version,
+    )
+    return [dispatch], f"capacity: {promised} promised of {horizon}"
+
+
 # --- episodes_cancelled ---------------------------------------------------------------
 
 
@@ -201,8 +227,26 @@ STRAGGLER_WORLDS = world_logs(
     ),
     max_steps=100,
 )
+# Worlds where capacity admission stops a group part-way at the start: groups of 4 over
+# a horizon of 2 (a batch of 2, bound 0).
+CAPACITY_WORLDS = world_logs(
+    configs=run_configs(
+        admission="capacity",
+        group_size=4,
+        max_inflight=8,
+        batch_size=2,
+        token_batch_size=None,
+        max_off_policy_steps=0,
+        target_lag=0,
+        eval_interval=0,
+        frozen_fraction=0.0,
+        curriculum="all",
+    ),
+    max_steps=40,
+)
 WORLDS: dict[str, st.SearchStrategy[list[Event]]] = {
-    "straggler cut leaves a member": STRAGGLER_WORLDS
+    "straggler cut leaves a member": STRAGGLER_WORLDS,
+    "dispatch past the capacity": CAPACITY_WORLDS,
 }
 
 FAULTS: dict[str, tuple[str, Plant]] = {
@@ -214,6 +258,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "dispatch above the limit": ("episode_dispatched", _dispatch_above_the_limit),
     "dispatch stamped wrong": ("episode_dispatched", _dispatch_stamped_wrong),
     "dispatch through the gate": ("episode_dispatched", _dispatch_through_the_gate),
+    "dispatch past the capacity": ("episode_dispatched", _dispatch_past_the_capacity),
     "cancel in an unknown group": (
         "episodes_cancelled",
         after_a_dispatch(_cancel_in_an_unknown_group),
