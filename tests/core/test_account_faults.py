@@ -106,13 +106,16 @@ def _dispatch_past_the_capacity(account: Account, event: Event) -> Planted | Non
     """Before any arrival or batch, the train work in flight is all that is promised (the
     test's own count); once it fills capacity admission's horizon `(bound + v + 1) × B`,
     one more member of an open train group dispatched."""
-    if not account.capacity or account.finished or account.lags() or account.queue:
+    config = account.config  # the rule read off the config, not the account's own flag
+    if config.admission != "capacity" or config.batch_size is None:
+        return None
+    if account.finished or account.lags() or account.queue:
         return None
     train = [(gid, g) for gid, g in account.groups.items() if g.train]
     if any(g.arrived for g in account.groups.values()) or account.run.trained:
         return None
     promised = sum(len(g.inflight) for _, g in train)
-    horizon = (account.bound + account.version + 1) * (account.config.batch_size or 0)
+    horizon = (account.bound + account.version + 1) * config.batch_size
     owing = next(((gid, g) for gid, g in train if g.unscheduled), None)
     if owing is None or promised < horizon or not promised:
         return None
