@@ -185,6 +185,25 @@ def _opened_past_the_max_lag(account: Account, event: Event) -> Planted | None:
     return opened, f"max-lag admission: train group {allowed + 1} opened, {allowed} allowed"
 
 
+def _opened_alone_past_the_budget(account: Account, event: Event) -> Planted | None:
+    """No train group open and no sync coming, but a full batch queued: a train group
+    opened at a spent budget is reported even though it would be the only one open."""
+    config = account.config
+    if account.finished or any(group.train for group in account.groups.values()):
+        return None
+    k = config.updates_per_sync
+    if (account.shipped() // k) * k > account.version or len(account.queue) < (
+        config.batch_size or 0
+    ):
+        return None
+    per_batch = max(1, (config.batch_size or 0) // config.group_size)
+    budget = int(per_batch * (1 + config.staleness_threshold) * k)
+    if account.budget_window < budget:
+        return None
+    problem = f"{account.budget_window} groups counted this sync window, of {budget}"
+    return _train_groups_opened(account, event, 1), f"verl admission: {problem}"
+
+
 # --- bounded-queue eviction (core.account_eviction) ------------------------------------
 
 
@@ -300,7 +319,7 @@ def _cancelled_for_its_age(account: Account, event: Event) -> Planted | None:
 # Each fault's worlds, measured on the first 25 examples of the mutation profile
 # (derandomized): how many of them have a point to plant it. Requeue: skipped 17, from the
 # queue 12, without a rule 19, keeps an arrival 18. Outstanding cap 25, last chance 20
-# (behind eval and frozen groups 13), verl's budget 25, max-lag allowance 25.
+# (behind eval and frozen groups 13), verl's budget 25 (alone 7), max-lag allowance 25.
 # Eviction: unbounded 20, not the oldest 19, wrong age 19, with room 19, one too many 19,
 # a whole group too many 17. Withholding: skipped 19, fresh 20, dropped before scoring 18;
 # cancelled for its age 25 (withhold), 24 (run-on).
@@ -318,6 +337,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
         _ships_at_a_last_chance,
     ),
     "opened past verl's budget": ("group_opened", _opened_past_the_budget),
+    "opened alone past verl's budget": ("group_opened", _opened_alone_past_the_budget),
     "opened past the max-lag allowance": ("group_opened", _opened_past_the_max_lag),
     "evicts from an unbounded queue": ("episode_dropped", _evicts_from_an_unbounded_queue),
     "evicts not the oldest": ("episode_dropped", _evicts_not_the_oldest),
@@ -344,6 +364,7 @@ WORLDS.update(
             "tinker-822", eval_interval=1, frozen_fraction=0.5
         ),
         "opened past verl's budget": _worlds("verl-fully-async"),
+        "opened alone past verl's budget": _worlds("verl-fully-async"),
         # a lag of 5 over groups of 3: ⌈5/3⌉ is 2 where 5/3 is not a whole number
         "opened past the max-lag allowance": _worlds("per-episode", admission="max-lag", max_lag=5),
         "evicts from an unbounded queue": _worlds("tinker-822"),
