@@ -117,7 +117,7 @@ def _dispatch_past_the_capacity(account: Account, event: Event) -> Planted | Non
     promised = sum(len(g.inflight) for _, g in train)
     horizon = (account.bound + account.version + 1) * config.batch_size
     owing = next(((gid, g) for gid, g in train if g.unscheduled), None)
-    if owing is None or promised < horizon or not promised:
+    if owing is None or promised < horizon:  # a horizon holds at least one batch
         return None
     group_id, group = owing
     member = account.members(group) - group.unscheduled

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.account_group import age, behind
+from rolloutlog.core.config import RunConfig
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -156,14 +157,18 @@ def _ships_at_a_last_chance(account: Account, event: Event) -> Planted | None:
 # --- verl's sample budget (core.account_budget) ----------------------------------------
 
 
+def _verl_budget(config: RunConfig) -> int:
+    """verl's groups per sync window, `⌊B / G⌋ × (1 + θ) × K` (the test's own arithmetic)."""
+    per_batch = max(1, (config.batch_size or 0) // config.group_size)
+    return int(per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
+
+
 def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
     """While a train group is open, train groups opened until the last finds the sync
     window's count at the budget exactly (the ones before it are allowed)."""
     if not _while_a_train_group_is_open(account):
         return None
-    config = account.config
-    per_batch = max(1, (config.batch_size or 0) // config.group_size)
-    budget = int(per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
+    budget = _verl_budget(account.config)
     if account.budget_window > budget:
         return None
     opened = _train_groups_opened(account, event, budget - account.budget_window + 1)
@@ -196,8 +201,7 @@ def _opened_alone_past_the_budget(account: Account, event: Event) -> Planted | N
         config.batch_size or 0
     ):
         return None
-    per_batch = max(1, (config.batch_size or 0) // config.group_size)
-    budget = int(per_batch * (1 + config.staleness_threshold) * k)
+    budget = _verl_budget(config)
     if account.budget_window < budget:
         return None
     problem = f"{account.budget_window} groups counted this sync window, of {budget}"

@@ -6,6 +6,8 @@ batches), each set off by one planted fault at its own seq, as in `test_account_
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 from hypothesis import assume, given
@@ -150,19 +152,12 @@ def _batch_of_an_episode_never_queued(account: Account, event: Event) -> Planted
 
 # Worlds where a scored eval group has a point to be planted (measured on 25 fixed
 # examples: in 20; the default worlds gave 1 of 25).
-EVAL_WORLDS = world_logs(
-    configs=run_configs(eval_interval=1, curriculum="all", frozen_fraction=0.0), max_steps=100
-)
+EVAL: dict[str, Any] = {"eval_interval": 1, "curriculum": "all", "frozen_fraction": 0.0}
+EVAL_WORLDS = world_logs(configs=run_configs(**EVAL), max_steps=100)
 # slime's abort rule books an admitted group's episodes at their group's step, which an eval
 # group (never opened for a batch) does not have: the report must still come, not a crash
 ABORTING_EVAL_WORLDS = world_logs(
-    configs=run_configs(
-        eval_interval=1,
-        curriculum="all",
-        frozen_fraction=0.0,
-        **preset_overrides("slime-oversample"),
-    ),
-    max_steps=100,
+    configs=run_configs(**EVAL, **preset_overrides("slime-oversample")), max_steps=100
 )
 WORLDS: dict[str, st.SearchStrategy[list[Event]]] = {
     "eval group trained": EVAL_WORLDS,
