@@ -419,16 +419,3 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, Any]:
         except tomllib.TOMLDecodeError:
             parsed[key] = raw.strip()
     return parsed
-
-
-def describe_fields(cls: type[Any]) -> list[tuple[str, Any, str]]:
-    """(name, default, doc) of every field of a config class, for `--help` and the docs.
-
-    A default computed from other fields is given as None; its doc says how.
-    """
-    fields = attrs.fields(cls)
-    computed = {f.name for f in fields if isinstance(f.default, attrs.Factory)}  # type: ignore[arg-type]
-    return [
-        (f.name, None if f.name in computed else f.default, f.metadata.get("doc", ""))
-        for f in fields
-    ]
