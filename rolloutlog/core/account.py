@@ -135,7 +135,6 @@ class Account(
         self.kept = kept_properties(config)
         self.per_episode = config.staleness != "per-group"  # how each episode is stamped
         self.capacity = CAPACITY in self.kept
-        self.requeues = config.requeue != "none"  # stale groups run on, then are requeued
         self.requeue_rule: str = config.requeue
         self.tasks: dict[str, tuple[str, str]] = {}
         self.requeue: dict[str, None] = {}

@@ -45,7 +45,7 @@ def _failed(account: Account, event: EpisodeFailed) -> None:
 
 
 def _shipped(account: Account, event: BatchShipped) -> None:
-    account._partial_shipped(event.seq, event.episode_ids, event.trained_ids, event.masked_tokens)
+    account._partial_shipped(event.episode_ids, event.trained_ids)
     account._tokens_shipped(event.step, event.episode_ids, event.trained_ids)
     account.on_shipped(
         event.seq,

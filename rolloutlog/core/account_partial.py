@@ -222,11 +222,7 @@ class PartialChecks:
         return episode_id in self.queue or episode_id.rpartition("/")[0] in self.groups
 
     def _partial_shipped(
-        self: _Books,
-        seq: int,
-        episode_ids: tuple[str, ...],
-        trained_ids: tuple[str, ...],
-        masked_tokens: int,
+        self: _Books, episode_ids: tuple[str, ...], trained_ids: tuple[str, ...]
     ) -> None:
         """The partial ratio and the largest span count what trains (what a batch masks is
         `core.account_mask`'s). Under `recycle` the train work generating now must be

@@ -83,7 +83,7 @@ class _Books(Protocol):
     ) -> None: ...
 
     def _withhold_scored(
-        self, seq: int, group: Group, episode_ids: Sequence[str], admitted: bool
+        self, group: Group, episode_ids: Sequence[str], admitted: bool
     ) -> None: ...
 
     def _wait_watch(self) -> None: ...
@@ -177,7 +177,7 @@ class SinkChecks:
                 _, version, _, tokens = group.arrived[episode_id]
                 self.queue[episode_id] = (version, not group.frozen, tokens)
         self._wait_watch()
-        self._withhold_scored(seq, group, episode_ids, admitted)
+        self._withhold_scored(group, episode_ids, admitted)
         return None
 
     def on_shipped(

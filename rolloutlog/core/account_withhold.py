@@ -51,7 +51,7 @@ class WithholdChecks:
             self.to_withhold.clear()
 
     def _withhold_scored(
-        self: _Books, seq: int, group: Group, episode_ids: Sequence[str], admitted: bool
+        self: _Books, group: Group, episode_ids: Sequence[str], admitted: bool
     ) -> None:
         """A group scored: its admitted live-policy members past the bound by version are owed."""
         if not (self.withholds and admitted and group.train and not group.frozen):
