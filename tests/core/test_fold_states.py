@@ -210,3 +210,18 @@ def test_the_columnar_fold_counts_kinds_as_the_plain_fold(log: list[Event], cut:
     assert columnar.state.run.events == len(log)
     assert columnar.summary() == plain.summary()
     assert columnar.digest == plain.digest
+
+
+@given(world_logs(run_configs(weight_update="interrupt", stale_tokens="mask"), max_steps=60))
+def test_the_sink_keeps_the_segments_of_an_episode_only_while_it_is_in_flight(
+    log: list[Event],
+) -> None:
+    """Under `mask` the sink keeps an interrupted episode's segments for its arrival. One
+    cancelled in flight (stale, overload, shutdown) never arrives: its books close then,
+    or they would grow with every cancellation of a long run."""
+    first = log[0]
+    assert isinstance(first, RunStarted)
+    state = SINK.initial_state(RunConfig.from_mapping(first.config))
+    for event in log:
+        state = sink.evolve(state, event)
+        assert state.pieces.keys() <= state.inflight.keys(), event
