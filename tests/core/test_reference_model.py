@@ -126,6 +126,61 @@ def test_the_reference_model_agrees_when_evals_pile_up(log: list[Event]) -> None
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
+# Limits between G + 1 and 3G - 1: an eval group often goes out in parts, continued by a
+# later fill pass while a capped admission's train allowance binds.
+EVALS_IN_PARTS = st.sampled_from(["capacity", "areal", "outstanding", "roll", "max-lag"]).flatmap(
+    lambda admission: st.integers(2, 4).flatmap(
+        lambda size: st.integers(size + 1, 3 * size - 1).flatmap(
+            lambda limit: run_configs(
+                eval_interval=1,
+                group_size=size,
+                max_inflight=limit,
+                batch_size=1,
+                token_batch_size=None,
+                admission=admission,
+            )
+        )
+    )
+)
+
+
+# Found by searching such worlds with mutation seed 24's `dispatcher_fill._fill_pass_41`
+# applied (an eval group's continuation charged to the train allowance): capacity admission,
+# a loose gate; the few examples of a mutation run seldom reach it.
+EVAL_IN_PARTS_UNDER_CAPACITY = RunConfig.from_mapping(
+    {
+        "max_inflight": 5,
+        "max_off_policy_steps": 2,
+        "group_size": 2,
+        "batch_size": 2,
+        "target_lag": 2,
+        "staleness": "per-group",
+        "filter_zero_advantages": False,
+        "seed": 46618,
+        "eval_interval": 1,
+        "curriculum": "informative",
+        "zero_output_batches": 1000,
+        "admission": "capacity",
+        "requeue": "at-completion",
+        "updates_per_sync": 3,
+        "max_lag": 4,
+        "over_sampling_batch_size": 3,
+        "async_generation_ratio": 0.5,
+        "group_redundancy": 1,
+    }
+)
+
+
+@example(scripted_log(EVAL_IN_PARTS_UNDER_CAPACITY, random.Random(3).randrange, 60))
+@given(world_logs(EVALS_IN_PARTS, checked=False))
+def test_the_reference_model_agrees_when_eval_groups_go_out_in_parts_under_admission(
+    log: list[Event],
+) -> None:
+    """Continuing an eval group spends permits but none of the train allowance: the train
+    groups after it in the same pass get all of it."""
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
 WIDE_SMOOTHED = st.integers(1, 3).flatmap(
     lambda size: st.integers(10 * (size + 1), 64).flatmap(
         lambda limit: run_configs(
