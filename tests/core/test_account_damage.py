@@ -297,11 +297,15 @@ def test_the_account_reports_a_planted_fault_at_its_seq_and_kind(
     damaged, seq, problems = damage
     kind = KINDS[fault]
     assert damaged[seq].kind == kind
-    reports = fed(damaged).violations
+    account = fed(damaged)
+    reports = account.violations
     for problem in problems.split("|"):
         assert any(
             report.startswith(f"seq {seq} ({kind}): ") and problem in report for report in reports
         ), (seq, kind, problem, reports)
+    # the summary lists them, unless it is asked for unchecked (`diff`, `show`)
+    assert account.summary()["invariant_violations"] == reports
+    assert account.summary(checked=False)["invariant_violations"] == []
 
 
 @given(world_logs(max_steps=60, restarts=True))
