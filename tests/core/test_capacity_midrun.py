@@ -47,7 +47,7 @@ def _withheld(log: list[Event]) -> tuple[int, EpisodeDispatched] | None:
     dropped = False
     for index, event in enumerate(log):
         state = fold.dispatcher_state
-        if dropped and event.kind in WORLD_KINDS and index > 1 and not state.finished:
+        if dropped and event.kind in WORLD_KINDS and not state.finished:
             owing = next((g for g in state.owing if state.groups[g].train), None)
             free = state.limit - len(state.inflight) > 0
             left = capacity_left(state.config, state.ledger, state.version)
