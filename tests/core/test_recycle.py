@@ -18,6 +18,7 @@ from rolloutlog.events.types import (
     EpisodeCompleted,
     EpisodeInterrupted,
     EpisodeResumed,
+    EpisodesCancelled,
     Event,
     RunFinished,
     RunStarted,
@@ -205,3 +206,31 @@ def test_a_recycled_episode_cancelled_as_stale_before_it_resumed_holds_no_dispat
     kinds = [(e.kind, getattr(e, "reason", None)) for e in reaction]
     assert kinds.index(("episodes_cancelled", "stale")) < kinds.index(("episode_dispatched", None))
     assert fed([*log, *reaction]).violations == []
+
+
+@pytest.mark.parametrize(("stale_tokens", "cancelled"), [("drop", ("g3/0", "g3/1")), ("mask", ())])
+def test_a_resumed_episode_is_judged_by_what_it_goes_on_under_at_the_next_update(
+    stale_tokens: str, cancelled: tuple[str, ...]
+) -> None:
+    """g3/0 and g3/1, stamped v0, were recycled and resumed under v1; batch 2 ships and v2 is
+    announced before their next recycling arrives. At step 3 (bound 1) v0 is stale and v1 is
+    not: `drop` cancels them by their stamp, `mask` keeps them, as their next tokens come
+    from v1, and the account must read them the same way (an account that read the stamp
+    would report them as stale in flight: mutation seed 25's `_goes_on_under_3`)."""
+    loop, log = _recycled_run(attrs.evolve(RECYCLE, stale_tokens=stale_tokens))
+    log += loop.feed(_done("g2/0", 5.0)) + loop.feed(_done("g2/1", 5.1))
+    assert "batch_shipped" in [e.kind for e in log[-7:]]
+    reaction = loop.feed(VersionPending(t=5.5, version=2))
+    stale = [e.episode_ids for e in reaction if isinstance(e, EpisodesCancelled)]
+    assert stale == ([cancelled] if cancelled else [])
+    log += reaction
+    for episode_id in sorted(loop.dispatcher_state.inflight):
+        log += loop.feed(_recycled(episode_id, t=5.6, tokens=4))
+    log += loop.feed(VersionLive(t=6.0, version=2))
+    for episode_id in sorted(loop.dispatcher_state.inflight):
+        log += loop.feed(EpisodeResumed(t=6.0, episode_id=episode_id, policy_version=2))
+    log += loop.feed(RunFinished(t=9.0, reason="steps"))
+    replay = replay_log(MemoryLog(log))
+    assert replay.error is None and replay.summary["invariant_violations"] == []
+    assert verify_log(MemoryLog(log)).divergence is None
+    assert fed(log).violations == []
