@@ -178,6 +178,8 @@ class ScriptedWorld:
             self._go_live()
             if self.live_owed is not None:
                 return  # a drained update still waits for the train work in flight
+            if self.single_version_groups and self.loop.dispatcher_state.owing:
+                return  # going live opened a group that still owes members
             # Mostly one version at a time (groups then span consecutive versions), and
             # now and then a jump of several.
             jump = 1 if self.choose(3) else 1 + self.choose(shipped - self.published)
