@@ -26,6 +26,7 @@ from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDispatched,
     EpisodeDropped,
+    EpisodeResumed,
     Event,
     GroupOpened,
     GroupScored,
@@ -73,12 +74,21 @@ def test_a_group_whose_only_member_is_withheld_is_idle_work() -> None:
         _idle_recounted(list(read_jsonl(lines)))
 
 
+def test_a_resumed_masked_episode_is_judged_by_its_last_segment() -> None:
+    """Found by the nightly profile: under `stale_tokens = mask` with `interrupt`, g2/0
+    (stamped v0) resumed under v1 and trains at step 2 with bound 0, its first segment
+    masked. The sink reset its count; the recount read the stamp and counted g2 idle."""
+    data = Path(__file__).parent / "data" / "masked_resume_idle.jsonl"
+    with data.open() as lines:
+        _idle_recounted(list(read_jsonl(lines)))
+
+
 def _idle_recounted(log: list[Event]) -> None:
     config = RunConfig.from_mapping(log[0].config, startable=False)  # type: ignore[union-attr]
     fold = LogFold.from_run_started(log[0])
     sizes: dict[str, int] = {}
     frozen: dict[str, bool] = {}
-    stamps: dict[str, int] = {}
+    stamps: dict[str, int] = {}  # the version each age is read from
     step = 1
     episodes = rejected = unscored = 0
     # withheld members are dropped right after their group's scoring: nothing of theirs trains
@@ -92,6 +102,8 @@ def _idle_recounted(log: list[Event]) -> None:
             sizes[event.group_id], frozen[event.group_id] = members, event.frozen
         if isinstance(event, EpisodeDispatched):
             stamps[event.episode_id] = event.policy_version
+        if isinstance(event, EpisodeResumed) and config.stale_tokens == "mask":
+            stamps[event.episode_id] = event.policy_version  # a drop reads the last segment
         if isinstance(event, BatchShipped):
             step = event.step + 1
         if isinstance(event, GroupScored) and event.group_id in sizes:
