@@ -172,14 +172,12 @@ class ScriptedWorld:
     def _publish(self) -> None:
         """The trainer publishes a version it has a batch for, jumping by one or more."""
         shipped = self.loop.sink_state.step - 1
-        if self.single_version_groups and self.loop.dispatcher_state.owing:
-            return
         if shipped > self.published:
             self._go_live()
             if self.live_owed is not None:
                 return  # a drained update still waits for the train work in flight
             if self.single_version_groups and self.loop.dispatcher_state.owing:
-                return  # going live opened a group that still owes members
+                return  # a group owes members (going live may have opened it): not yet
             # Mostly one version at a time (groups then span consecutive versions), and
             # now and then a jump of several.
             jump = 1 if self.choose(3) else 1 + self.choose(shipped - self.published)
