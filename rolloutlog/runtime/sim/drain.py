@@ -12,14 +12,14 @@ races (`late_arrival_rate`) hold nothing: they no longer generate for the run.
 from __future__ import annotations
 
 from rolloutlog.runtime.sim.clock import EventQueue
-from rolloutlog.runtime.sim.inference import Inference
+from rolloutlog.runtime.sim.inference import Serving
 from rolloutlog.runtime.sim.trainer import Publish
 
 
 class Drainer:
     """The update that waits, and the train episodes it waits for."""
 
-    def __init__(self, queue: EventQueue, inference: Inference) -> None:
+    def __init__(self, queue: EventQueue, inference: Serving) -> None:
         self.queue, self.inference = queue, inference
         self.waiting: Publish | None = None
         self.inflight: set[str] = set()

@@ -15,6 +15,9 @@ record and ignore. Memory is bounded by the episodes scheduled.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Protocol
+
 import attrs
 
 from rolloutlog.events.types import EpisodeCompleted, EpisodeFailed
@@ -36,13 +39,54 @@ class Flight:
     done_s: float = 0.0  # generation seconds done at its last interruption (a prefill adds none)
 
 
+class InFlight(Protocol):
+    """What the driver, the drainer and the interrupter read of an episode in inference."""
+
+    @property
+    def episode_id(self) -> str: ...
+    @property
+    def plan(self) -> EpisodePlan: ...
+    @property
+    def cancelled(self) -> str | None: ...
+    @property
+    def left_s(self) -> float | None: ...
+
+
+class Serving(Protocol):
+    """What the driver asks of simulated inference: `Inference` (each episode alone) or
+    `runtime.sim.shared_inference.SharedInference` (episodes share servers)."""
+
+    @property
+    def flights(self) -> Mapping[str, InFlight]: ...
+    def start(self, now: float, episode_id: str, plan: EpisodePlan) -> None: ...
+    def cancel(self, now: float, episode_id: str, reason: str) -> float | None: ...
+    def racing(self, now: float) -> list[tuple[str, float]]: ...
+    def arrive(
+        self, now: float, episode_id: str
+    ) -> tuple[InFlight, EpisodeCompleted | EpisodeFailed]: ...
+    def pause(self, now: float, duration_s: float) -> None: ...
+    def interrupt(self, now: float, episode_id: str) -> int | None: ...
+    def resume(self, now: float, episode_id: str, prefill_tokens: int) -> bool: ...
+    def prompt_of(self, episode_id: str) -> int: ...
+    def plan(self, episode_id: str) -> EpisodePlan: ...
+    def forget_group(self, group_id: str) -> None: ...
+
+
 class Inference:
     """The episodes scheduled to finish, keyed by episode id, in dispatch order."""
 
-    def __init__(self, queue: EventQueue, *, pause_on_update: bool, prompt_tokens: int) -> None:
+    def __init__(
+        self,
+        queue: EventQueue,
+        *,
+        pause_on_update: bool,
+        prompt_tokens: int,
+        prefill_tokens_per_s: float = 20000.0,
+    ) -> None:
         self.queue = queue
         self.pause_on_update = pause_on_update
         self.prompt_tokens = prompt_tokens
+        self.prefill_tokens_per_s = prefill_tokens_per_s
         self.paused_until = 0.0
         self.flights: dict[str, Flight] = {}
 
@@ -128,16 +172,21 @@ class Inference:
         work_s, tokens = flight.plan.work_s, flight.plan.completion_tokens
         return tokens if work_s <= 0.0 else int(tokens * min(spent_s / work_s, 1.0))
 
-    def resume(self, now: float, episode_id: str, prefill_s: float) -> bool:
-        """Resubmit an interrupted episode: it finishes after `prefill_s` and the
-        generation it had left. False if it is no longer interrupted (cancelled)."""
+    def resume(self, now: float, episode_id: str, prefill_tokens: int) -> bool:
+        """Resubmit an interrupted episode: it finishes after the prefill of
+        `prefill_tokens` and the generation it had left. False if it is no longer
+        interrupted (cancelled)."""
         flight = self.flights.get(episode_id)
         if flight is None or flight.left_s is None:
             return False
+        prefill_s = prefill_tokens / self.prefill_tokens_per_s
         due = max(now, self.paused_until) + prefill_s + flight.left_s
         flight.entry = self.queue.push(due, ("episode", episode_id))
         flight.left_s = None
         return True
+
+    def forget_group(self, group_id: str) -> None:
+        """One server with no placement: nothing to forget."""
 
     def prompt_of(self, episode_id: str) -> int:
         """The prompt tokens of a scheduled episode."""

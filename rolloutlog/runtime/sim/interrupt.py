@@ -6,7 +6,8 @@ from a frozen source: each is reported with its completion tokens so far, at its
 rate (its completion tokens over its generation seconds), once the deciders' reaction to
 the announcement (stale cancellations) is in. When the update goes live, each interrupted
 episode is resubmitted under the new version: it pays a prefill of its prompt and tokens
-so far at `prefill_tokens_per_s`, then the generation it had left; with `prefill_shared`
+so far at `prefill_tokens_per_s` (in the shared world, on its server: `runtime.sim.server`),
+then the generation it had left; with `prefill_shared`
 the resumptions of one update share that rate in turn, as one engine's prefill queue does
 (the k-th waits for the tokens of the k − 1 before it). Under `recycle` a
 shipped batch aborts every train episode then generating the same way (reason `recycle`),
@@ -21,7 +22,7 @@ from collections.abc import Callable
 
 from rolloutlog.events.types import EpisodeInterrupted, EpisodeResumed, InterruptReason
 from rolloutlog.runtime.sim.clock import EventQueue
-from rolloutlog.runtime.sim.inference import Inference
+from rolloutlog.runtime.sim.inference import Serving
 
 
 class Interrupter:
@@ -30,8 +31,7 @@ class Interrupter:
     def __init__(
         self,
         queue: EventQueue,
-        inference: Inference,
-        prefill_tokens_per_s: float,
+        inference: Serving,
         frozen: Callable[[str], bool],
         *,
         at_update: bool = True,
@@ -43,7 +43,6 @@ class Interrupter:
         self.queue, self.inference = queue, inference
         self.at_update, self.shared_prefill = at_update, shared_prefill
         self.queued_tokens = 0  # shared prefill: tokens resubmitted at the last version_live
-        self.prefill_tokens_per_s = prefill_tokens_per_s
         self.frozen = frozen  # whether an episode's group samples from a frozen source
         self.interrupted: dict[str, int] = {}  # episode -> tokens so far, until resumed
 
@@ -88,6 +87,6 @@ class Interrupter:
         if self.shared_prefill:  # it waits for the prefills resubmitted before it
             self.queued_tokens += prefill_tokens
             prefill_tokens = self.queued_tokens
-        if not self.inference.resume(now, episode_id, prefill_tokens / self.prefill_tokens_per_s):
+        if not self.inference.resume(now, episode_id, prefill_tokens):
             return None
         return EpisodeResumed(t=now, episode_id=episode_id, policy_version=version)

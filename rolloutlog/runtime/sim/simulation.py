@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 import rolloutlog
+from rolloutlog.core.config import ConfigError
 from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.core.rules.group_shape import members
 from rolloutlog.events.schema import SCHEMA_VERSION
@@ -31,12 +32,14 @@ from rolloutlog.events.types import (
     VersionPending,
 )
 from rolloutlog.runtime.sim.clock import Entry, EventQueue
+from rolloutlog.runtime.sim.colocation import Colocation
 from rolloutlog.runtime.sim.controller import Controller
 from rolloutlog.runtime.sim.drain import Drainer
 from rolloutlog.runtime.sim.inference import Inference
 from rolloutlog.runtime.sim.interrupt import Interrupter
 from rolloutlog.runtime.sim.metrics import SimMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
+from rolloutlog.runtime.sim.shared_inference import SharedInference
 from rolloutlog.runtime.sim.streams import RandomStreams
 from rolloutlog.runtime.sim.trace_world import TraceController, TraceTimes, TraceWorld
 from rolloutlog.runtime.sim.trainer import Trainer
@@ -93,11 +96,7 @@ class Simulation:
         self.loop = ReactionLoop(scenario.run, observers=observers, digest=digest)
         self.queue = EventQueue()
         world, trace = scenario.world, scenario.trace
-        self.inference = Inference(
-            self.queue,
-            pause_on_update=world.pause_inference_on_update,
-            prompt_tokens=world.prompt_tokens,
-        )
+        self.inference, colocation = build_inference(self.queue, scenario)
         self.world: EpisodeWorld
         drain = scenario.run.weight_update == "drain"
         self.drainer = Drainer(self.queue, self.inference) if drain else None
@@ -110,6 +109,7 @@ class Simulation:
                 self.queue,
                 updates_per_sync=scenario.run.updates_per_sync,
                 defer_live=drain,
+                colocation=colocation,
             )
             self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
         else:  # a recorded world (`rolloutlog whatif`): its own seed, the run keeps the log's
@@ -133,10 +133,9 @@ class Simulation:
             else Interrupter(
                 self.queue,
                 self.inference,
-                world.prefill_tokens_per_s,
                 self._frozen,
                 at_update=scenario.run.weight_update == "interrupt",
-                shared_prefill=world.prefill_shared,
+                shared_prefill=world.prefill_shared and world.inference == "independent",
             )
         )
         self.metrics = SimMetrics()
@@ -150,7 +149,7 @@ class Simulation:
             "episode_dispatched": self._on_dispatched,
             "episodes_cancelled": self._on_cancelled,
             "episode_dropped": lambda e: self.metrics.on_dropped(e.episode_id, e.reason),
-            "group_scored": self.metrics.on_scored,
+            "group_scored": self._on_scored,
             "batch_shipped": self._on_shipped,
         }
 
@@ -214,6 +213,11 @@ class Simulation:
     def _happen(self, entry: Entry) -> Event | None:
         """The world event of a happening that came due (None: the trainer skipped a publish)."""
         kind, key = entry.item
+        if kind == "server":  # a shared server's batch moved on: no world event of its own
+            if not isinstance(self.inference, SharedInference):
+                raise ValueError("a server happening, but inference is not shared")
+            self.inference.serve(self.now, key)
+            return None
         if kind == "episode":
             flight, event = self.inference.arrive(self.now, key)
             self.metrics.on_arrived(key, flight.plan, flight.cancelled)
@@ -278,11 +282,15 @@ class Simulation:
             if self.drainer is not None:
                 self.drainer.left(self.now, episode_id)
 
+    def _on_scored(self, event: Any) -> None:
+        self.metrics.on_scored(event)
+        self.inference.forget_group(event.group_id)
+
     def _on_shipped(self, event: Any) -> None:
         self.metrics.on_shipped(event)
         if self.interrupter is not None and self.scenario.run.recycle:
             self.interrupter.shipped(self.now)
-        self.trainer.shipped(self.now, event.step, len(event.trained_ids))
+        self.trainer.shipped(self.now, event.step, len(event.trained_ids), event.tokens)
         self.steps_shipped = event.step
         if self.on_step is not None:
             self.on_step(event.step)
@@ -304,6 +312,29 @@ class Simulation:
             drawn_races=self.metrics.drawn_races,
             drawn_late=self.metrics.drawn_late,
         )
+
+
+def build_inference(
+    queue: EventQueue, scenario: Scenario
+) -> tuple[Inference | SharedInference, Colocation | None]:
+    """The scenario's inference (`world.inference`), and the trainer's coupling to it when
+    they are colocated."""
+    world = scenario.world
+    if world.inference == "independent":
+        inference = Inference(
+            queue,
+            pause_on_update=world.pause_inference_on_update,
+            prompt_tokens=world.prompt_tokens,
+            prefill_tokens_per_s=world.prefill_tokens_per_s,
+        )
+        return inference, None
+    if scenario.trace is not None:
+        raise ConfigError(
+            'world.inference = "shared": a fitted world (a scenario with [trace]) replays '
+            "recorded durations; the shared world is not fitted from a log yet"
+        )
+    shared = SharedInference(queue, world)
+    return shared, Colocation(world.colocation_coupling, shared) if world.colocated else None
 
 
 def simulate(

@@ -321,7 +321,7 @@ class TraceTimes:
         self.by_step = {b.step: b for b in trace.batches}
         self.timed = [b for b in trace.batches if not b.skipped]
 
-    def __call__(self, step: int, trained: int) -> tuple[float, float, float]:
+    def __call__(self, step: int, trained: int, tokens: int) -> tuple[float, float, float]:
         """(train s, update s, skip uniform); a recorded skip is forced, others never skip."""
         pick, skip = self.rng.random(2).tolist()
         recorded = self.by_step.get(step)

@@ -25,11 +25,12 @@ import attrs
 import numpy as np
 
 from rolloutlog.runtime.sim.clock import EventQueue
+from rolloutlog.runtime.sim.colocation import Colocation
 from rolloutlog.runtime.sim.world_config import WorldConfig
 
 Phase = Literal["idle", "training", "updating"]
-# (step, trained episodes) -> (train seconds, weight-update seconds, skip uniform)
-BatchTimes = Callable[[int, int], tuple[float, float, float]]
+# (step, trained episodes, tokens) -> (train seconds, weight-update seconds, skip uniform)
+BatchTimes = Callable[[int, int, int], tuple[float, float, float]]
 
 
 @attrs.frozen
@@ -60,11 +61,14 @@ class Trainer:
         updates_per_sync: int = 1,
         *,
         defer_live: bool = False,
+        colocation: Colocation | None = None,
     ) -> None:
         """`times` replaces the drawn batch times (a recorded trace's, for example);
         `defer_live`: the update waits for work in flight (`weight_update = drain`), so
-        the driver schedules `version_live` itself (`runtime.sim.drain`)."""
+        the driver schedules `version_live` itself (`runtime.sim.drain`); `colocation`:
+        training shares the servers' compute (`runtime.sim.colocation`)."""
         self.world, self.rng, self.queue = world, rng, queue
+        self.colocation = colocation
         self.updates_per_sync = updates_per_sync
         self.defer_live = defer_live
         self.times = times or self.drawn_times
@@ -74,18 +78,19 @@ class Trainer:
         self.busy_s = 0.0
         self._busy_since = 0.0
 
-    def drawn_times(self, step: int, trained: int) -> tuple[float, float, float]:
+    def drawn_times(self, step: int, trained: int, tokens: int) -> tuple[float, float, float]:
         """Batch times from the world's knobs: train and update seconds, skip uniform."""
         normal_train, normal_update = self.rng.standard_normal(2).tolist()
         skip = float(self.rng.random())
-        spread = self.world.trainer_jitter
-        base_s = self.world.train_step_s + self.world.train_s_per_episode * trained
+        world, spread = self.world, self.world.trainer_jitter
+        base_s = world.train_step_s + world.train_s_per_episode * trained
+        base_s += world.train_s_per_token * tokens
         train_s = base_s * math.exp(spread * normal_train)
         return train_s, self.world.weight_update_s * math.exp(spread * normal_update), skip
 
-    def shipped(self, now: float, step: int, trained: int) -> None:
-        """Batch `step` reached the trainer with `trained` episodes to learn from."""
-        train_s, update_s, skip = self.times(step, trained)
+    def shipped(self, now: float, step: int, trained: int, tokens: int = 0) -> None:
+        """Batch `step` reached the trainer with `trained` episodes (`tokens`) to learn from."""
+        train_s, update_s, skip = self.times(step, trained, tokens)
         self.backlog.append(_Batch(step=step, train_s=train_s, update_s=update_s, skip=skip))
         if self.phase == "idle":
             self._busy_since = now
@@ -94,6 +99,8 @@ class Trainer:
     def trained(self, now: float, step: int) -> Publish | None:
         """Training of batch `step` ended: publish it, or skip when the next one waits."""
         batch = self._expect(step)
+        if self.colocation is not None:
+            self.colocation.training_ended(now)
         if step % self.updates_per_sync:  # between syncs: no version, on to the next batch
             self._next(now)
             return None
@@ -127,7 +134,10 @@ class Trainer:
     def _start(self, now: float) -> None:
         self.current = self.backlog.popleft()
         self.phase = "training"
-        self.queue.push(now + self.current.train_s, ("trained", self.current.step))
+        train_s = self.current.train_s
+        if self.colocation is not None:
+            train_s *= self.colocation.training_started(now)
+        self.queue.push(now + train_s, ("trained", self.current.step))
 
     def _expect(self, step: int) -> _Batch:
         if self.current is None or self.current.step != step:

@@ -81,6 +81,8 @@ class EpisodePlan:
     late_if_cancelled: bool
     prompt_tokens: int | None = None  # None: the world's `prompt_tokens`
     race_drawn: bool = True  # `late_if_cancelled` drawn at `late_arrival_rate` (not recorded)
+    fail_fraction: float = 1.0  # failed: the fraction of its generation done when it fails
+    env_s: float = 0.0  # environment seconds after its generation (the shared world's)
 
 
 class EpisodeWorld(Protocol):
@@ -166,6 +168,8 @@ class WorldModel:
             reward=reward,
             completion_tokens=tokens,
             late_if_cancelled=draws.race[member] < world.late_arrival_rate,
+            fail_fraction=draws.fail_at[member],
+            env_s=world.episode_overhead_s,
         )
 
     def unscheduled_cancelled(self, group_id: str, count: int) -> None:

@@ -15,6 +15,7 @@ import attrs
 from rolloutlog.core.config import ConfigError, at_least, between, build_config, checked
 
 DurationDistribution = Literal["lognormal", "pareto", "exponential"]
+InferenceModel = Literal["independent", "shared"]
 RewardModel = Literal["bernoulli", "fractional"]
 
 
@@ -43,12 +44,30 @@ class WorldConfig:
     prefill_shared: bool = checked(
         False, None, "the resumptions of one update queue for one prefill rate (else each alone)"
     )
+    # shared inference (`inference = "shared"`: runtime.sim.shared_inference)
+    inference: InferenceModel = checked(
+        "independent", None, "independent: each episode alone; shared: episodes share servers"
+    )
+    inference_servers: int = checked(1, at_least(1), "shared: inference servers (replicas)")
+    decode_step_s: float = checked(0.01, at_least(1e-9), "shared: a decode step of one sequence")
+    decode_s_per_seq: float = checked(0.0, at_least(0.0), "shared: step time per running sequence")
+    decode_compute_s_per_seq: float = checked(
+        0.0, at_least(0.0), "shared: compute-bound floor of the step per running sequence"
+    )
+    max_running: int = checked(256, at_least(1), "shared: sequences a server decodes at once")
+    kv_capacity_tokens: int = checked(1_000_000, at_least(1), "shared: KV cache per server")
+    prefix_caching: bool = checked(True, None, "shared: a group's prompt is read and held once")
     # failures and aborts racing a finishing request
     failure_rate: float = checked(0.0, between(0.0, 1.0), "probability an episode fails")
     late_arrival_rate: float = checked(0.0, between(0.0, 1.0), "cancelled episode still arrives")
     # the trainer
     train_step_s: float = checked(20.0, at_least(0.0), "trainer time per batch, fixed part")
     train_s_per_episode: float = checked(0.0, at_least(0.0), "trainer time per trained episode")
+    train_s_per_token: float = checked(0.0, at_least(0.0), "trainer time per token of a batch")
+    colocated: bool = checked(False, None, "shared: training and inference share the compute")
+    colocation_coupling: float = checked(
+        0.0, at_least(0.0), "colocated: each slows the other by up to 1 + x"
+    )
     weight_update_s: float = checked(5.0, at_least(0.0), "publish to live: the weight update")
     trainer_jitter: float = checked(0.1, at_least(0.0), "lognormal sigma of trainer times")
     version_skip_rate: float = checked(0.0, between(0.0, 1.0), "skip a publish when ahead")
@@ -64,6 +83,14 @@ class WorldConfig:
                 f"world.duration_shape: pareto needs alpha > 1 for a finite mean "
                 f"(got {self.duration_shape})"
             )
+        longest = self.prompt_tokens + self.max_completion_tokens
+        if self.inference == "shared" and self.kv_capacity_tokens < longest:
+            raise ConfigError(
+                f"world.kv_capacity_tokens: {self.kv_capacity_tokens} cannot hold the longest "
+                f"episode (prompt_tokens + max_completion_tokens = {longest})"
+            )
+        if self.colocated and self.inference != "shared":
+            raise ConfigError('world.colocated: needs inference = "shared" (servers to slow)')
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, for reports and the scenario echo in `--json`."""

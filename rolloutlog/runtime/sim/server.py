@@ -1,0 +1,323 @@
+"""One inference server of the shared world: continuous batching in virtual time.
+
+A server holds requests waiting for admission, requests being prefilled, and running
+requests that decode together. One decode step advances every running sequence by one
+token and takes `DecodeCurve.step(n)` seconds for n running, so between happenings each
+running sequence advances `elapsed / step(n)` tokens: a single token clock per server
+(`clock`, tokens per sequence since it started) tells every request's progress, and the
+next finish is the smallest finishing mark, found in a heap. Nothing ticks per token.
+
+- **Prefill** costs `prefill_s_per_token` per prompt token computed; while a server
+  prefills, its decoding stalls (vLLM's scheduler runs a waiting prefill first). With
+  `prefix_caching`, a group's prompt is read (and held in the KV cache) once while any of
+  its members holds it on the server. A request preempted or resubmitted recomputes its
+  tokens so far as part of its prompt.
+- **KV cache.** A request holds its prompt and its tokens so far. It is admitted only while
+  `running < max_running` and its tokens fit below `1 - KV_WATERMARK` of the capacity (a
+  server with nothing admitted takes any request that fits at all); when growth fills the
+  cache the newest running request is preempted back to the head of the queue, keeping its
+  tokens to recompute (vLLM's recompute preemption).
+- **Pause** (a weight update): nothing advances until it ends; a prefill under way ends
+  that much later.
+- **Slowdown**: a factor on the decode step and the prefill (a colocated trainer).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import Literal
+
+import attrs
+
+from rolloutlog.runtime.sim.clock import Entry, EventQueue
+from rolloutlog.runtime.sim.world import EpisodePlan
+
+KV_WATERMARK = 0.01  # vLLM keeps 1% of the cache's blocks free when it admits a request
+TOKENS_EPSILON = 1e-9  # per token of the clock: two marks this close are one instant
+Phase = Literal["waiting", "prefill", "running", "env", "interrupted", "off"]
+
+
+@attrs.frozen
+class DecodeCurve:
+    """Seconds of one decode step with n sequences running: `a + b·n`, and never less than
+    `c·n` (where the server is compute-bound, throughput stops growing at `1/c`)."""
+
+    step_s: float  # a: the step of one sequence (weights read once per step)
+    s_per_seq: float  # b: what each running sequence adds (its KV read)
+    compute_s_per_seq: float = 0.0  # c: the compute-bound floor per sequence
+
+    def step(self, running: int) -> float:
+        """Seconds of one decode step with `running` sequences."""
+        return max(self.step_s + self.s_per_seq * running, self.compute_s_per_seq * running)
+
+
+@attrs.frozen
+class ServerSpec:
+    """What every server of a world is: its curve, prefill cost, cache and batch limits."""
+
+    curve: DecodeCurve
+    prefill_s_per_token: float
+    kv_capacity_tokens: float
+    max_running: int
+    prefix_caching: bool
+
+
+@attrs.define(slots=True, eq=False)
+class Request:
+    """One episode's generation: its work, its progress, and where it is."""
+
+    episode_id: str
+    group_id: str
+    plan: EpisodePlan
+    started: float  # virtual time of dispatch
+    prompt: int
+    target: int  # tokens to decode before its outcome (its completion, or where it fails)
+    env_s: float  # environment seconds after decoding, off the server
+    done: float = 0.0  # tokens decoded as of the server's clock at `mark`
+    mark: float = 0.0
+    serial: int = -1  # this request's entry in its server's finish heap
+    server: int = -1
+    phase: Phase = "waiting"
+    cancelled: str | None = None  # the cancel reason of an abort that lost its race
+    left_s: float | None = None  # tokens still to decode while interrupted (else None)
+    stopped: float | None = None  # virtual time it was interrupted
+    entry: Entry | None = None  # the arrival, once decoding ended
+
+
+class Server:
+    """One server's queue, prefill, running batch and KV cache, advanced lazily."""
+
+    def __init__(self, index: int, spec: ServerSpec, queue: EventQueue) -> None:
+        self.index, self.spec, self.queue = index, spec, queue
+        self.waiting: deque[Request] = deque()
+        self.prefilling: list[Request] = []
+        self.running: dict[str, Request] = {}  # in admission order: the newest is last
+        self.groups: dict[str, int] = {}  # members holding KV per group (prefix cache)
+        self.kv = 0.0  # tokens held in the KV cache
+        self.clock = 0.0  # tokens each running sequence has advanced since the start
+        self.synced = 0.0  # virtual time the state above is true at
+        self.paused_until = 0.0
+        self.prefill_until = 0.0
+        self.slowdown = 1.0
+        self.finished: list[tuple[float, Request]] = []  # decoded, for the caller to collect
+        self.preemptions = 0
+        self.decoded = 0.0  # tokens decoded over all sequences (work done, for its ledger)
+        self._heap: list[tuple[float, int, Request]] = []
+        self._serial = 0
+        self._entry: Entry | None = None
+
+    @property
+    def load(self) -> int:
+        """Requests on the server (the router's least-loaded measure)."""
+        return len(self.waiting) + len(self.prefilling) + len(self.running)
+
+    def submit(self, now: float, request: Request) -> None:
+        """A request arrives: it waits, and is admitted when the batch and cache allow."""
+        self.advance(now)
+        request.server, request.phase = self.index, "waiting"
+        self.waiting.append(request)
+        self._admit(now)
+        self.reschedule(now)
+
+    def remove(self, now: float, request: Request) -> float:
+        """Take a request off the server (cancelled or interrupted): its tokens so far."""
+        self.advance(now)
+        tokens = self.tokens(request)
+        if request.phase == "waiting":
+            self.waiting.remove(request)
+        else:
+            self._release(request, tokens)
+            if request.phase == "prefill":
+                self.prefilling.remove(request)
+            else:
+                del self.running[request.episode_id]
+        request.phase, request.done = "off", tokens
+        self._rebase()
+        self._admit(now)
+        self.reschedule(now)
+        return tokens
+
+    def pause(self, now: float, duration_s: float) -> None:
+        """A weight update: nothing advances for `duration_s`; a prefill ends that much later."""
+        self.advance(now)
+        self.paused_until = now + duration_s
+        if self.prefilling:
+            self.prefill_until = max(self.prefill_until, now) + duration_s
+        self.reschedule(now)
+
+    def slow(self, now: float, factor: float) -> None:
+        """From now on, decode steps and prefill take `factor` times as long."""
+        self.advance(now)
+        if self.prefilling and self.prefill_until > now:
+            start = max(now, self.paused_until)
+            self.prefill_until = start + (self.prefill_until - start) * factor / self.slowdown
+        self.slowdown = factor
+        self.reschedule(now)
+
+    def advance(self, now: float) -> None:
+        """Bring the server to `now`: prefills end, sequences decode, finish or are preempted."""
+        t = self.synced
+        while True:  # each pass ends a prefill, finishes or preempts a request, or stops
+            if self.prefilling:
+                if self.prefill_until > now:
+                    break
+                t = self._prefilled()
+                continue
+            start = max(t, self.paused_until)
+            if not self.running or start > now:
+                break
+            reached = self._decode(start, now)
+            if reached is None:
+                break
+            t = reached
+        self.synced = now
+
+    def _prefilled(self) -> float:
+        """The prefill backlog cleared: its requests join the batch; admit what fits."""
+        t = self.prefill_until
+        for request in self.prefilling:
+            self._join(request)
+        self.prefilling.clear()
+        self._admit(t)
+        return t
+
+    def _decode(self, start: float, now: float) -> float | None:
+        """Decode from `start` towards `now`; the time of a finish or a full cache on the
+        way (handled), or None when the sequences simply decoded until `now`."""
+        self._skip_dead()
+        n = len(self.running)
+        step_s = self.spec.curve.step(n) * self.slowdown
+        finish = self._heap[0][0] - self.clock
+        room = max(self.spec.kv_capacity_tokens - self.kv, 0.0) / n
+        tokens = max(min((now - start) / step_s, finish, room), 0.0)
+        self.clock += tokens
+        self.kv += n * tokens
+        self.decoded += n * tokens
+        t = min(start + tokens * step_s, now)
+        epsilon = self._epsilon()
+        if tokens >= finish - epsilon:
+            self._finish(t)
+            return t
+        if tokens >= room - epsilon:
+            self._preempt()
+            return t
+        return None
+
+    def _finish(self, t: float) -> None:
+        """Every running request whose finishing mark is reached leaves the batch."""
+        while self._heap and self._heap[0][0] <= self.clock + self._epsilon():
+            _, serial, request = heapq.heappop(self._heap)
+            if request.serial != serial or request.phase != "running":
+                continue
+            del self.running[request.episode_id]
+            self._release(request, self.tokens(request))
+            request.done, request.phase = float(request.target), "env"
+            self.finished.append((t, request))
+        self._rebase()
+        self._admit(t)
+
+    def _preempt(self) -> None:
+        """The cache is full: preempt the newest running requests until the others can grow
+        (at least one: a member whose sibling holds the prompt frees only its tokens)."""
+        capacity = self.spec.kv_capacity_tokens
+        while self.running:
+            request = self.running.pop(next(reversed(self.running)))
+            request.done = self._tokens_running(request)
+            self._release(request, request.done)
+            request.phase = "waiting"
+            self.waiting.appendleft(request)
+            self.preemptions += 1
+            if self.kv < capacity - TOKENS_EPSILON * max(len(self.running), 1):
+                break
+        self._rebase()
+
+    def _admit(self, t: float) -> None:
+        """Admit waiting requests in order while the batch and the cache have room."""
+        spec = self.spec
+        while self.waiting and len(self.running) + len(self.prefilling) < spec.max_running:
+            request = self.waiting[0]
+            cached = spec.prefix_caching and self.groups.get(request.group_id, 0) > 0
+            need = request.done + (0 if cached else request.prompt)
+            limit = spec.kv_capacity_tokens
+            if self.running or self.prefilling:
+                limit *= 1.0 - KV_WATERMARK
+            if self.kv + need > limit:
+                return
+            self.waiting.popleft()
+            self.kv += need
+            self.groups[request.group_id] = self.groups.get(request.group_id, 0) + 1
+            start = self.prefill_until if self.prefilling else max(t, self.paused_until)
+            self.prefill_until = start + need * spec.prefill_s_per_token * self.slowdown
+            request.phase = "prefill"
+            self.prefilling.append(request)
+
+    def _join(self, request: Request) -> None:
+        request.phase, request.mark = "running", self.clock
+        request.serial, self._serial = self._serial, self._serial + 1
+        self.running[request.episode_id] = request
+        finish = self.clock + max(request.target - request.done, 0.0)
+        heapq.heappush(self._heap, (finish, request.serial, request))
+
+    def tokens(self, request: Request) -> float:
+        """Tokens decoded so far (a running request's grow with the clock)."""
+        return self._tokens_running(request) if request.phase == "running" else request.done
+
+    def _tokens_running(self, request: Request) -> float:
+        return min(request.done + self.clock - request.mark, float(request.target))
+
+    def _release(self, request: Request, tokens: float) -> None:
+        """Free a request's KV: its tokens, and its prompt unless a sibling still holds it."""
+        held = self.groups[request.group_id] - 1
+        if held:
+            self.groups[request.group_id] = held
+        else:
+            del self.groups[request.group_id]
+        shared = self.spec.prefix_caching and held > 0
+        self.kv = max(self.kv - tokens - (0 if shared else request.prompt), 0.0)
+
+    def _epsilon(self) -> float:
+        """Two token marks this close are one instant (relative: the clock only grows)."""
+        return TOKENS_EPSILON * (1.0 + self.clock)
+
+    def _rebase(self) -> None:
+        """Restart the token clock when the batch empties (it keeps its precision), and
+        drop heap entries of requests that left, so the heap is bounded by the batch."""
+        if not self.running:
+            self.clock = 0.0
+            self._heap.clear()
+            if not self.prefilling:
+                self.kv = 0.0  # nothing holds the cache: no rounding carried over
+            return
+        if len(self._heap) > 2 * len(self.running) + 16:
+            self._heap = [e for e in self._heap if e[2].phase == "running" and e[2].serial == e[1]]
+            heapq.heapify(self._heap)
+
+    def next_due(self, now: float) -> float | None:
+        """When the next happening on this server falls (None: nothing will happen)."""
+        if self.prefilling:
+            return max(self.prefill_until, now)
+        if not self.running:
+            return None
+        n = len(self.running)
+        step_s = self.spec.curve.step(n) * self.slowdown
+        self._skip_dead()
+        finish = self._heap[0][0] - self.clock
+        room = max(self.spec.kv_capacity_tokens - self.kv, 0.0) / n
+        return max(now, self.paused_until) + max(min(finish, room), 0.0) * step_s
+
+    def _skip_dead(self) -> None:
+        while self._heap and (
+            self._heap[0][2].phase != "running" or self._heap[0][2].serial != self._heap[0][1]
+        ):
+            heapq.heappop(self._heap)
+
+    def reschedule(self, now: float) -> None:
+        """Keep one queue entry, at the server's next happening."""
+        due = self.next_due(now)
+        entry = self._entry
+        if entry is not None and entry.alive:
+            if due is not None and entry.t == due:
+                return
+            self.queue.cancel(entry)
+        self._entry = None if due is None else self.queue.push(due, ("server", self.index))

@@ -1,0 +1,215 @@
+"""Inference as a shared resource (`world.inference = "shared"`): episodes compete for servers.
+
+A dispatched episode carries its work: its prompt, the tokens it decodes before its
+outcome (all of its completion, or the fraction where it fails) and its environment
+seconds. The router places it on a server (`runtime.sim.router`), where it waits, is
+prefilled, and decodes in the running batch (`runtime.sim.server`); then it spends its
+environment seconds off the server and arrives. How long that takes is an outcome of what
+else shares the server, so an episode's seconds are measured at its arrival (dispatch to
+outcome, waits and pauses included), not planned at dispatch.
+
+It offers the driver what `runtime.sim.inference.Inference` does (start, cancel, arrive,
+pause, interrupt, resume), so the deciders, the drainer and the interrupter are the same
+under either world. An interrupted episode leaves its server with its tokens so far and,
+resumed, is resubmitted with them as part of its prompt: it pays their prefill again
+(less what the prefix cache holds). An abort that loses its race leaves the request
+generating until its completion arrives late, still holding its server's batch and cache.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rolloutlog.events.types import EpisodeCompleted, EpisodeFailed
+from rolloutlog.runtime.sim.clock import EventQueue
+from rolloutlog.runtime.sim.inference import FAILURE_MESSAGE
+from rolloutlog.runtime.sim.router import Router
+from rolloutlog.runtime.sim.server import DecodeCurve, Request, Server, ServerSpec
+from rolloutlog.runtime.sim.world import EpisodePlan
+from rolloutlog.runtime.sim.world_config import WorldConfig
+
+
+def server_spec(world: WorldConfig) -> ServerSpec:
+    """The servers a world config describes."""
+    return ServerSpec(
+        curve=DecodeCurve(
+            world.decode_step_s, world.decode_s_per_seq, world.decode_compute_s_per_seq
+        ),
+        prefill_s_per_token=1.0 / world.prefill_tokens_per_s,
+        kv_capacity_tokens=float(world.kv_capacity_tokens),
+        max_running=world.max_running,
+        prefix_caching=world.prefix_caching,
+    )
+
+
+class SharedInference:
+    """The episodes in inference, on `world.inference_servers` servers, keyed by episode id."""
+
+    def __init__(self, queue: EventQueue, world: WorldConfig) -> None:
+        self.queue = queue
+        self.pause_on_update = world.pause_inference_on_update
+        self.prompt_tokens = world.prompt_tokens
+        spec = server_spec(world)
+        self.servers = [Server(i, spec, queue) for i in range(world.inference_servers)]
+        self.router = Router(world.inference_servers)
+        self.flights: dict[str, Request] = {}
+
+    def start(self, now: float, episode_id: str, plan: EpisodePlan) -> None:
+        """A dispatched episode goes to its group's server."""
+        if episode_id in self.flights:
+            raise ValueError(f"{episode_id} dispatched twice")
+        target = plan.completion_tokens
+        if plan.failed:  # it fails part way through its generation
+            target = max(1, math.ceil(target * plan.fail_fraction))
+        request = Request(
+            episode_id=episode_id,
+            group_id=episode_id.rpartition("/")[0],
+            plan=plan,
+            started=now,
+            prompt=self.prompt_tokens if plan.prompt_tokens is None else plan.prompt_tokens,
+            target=target,
+            env_s=0.0 if plan.failed else plan.env_s,
+        )
+        self.flights[episode_id] = request
+        self._submit(now, request)
+
+    def cancel(self, now: float, episode_id: str, reason: str) -> float | None:
+        """Cancel an episode: seconds it had spent, or None if it will arrive late."""
+        request = self._request(episode_id)
+        if request.cancelled is not None:
+            raise ValueError(f"{episode_id} cancelled twice")
+        if request.left_s is not None:  # interrupted: nothing is generating, nothing races
+            del self.flights[episode_id]
+            return self.spent_s(now, request)
+        if request.plan.late_if_cancelled:
+            request.cancelled = reason
+            return None
+        self._leave(now, request)
+        del self.flights[episode_id]
+        return self.spent_s(now, request)
+
+    def spent_s(self, now: float, request: Request) -> float:
+        """Seconds since dispatch, until it was interrupted if it is."""
+        return (now if request.stopped is None else request.stopped) - request.started
+
+    def racing(self, now: float) -> list[tuple[str, float]]:
+        """At the end of a run: cancelled work still due to arrive late, (reason, seconds)."""
+        racing = []
+        for request in self.flights.values():
+            if request.cancelled is None:
+                raise ValueError(f"{request.episode_id} is still in flight at the end of the run")
+            racing.append((request.cancelled, self.spent_s(now, request)))
+        return racing
+
+    def arrive(
+        self, now: float, episode_id: str
+    ) -> tuple[Request, EpisodeCompleted | EpisodeFailed]:
+        """The episode's outcome arrived: the request, and the world event to feed."""
+        request = self.flights.pop(episode_id, None)
+        if request is None:
+            raise KeyError(f"{episode_id} came due but is not in inference")
+        plan = request.plan
+        plan.work_s = now - request.started  # its seconds are an outcome of the world
+        if plan.failed:
+            return request, EpisodeFailed(t=now, episode_id=episode_id, error=FAILURE_MESSAGE)
+        event = EpisodeCompleted(
+            t=now,
+            episode_id=episode_id,
+            reward=plan.reward,
+            prompt_tokens=request.prompt,
+            completion_tokens=plan.completion_tokens,
+        )
+        return request, event
+
+    def serve(self, now: float, server: int) -> None:
+        """A server's happening came due: bring it to `now`, collect what finished decoding."""
+        self.servers[server].advance(now)
+        self.servers[server].reschedule(now)
+        self._collect(self.servers[server])
+
+    def pause(self, now: float, duration_s: float) -> None:
+        """A weight update: every server pauses for `duration_s`."""
+        if not self.pause_on_update or duration_s <= 0.0:
+            return
+        for server in self.servers:
+            server.pause(now, duration_s)
+            self._collect(server)
+
+    def slow(self, now: float, factor: float) -> None:
+        """Every server's steps take `factor` times as long from now (a colocated trainer)."""
+        for server in self.servers:
+            server.slow(now, factor)
+            self._collect(server)
+
+    def busy_fraction(self) -> float:
+        """The fraction of servers with requests on them."""
+        return sum(1 for server in self.servers if server.load) / len(self.servers)
+
+    def interrupt(self, now: float, episode_id: str) -> int | None:
+        """Stop an episode on its server: its whole tokens so far, or None if it is not on
+        a server (it arrived, was cancelled, is interrupted, or is in its environment)."""
+        request = self.flights.get(episode_id)
+        if request is None or request.cancelled is not None or request.server < 0:
+            return None
+        tokens = int(self._leave(now, request))
+        request.done, request.phase, request.stopped = float(tokens), "interrupted", now
+        request.left_s = float(request.target - tokens)
+        return tokens
+
+    def resume(self, now: float, episode_id: str, prefill_tokens: int) -> bool:
+        """Resubmit an interrupted episode whose prompt now holds `prefill_tokens` (its
+        prompt and tokens so far); False if it is no longer interrupted (cancelled)."""
+        request = self.flights.get(episode_id)
+        if request is None or request.left_s is None:
+            return False
+        if prefill_tokens != request.prompt + int(request.done):
+            raise ValueError(
+                f"{episode_id} resumes with {prefill_tokens} prompt tokens; it holds "
+                f"{request.prompt} and {int(request.done)} generated"
+            )
+        request.left_s = request.stopped = None
+        self._submit(now, request)
+        return True
+
+    def prompt_of(self, episode_id: str) -> int:
+        """The prompt tokens of an episode in inference."""
+        return self._request(episode_id).prompt
+
+    def plan(self, episode_id: str) -> EpisodePlan:
+        """The plan of an episode in inference."""
+        return self._request(episode_id).plan
+
+    def forget_group(self, group_id: str) -> None:
+        """A group was scored: its server affinity goes."""
+        self.router.forget(group_id)
+
+    def _submit(self, now: float, request: Request) -> None:
+        index = self.router.place(request.group_id, [s.load for s in self.servers])
+        self.servers[index].submit(now, request)
+        self._collect(self.servers[index])
+
+    def _leave(self, now: float, request: Request) -> float:
+        """Take a request out of inference wherever it is: its tokens so far."""
+        if request.entry is not None:  # decoded, in its environment: its arrival goes
+            self.queue.cancel(request.entry)
+            request.entry = None
+            return request.done
+        server = self.servers[request.server]
+        tokens = server.remove(now, request)
+        request.server = -1
+        self._collect(server)
+        return tokens
+
+    def _collect(self, server: Server) -> None:
+        """Schedule the arrivals of what finished decoding: after its environment seconds."""
+        for t, request in server.finished:
+            request.server = -1
+            due = max(t + request.env_s, server.synced)  # never before the server's present
+            request.entry = self.queue.push(due, ("episode", request.episode_id))
+        server.finished.clear()
+
+    def _request(self, episode_id: str) -> Request:
+        request = self.flights.get(episode_id)
+        if request is None:
+            raise KeyError(f"{episode_id} is not in inference")
+        return request

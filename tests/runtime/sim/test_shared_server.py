@@ -1,0 +1,283 @@
+"""One server of the shared world (`runtime.sim.server`): continuous batching in virtual time.
+
+The properties: a server never holds more KV than its capacity, nor runs more than its
+batch; with one request, its latency is its prefill plus its unshared decode time; the
+decode throughput does not fall as the batch grows; and work is conserved: every token a
+request holds was decoded once, across preemptions, pauses, removals and resubmissions
+(the server's ledger of decoded tokens equals what the requests gained).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from rolloutlog.runtime.sim.clock import EventQueue
+from rolloutlog.runtime.sim.router import GROUPS_REMEMBERED_MAX, Router
+from rolloutlog.runtime.sim.server import DecodeCurve, Request, Server, ServerSpec
+from rolloutlog.runtime.sim.world import EpisodePlan, Task
+
+TOLERANCE = 1e-6
+
+
+def _plan() -> EpisodePlan:
+    return EpisodePlan(
+        task=Task(100.0, 0.5),
+        train=True,
+        work_s=0.0,
+        failed=False,
+        reward=1.0,
+        completion_tokens=1,
+        late_if_cancelled=False,
+    )
+
+
+def _request(name: str, group: str, prompt: int, target: int, now: float = 0.0) -> Request:
+    return Request(
+        episode_id=name,
+        group_id=group,
+        plan=_plan(),
+        started=now,
+        prompt=prompt,
+        target=target,
+        env_s=0.0,
+    )
+
+
+def _drive(server: Server, queue: EventQueue) -> float:
+    """Pop the server's happenings until none is left; the time of the last one."""
+    now = server.synced
+    while (entry := queue.pop()) is not None:
+        now = entry.t
+        server.advance(now)
+        server.reschedule(now)
+    return now
+
+
+curves = st.builds(
+    DecodeCurve,
+    step_s=st.floats(1e-3, 0.1),
+    s_per_seq=st.floats(0.0, 1e-3),
+    compute_s_per_seq=st.floats(0.0, 2e-3),
+)
+
+
+@given(
+    curve=curves,
+    prefill_s=st.floats(0.0, 1e-3),
+    prompt=st.integers(0, 2000),
+    target=st.integers(1, 4000),
+    caching=st.booleans(),
+)
+def test_one_request_takes_its_prefill_and_its_unshared_decode(
+    curve: DecodeCurve, prefill_s: float, prompt: int, target: int, caching: bool
+) -> None:
+    queue = EventQueue()
+    spec = ServerSpec(curve, prefill_s, float(prompt + target), 8, caching)
+    server = Server(0, spec, queue)
+    server.submit(0.0, _request("g0/0", "g0", prompt, target))
+    _drive(server, queue)
+    (finished_at, request), *rest = server.finished
+    assert rest == []
+    expected = prompt * prefill_s + target * curve.step(1)
+    assert math.isclose(finished_at, expected, rel_tol=1e-9, abs_tol=1e-9)
+    assert request.done == target
+    assert server.kv == 0.0 and server.preemptions == 0
+
+
+@given(curve=curves, small=st.integers(1, 64), more=st.integers(0, 64), target=st.integers(1, 500))
+def test_throughput_does_not_fall_as_the_batch_grows(
+    curve: DecodeCurve, small: int, more: int, target: int
+) -> None:
+    """n equal requests decode together: tokens per second at n + more >= at n."""
+
+    def throughput(n: int) -> float:
+        queue = EventQueue()
+        server = Server(0, ServerSpec(curve, 0.0, 1e12, 256, True), queue)
+        for i in range(n):
+            server.submit(0.0, _request(f"g{i}/0", f"g{i}", 0, target))
+        finished_at = _drive(server, queue)
+        assert len(server.finished) == n
+        return n * target / finished_at
+
+    assert throughput(small + more) >= throughput(small) * (1 - 1e-9)
+
+
+class ServerMachine(RuleBasedStateMachine):
+    """Arrivals, removals (cancel or interrupt), resubmissions, pauses and the passing of
+    time on one small server, whose cache is small enough to preempt."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queue = EventQueue()
+        self.spec: ServerSpec | None = None
+        self.server: Server | None = None
+        self.now = 0.0
+        self.count = 0
+        self.gained = 0.0  # tokens the requests gained on the server (the ledger's other side)
+        self.base: dict[str, float] = {}  # a request's tokens when it was (re)submitted
+        self.removed: list[Request] = []
+        self.seen: dict[str, float] = {}  # tokens a request was last seen holding
+
+    @initialize(
+        curve=curves,
+        prefill_s=st.floats(0.0, 1e-3),
+        capacity=st.integers(600, 5000),
+        max_running=st.integers(1, 16),
+        caching=st.booleans(),
+    )
+    def build(
+        self,
+        curve: DecodeCurve,
+        prefill_s: float,
+        capacity: int,
+        max_running: int,
+        caching: bool,
+    ) -> None:
+        self.spec = ServerSpec(curve, prefill_s, float(capacity), max_running, caching)
+        self.server = Server(0, self.spec, self.queue)
+
+    @precondition(lambda self: self.server is not None)
+    @rule(group=st.integers(0, 3), tokens=st.integers(1, 400), wait_s=st.floats(0.0, 2.0))
+    def arrive(self, group: int, tokens: int, wait_s: float) -> None:
+        self._pass(wait_s)
+        request = _request(f"g{group}/{self.count}", f"g{group}", 100, tokens, self.now)
+        self.count += 1
+        self.base[request.episode_id] = 0.0
+        self._server().submit(self.now, request)
+
+    @precondition(lambda self: self.server is not None and self._on_server())
+    @rule(pick=st.integers(0, 1000))
+    def remove(self, pick: int) -> None:
+        server = self._server()
+        on = self._on_server()
+        request = on[pick % len(on)]
+        tokens = server.remove(self.now, request)
+        assert 0.0 <= tokens <= request.target + TOLERANCE
+        self.gained += tokens - self.base.pop(request.episode_id)
+        self.removed.append(request)
+
+    @precondition(lambda self: self.server is not None and self.removed)
+    @rule(pick=st.integers(0, 1000))
+    def resubmit(self, pick: int) -> None:
+        """An interrupted request comes back with its tokens so far (whole ones)."""
+        request = self.removed.pop(pick % len(self.removed))
+        request.done = float(int(request.done))
+        self.base[request.episode_id] = request.done
+        self._server().submit(self.now, request)
+
+    @precondition(lambda self: self.server is not None)
+    @rule(duration_s=st.floats(0.0, 5.0))
+    def pause(self, duration_s: float) -> None:
+        if self.now >= self._server().paused_until:
+            self._server().pause(self.now, duration_s)
+
+    @precondition(lambda self: self.server is not None)
+    @rule(wait_s=st.floats(0.0, 10.0))
+    def wait(self, wait_s: float) -> None:
+        self._pass(wait_s)
+
+    def _pass(self, wait_s: float) -> None:
+        """Let the server's happenings up to `now + wait_s` happen."""
+        server = self._server()
+        until = self.now + wait_s
+        entry = self.queue.pop()
+        while entry is not None and entry.t <= until:
+            self.now = entry.t
+            server.advance(self.now)
+            server.reschedule(self.now)
+            self._collect()
+            entry = self.queue.pop()
+        self.now = until
+        server.advance(self.now)
+        server.reschedule(self.now)
+        self._collect()
+
+    def _collect(self) -> None:
+        for _, request in self._server().finished:
+            assert request.done == request.target
+            self.gained += request.done - self.base.pop(request.episode_id)
+        self._server().finished.clear()
+
+    def _server(self) -> Server:
+        if self.server is None:
+            raise RuntimeError("no server built yet")
+        return self.server
+
+    def _on_server(self) -> list[Request]:
+        server = self._server()
+        return [*server.waiting, *server.prefilling, *server.running.values()]
+
+    @invariant()
+    def the_cache_and_the_batch_hold_their_limits(self) -> None:
+        if self.server is None or self.spec is None:
+            return
+        server = self.server
+        note(f"kv {server.kv} of {self.spec.kv_capacity_tokens}")
+        assert server.kv <= self.spec.kv_capacity_tokens * (1 + 1e-9) + TOLERANCE
+        assert len(server.running) + len(server.prefilling) <= self.spec.max_running
+        assert math.isclose(server.kv, self._kv_recounted(), rel_tol=1e-9, abs_tol=1e-6)
+
+    def _kv_recounted(self) -> float:
+        """What the cache holds, from the requests: prompts (once per group with the
+        prefix cache) and every token each holds so far."""
+        server, spec = self._server(), self.spec
+        holding = [*server.prefilling, *server.running.values()]
+        tokens = sum(server.tokens(r) for r in holding)
+        if spec is not None and spec.prefix_caching:
+            prompts = {r.group_id: r.prompt for r in holding}
+            return tokens + sum(prompts.values())
+        return tokens + sum(r.prompt for r in holding)
+
+    @invariant()
+    def work_is_conserved(self) -> None:
+        """Decoded tokens = tokens gained by what left + tokens held by what is still on."""
+        if self.server is None:
+            return
+        server = self.server
+        on = sum(server.tokens(r) - self.base[r.episode_id] for r in self._on_server())
+        assert math.isclose(server.decoded, self.gained + on, rel_tol=1e-9, abs_tol=1e-6)
+
+    @invariant()
+    def tokens_never_go_back(self) -> None:
+        if self.server is None:
+            return
+        for request in self._on_server():
+            tokens = self.server.tokens(request)
+            assert tokens >= self.seen.get(request.episode_id, 0.0) - 1.0 - TOLERANCE
+            assert tokens <= request.target + TOLERANCE
+            self.seen[request.episode_id] = tokens
+
+
+TestServerMachine = ServerMachine.TestCase
+
+
+def test_a_full_cache_preempts_the_newest_and_it_finishes_later() -> None:
+    """Two requests that cannot both finish in the cache: the newer is preempted, keeps
+    its tokens, recomputes them, and both finish with all their tokens."""
+    queue = EventQueue()
+    spec = ServerSpec(DecodeCurve(0.01, 0.0), 1e-4, 600.0, 8, False)
+    server = Server(0, spec, queue)
+    server.submit(0.0, _request("g0/0", "g0", 100, 300))
+    server.submit(0.0, _request("g1/0", "g1", 100, 300))
+    _drive(server, queue)
+    finished = {request.episode_id: t for t, request in server.finished}
+    assert server.preemptions >= 1
+    assert finished["g0/0"] < finished["g1/0"]
+    assert all(request.done == 300 for _, request in server.finished)
+    assert math.isclose(server.decoded, 600.0, rel_tol=1e-9)
+
+
+def test_the_router_keeps_a_group_together_and_sends_new_groups_to_the_least_loaded() -> None:
+    from rolloutlog.runtime.live import endpoints
+
+    router = Router(3)
+    assert router.place("g0", [2, 0, 0]) == 1
+    assert router.place("g0", [0, 5, 0]) == 1  # affinity wins over load
+    assert router.place("g1", [1, 1, 1]) == 0  # ties: the lowest index
+    router.forget("g0")
+    assert router.place("g0", [0, 5, 0]) == 0
+    assert GROUPS_REMEMBERED_MAX == endpoints.GROUPS_REMEMBERED_MAX  # the live pool's bound
