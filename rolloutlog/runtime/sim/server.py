@@ -1,14 +1,16 @@
 """One inference server of the shared world: continuous batching in virtual time.
 
-A server holds requests waiting for admission, requests being prefilled, and running
-requests that decode together. One decode step advances every running sequence by one
-token and takes `DecodeCurve.step(n)` seconds for n running, so between happenings each
-running sequence advances `elapsed / step(n)` tokens: a single token clock per server
+A server holds requests waiting for admission and running requests that decode together.
+One decode step advances every running sequence by one token and takes
+`DecodeCurve.step(n)` seconds for n running, so between happenings each running sequence
+advances `elapsed / step(n)` tokens: a single token clock per server
 (`clock`, tokens per sequence since it started) tells every request's progress, and the
 next finish is the smallest finishing mark, found in a heap. Nothing ticks per token.
 
-- **Prefill** costs `prefill_s_per_token` per prompt token computed; while a server
-  prefills, its decoding stalls (vLLM's scheduler runs a waiting prefill first). With
+- **Prefill** costs `prefill_s_per_token` per prompt token computed. An admitted request
+  joins the batch at once, but nothing decodes until the server's prefill backlog clears
+  (`prefill_until`: vLLM's scheduler runs a waiting prefill before the next decode), so a
+  prefill ending needs no happening of its own. With
   `prefix_caching`, a group's prompt is read (and held in the KV cache) once while any of
   its members holds it on the server. A request preempted or resubmitted recomputes its
   tokens so far as part of its prompt.
@@ -35,7 +37,7 @@ from rolloutlog.runtime.sim.world import EpisodePlan
 
 KV_WATERMARK = 0.01  # vLLM keeps 1% of the cache's blocks free when it admits a request
 TOKENS_EPSILON = 1e-9  # per token of the clock: two marks this close are one instant
-Phase = Literal["waiting", "prefill", "running", "env", "interrupted", "off"]
+Phase = Literal["waiting", "running", "env", "interrupted", "off"]
 
 
 @attrs.frozen
@@ -91,7 +93,6 @@ class Server:
     def __init__(self, index: int, spec: ServerSpec, queue: EventQueue) -> None:
         self.index, self.spec, self.queue = index, spec, queue
         self.waiting: deque[Request] = deque()
-        self.prefilling: list[Request] = []
         self.running: dict[str, Request] = {}  # in admission order: the newest is last
         self.groups: dict[str, int] = {}  # members holding KV per group (prefix cache)
         self.kv = 0.0  # tokens held in the KV cache
@@ -110,7 +111,7 @@ class Server:
     @property
     def load(self) -> int:
         """Requests on the server (the router's least-loaded measure)."""
-        return len(self.waiting) + len(self.prefilling) + len(self.running)
+        return len(self.waiting) + len(self.running)
 
     def submit(self, now: float, request: Request) -> None:
         """A request arrives: it waits, and is admitted when the batch and cache allow."""
@@ -128,10 +129,7 @@ class Server:
             self.waiting.remove(request)
         else:
             self._release(request, tokens)
-            if request.phase == "prefill":
-                self.prefilling.remove(request)
-            else:
-                del self.running[request.episode_id]
+            del self.running[request.episode_id]
         request.phase, request.done = "off", tokens
         self._rebase()
         self._admit(now)
@@ -142,29 +140,24 @@ class Server:
         """A weight update: nothing advances for `duration_s`; a prefill ends that much later."""
         self.advance(now)
         self.paused_until = now + duration_s
-        if self.prefilling:
-            self.prefill_until = max(self.prefill_until, now) + duration_s
+        if self.prefill_until > now:
+            self.prefill_until += duration_s
         self.reschedule(now)
 
     def slow(self, now: float, factor: float) -> None:
         """From now on, decode steps and prefill take `factor` times as long."""
         self.advance(now)
-        if self.prefilling and self.prefill_until > now:
+        if self.prefill_until > now:
             start = max(now, self.paused_until)
             self.prefill_until = start + (self.prefill_until - start) * factor / self.slowdown
         self.slowdown = factor
         self.reschedule(now)
 
     def advance(self, now: float) -> None:
-        """Bring the server to `now`: prefills end, sequences decode, finish or are preempted."""
+        """Bring the server to `now`: sequences decode, finish or are preempted."""
         t = self.synced
-        while True:  # each pass ends a prefill, finishes or preempts a request, or stops
-            if self.prefilling:
-                if self.prefill_until > now:
-                    break
-                t = self._prefilled()
-                continue
-            start = max(t, self.paused_until)
+        while True:  # each pass finishes or preempts a request, or stops
+            start = max(t, self.paused_until, self.prefill_until)
             if not self.running or start > now:
                 break
             reached = self._decode(start, now)
@@ -172,15 +165,6 @@ class Server:
                 break
             t = reached
         self.synced = now
-
-    def _prefilled(self) -> float:
-        """The prefill backlog cleared: its requests join the batch; admit what fits."""
-        t = self.prefill_until
-        for request in self.prefilling:
-            self._join(request)
-        self.prefilling.clear()
-        self._admit(t)
-        return t
 
     def _decode(self, start: float, now: float) -> float | None:
         """Decode from `start` towards `now`; the time of a finish or a full cache on the
@@ -235,22 +219,21 @@ class Server:
     def _admit(self, t: float) -> None:
         """Admit waiting requests in order while the batch and the cache have room."""
         spec = self.spec
-        while self.waiting and len(self.running) + len(self.prefilling) < spec.max_running:
+        while self.waiting and len(self.running) < spec.max_running:
             request = self.waiting[0]
             cached = spec.prefix_caching and self.groups.get(request.group_id, 0) > 0
             need = request.done + (0 if cached else request.prompt)
             limit = spec.kv_capacity_tokens
-            if self.running or self.prefilling:
+            if self.running:
                 limit *= 1.0 - KV_WATERMARK
             if self.kv + need > limit:
                 return
             self.waiting.popleft()
             self.kv += need
             self.groups[request.group_id] = self.groups.get(request.group_id, 0) + 1
-            start = self.prefill_until if self.prefilling else max(t, self.paused_until)
+            start = max(t, self.paused_until, self.prefill_until)
             self.prefill_until = start + need * spec.prefill_s_per_token * self.slowdown
-            request.phase = "prefill"
-            self.prefilling.append(request)
+            self._join(request)
 
     def _join(self, request: Request) -> None:
         request.phase, request.mark = "running", self.clock
@@ -286,8 +269,7 @@ class Server:
         if not self.running:
             self.clock = 0.0
             self._heap.clear()
-            if not self.prefilling:
-                self.kv = 0.0  # nothing holds the cache: no rounding carried over
+            self.kv = 0.0  # nothing holds the cache: no rounding carried over
             return
         if len(self._heap) > 2 * len(self.running) + 16:
             self._heap = [e for e in self._heap if e[2].phase == "running" and e[2].serial == e[1]]
@@ -295,8 +277,6 @@ class Server:
 
     def next_due(self, now: float) -> float | None:
         """When the next happening on this server falls (None: nothing will happen)."""
-        if self.prefilling:
-            return max(self.prefill_until, now)
         if not self.running:
             return None
         n = len(self.running)
@@ -304,7 +284,8 @@ class Server:
         self._skip_dead()
         finish = self._heap[0][0] - self.clock
         room = max(self.spec.kv_capacity_tokens - self.kv, 0.0) / n
-        return max(now, self.paused_until) + max(min(finish, room), 0.0) * step_s
+        start = max(now, self.paused_until, self.prefill_until)
+        return start + max(min(finish, room), 0.0) * step_s
 
     def _skip_dead(self) -> None:
         while self._heap and (

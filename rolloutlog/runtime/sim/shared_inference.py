@@ -146,10 +146,12 @@ class SharedInference:
         return sum(1 for server in self.servers if server.load) / len(self.servers)
 
     def interrupt(self, now: float, episode_id: str) -> int | None:
-        """Stop an episode on its server: its whole tokens so far, or None if it is not on
-        a server (it arrived, was cancelled, is interrupted, or is in its environment)."""
+        """Stop an episode: its whole tokens so far, or None if it is not in flight (it
+        arrived, was cancelled, or is interrupted). One in its environment is stopped too,
+        as the contract has every episode in flight stopped: it goes on from all its
+        tokens, paying their prefill and its environment again."""
         request = self.flights.get(episode_id)
-        if request is None or request.cancelled is not None or request.server < 0:
+        if request is None or request.cancelled is not None or request.left_s is not None:
             return None
         tokens = int(self._leave(now, request))
         request.done, request.phase, request.stopped = float(tokens), "interrupted", now

@@ -108,7 +108,6 @@ class Simulation:
                 streams["trainer"],
                 self.queue,
                 updates_per_sync=scenario.run.updates_per_sync,
-                defer_live=drain,
                 colocation=colocation,
             )
             self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
@@ -122,7 +121,6 @@ class Simulation:
                 self.queue,
                 times,
                 scenario.run.updates_per_sync,
-                defer_live=drain,
             )
             self.controller = TraceController(
                 trace, world, scenario.run, streams["controller"], self.queue
@@ -234,6 +232,8 @@ class Simulation:
                 self.inference.pause(self.now, publish.update_s)
             if self.interrupter is not None:
                 self.interrupter.announced(self.now)
+            if self.drainer is None:  # after the interruptions: an update of 0 s goes live last
+                self.queue.push(self.now + publish.update_s, ("live", publish.version))
             return VersionPending(t=self.now, version=publish.version)
         if kind == "live":
             self.trainer.live(self.now, key)

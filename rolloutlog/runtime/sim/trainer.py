@@ -60,17 +60,16 @@ class Trainer:
         times: BatchTimes | None = None,
         updates_per_sync: int = 1,
         *,
-        defer_live: bool = False,
         colocation: Colocation | None = None,
     ) -> None:
         """`times` replaces the drawn batch times (a recorded trace's, for example);
-        `defer_live`: the update waits for work in flight (`weight_update = drain`), so
-        the driver schedules `version_live` itself (`runtime.sim.drain`); `colocation`:
-        training shares the servers' compute (`runtime.sim.colocation`)."""
+        `colocation`: training shares the servers' compute (`runtime.sim.colocation`).
+        The driver schedules `version_live` (`Publish.update_s` after the publish, or
+        after a drain: `runtime.sim.drain`), once what the announcement sets off is
+        scheduled before it."""
         self.world, self.rng, self.queue = world, rng, queue
         self.colocation = colocation
         self.updates_per_sync = updates_per_sync
-        self.defer_live = defer_live
         self.times = times or self.drawn_times
         self.backlog: deque[_Batch] = deque()
         self.current: _Batch | None = None
@@ -109,8 +108,6 @@ class Trainer:
             self._start(now)
             return None
         self.phase = "updating"
-        if not self.defer_live:
-            self.queue.push(now + batch.update_s, ("live", step))
         return Publish(step, batch.update_s)
 
     def live(self, now: float, version: int) -> None:

@@ -209,7 +209,7 @@ class ServerMachine(RuleBasedStateMachine):
 
     def _on_server(self) -> list[Request]:
         server = self._server()
-        return [*server.waiting, *server.prefilling, *server.running.values()]
+        return [*server.waiting, *server.running.values()]
 
     @invariant()
     def the_cache_and_the_batch_hold_their_limits(self) -> None:
@@ -218,14 +218,14 @@ class ServerMachine(RuleBasedStateMachine):
         server = self.server
         note(f"kv {server.kv} of {self.spec.kv_capacity_tokens}")
         assert server.kv <= self.spec.kv_capacity_tokens * (1 + 1e-9) + TOLERANCE
-        assert len(server.running) + len(server.prefilling) <= self.spec.max_running
+        assert len(server.running) <= self.spec.max_running
         assert math.isclose(server.kv, self._kv_recounted(), rel_tol=1e-9, abs_tol=1e-6)
 
     def _kv_recounted(self) -> float:
         """What the cache holds, from the requests: prompts (once per group with the
         prefix cache) and every token each holds so far."""
         server, spec = self._server(), self.spec
-        holding = [*server.prefilling, *server.running.values()]
+        holding = list(server.running.values())
         tokens = sum(server.tokens(r) for r in holding)
         if spec is not None and spec.prefix_caching:
             prompts = {r.group_id: r.prompt for r in holding}

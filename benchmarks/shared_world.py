@@ -1,0 +1,68 @@
+"""CPU cost of the shared-inference world against today's independent world, same command.
+
+    .venv/bin/python benchmarks/shared_world.py                    # default, 300 steps, best of 3
+    .venv/bin/python benchmarks/shared_world.py --scenario long-gen --steps 100 --rounds 5
+
+Each round runs `simulate` (the driver and the reaction loop, as `benchmarks/simulate.py`'s
+`sim` line) on the scenario twice: as it is (`world.inference = "independent"`), and with
+`--set inference=shared` and a decode step equal to its `seconds_per_token` on one server
+of unbounded batch, so that the two worlds do the same work per token and only the world's
+bookkeeping differs. The runs alternate and the best CPU seconds (`time.process_time`) of
+each are compared: the ratio shared / independent is the figure (the issue asks <= 1.2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rolloutlog.runtime.sim.scenario import Scenario, load_scenario, parse_set_options
+from rolloutlog.runtime.sim.simulation import SimResult, simulate
+
+
+def shared_twin(name: str, steps: int) -> tuple[Scenario, Scenario]:
+    """The scenario as it is, and the same with the shared world at the same token rate."""
+    today = load_scenario(name).with_steps(steps)
+    world = today.world
+    keys = [
+        "inference=shared",
+        f"decode_step_s={world.seconds_per_token}",
+        f"max_running={today.run.max_inflight}",
+        f"kv_capacity_tokens={10 * today.run.max_inflight * world.max_completion_tokens}",
+    ]
+    return today, load_scenario(name, parse_set_options(keys)).with_steps(steps)
+
+
+def timed(scenario: Scenario) -> tuple[float, SimResult]:
+    start = time.process_time()
+    result = simulate(scenario)
+    return time.process_time() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", default="default")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    worlds = dict(
+        zip(("independent", "shared"), shared_twin(args.scenario, args.steps), strict=True)
+    )
+    best = dict.fromkeys(worlds, float("inf"))
+    for _ in range(args.rounds):
+        for name, scenario in worlds.items():
+            cpu_s, result = timed(scenario)
+            best[name] = min(best[name], cpu_s)
+            print(
+                f"{name:12} {cpu_s:6.2f} s CPU  {result.events:>9,} events  "
+                f"{result.steps_shipped} steps  {result.virtual_seconds / 3600:.2f} virtual h"
+            )
+    ratio = best["shared"] / best["independent"]
+    print(
+        f"best of {args.rounds}: independent {best['independent']:.2f} s, shared "
+        f"{best['shared']:.2f} s CPU; shared / independent = {ratio:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
