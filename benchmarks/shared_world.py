@@ -3,8 +3,10 @@
     .venv/bin/python benchmarks/shared_world.py                    # default, 300 steps, best of 3
     .venv/bin/python benchmarks/shared_world.py --scenario long-gen --steps 100 --rounds 5
 
-Each round runs `simulate` (the driver and the reaction loop, as `benchmarks/simulate.py`'s
-`sim` line) on the scenario twice: as it is (`world.inference = "independent"`), and with
+Each round runs the scenario twice, as `sim` (`simulate()`: the driver and the reaction
+loop, as `benchmarks/simulate.py`'s `sim` line) and as `simulate` (what `rolloutlog
+simulate` runs without `--log`: the same with the run summary and the step metrics
+observing the loop): as it is (`world.inference = "independent"`), and with
 `--set inference=shared` and a decode step equal to its `seconds_per_token` on one server
 of unbounded batch, so that the two worlds do the same work per token and only the world's
 bookkeeping differs. The runs alternate and the best CPU seconds (`time.process_time`) of
@@ -15,9 +17,16 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
+from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import Scenario, load_scenario, parse_set_options
 from rolloutlog.runtime.sim.simulation import SimResult, simulate
+
+RUNS: dict[str, Callable[[Scenario], SimResult]] = {
+    "sim": simulate,
+    "simulate": lambda scenario: run_policy(scenario)[1],
+}
 
 
 def shared_twin(name: str, steps: int) -> tuple[Scenario, Scenario]:
@@ -33,9 +42,9 @@ def shared_twin(name: str, steps: int) -> tuple[Scenario, Scenario]:
     return today, load_scenario(name, parse_set_options(keys)).with_steps(steps)
 
 
-def timed(scenario: Scenario) -> tuple[float, SimResult]:
+def timed(run: Callable[[Scenario], SimResult], scenario: Scenario) -> tuple[float, SimResult]:
     start = time.process_time()
-    result = simulate(scenario)
+    result = run(scenario)
     return time.process_time() - start, result
 
 
@@ -48,20 +57,22 @@ def main() -> None:
     worlds = dict(
         zip(("independent", "shared"), shared_twin(args.scenario, args.steps), strict=True)
     )
-    best = dict.fromkeys(worlds, float("inf"))
+    best = {(run, world): float("inf") for run in RUNS for world in worlds}
     for _ in range(args.rounds):
-        for name, scenario in worlds.items():
-            cpu_s, result = timed(scenario)
-            best[name] = min(best[name], cpu_s)
-            print(
-                f"{name:12} {cpu_s:6.2f} s CPU  {result.events:>9,} events  "
-                f"{result.steps_shipped} steps  {result.virtual_seconds / 3600:.2f} virtual h"
-            )
-    ratio = best["shared"] / best["independent"]
-    print(
-        f"best of {args.rounds}: independent {best['independent']:.2f} s, shared "
-        f"{best['shared']:.2f} s CPU; shared / independent = {ratio:.2f}"
-    )
+        for run_name, run in RUNS.items():
+            for name, scenario in worlds.items():
+                cpu_s, result = timed(run, scenario)
+                best[run_name, name] = min(best[run_name, name], cpu_s)
+                print(
+                    f"{run_name:9} {name:12} {cpu_s:6.2f} s CPU  {result.events:>9,} events  "
+                    f"{result.steps_shipped} steps  {result.virtual_seconds / 3600:.2f} virtual h"
+                )
+    for run_name in RUNS:
+        independent, shared = best[run_name, "independent"], best[run_name, "shared"]
+        print(
+            f"{run_name}, best of {args.rounds}: independent {independent:.2f} s, shared "
+            f"{shared:.2f} s CPU; shared / independent = {shared / independent:.2f}"
+        )
 
 
 if __name__ == "__main__":

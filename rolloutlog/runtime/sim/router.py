@@ -10,7 +10,7 @@ when it is scored (the live driver's `forget_group`), and the oldest are forgott
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable
 
 # the live pool's bound (`runtime.live.endpoints`; a test holds them equal): importing the
 # live runtime here would load its HTTP stack into every simulation
@@ -26,13 +26,13 @@ class Router:
         self.servers = servers
         self._groups: OrderedDict[str, int] = OrderedDict()
 
-    def place(self, group_id: str, loads: Sequence[int]) -> int:
-        """The group's server; a new group goes to the least loaded of `loads`."""
+    def place(self, group_id: str, load: Callable[[int], int]) -> int:
+        """The group's server; a new group goes to the server of least `load(index)`."""
         server = self._groups.get(group_id)
         if server is not None:
             self._groups.move_to_end(group_id)
             return server
-        server = min(range(self.servers), key=lambda index: (loads[index], index))
+        server = min(range(self.servers), key=lambda index: (load(index), index))
         self._groups[group_id] = server
         while len(self._groups) > GROUPS_REMEMBERED_MAX:
             self._groups.popitem(last=False)

@@ -106,6 +106,7 @@ class Server:
         self.decoded = 0.0  # tokens decoded over all sequences (work done, for its ledger)
         self._heap: list[tuple[float, int, Request]] = []
         self._serial = 0
+        self._step_n, self._step = -1, 0.0  # the step time last computed, for how many
         self._entry: Entry | None = None
 
     @property
@@ -130,7 +131,7 @@ class Server:
         else:
             self._release(request, tokens)
             del self.running[request.episode_id]
-        request.phase, request.done = "off", tokens
+        request.phase, request.done, request.serial = "off", tokens, -1
         self._rebase()
         self._admit(now)
         self.reschedule(now)
@@ -150,7 +151,7 @@ class Server:
         if self.prefill_until > now:
             start = max(now, self.paused_until)
             self.prefill_until = start + (self.prefill_until - start) * factor / self.slowdown
-        self.slowdown = factor
+        self.slowdown, self._step_n = factor, -1
         self.reschedule(now)
 
     def advance(self, now: float) -> None:
@@ -161,7 +162,7 @@ class Server:
             if not self.running or start > now:
                 break
             reached = self._decode(start, now)
-            if reached is None:
+            if reached is None or reached >= now:  # what fell due at `now` is all handled
                 break
             t = reached
         self.synced = now
@@ -171,7 +172,7 @@ class Server:
         way (handled), or None when the sequences simply decoded until `now`."""
         self._skip_dead()
         n = len(self.running)
-        step_s = self.spec.curve.step(n) * self.slowdown
+        step_s = self._step_s(n)
         finish = self._heap[0][0] - self.clock
         room = max(self.spec.kv_capacity_tokens - self.kv, 0.0) / n
         tokens = max(min((now - start) / step_s, finish, room), 0.0)
@@ -179,7 +180,7 @@ class Server:
         self.kv += n * tokens
         self.decoded += n * tokens
         t = min(start + tokens * step_s, now)
-        epsilon = self._epsilon()
+        epsilon = TOKENS_EPSILON * (1.0 + self.clock)
         if tokens >= finish - epsilon:
             self._finish(t)
             return t
@@ -190,13 +191,14 @@ class Server:
 
     def _finish(self, t: float) -> None:
         """Every running request whose finishing mark is reached leaves the batch."""
-        while self._heap and self._heap[0][0] <= self.clock + self._epsilon():
-            _, serial, request = heapq.heappop(self._heap)
-            if request.serial != serial or request.phase != "running":
+        heap, reached = self._heap, self.clock + TOKENS_EPSILON * (1.0 + self.clock)
+        while heap and heap[0][0] <= reached:
+            _, serial, request = heapq.heappop(heap)
+            if request.serial != serial:
                 continue
             del self.running[request.episode_id]
             self._release(request, self.tokens(request))
-            request.done, request.phase = float(request.target), "env"
+            request.done, request.phase, request.serial = float(request.target), "env", -1
             self.finished.append((t, request))
         self._rebase()
         self._admit(t)
@@ -209,7 +211,7 @@ class Server:
             request = self.running.pop(next(reversed(self.running)))
             request.done = self._tokens_running(request)
             self._release(request, request.done)
-            request.phase = "waiting"
+            request.phase, request.serial = "waiting", -1
             self.waiting.appendleft(request)
             self.preemptions += 1
             if self.kv < capacity - TOKENS_EPSILON * max(len(self.running), 1):
@@ -259,10 +261,6 @@ class Server:
         shared = self.spec.prefix_caching and held > 0
         self.kv = max(self.kv - tokens - (0 if shared else request.prompt), 0.0)
 
-    def _epsilon(self) -> float:
-        """Two token marks this close are one instant (relative: the clock only grows)."""
-        return TOKENS_EPSILON * (1.0 + self.clock)
-
     def _rebase(self) -> None:
         """Restart the token clock when the batch empties (it keeps its precision), and
         drop heap entries of requests that left, so the heap is bounded by the batch."""
@@ -272,7 +270,7 @@ class Server:
             self.kv = 0.0  # nothing holds the cache: no rounding carried over
             return
         if len(self._heap) > 2 * len(self.running) + 16:
-            self._heap = [e for e in self._heap if e[2].phase == "running" and e[2].serial == e[1]]
+            self._heap = [e for e in self._heap if e[2].serial == e[1]]
             heapq.heapify(self._heap)
 
     def next_due(self, now: float) -> float | None:
@@ -280,7 +278,7 @@ class Server:
         if not self.running:
             return None
         n = len(self.running)
-        step_s = self.spec.curve.step(n) * self.slowdown
+        step_s = self._step_s(n)
         self._skip_dead()
         finish = self._heap[0][0] - self.clock
         room = max(self.spec.kv_capacity_tokens - self.kv, 0.0) / n
@@ -288,10 +286,16 @@ class Server:
         return start + max(min(finish, room), 0.0) * step_s
 
     def _skip_dead(self) -> None:
-        while self._heap and (
-            self._heap[0][2].phase != "running" or self._heap[0][2].serial != self._heap[0][1]
-        ):
-            heapq.heappop(self._heap)
+        """Pop the entries of requests that left the batch (their serial is reset)."""
+        heap = self._heap
+        while heap and heap[0][2].serial != heap[0][1]:
+            heapq.heappop(heap)
+
+    def _step_s(self, running: int) -> float:
+        """Seconds of a step with `running` sequences at the present slowdown (cached)."""
+        if running != self._step_n:
+            self._step_n, self._step = running, self.spec.curve.step(running) * self.slowdown
+        return self._step
 
     def reschedule(self, now: float) -> None:
         """Keep one queue entry, at the server's next happening."""

@@ -186,7 +186,7 @@ class SharedInference:
         self.router.forget(group_id)
 
     def _submit(self, now: float, request: Request) -> None:
-        index = self.router.place(request.group_id, [s.load for s in self.servers])
+        index = self.router.place(request.group_id, lambda i: self.servers[i].load)
         self.servers[index].submit(now, request)
         self._collect(self.servers[index])
 

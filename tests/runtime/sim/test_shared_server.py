@@ -275,9 +275,9 @@ def test_the_router_keeps_a_group_together_and_sends_new_groups_to_the_least_loa
     from rolloutlog.runtime.live import endpoints
 
     router = Router(3)
-    assert router.place("g0", [2, 0, 0]) == 1
-    assert router.place("g0", [0, 5, 0]) == 1  # affinity wins over load
-    assert router.place("g1", [1, 1, 1]) == 0  # ties: the lowest index
+    assert router.place("g0", [2, 0, 0].__getitem__) == 1
+    assert router.place("g0", [0, 5, 0].__getitem__) == 1  # affinity wins over load
+    assert router.place("g1", [1, 1, 1].__getitem__) == 0  # ties: the lowest index
     router.forget("g0")
-    assert router.place("g0", [0, 5, 0]) == 0
+    assert router.place("g0", [0, 5, 0].__getitem__) == 0
     assert GROUPS_REMEMBERED_MAX == endpoints.GROUPS_REMEMBERED_MAX  # the live pool's bound
