@@ -249,7 +249,7 @@ class Server:
         return self._tokens_running(request) if request.phase == "running" else request.done
 
     def _tokens_running(self, request: Request) -> float:
-        return min(request.done + self.clock - request.mark, float(request.target))
+        return min(request.done + (self.clock - request.mark), float(request.target))
 
     def _release(self, request: Request, tokens: float) -> None:
         """Free a request's KV: its tokens, and its prompt unless a sibling still holds it."""

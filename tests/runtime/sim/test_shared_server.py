@@ -281,3 +281,18 @@ def test_the_router_keeps_a_group_together_and_sends_new_groups_to_the_least_loa
     router.forget("g0")
     assert router.place("g0", [0, 5, 0].__getitem__) == 0
     assert GROUPS_REMEMBERED_MAX == endpoints.GROUPS_REMEMBERED_MAX  # the live pool's bound
+
+
+def test_a_resubmitted_request_holds_its_whole_tokens_at_any_clock() -> None:
+    """Caught by the shared swarm: a request resubmitted with 1,126 tokens and stopped
+    before it decoded again reported 1,125, as `done + clock - mark` rounded down at a
+    clock of 8134.54...; its tokens are `done + (clock - mark)`."""
+    queue = EventQueue()
+    server = Server(0, ServerSpec(DecodeCurve(0.01, 0.0), 0.0, 1e9, 8, False), queue)
+    server.submit(0.0, _request("g0/0", "g0", 0, 100_000))
+    server.advance(81.345416768234145)
+    server.clock = 8134.5416768234145  # the clock of the failing run, exactly
+    resubmitted = _request("g1/0", "g1", 0, 4000)
+    resubmitted.done = 1126.0
+    server.submit(server.synced, resubmitted)
+    assert server.remove(server.synced, resubmitted) == 1126.0
