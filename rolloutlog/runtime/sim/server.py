@@ -155,8 +155,11 @@ class Server:
         self.reschedule(now)
 
     def advance(self, now: float) -> None:
-        """Bring the server to `now`: sequences decode, finish or are preempted."""
+        """Bring the server to `now`: sequences decode, finish or are preempted. (Already
+        there: what falls due at `now` is its own happening, scheduled at `now`.)"""
         t = self.synced
+        if t == now:
+            return
         while True:  # each pass finishes or preempts a request, or stops
             start = max(t, self.paused_until, self.prefill_until)
             if not self.running or start > now:
