@@ -106,7 +106,7 @@ class Server:
         self.decoded = 0.0  # tokens decoded over all sequences (work done, for its ledger)
         self._heap: list[tuple[float, int, Request]] = []
         self._serial = 0
-        self._step_n, self._step = -1, 0.0  # the step time last computed, for how many
+        self._steps: list[float] = []  # step seconds by batch size, at the present slowdown
         self._entry: Entry | None = None
 
     @property
@@ -151,7 +151,8 @@ class Server:
         if self.prefill_until > now:
             start = max(now, self.paused_until)
             self.prefill_until = start + (self.prefill_until - start) * factor / self.slowdown
-        self.slowdown, self._step_n = factor, -1
+        self.slowdown = factor
+        self._steps.clear()
         self.reschedule(now)
 
     def advance(self, now: float) -> None:
@@ -161,7 +162,8 @@ class Server:
         if t == now:
             return
         while True:  # each pass finishes or preempts a request, or stops
-            start = max(t, self.paused_until, self.prefill_until)
+            resumes = self._resumes()
+            start = t if t > resumes else resumes
             if not self.running or start > now:
                 break
             reached = self._decode(start, now)
@@ -173,16 +175,20 @@ class Server:
     def _decode(self, start: float, now: float) -> float | None:
         """Decode from `start` towards `now`; the time of a finish or a full cache on the
         way (handled), or None when the sequences simply decoded until `now`."""
-        self._skip_dead()
-        n = len(self.running)
-        step_s = self._step_s(n)
-        finish = self._heap[0][0] - self.clock
-        room = max(self.spec.kv_capacity_tokens - self.kv, 0.0) / n
-        tokens = max(min((now - start) / step_s, finish, room), 0.0)
+        finish, room, step_s, n = self._ahead()
+        tokens = (now - start) / step_s
+        if finish < tokens:
+            tokens = finish
+        if room < tokens:
+            tokens = room
+        if tokens < 0.0:
+            tokens = 0.0
         self.clock += tokens
         self.kv += n * tokens
         self.decoded += n * tokens
-        t = min(start + tokens * step_s, now)
+        t = start + tokens * step_s
+        if t > now:
+            t = now
         epsilon = TOKENS_EPSILON * (1.0 + self.clock)
         if tokens >= finish - epsilon:
             self._finish(t)
@@ -236,7 +242,8 @@ class Server:
             self.waiting.popleft()
             self.kv += need
             self.groups[request.group_id] = self.groups.get(request.group_id, 0) + 1
-            start = max(t, self.paused_until, self.prefill_until)
+            resumes = self._resumes()
+            start = t if t > resumes else resumes
             self.prefill_until = start + need * spec.prefill_s_per_token * self.slowdown
             self._join(request)
 
@@ -262,7 +269,8 @@ class Server:
         else:
             del self.groups[request.group_id]
         shared = self.spec.prefix_caching and held > 0
-        self.kv = max(self.kv - tokens - (0 if shared else request.prompt), 0.0)
+        kv = self.kv - tokens - (0 if shared else request.prompt)
+        self.kv = kv if kv > 0.0 else 0.0  # rounding, never below empty
 
     def _rebase(self) -> None:
         """Restart the token clock when the batch empties (it keeps its precision), and
@@ -280,13 +288,27 @@ class Server:
         """When the next happening on this server falls (None: nothing will happen)."""
         if not self.running:
             return None
+        finish, room, step_s, _ = self._ahead()
+        resumes = self._resumes()
+        tokens = finish if finish < room else room
+        return (now if now > resumes else resumes) + (tokens if tokens > 0.0 else 0.0) * step_s
+
+    def _resumes(self) -> float:
+        """When decoding may go on: after the pause and the prefill backlog."""
+        paused, prefill = self.paused_until, self.prefill_until
+        return paused if paused > prefill else prefill
+
+    def _ahead(self) -> tuple[float, float, float, int]:
+        """Of the running batch: tokens to the next finish, tokens until the cache is full
+        (per sequence), the step's seconds, and the batch size."""
+        heap = self._heap
+        if heap[0][2].serial != heap[0][1]:
+            self._skip_dead()
         n = len(self.running)
-        step_s = self._step_s(n)
-        self._skip_dead()
-        finish = self._heap[0][0] - self.clock
-        room = max(self.spec.kv_capacity_tokens - self.kv, 0.0) / n
-        start = max(now, self.paused_until, self.prefill_until)
-        return start + max(min(finish, room), 0.0) * step_s
+        steps = self._steps
+        step_s = steps[n] if n < len(steps) else self._step_s(n)
+        room = (self.spec.kv_capacity_tokens - self.kv) / n
+        return heap[0][0] - self.clock, room if room > 0.0 else 0.0, step_s, n
 
     def _skip_dead(self) -> None:
         """Pop the entries of requests that left the batch (their serial is reset)."""
@@ -295,10 +317,11 @@ class Server:
             heapq.heappop(heap)
 
     def _step_s(self, running: int) -> float:
-        """Seconds of a step with `running` sequences at the present slowdown (cached)."""
-        if running != self._step_n:
-            self._step_n, self._step = running, self.spec.curve.step(running) * self.slowdown
-        return self._step
+        """Seconds of a step with `running` sequences at the present slowdown (kept by
+        batch size: at most `max_running` + 1 of them)."""
+        curve, steps = self.spec.curve, self._steps
+        steps.extend(curve.step(n) * self.slowdown for n in range(len(steps), running + 1))
+        return steps[running]
 
     def reschedule(self, now: float) -> None:
         """Keep one queue entry, at the server's next happening."""

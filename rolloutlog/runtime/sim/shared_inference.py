@@ -204,9 +204,13 @@ class SharedInference:
 
     def _collect(self, server: Server) -> None:
         """Schedule the arrivals of what finished decoding: after its environment seconds."""
+        if not server.finished:
+            return
         for t, request in server.finished:
             request.server = -1
-            due = max(t + request.env_s, server.synced)  # never before the server's present
+            due = t + request.env_s
+            if due < server.synced:  # never before the server's present
+                due = server.synced
             request.entry = self.queue.push(due, ("episode", request.episode_id))
         server.finished.clear()
 
