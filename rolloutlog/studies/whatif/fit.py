@@ -89,7 +89,7 @@ class _Flight:
 
 
 @attrs.define
-class _Collector:
+class LogCollector:
     """The world's side of a log, gathered in one pass."""
 
     started: RunStarted | None = None
@@ -127,10 +127,10 @@ class _Collector:
             self.controls.append(RecordedControl(t=event.t, kind="overload", value=event.n))
 
 
-class _Pauses:
+class UpdatePauses:
     """The weight-update windows, to take out of durations when inference paused."""
 
-    def __init__(self, collector: _Collector) -> None:
+    def __init__(self, collector: LogCollector) -> None:
         windows = [
             (collector.pending[v], collector.live[v])
             for v in sorted(collector.live)
@@ -157,7 +157,7 @@ class _Pauses:
         return max(seconds, 0.0)
 
 
-def _episodes(collector: _Collector, pauses: _Pauses) -> list[RecordedEpisode]:
+def _episodes(collector: LogCollector, pauses: UpdatePauses) -> list[RecordedEpisode]:
     episodes = []
     for episode_id, flight in collector.flights.items():
         arrival, cut_t = flight.arrival, flight.cancelled_t
@@ -192,7 +192,7 @@ def _episodes(collector: _Collector, pauses: _Pauses) -> list[RecordedEpisode]:
     return episodes
 
 
-def _batches(collector: _Collector) -> tuple[list[RecordedBatch], float]:
+def _batches(collector: LogCollector) -> tuple[list[RecordedBatch], float]:
     """The trainer's batch times, and its busy seconds up to the end of the log."""
     batches: list[RecordedBatch] = []
     busy_s, free_t = 0.0, 0.0
@@ -281,7 +281,7 @@ def _rate(late: int, weights: Sequence[float]) -> float:
 
 
 def _world(
-    pauses: _Pauses,
+    pauses: UpdatePauses,
     episodes: list[RecordedEpisode],
     batches: list[RecordedBatch],
     late_rate: float,
@@ -313,7 +313,7 @@ def _world(
 
 def fit_log(events: Iterable[Event], *, seed: int = 0, name: str = "recorded") -> FittedRun:
     """Fit the world of a recorded log; `seed` seeds the draws for unfinished work."""
-    collector = _Collector()
+    collector = LogCollector()
     for event in events:
         try:
             collector.observe(event)
@@ -329,7 +329,7 @@ def fit_log(events: Iterable[Event], *, seed: int = 0, name: str = "recorded") -
         run = RunConfig.from_mapping(started.config, where="run_started.config")
     except ConfigError as error:
         raise FitError(str(error)) from error
-    pauses = _Pauses(collector)
+    pauses = UpdatePauses(collector)
     episodes = _episodes(collector, pauses)
     if not any(e.outcome != "censored" for e in episodes):
         raise FitError("the log has no completed or failed episode: no outcome to draw from")
