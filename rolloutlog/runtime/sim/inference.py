@@ -39,6 +39,29 @@ class Flight:
     done_s: float = 0.0  # generation seconds done at its last interruption (a prefill adds none)
 
 
+def outcome(
+    now: float, episode_id: str, plan: EpisodePlan, prompt_tokens: int
+) -> EpisodeCompleted | EpisodeFailed:
+    """The world event of an episode's planned outcome arriving at `now`."""
+    if plan.failed:
+        return EpisodeFailed(t=now, episode_id=episode_id, error=FAILURE_MESSAGE)
+    return EpisodeCompleted(
+        t=now,
+        episode_id=episode_id,
+        reward=plan.reward,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=plan.completion_tokens,
+    )
+
+
+def cancel_reason(flight: InFlight) -> str:
+    """The cancel reason of an episode still in inference when the run ended: only a
+    cancelled one whose abort lost its race may be."""
+    if flight.cancelled is None:
+        raise ValueError(f"{flight.episode_id} is still in flight at the end of the run")
+    return flight.cancelled
+
+
 class InFlight(Protocol):
     """What the driver, the drainer and the interrupter read of an episode in inference."""
 
@@ -120,12 +143,7 @@ class Inference:
 
     def racing(self, now: float) -> list[tuple[str, float]]:
         """At the end of a run: cancelled work still due to arrive late, (reason, seconds)."""
-        racing = []
-        for flight in self.flights.values():
-            if flight.cancelled is None:
-                raise ValueError(f"{flight.episode_id} is still in flight at the end of the run")
-            racing.append((flight.cancelled, self.spent_s(now, flight)))
-        return racing
+        return [(cancel_reason(f), self.spent_s(now, f)) for f in self.flights.values()]
 
     def arrive(
         self, now: float, episode_id: str
@@ -135,16 +153,8 @@ class Inference:
         if flight is None:
             raise KeyError(f"{episode_id} came due but is not scheduled")
         plan = flight.plan
-        if plan.failed:
-            return flight, EpisodeFailed(t=now, episode_id=episode_id, error=FAILURE_MESSAGE)
-        event = EpisodeCompleted(
-            t=now,
-            episode_id=episode_id,
-            reward=plan.reward,
-            prompt_tokens=self.prompt_tokens if plan.prompt_tokens is None else plan.prompt_tokens,
-            completion_tokens=plan.completion_tokens,
-        )
-        return flight, event
+        prompt = self.prompt_tokens if plan.prompt_tokens is None else plan.prompt_tokens
+        return flight, outcome(now, episode_id, plan, prompt)
 
     def pause(self, now: float, duration_s: float) -> None:
         """A weight update starts: everything in flight finishes `duration_s` later."""

@@ -22,7 +22,7 @@ import math
 
 from rolloutlog.events.types import EpisodeCompleted, EpisodeFailed
 from rolloutlog.runtime.sim.clock import EventQueue
-from rolloutlog.runtime.sim.inference import FAILURE_MESSAGE
+from rolloutlog.runtime.sim.inference import cancel_reason, outcome
 from rolloutlog.runtime.sim.router import Router
 from rolloutlog.runtime.sim.server import DecodeCurve, Request, Server, ServerSpec
 from rolloutlog.runtime.sim.world import EpisodePlan
@@ -94,12 +94,7 @@ class SharedInference:
 
     def racing(self, now: float) -> list[tuple[str, float]]:
         """At the end of a run: cancelled work still due to arrive late, (reason, seconds)."""
-        racing = []
-        for request in self.flights.values():
-            if request.cancelled is None:
-                raise ValueError(f"{request.episode_id} is still in flight at the end of the run")
-            racing.append((request.cancelled, self.spent_s(now, request)))
-        return racing
+        return [(cancel_reason(r), self.spent_s(now, r)) for r in self.flights.values()]
 
     def arrive(
         self, now: float, episode_id: str
@@ -108,18 +103,8 @@ class SharedInference:
         request = self.flights.pop(episode_id, None)
         if request is None:
             raise KeyError(f"{episode_id} came due but is not in inference")
-        plan = request.plan
-        plan.work_s = now - request.started  # its seconds are an outcome of the world
-        if plan.failed:
-            return request, EpisodeFailed(t=now, episode_id=episode_id, error=FAILURE_MESSAGE)
-        event = EpisodeCompleted(
-            t=now,
-            episode_id=episode_id,
-            reward=plan.reward,
-            prompt_tokens=request.prompt,
-            completion_tokens=plan.completion_tokens,
-        )
-        return request, event
+        request.plan.work_s = now - request.started  # its seconds are an outcome of the world
+        return request, outcome(now, episode_id, request.plan, request.prompt)
 
     def serve(self, now: float, server: int) -> None:
         """A server's happening came due: bring it to `now`, collect what finished decoding."""
