@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.config import ConfigError
 from rolloutlog.events.types import EpisodeCompleted, EpisodeDispatched
-from rolloutlog.replay.source import open_log
+from rolloutlog.replay.source import MemoryLog, open_log
 from rolloutlog.replay.verify import verify_log
 from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.clock import EventQueue
@@ -95,6 +95,17 @@ def test_every_drawn_shared_world_keeps_the_properties_and_verifies(scenario: Sc
     assert verification.ok, verification.divergence or verification.error
     dispatched = sum(event.kind == "episode_dispatched" for event in events)
     assert sum(result.metrics["episodes_by_fate"].values()) == dispatched
+
+
+RECYCLED = {"weight_update": st.sampled_from(["freeze", "interrupt"]), "recycle": True}
+
+
+@given(world_scenarios(max_steps=6, run=RECYCLED, world=SHARED))
+def test_recycled_work_on_shared_servers_keeps_the_properties(scenario: Scenario) -> None:
+    """`recycle`: a shipped batch interrupts the train work on the servers, resumed later."""
+    events, result = run_collect(scenario)
+    assert result.finished_reason in {"steps", "zero_output"}, result.finished_reason
+    assert verify_log(MemoryLog(events)).ok
 
 
 @pytest.mark.parametrize("inference", ["independent", "shared"])
