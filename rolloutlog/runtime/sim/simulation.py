@@ -142,6 +142,7 @@ class Simulation:
         self.steps_shipped = 0
         self.finish_reason: str | None = None
         self._heartbeat_due = True
+        self._live_due: tuple[float, int] | None = None  # a version_live to schedule
         self._reactions: dict[str, Callable[[Any], None]] = {
             "group_opened": self._on_group_opened,
             "episode_dispatched": self._on_dispatched,
@@ -232,8 +233,8 @@ class Simulation:
                 self.inference.pause(self.now, publish.update_s)
             if self.interrupter is not None:
                 self.interrupter.announced(self.now)
-            if self.drainer is None:  # after the interruptions: an update of 0 s goes live last
-                self.queue.push(self.now + publish.update_s, ("live", publish.version))
+            if self.drainer is None:  # scheduled once the announcement's reaction is in
+                self._live_due = (self.now + publish.update_s, publish.version)
             return VersionPending(t=self.now, version=publish.version)
         if kind == "live":
             self.trainer.live(self.now, key)
@@ -259,6 +260,10 @@ class Simulation:
             react = reactions.get(decided.kind)
             if react is not None:
                 react(decided)
+        if self._live_due is not None:  # after what the announcement set off, so an update
+            due, version = self._live_due  # of 0 s goes live after its interruptions
+            self._live_due = None
+            self.queue.push(due, ("live", version))
 
     def _on_group_opened(self, event: Any) -> None:
         size = members(event.group_size, self.scenario.run.group_redundancy)

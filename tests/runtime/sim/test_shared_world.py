@@ -98,8 +98,50 @@ def test_every_drawn_shared_world_keeps_the_properties_and_verifies(scenario: Sc
 
 
 RECYCLED = {"weight_update": st.sampled_from(["freeze", "interrupt"]), "recycle": True}
+# Caught (ci profile): with an update of 0 s, a batch shipped in the reaction to the
+# announcement recycled its train work after `version_live`, already scheduled at the same
+# instant; `version_live` is now scheduled once the announcement's reaction is in.
+SHIPPED_AT_AN_INSTANT_UPDATE = scenario_from_mapping(
+    {
+        "steps": 4,
+        "seed": 3214,
+        "run": {
+            "max_inflight": 2,
+            "max_off_policy_steps": 1,
+            "group_size": 5,
+            "batch_size": 10,
+            "filter_zero_advantages": False,
+            "tasks": 64,
+            "admission_smoothing": True,
+            "curriculum": "informative",
+            "zero_output_batches": 3,
+            "straggler_cut": True,
+            "recycle": True,
+        },
+        "world": {
+            "task_length_tokens": 256,
+            "prompt_tokens": 0,
+            "max_completion_tokens": 2048,
+            "duration": "pareto",
+            "duration_shape": 2.0,
+            "pause_inference_on_update": False,
+            "prefill_tokens_per_s": 500.0,
+            "inference": "shared",
+            "inference_servers": 2,
+            "decode_step_s": 0.00390625,
+            "max_running": 1,
+            "kv_capacity_tokens": 3000,
+            "prefix_caching": False,
+            "failure_rate": 0.375,
+            "train_step_s": 0.0,
+            "train_s_per_token": 0.001,
+            "weight_update_s": 0.0,
+        },
+    }
+)
 
 
+@example(SHIPPED_AT_AN_INSTANT_UPDATE)
 @given(world_scenarios(max_steps=6, run=RECYCLED, world=SHARED))
 def test_recycled_work_on_shared_servers_keeps_the_properties(scenario: Scenario) -> None:
     """`recycle`: a shipped batch interrupts the train work on the servers, resumed later."""
