@@ -262,7 +262,9 @@ def trace_task(vf: Any, task_data: dict) -> Any:
 
 def failed_episode(vf: Any, task_data: dict) -> Any:
     error = vf.Error(type="SandboxError", message="stand-in environment: the sandbox did not start")
-    return vf.WireEpisode(env=vf.EnvInfo(id="reverse"), task=trace_task(vf, task_data), ok=False, errors=[error])
+    return vf.WireEpisode(
+        env=vf.EnvInfo(id="reverse"), task=trace_task(vf, task_data), ok=False, errors=[error]
+    )
 
 
 def episode(vf: Any, task_data: dict, prompt: list[int], reply: list[int], start: float) -> Any:
@@ -271,7 +273,11 @@ def episode(vf: Any, task_data: dict, prompt: list[int], reply: list[int], start
     task = trace_task(vf, task_data)
     answer = "".join(chr(t - 2 + ord("a")) for t in reply)
     nodes = [
-        vf.MessageNode(message=vf.UserMessage(content=task_data["prompt"]), token_ids=prompt, mask=[False] * len(prompt)),
+        vf.MessageNode(
+            message=vf.UserMessage(content=task_data["prompt"]),
+            token_ids=prompt,
+            mask=[False] * len(prompt),
+        ),
         vf.MessageNode(
             parent=0,
             message=vf.AssistantMessage(content=answer),
@@ -283,9 +289,13 @@ def episode(vf: Any, task_data: dict, prompt: list[int], reply: list[int], start
     ]
     end = time.time()
     usage = vf.Usage(prompt_tokens=len(prompt), completion_tokens=len(reply))
-    call = vf.ModelCall(node=1, usage=usage, time=vf.TimeSpan(start=start, end=end), finish_reason="stop")
+    call = vf.ModelCall(
+        node=1, usage=usage, time=vf.TimeSpan(start=start, end=end), finish_reason="stop"
+    )
     agent = vf.AgentInfo(config=vf.configs.agent.WireAgentConfig())
-    trace = vf.WireTrace(task=task, agent=agent, nodes=nodes, calls=[call], ok=True, is_completed=True)
+    trace = vf.WireTrace(
+        task=task, agent=agent, nodes=nodes, calls=[call], ok=True, is_completed=True
+    )
     trace.timing.start = start
     trace.timing.agent.start, trace.timing.agent.end = start, end
     matched = sum(a == b for a, b in zip(answer, task_data["answer"], strict=False))
