@@ -11,6 +11,7 @@ drops, the drain, batches, and a trainer that takes its time.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections import Counter
@@ -24,6 +25,7 @@ from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import BatchShipped, EpisodeDispatched, Event
 from rolloutlog.importers import import_prime_rl
+from rolloutlog.record import Recorder
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
 from tests.importers.one_line import bad_input
@@ -233,3 +235,47 @@ def test_absent_optional_files_are_said_and_the_import_goes_on(
         "broadcasts/step_N/STABLE",
     ]
     assert not replay_log(open_log(folder / "x.arrow")).violations
+
+
+def test_verify_checks_what_an_import_knows_and_says_what_it_cannot(tmp_path: Path) -> None:
+    log = tmp_path / "run.arrow"
+    import_prime_rl(FOLDER, log)
+    result = CliRunner().invoke(main, ["verify", str(log), "--policy", "prime-rl"])
+    assert result.exit_code == 0, result.output
+    assert "stale cancellations, drops and batches hold" in result.stdout
+    (unchecked,) = result.stderr.strip().splitlines()
+    assert unchecked.startswith("rolloutlog: not checked: when and in which order it dispatched")
+
+
+def test_verify_on_an_import_fails_on_a_stale_cancellation_of_a_fresh_group(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "bad.arrow"
+    config = {"group_size": 2, "max_inflight": 2, "batch_size": 2, "max_off_policy_steps": 1}
+    with Recorder(log, config=config, code_version="test", notes={"import": "{}"}) as rec:
+        rec.open_group(0.0, "a", env="e", task="t")
+        rec.dispatch(0.0, "a", "a/0")
+        rec.cancel(1.0, "a", ["a/0"], unscheduled=1, reason="stale")  # at step 1: fresh
+    result = CliRunner().invoke(main, ["verify", str(log)])
+    assert result.exit_code == 1, result.output
+    assert "seq 3 (episodes_cancelled): g1 is not stale" in result.stdout
+
+
+def test_publish_times_come_from_stable_marks_where_they_are(folder: Path, tmp_path: Path) -> None:
+    """The trainer touches broadcasts/step_N/STABLE as it publishes v_N (git keeps no
+    mtimes, so the committed folder has none): where they are, they are the publish times."""
+    for step, row in rows("trainer").items():
+        marker = folder / "broadcasts" / f"step_{step}" / "STABLE"
+        marker.parent.mkdir(parents=True)
+        marker.touch()
+        os.utime(marker, (row["time"] - 0.25, row["time"] - 0.25))
+    by_rows, by_marks = tmp_path / "rows.arrow", tmp_path / "marks.arrow"
+    import_prime_rl(FOLDER, by_rows)
+    note = import_prime_rl(folder, by_marks)
+    assert note["publish_times"] == "STABLE marks" and note["absent"] == []
+
+    def pending(path: Path) -> dict[int, float]:
+        return {e.version: e.t for e in read_log(path) if e.kind == "version_pending"}  # type: ignore[attr-defined]
+
+    earlier = [pending(by_rows)[v] - t for v, t in pending(by_marks).items()]
+    assert earlier and all(-1e-6 <= d <= 0.25 + 1e-6 for d in earlier) and max(earlier) > 0.2
