@@ -27,6 +27,7 @@ from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
 from rolloutlog.core.redecide import redecide
 from rolloutlog.core.registry import DispatchRegistry, group_number
 from rolloutlog.core.sink import SinkState
+from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -183,7 +184,12 @@ class ImportCheck:
 
 
 def is_import(source: LogFile) -> bool:
-    return bool(source.reader.notes(IMPORT_NOTE))
+    """The log carries an importer's note (a log that cannot be read is left to the
+    ordinary paths, which say why)."""
+    try:
+        return bool(source.reader.notes(IMPORT_NOTE))
+    except (LogError, EventError):
+        return False
 
 
 def check_import(source: LogSource) -> ImportCheck:
