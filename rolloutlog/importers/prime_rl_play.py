@@ -55,6 +55,7 @@ class Play:
     timeline: list[tuple[float, int, str, Any]] = attrs.field(factory=list)
     queue: dict[str, int] = attrs.field(factory=dict)  # queued episode -> its version
     zero: set[str] = attrs.field(factory=set)  # queued with a zero advantage
+    inflight: set[str] = attrs.field(factory=set)  # dispatched, neither arrived nor cancelled
     swept_step: int = 0
 
     def plan(self, finish: float) -> None:
@@ -112,28 +113,21 @@ class Play:
                 break
             handlers[kind](rec, t - self.origin, what)
         self.counts.left_queued = len(self.queue)
-        self.counts.drained_inflight = sum(
-            len(book.inflight) for book in getattr(rec, "_groups", {}).values()
-        )
+        self.counts.drained_inflight = len(self.inflight)
         rec.finish(finish - self.origin, reason="steps")
 
     def _open(self, rec: Recorder, now: float, group: Group) -> None:
         if group.version is not None and group.work == "train" and rec.version != group.version:
             self.counts.version_mismatches += 1
-        rec.open_group(
-            now,
-            group.id,
-            env=group.env,
-            task=group.task,
-            work=group.work,
-            size=group.size,
-            frozen=group.frozen,
-        )
+        described = {"env": group.env, "task": group.task, "work": group.work}
+        rec.open_group(now, group.id, size=group.size, frozen=group.frozen, **described)
 
     def _dispatch(self, rec: Recorder, now: float, what: tuple[Group, str]) -> None:
         rec.dispatch(now, what[0].id, what[1])
+        self.inflight.add(what[1])
 
     def _arrive(self, rec: Recorder, now: float, arrival: Any) -> None:
+        self.inflight.discard(arrival.episode_id)
         if arrival.reward is None:
             rec.fail(now, arrival.episode_id, error=arrival.error)
             return
@@ -160,6 +154,7 @@ class Play:
     def _stale(self, rec: Recorder, now: float, what: tuple[Group, GroupDrop]) -> None:
         group, drop = what
         never = [f"{group.id}/never-{n}" for n in range(drop.inflight)]
+        self.inflight.difference_update(never)
         rec.cancel(now, group.id, never, unscheduled=drop.unscheduled, reason=drop.reason)
         if drop.reason != "stale":  # an overload cancellation voids nothing arrived
             self._finalize(rec, now, group)
