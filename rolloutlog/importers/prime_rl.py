@@ -226,6 +226,7 @@ def _reconciled(play: Play, metrics: Metrics, log: LogCounts) -> dict[str, Any]:
             "prime-rl log": log.swept,
             "off_policy/dropped": reported,
         },
+        "swept_after_the_drain": {"import": 0, "prime-rl log": log.swept_in_drain},
         "stale_cancelled": {"import": counts.stale_cancelled, "prime-rl log": log.stale_cancelled},
         "drained_inflight": {"import": counts.drained_inflight, "prime-rl log": log.drained},
         "voided_with_group": counts.voided,

@@ -68,7 +68,8 @@ class LogCounts:
 
     path: Path | None
     stale_cancelled: int  # WARNING lines' sum
-    swept: int  # WARNING lines' sum
+    swept: int  # WARNING lines' sum, before the drain (after it, the run is over)
+    swept_in_drain: int  # the same lines after the drain's
     drained: int | None  # the drain's in-flight cancellations; None: no drain line
     empty_batches: dict[int, int]  # step -> batches cut, all pruned, not shipped
     group_drops: list[GroupDrop]  # the DEBUG lines, in order
@@ -131,19 +132,22 @@ def orchestrator_log(root: Path) -> Path | None:
 def read_log_counts(root: Path) -> LogCounts:
     path = orchestrator_log(root)
     if path is None:
-        return LogCounts(None, 0, 0, None, {}, [], debug=False)
+        return LogCounts(None, 0, 0, 0, None, {}, [], debug=False)
     try:
         text = _ANSI.sub("", path.read_text(encoding="utf-8", errors="replace"))
     except OSError as error:
         raise ForeignRunError(f"{path}: not readable ({error})") from error
     drained = [int(n) for n in _DRAIN.findall(text)]
+    drain = _DRAIN.search(text)
+    before, after = (text, "") if drain is None else (text[: drain.start()], text[drain.start() :])
     empty: dict[int, int] = {}
     for step in _EMPTY.findall(text):
         empty[int(step)] = empty.get(int(step), 0) + 1
     return LogCounts(
         path,
         stale_cancelled=sum(int(n) for n in _STALE.findall(text)),
-        swept=sum(int(n) for n in _SWEPT.findall(text)),
+        swept=sum(int(n) for n in _SWEPT.findall(before)),
+        swept_in_drain=sum(int(n) for n in _SWEPT.findall(after)),
         drained=drained[-1] if drained else None,
         empty_batches=empty,
         group_drops=_group_drops(text),

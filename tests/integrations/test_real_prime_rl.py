@@ -27,6 +27,7 @@ import pytest
 
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import EpisodeDropped, EpisodesCancelled, RunStarted
+from rolloutlog.importers import import_prime_rl
 from rolloutlog.replay.conformance import check_conformance
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
@@ -85,14 +86,25 @@ def test_prime_rls_own_orchestrator_runs_unharmed_and_is_recorded_whole(tmp_path
     assert in_flight + sum(e.unscheduled for e in stale) == counted(
         r"Cancelled (\d+) train episodes past max_off_policy_steps", output
     )
-    swept = counted(r"Dropped (\d+) queued traces past max_off_policy_steps", output)
+    before_drain = output.split("draining pipeline")[0]  # then the run is over, unrecorded
+    swept = counted(r"Dropped (\d+) queued traces past max_off_policy_steps", before_drain)
     queued_drops = [e for e in events if isinstance(e, EpisodeDropped)]
     assert swept > 0 and len(queued_drops) >= swept  # one trace per episode here
     empty = len(re.findall(r"empty train batch", output))
+    # the folder prime-rl wrote, imported, counts what the live recording and its log say
+    note = import_prime_rl(run_dir, tmp_path / "imported.arrow")
+    reconciled = note["reconciled"]
+    assert reconciled["swept"]["import"] == reconciled["swept"]["prime-rl log"] == swept
+    assert reconciled["stale_cancelled"]["import"] == in_flight + sum(e.unscheduled for e in stale)
+    assert (
+        reconciled["drained_inflight"]["import"] == reconciled["drained_inflight"]["prime-rl log"]
+    )
+    imported = Counter(event.kind for event in read_log(tmp_path / "imported.arrow"))
     verdict = check_conformance(open_log(path), "prime-rl", t_tolerance=1.0)
     found = "conforms" if verdict.nonconformity is None else verdict.nonconformity.describe()
     warnings.warn(
         f"prime-rl {CHECKOUT}: {len(events)} events {dict(kinds)}; {swept} swept, "
-        f"{empty} all-pruned batches; under prime-rl: {found}",
+        f"{empty} all-pruned batches; under prime-rl: {found}; the import's kinds "
+        f"{'equal' if imported == kinds else dict(imported)}",
         stacklevel=1,
     )
