@@ -66,6 +66,8 @@ ASSUMED: Final = (
     "which queued episodes the sink's sweep voided: by prime-rl's rule over the "
     "reconstructed order (the files give counts, off_policy/dropped and the WARNING lines)",
     "which untrained queued episodes were cut and pruned: those with a zero advantage",
+    "overload cancellations the DEBUG lines name: at their group's last arrival (the "
+    "line's time has seconds only)",
     "members that never arrived: dispatched when their group's last arrival was; groups "
     "that never arrived at all: only the log names them (by 8 digits) or counts them",
     "without the log's DEBUG lines: a group short of members that ended before the final "

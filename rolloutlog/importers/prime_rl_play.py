@@ -86,7 +86,9 @@ class Play:
             self.timeline.append(
                 (max(last, group.opened), 6, "dispatch", (group, f"{group.id}/never-{n}"))
             )
-        if drop is not None and drop.version in self.times.pending:
+        if drop is not None and drop.reason != "stale":  # an overload cut: when, unknown
+            self.timeline.append((ended, after, "stale", (group, drop)))
+        elif drop is not None and drop.version in self.times.pending:
             at = max(self.times.pending[drop.version], ended)
             self.timeline.append((at, 5 if at > ended else after, "stale", (group, drop)))
         elif len(group.members) == group.size:
@@ -152,6 +154,8 @@ class Play:
         self._stale(rec, now, (group, drop))
 
     def _stale(self, rec: Recorder, now: float, what: tuple[Group, GroupDrop]) -> None:
+        """A named cancellation: a stale one voids the group's arrivals with it (prime-rl's
+        per-group rule); another (overload) leaves them to be scored."""
         group, drop = what
         never = [f"{group.id}/never-{n}" for n in range(drop.inflight)]
         self.inflight.difference_update(never)

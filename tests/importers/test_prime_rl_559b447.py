@@ -279,3 +279,28 @@ def test_publish_times_come_from_stable_marks_where_they_are(folder: Path, tmp_p
 
     earlier = [pending(by_rows)[v] - t for v, t in pending(by_marks).items()]
     assert earlier and all(-1e-6 <= d <= 0.25 + 1e-6 for d in earlier) and max(earlier) > 0.2
+
+
+def test_an_overload_cancellation_the_log_names_is_no_stale_drop(
+    folder: Path, tmp_path: Path
+) -> None:
+    """A DEBUG drop line with reason overload (prime-rl's `cancel_inflight`): its group's
+    missing members are cancelled for overload, its arrivals scored, not voided; the drain's
+    count of runs in flight is then made up by the other open groups and unnamed ones."""
+    log = folder / "logs" / "attempt_1" / "orchestrator.log"
+    text = log.read_text()
+    line = (
+        "19:55:50   DEBUG drop train | group=f3f2fb75 env=reverse reason=overload | "
+        "cancelled=2 (inflight=2 unscheduled=0) [dispatcher.py::680]\n"
+    )
+    at = text.index("19:55:52")
+    log.write_text(text[:at] + line + text[at:])
+    path = tmp_path / "run.arrow"
+    note = import_prime_rl(folder, path)
+    events = read_log(path)
+    overload = [e for e in events if e.kind == "episodes_cancelled" and e.reason == "overload"]  # type: ignore[attr-defined]
+    assert [(len(e.episode_ids), e.unscheduled) for e in overload] == [(2, 0)]  # type: ignore[attr-defined]
+    assert note["reconciled"]["stale_cancelled"] == {"import": 3, "prime-rl log": 3}
+    drained = note["reconciled"]["drained_inflight"]
+    assert drained["prime-rl log"] == drained["import"] == 7
+    assert not replay_log(open_log(path)).violations
