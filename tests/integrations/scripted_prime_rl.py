@@ -140,6 +140,8 @@ class Dispatcher:
         claimed = [t for t, meta in self.inflight.items() if meta.group_id == group_id]
         for task in claimed:
             del self.inflight[task]
+        await asyncio.sleep(0)  # prime-rl awaits here (its out_q, its tasks' cancellation)
+        for task in claimed:
             task.cancel()
         return len(claimed) + (group.episodes_to_schedule if group is not None else 0)
 

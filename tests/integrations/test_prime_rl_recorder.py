@@ -251,3 +251,49 @@ def test_float_limits_and_an_all_pruned_batch_are_recorded_as_prime_rl_counts_th
     assert [(s.step, s.episode_ids, s.trained_ids) for s in ships] == [
         (1, ("g1/0", "g2/0"), ("g2/0",))
     ]
+
+
+def test_a_cancellation_is_recorded_before_the_sink_can_score_its_group(tmp_path: Path) -> None:
+    """prime-rl's `drop_group` claims the group's runs, then awaits; its main loop may take
+    the group's cancellation and score the group during that await. The cancellation is
+    recorded at the claim, so the score finds the group complete (else the recorder refuses
+    the score, and the recording stops)."""
+    path = tmp_path / "log.arrow"
+    recording = prime_rl.Recording(
+        lambda config: Recorder(path, config=config, code_version="scripted"), lambda: 0.0
+    )
+    S = scripted_prime_rl
+    wrapped = prime_rl.instrument(S.Dispatcher, S.TrainSink, recording, S.Orchestrator)
+
+    async def run() -> None:
+        dispatcher = S.Dispatcher(initial_max_inflight=4, max_off_policy_steps=1)
+        sink = S.TrainSink(batch_size=8, token_batch_size=None)
+        gid = uuid.uuid4()
+        group = dispatcher.groups[gid] = S.GroupState("train", "env", S.Task("t"), 1, 2, 2)
+        await dispatcher.schedule_group_episode(gid, group)
+        (first,) = dispatcher.inflight
+        await dispatcher.schedule_group_episode(gid, group)
+        episode = S.Episode(str(uuid.uuid4()), [S.Trace("tr", 1.0, [S.Node([True])])], 3, 2)
+        first.set_result(episode)  # type: ignore[union-attr]
+        await dispatcher.handle_completed_episode(first)
+        sink.pending_groups[str(gid)].append(episode)
+        sink.admit[str(gid)] = []
+
+        async def main_loop() -> None:  # runs while drop_group awaits
+            sink.pending_group_cancellations[str(gid)] = S.GroupCancellation("stale")
+            await sink.process_group(str(gid))
+
+        await asyncio.gather(dispatcher.drop_group(gid, reason="stale"), main_loop())
+
+    try:
+        asyncio.run(run())
+    finally:
+        wrapped.restore()
+        recording.end("steps")
+    assert recording.broken is None
+    kinds = [e.kind for e in read_log(path)]
+    assert kinds[kinds.index("episodes_cancelled") :][:3] == [
+        "episodes_cancelled",
+        "episode_dropped",
+        "group_scored",
+    ]
