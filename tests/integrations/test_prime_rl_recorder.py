@@ -297,3 +297,32 @@ def test_a_cancellation_is_recorded_before_the_sink_can_score_its_group(tmp_path
         "episode_dropped",
         "group_scored",
     ]
+
+
+def test_the_log_is_committed_on_a_timer_while_the_run_goes_on(tmp_path: Path) -> None:
+    """Nobody calls commit: what was recorded is durable within `commit_every` seconds,
+    while prime-rl's event loop runs (a crash after that loses nothing recorded before)."""
+    path = tmp_path / "log.arrow"
+    recording = prime_rl.Recording(
+        lambda config: Recorder(path, config=config, code_version="scripted"),
+        lambda: 0.0,
+        commit_every=0.05,
+    )
+    S = scripted_prime_rl
+    wrapped = prime_rl.instrument(S.Dispatcher, S.TrainSink, recording, S.Orchestrator)
+    durable: list[int] = []
+
+    async def run() -> None:
+        dispatcher = S.Dispatcher(initial_max_inflight=4, max_off_policy_steps=1)
+        gid = uuid.uuid4()
+        group = dispatcher.groups[gid] = S.GroupState("train", "env", S.Task("t"), 1, 2, 2)
+        await dispatcher.schedule_group_episode(gid, group)
+        await asyncio.sleep(0.3)
+        durable.append(len(read_log(path)))  # read by another reader, the run still open
+
+    try:
+        asyncio.run(run())
+    finally:
+        wrapped.restore()
+        recording.end(None)
+    assert durable == [3]  # run_started, group_opened, episode_dispatched
