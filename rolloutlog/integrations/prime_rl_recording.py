@@ -87,7 +87,7 @@ class Recording:
         it crashed, and the log stays unfinished), and close the log."""
         if self.closed:
             return
-        if reason is not None:
+        if reason is not None and self.recorder is not None:  # nothing recorded: no log
             self.safely("end", lambda: self._finish(reason))
         self._close_quietly()
 
