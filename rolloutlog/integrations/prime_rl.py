@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from rolloutlog.integrations.prime_rl_recording import (
+    COMMIT_EVERY_S,
     LOGGER,
     Clock,
     Recording,
@@ -352,6 +353,7 @@ def enable(environ: Mapping[str, str] = os.environ) -> Instrumented | None:
 
 
 __all__ = [
+    "COMMIT_EVERY_S",
     "LOG_VARIABLE",
     "Instrumented",
     "Recording",

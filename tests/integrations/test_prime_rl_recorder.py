@@ -119,6 +119,19 @@ def test_the_recorded_run_conforms_decision_by_decision(
     assert verdict.events == len(read_log(path)) > 200
 
 
+def recording_into(
+    path: Path, commit_every: float = prime_rl.COMMIT_EVERY_S
+) -> tuple[prime_rl.Recording, prime_rl.Instrumented]:
+    """A recording into `path` of the stand-in's classes, at t = 0."""
+    recording = prime_rl.Recording(
+        lambda config: Recorder(path, config=config, code_version="scripted"),
+        lambda: 0.0,
+        commit_every=commit_every,
+    )
+    S = scripted_prime_rl
+    return recording, prime_rl.instrument(S.Dispatcher, S.TrainSink, recording, S.Orchestrator)
+
+
 def test_restore_puts_the_methods_back() -> None:
     before = dict(vars(scripted_prime_rl.Dispatcher))
     recording = prime_rl.Recording(lambda config: None, lambda: 0.0)  # type: ignore[arg-type,return-value]
@@ -208,11 +221,8 @@ def test_float_limits_and_an_all_pruned_batch_are_recorded_as_prime_rl_counts_th
     allow are recorded. A batch whose every sample was pruned moves no step in prime-rl:
     no ship is recorded for it, and its cut rides the next ship, untrained."""
     path = tmp_path / "log.arrow"
-    recording = prime_rl.Recording(
-        lambda config: Recorder(path, config=config, code_version="scripted"), lambda: 0.0
-    )
+    recording, wrapped = recording_into(path)
     S = scripted_prime_rl
-    wrapped = prime_rl.instrument(S.Dispatcher, S.TrainSink, recording, S.Orchestrator)
 
     async def run() -> None:
         dispatcher = S.Dispatcher(initial_max_inflight=8.0, max_off_policy_steps=1)  # type: ignore[arg-type]
@@ -259,11 +269,8 @@ def test_a_cancellation_is_recorded_before_the_sink_can_score_its_group(tmp_path
     recorded at the claim, so the score finds the group complete (else the recorder refuses
     the score, and the recording stops)."""
     path = tmp_path / "log.arrow"
-    recording = prime_rl.Recording(
-        lambda config: Recorder(path, config=config, code_version="scripted"), lambda: 0.0
-    )
+    recording, wrapped = recording_into(path)
     S = scripted_prime_rl
-    wrapped = prime_rl.instrument(S.Dispatcher, S.TrainSink, recording, S.Orchestrator)
 
     async def run() -> None:
         dispatcher = S.Dispatcher(initial_max_inflight=4, max_off_policy_steps=1)
@@ -303,13 +310,8 @@ def test_the_log_is_committed_on_a_timer_while_the_run_goes_on(tmp_path: Path) -
     """Nobody calls commit: what was recorded is durable within `commit_every` seconds,
     while prime-rl's event loop runs (a crash after that loses nothing recorded before)."""
     path = tmp_path / "log.arrow"
-    recording = prime_rl.Recording(
-        lambda config: Recorder(path, config=config, code_version="scripted"),
-        lambda: 0.0,
-        commit_every=0.05,
-    )
+    recording, wrapped = recording_into(path, commit_every=0.05)
     S = scripted_prime_rl
-    wrapped = prime_rl.instrument(S.Dispatcher, S.TrainSink, recording, S.Orchestrator)
     durable: list[int] = []
 
     async def run() -> None:
