@@ -1,0 +1,110 @@
+"""Every field preset decides as its source does, log by log.
+
+Each log in tests/field/logs/ is what another stack's code decides in a small run, derived
+by reading that code at the commit its header names (file:line for every decision), and
+checked with `rolloutlog verify --policy PRESET`. Each preset has at least three: a weight
+update with work in flight, a bound that binds, and the preset's own distinctive rule.
+
+Where the preset departs from its source today, the log of the source's decision fails
+verify: its case is `xfail(strict=True)` naming the departure, so it flips (XPASS fails
+the run) the day the preset is fixed, and `test_a_departure_parts_where_it_is_named` pins
+the seq where the log and the preset part, so a slip in the log cannot pass for the
+departure. docs/policies.md describes each source and each departure.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+import pytest
+
+from tests.field.field_logs import LOGS, cited_lines, header, log_path, verdict
+
+
+@attrs.frozen
+class Departure:
+    """Where the preset parts from its source: the first nonconforming seq, and why."""
+
+    seq: int
+    reason: str
+
+
+@attrs.frozen
+class Case:
+    """One log of what `preset`'s source decides; `departure` where the preset differs."""
+
+    preset: str
+    name: str
+    departure: Departure | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.preset}/{self.name}"
+
+
+CASES = [
+    Case(
+        "prime-rl",
+        "update_order",
+        Departure(
+            29,
+            "departure: at version_pending prime-rl cancels stale groups at the step before "
+            "the held batch is released (watcher.py:130-132, orchestrator.py:427); the "
+            "preset releases first and cancels against the next step",
+        ),
+    ),
+    Case("prime-rl", "stale_after_curriculum"),
+    Case(
+        "prime-rl",
+        "stale_open_groups",
+        Departure(
+            30,
+            "departure: the preset re-reads prime-rl's dispatch gate at version_pending and "
+            "opens a group there; prime-rl re-evaluates the gate only at a ship and at "
+            "on_new_version (orchestrator.py:690-691, 1002-1007)",
+        ),
+    ),
+]
+
+
+def _param(case: Case) -> object:
+    if case.departure is None:
+        return pytest.param(case, id=case.id)
+    mark = pytest.mark.xfail(strict=True, reason=case.departure.reason)
+    return pytest.param(case, id=case.id, marks=mark)
+
+
+@pytest.mark.parametrize("case", [_param(case) for case in CASES])
+def test_the_preset_decides_as_its_source(case: Case) -> None:
+    result = verdict(case.preset, case.name)
+    assert result.error is None, f"{case.id}: the log is bad input: {result.error}"
+    assert result.ok, f"{case.id}: {result.nonconformity and result.nonconformity.describe()}"
+
+
+DEPARTURES = [case for case in CASES if case.departure is not None]
+
+
+@pytest.mark.parametrize("case", DEPARTURES, ids=[case.id for case in DEPARTURES])
+def test_a_departure_parts_where_it_is_named(case: Case) -> None:
+    """A departure's log conforms up to the seq named, and parts there (or, once the preset
+    is fixed, nowhere): not at a slip earlier in the log."""
+    assert case.departure is not None
+    result = verdict(case.preset, case.name)
+    assert result.error is None, f"{case.id}: the log is bad input: {result.error}"
+    if result.nonconformity is not None:
+        found = result.nonconformity
+        assert found.seq == case.departure.seq, f"{case.id}: {found.describe()}"
+
+
+def test_every_log_is_checked() -> None:
+    on_disk = {f"{path.parent.name}/{path.stem}" for path in LOGS.glob("*/*.jsonl")}
+    assert on_disk == {case.id for case in CASES}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_every_log_names_its_source(case: Case) -> None:
+    """The header names the commit or pull request read, and cites file:line."""
+    path = log_path(case.preset, case.name)
+    assert re.search(r"@ ?[0-9a-f]{7,}|PR #\d+|==\d", header(path)), f"{case.id}: no commit"
+    assert len(cited_lines(path)) >= 3, f"{case.id}: cites {cited_lines(path)}"
