@@ -65,6 +65,29 @@ CASES = [
             "on_new_version (orchestrator.py:690-691, 1002-1007)",
         ),
     ),
+    Case("prime-rl-withhold", "withheld"),
+    Case("prime-rl-withhold", "step_sweep"),
+    Case("prime-rl-withhold", "update_no_cancel"),
+    Case(
+        "areal",
+        "zero_capacity",
+        Departure(
+            8,
+            "departure: the liveness exception opens a group with nothing running where "
+            "AReaL's capacity is 0 and it waits for the next version (staleness_manager.py:"
+            "99-113, workflow_executor.py:437-447)",
+        ),
+    ),
+    Case(
+        "areal",
+        "update_paused",
+        Departure(
+            12,
+            "departure: the preset opens new work in the reaction to version_pending; AReaL's "
+            "executor is paused for the whole update (rl_trainer.py:754, 859)",
+        ),
+    ),
+    Case("areal", "capacity_binds"),
 ]
 
 
