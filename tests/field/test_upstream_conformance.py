@@ -109,6 +109,18 @@ CASES = [
         ),
     ),
     Case("tinker", "update_in_flight"),
+    Case(
+        "slime-lag",
+        "sink_bound_stricter",
+        Departure(
+            20,
+            "departure: slime keeps a group whose lag at the pop is N (fully_async_rollout.py:"
+            "191-207) and train_async trains it one version later (train_async.py:44-52); the "
+            "preset's sink bound drops it at rollout age N + 1",
+        ),
+    ),
+    Case("slime-lag", "update_in_flight"),
+    Case("slime-lag", "requeue_first"),
 ]
 
 
