@@ -121,6 +121,18 @@ CASES = [
     ),
     Case("slime-lag", "update_in_flight"),
     Case("slime-lag", "requeue_first"),
+    Case("verl-fully-async", "budget_binds"),
+    Case(
+        "verl-fully-async",
+        "sync_in_flight",
+        Departure(
+            56,
+            "departure: the preset takes new samples in the reaction to version_pending; verl "
+            "resets its count and unpauses only after the weight update and the replicas' "
+            "resume (fully_async_trainer.py:690-760, checkpoint_engine/base.py:506-556)",
+        ),
+    ),
+    Case("verl-fully-async", "budget_in_groups"),
 ]
 
 
