@@ -133,6 +133,27 @@ CASES = [
         ),
     ),
     Case("verl-fully-async", "budget_in_groups"),
+    Case("tinker-822", "last_chance_oldest_first"),
+    Case(
+        "tinker-822",
+        "depth_zero_no_stall",
+        Departure(
+            9,
+            "departure: the preset's liveness exception opens a group beyond PR #822's cap of "
+            "groups_per_batch at pipeline_depth 0 and the ship waits for it at its last chance "
+            "(the verl-wait / tinker-822 stall); the PR's workers block in acquire_slot "
+            "(train.py:996-1008, 1159-1162) and the batch goes",
+        ),
+    ),
+    Case(
+        "tinker-822",
+        "depth_zero_waits",
+        Departure(
+            10,
+            "departure: the liveness exception opens a group with none open where PR #822's "
+            "workers wait for the train step to release slots (train.py:996-1008, 1418)",
+        ),
+    ),
 ]
 
 
