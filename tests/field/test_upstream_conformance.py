@@ -154,6 +154,48 @@ CASES = [
             "workers wait for the train step to release slots (train.py:996-1008, 1418)",
         ),
     ),
+    Case("verl-wait", "first_step"),
+    Case(
+        "verl-wait",
+        "update_submits_after_sync",
+        Departure(
+            15,
+            "departure: the preset opens the next step's prompts in the reaction to "
+            "version_pending; verl submits them when the next step begins, after on_step_end's "
+            "sync and resume (trainer_base.py:509-517, trainer_colocate_async.py:48-53)",
+        ),
+    ),
+    Case(
+        "verl-wait",
+        "bound_zero_no_stall",
+        Departure(
+            5,
+            "departure: the preset's outstanding cap is (target_lag + 1) batches, target_lag <= "
+            "bound, so 1 batch at bound 0; verl keeps num_warmup_batches + 1 = 2 batches out "
+            "whatever its threshold (trainer_colocate_async.py:40-46, trainer_base.py:517)",
+        ),
+    ),
+    Case("verl-drop", "first_step"),
+    Case(
+        "verl-drop",
+        "update_submits_after_sync",
+        Departure(
+            15,
+            "departure: the preset opens the next step's prompts in the reaction to "
+            "version_pending; verl submits them when the next step begins, after on_step_end's "
+            "sync and resume (trainer_base.py:509-517, trainer_colocate_async.py:48-53)",
+        ),
+    ),
+    Case(
+        "verl-drop",
+        "bound_zero_evicts",
+        Departure(
+            5,
+            "departure: the preset's outstanding cap is (target_lag + 1) batches, target_lag <= "
+            "bound, so 1 batch at bound 0; verl keeps num_warmup_batches + 1 = 2 batches out "
+            "whatever its threshold (trainer_colocate_async.py:40-46, trainer_base.py:517)",
+        ),
+    ),
 ]
 
 
