@@ -196,6 +196,18 @@ CASES = [
             "whatever its threshold (trainer_colocate_async.py:40-46, trainer_base.py:517)",
         ),
     ),
+    Case("slime-oversample", "filter_and_abort"),
+    Case("slime-oversample", "two_rounds"),
+    Case(
+        "slime-oversample",
+        "sync_step",
+        Departure(
+            15,
+            "departure: the preset opens the next step's first round in the reaction to "
+            "version_pending; slime's train.py generates the next step only after "
+            "update_weights (train.py:53, 69, 85)",
+        ),
+    ),
 ]
 
 
