@@ -208,6 +208,27 @@ CASES = [
             "update_weights (train.py:53, 69, 85)",
         ),
     ),
+    Case(
+        "slime-recycle",
+        "recycled_count_in_round",
+        Departure(
+            32,
+            "departure: slime serves recycled groups first and counts them in the round "
+            "(data_source.py:177-189, sglang_rollout.py:149); the preset restarts the round at "
+            "the ship without them and opens a fresh group more",
+        ),
+    ),
+    Case("slime-recycle", "two_rounds"),
+    Case(
+        "slime-recycle",
+        "sync_step",
+        Departure(
+            15,
+            "departure: the preset opens the next step's first round in the reaction to "
+            "version_pending; slime's train.py generates the next step only after "
+            "update_weights (train.py:53, 69, 85)",
+        ),
+    ),
 ]
 
 
