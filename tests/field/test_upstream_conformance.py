@@ -229,6 +229,27 @@ CASES = [
             "update_weights (train.py:53, 69, 85)",
         ),
     ),
+    Case("roll-flash", "budget_binds"),
+    Case(
+        "roll-flash",
+        "batch_after_update",
+        Departure(
+            15,
+            "departure: the preset ships the held batch in the reaction to version_pending; "
+            "ROLL takes it in get_batch after the model update (rlvr_pipeline.py:516-546, "
+            "generate_scheduler.py:639-648)",
+        ),
+    ),
+    Case(
+        "roll-flash",
+        "no_liveness",
+        Departure(
+            14,
+            "departure: with target_lag 1 the preset ships batch 2 at v0 and its liveness "
+            "exception sends a prompt past ROLL's budget; ROLL sends nothing while running + "
+            "completed >= its budget (generate_scheduler.py:245-253)",
+        ),
+    ),
 ]
 
 
