@@ -250,6 +250,18 @@ CASES = [
             "completed >= its budget (generate_scheduler.py:245-253)",
         ),
     ),
+    Case("pipelinerl", "update_in_flight"),
+    Case("pipelinerl", "no_age_bound"),
+    Case(
+        "pipelinerl",
+        "no_gate",
+        Departure(
+            13,
+            "departure: the preset keeps rolloutlog's dispatch gate (target_lag); PipelineRL with "
+            "max_lag null keeps submitting whatever the trainer's version (actor.py:531-534, "
+            "559-575)",
+        ),
+    ),
 ]
 
 
