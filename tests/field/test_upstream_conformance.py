@@ -262,6 +262,16 @@ CASES = [
             "559-575)",
         ),
     ),
+    Case(
+        "per-group",
+        "stale_owed_members",
+        Departure(
+            22,
+            "departure: per-group dispatches the unscheduled members of a group already stale at "
+            "version_pending (nothing of it in flight); the seed's before, prime-rl's drop_group, "
+            "cancels everything the group owes (dispatcher.py:383-392, 650-690)",
+        ),
+    ),
 ]
 
 
