@@ -27,8 +27,9 @@ CITATION = re.compile(r"[\w./-]+\.(?:py|yaml):\d+")
 
 
 def log_path(preset: str, case: str) -> Path:
-    """The log of `case` for `preset`: logs/PRESET/CASE.jsonl."""
-    return LOGS / preset / f"{case}.jsonl"
+    """The log of `case` for `preset`: logs/PRESET.CASE.jsonl (one folder: a folder named for
+    a stack, `areal/`, would read as that stack's package to the docs' path check)."""
+    return LOGS / f"{preset}.{case}.jsonl"
 
 
 def header(path: Path) -> str:

@@ -19,6 +19,7 @@ import re
 import attrs
 import pytest
 
+from rolloutlog.core.presets import FIELD
 from tests.field.field_logs import LOGS, cited_lines, header, log_path, verdict
 
 
@@ -42,6 +43,23 @@ class Case:
     def id(self) -> str:
         return f"{self.preset}/{self.name}"
 
+
+# Departures two presets share (their logs are twins under each preset's own source).
+VERL_V1_AFTER_SYNC = (
+    "departure: the preset opens the next step's prompts in the reaction to "
+    "version_pending; verl submits them when the next step begins, after on_step_end's "
+    "sync and resume (trainer_base.py:509-517, trainer_colocate_async.py:48-53)"
+)
+VERL_V1_TWO_BATCHES = (
+    "departure: the preset's outstanding cap is (target_lag + 1) batches, target_lag <= "
+    "bound, so 1 batch at bound 0; verl keeps num_warmup_batches + 1 = 2 batches out "
+    "whatever its threshold (trainer_colocate_async.py:40-46, trainer_base.py:517)"
+)
+SLIME_AFTER_UPDATE = (
+    "departure: the preset opens the next step's first round in the reaction to "
+    "version_pending; slime's train.py generates the next step only after "
+    "update_weights (train.py:53, 69, 85)"
+)
 
 CASES = [
     Case(
@@ -160,9 +178,7 @@ CASES = [
         "update_submits_after_sync",
         Departure(
             15,
-            "departure: the preset opens the next step's prompts in the reaction to "
-            "version_pending; verl submits them when the next step begins, after on_step_end's "
-            "sync and resume (trainer_base.py:509-517, trainer_colocate_async.py:48-53)",
+            VERL_V1_AFTER_SYNC,
         ),
     ),
     Case(
@@ -170,9 +186,7 @@ CASES = [
         "bound_zero_no_stall",
         Departure(
             5,
-            "departure: the preset's outstanding cap is (target_lag + 1) batches, target_lag <= "
-            "bound, so 1 batch at bound 0; verl keeps num_warmup_batches + 1 = 2 batches out "
-            "whatever its threshold (trainer_colocate_async.py:40-46, trainer_base.py:517)",
+            VERL_V1_TWO_BATCHES,
         ),
     ),
     Case("verl-drop", "first_step"),
@@ -181,9 +195,7 @@ CASES = [
         "update_submits_after_sync",
         Departure(
             15,
-            "departure: the preset opens the next step's prompts in the reaction to "
-            "version_pending; verl submits them when the next step begins, after on_step_end's "
-            "sync and resume (trainer_base.py:509-517, trainer_colocate_async.py:48-53)",
+            VERL_V1_AFTER_SYNC,
         ),
     ),
     Case(
@@ -191,9 +203,7 @@ CASES = [
         "bound_zero_evicts",
         Departure(
             5,
-            "departure: the preset's outstanding cap is (target_lag + 1) batches, target_lag <= "
-            "bound, so 1 batch at bound 0; verl keeps num_warmup_batches + 1 = 2 batches out "
-            "whatever its threshold (trainer_colocate_async.py:40-46, trainer_base.py:517)",
+            VERL_V1_TWO_BATCHES,
         ),
     ),
     Case("slime-oversample", "filter_and_abort"),
@@ -203,9 +213,7 @@ CASES = [
         "sync_step",
         Departure(
             15,
-            "departure: the preset opens the next step's first round in the reaction to "
-            "version_pending; slime's train.py generates the next step only after "
-            "update_weights (train.py:53, 69, 85)",
+            SLIME_AFTER_UPDATE,
         ),
     ),
     Case(
@@ -224,9 +232,7 @@ CASES = [
         "sync_step",
         Departure(
             15,
-            "departure: the preset opens the next step's first round in the reaction to "
-            "version_pending; slime's train.py generates the next step only after "
-            "update_weights (train.py:53, 69, 85)",
+            SLIME_AFTER_UPDATE,
         ),
     ),
     Case("roll-flash", "budget_binds"),
@@ -304,9 +310,14 @@ def test_a_departure_parts_where_it_is_named(case: Case) -> None:
         assert found.seq == case.departure.seq, f"{case.id}: {found.describe()}"
 
 
+def test_every_field_preset_has_three_logs_at_least() -> None:
+    counts = {preset: sum(case.preset == preset for case in CASES) for preset in FIELD}
+    assert {preset: n for preset, n in counts.items() if n < 3} == {}
+
+
 def test_every_log_is_checked() -> None:
-    on_disk = {f"{path.parent.name}/{path.stem}" for path in LOGS.glob("*/*.jsonl")}
-    assert on_disk == {case.id for case in CASES}
+    on_disk = {path.name for path in LOGS.glob("*.jsonl")}
+    assert on_disk == {log_path(case.preset, case.name).name for case in CASES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
