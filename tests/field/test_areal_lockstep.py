@@ -28,21 +28,8 @@ import pytest
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.admission_field import areal_groups, evolve_group_ledger
-from rolloutlog.events.types import (
-    WORLD_KINDS,
-    EpisodeCompleted,
-    EpisodeDispatched,
-    EpisodeFailed,
-    EpisodesCancelled,
-    Event,
-    GroupOpened,
-    GroupScored,
-    LimitSet,
-    RunFinished,
-    RunStarted,
-    VersionLive,
-    VersionPending,
-)
+from rolloutlog.events import types as ev
+from rolloutlog.events.types import Event
 from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.runtime.sim.simulation import simulate
 from tests.core.areal_wheel import areal_wheel, load_staleness_manager
@@ -95,7 +82,7 @@ class Lockstep:
     def moment(self, event: Event) -> Moment:
         """Both sides' counts right before `event`."""
         room = len(self.inflight) < self.limit and not any(self.owed.values())
-        opens_train = isinstance(event, GroupOpened) and event.work == "train"
+        opens_train = isinstance(event, ev.GroupOpened) and event.work == "train"
         preset = areal_groups(self.config, self.ledger, self.version)
         capacity = self.manager.get_capacity()
         return Moment(event.seq, event.kind, opens_train, capacity, preset, self.paused, room)
@@ -109,15 +96,15 @@ class Lockstep:
     def _areal(self, event: Event) -> None:
         """AReaL's callbacks for the same fact (workflow_executor.py:360-374, 1114-1129)."""
         match event:
-            case GroupOpened(work="train"):
+            case ev.GroupOpened(work="train"):
                 self.manager.on_rollout_enqueued()
                 self.manager.on_rollout_submitted()
-            case GroupScored() if event.group_id in self.train:
+            case ev.GroupScored() if event.group_id in self.train:
                 done = self.manager.on_rollout_accepted if event.admitted else None
                 (done or self.manager.on_rollout_rejected)()
-            case VersionPending():
+            case ev.VersionPending():
                 self.version, self.paused = event.version, True
-            case VersionLive():
+            case ev.VersionLive():
                 self.paused = False
             case _:
                 pass
@@ -125,21 +112,21 @@ class Lockstep:
     def _world(self, event: Event) -> None:
         """Permits and owed members, to tell when the preset could open a group."""
         match event:
-            case GroupOpened():
+            case ev.GroupOpened():
                 self.owed[event.group_id] = event.group_size
                 if event.work == "train":
                     self.train.add(event.group_id)
-            case EpisodeDispatched():
+            case ev.EpisodeDispatched():
                 self.owed[event.group_id] -= 1
                 self.inflight.add(event.episode_id)
-            case EpisodeCompleted() | EpisodeFailed():
+            case ev.EpisodeCompleted() | ev.EpisodeFailed():
                 self.inflight.discard(event.episode_id)
-            case EpisodesCancelled():
+            case ev.EpisodesCancelled():
                 self.inflight.difference_update(event.episode_ids)
                 self.owed[event.group_id] -= event.unscheduled
-            case GroupScored():
+            case ev.GroupScored():
                 self.owed.pop(event.group_id, None)
-            case LimitSet():
+            case ev.LimitSet():
                 self.limit = event.max_inflight
             case _:
                 pass
@@ -153,7 +140,7 @@ def lockstep(module: types.ModuleType, scenario: str, seed: int, steps: int) -> 
     log: list[Event] = []
     simulate(setup, on_events=log.extend)
     first = log[0]
-    assert isinstance(first, RunStarted)
+    assert isinstance(first, ev.RunStarted)
     config = RunConfig.from_mapping(first.config, startable=False)
     step = Lockstep(config, limit=config.max_inflight)
     step.manager = module.StalenessManager(
@@ -163,7 +150,7 @@ def lockstep(module: types.ModuleType, scenario: str, seed: int, steps: int) -> 
         max_staleness=config.max_off_policy_steps,
     )
     for event in log:
-        if isinstance(event, RunFinished):
+        if isinstance(event, ev.RunFinished):
             break  # the shutdown protocol: nothing opens
         step.feed(event)
     return step
@@ -172,7 +159,7 @@ def lockstep(module: types.ModuleType, scenario: str, seed: int, steps: int) -> 
 def settled(moments: list[Moment]) -> list[Moment]:
     """The moments right before a world event after the first: the previous reaction has
     settled."""
-    return [moment for moment in moments[1:] if moment.kind in WORLD_KINDS]
+    return [moment for moment in moments[1:] if moment.kind in ev.WORLD_KINDS]
 
 
 @pytest.mark.parametrize(("scenario", "seed", "steps"), RUNS)
