@@ -50,7 +50,7 @@ def test_import_from_areal_on_the_command_line(tmp_path: Path) -> None:
     run, log = write_run(tmp_path / "areal", RUN), tmp_path / "run.arrow"
     result = CliRunner().invoke(main, ["import", "--from", "areal", str(run), "-o", str(log)])
     assert result.exit_code == 0, result.output
-    assert "rolloutlog: assumed: batches: neither file" in result.stderr
+    assert "rolloutlog: assumed: batches: no file says" in result.stderr
 
 
 def test_whatif_takes_an_areal_folder_straight_away(tmp_path: Path) -> None:
