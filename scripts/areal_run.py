@@ -1,6 +1,6 @@
 """Write an AReaL run folder with AReaL's own code, on CPU, against a fake inference engine.
 
-Run by `scripts/areal-run` inside `.areal/venv` with the areal 1.0.4 wheel on `sys.path`.
+Run by `scripts/areal-run` inside `.venv-areal` with the areal 1.0.4 wheel on `sys.path`.
 AReaL's `WorkflowExecutor` (staleness manager, dispatcher, `prepare_batch`, the rollout
 dump), its `GroupedRolloutWorkflow`, its session tracer and its `save_config` run
 unmodified; what stands in for a cluster is:
@@ -182,7 +182,7 @@ def not_all_equal(traj: dict[str, Any]) -> bool:
     return len(set(rewards)) > 1
 
 
-def executor(module: Any, engine: FakeEngine, root: str, *, eval_: bool) -> Any:
+def executor(module: Any, engine: FakeEngine, root: str) -> Any:
     config = InferenceEngineConfig(
         experiment_name=EXPERIMENT,
         trial_name=TRIAL,
@@ -209,7 +209,7 @@ def trace(root: str, role: str) -> None:
 
 def train(module: Any, grouped: Any, root: str, engine: FakeEngine) -> None:
     trace(root, "rollout")
-    rollout = executor(module, engine, root, eval_=False)
+    rollout = executor(module, engine, root)
     tasks = DataLoader([{"task": n} for n in range(64)], batch_size=BATCH, collate_fn=list)
     workflow = grouped(SampleWorkflow(), GROUP_SIZE, rollout.logger)
     for step in range(1, STEPS + 1):
@@ -229,7 +229,7 @@ def evaluate(module: Any, grouped: Any, root: str, seed: int, version: int) -> N
     trace(root, "eval-rollout")
     engine = FakeEngine(seed + 1)
     engine.set_version(version)
-    rollout = executor(module, engine, root, eval_=True)
+    rollout = executor(module, engine, root)
     workflow = grouped(SampleWorkflow(), GROUP_SIZE, rollout.logger)
     ids = [rollout.submit({"task": n}, workflow, is_eval=True) for n in range(EVAL_TASKS)]
     for task_id in ids:

@@ -10,7 +10,7 @@ What AReaL (4aef98d; the areal 1.0.4 wheel) writes, and where:
   the task's trajectory, which holds only the members that returned one), `seqlen`,
   `prompt_len`, `head_version`, `tail_version`, `reward`, and since AReaL PR #1350
   `version_rle` (`[[version, tokens], ...]` over the completion).
-- `save_config` (areal/api/cli_args.py): `config.yaml` beside them, block YAML.
+- `save_config` (areal/api/cli_args.py): config.yaml beside them, block YAML.
 Anything missing or of the wrong type is refused in one line naming file, line and field.
 """
 

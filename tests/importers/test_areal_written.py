@@ -1,4 +1,4 @@
-"""`import --from areal` on folders that AReaL's own code wrote (tests/data/areal/).
+"""`import --from areal` on folders that AReaL's own code wrote (tests/data/areal-runs/).
 
 `scripts/areal-run` wrote them: AReaL's WorkflowExecutor, GroupedRolloutWorkflow, session
 tracer and save_config from the areal 1.0.4 wheel, on CPU, against a fake inference engine
@@ -30,8 +30,8 @@ from rolloutlog.record import read_foreign_ids
 from tests.importers.one_line import bad_input
 from tests.record.clean import replay_problems
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "areal"
-TRIAL = Path("logs/areal/exp/trial")
+DATA = Path(__file__).resolve().parents[1] / "data" / "areal-runs"
+TRIAL = Path("logs/user/exp/trial")
 RUNS = ("areal-1.0.4", "pr-1350")
 
 
