@@ -22,6 +22,10 @@ unmodified; what stands in for a cluster is:
 - the evaluation: after training, a second executor under the role `eval-rollout` (its
   session trace and its `eval-rollout/` dump), as the single-controller trainer runs it.
 
+What each step's `prepare_batch` returned (its groups' sequence lengths) and when the
+trainer set each version go to `FILEROOT.steps.jsonl`, beside the folder: AReaL writes
+neither, and the import tests check the import's reconstruction against them.
+
 `--executor FILE` loads `areal/infra/workflow_executor.py` from FILE instead of the wheel's
 (the file of AReaL PR #1350 at af51363, whose dump adds per-sample `version_rle`).
 """
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import json
 import random
 import sys
 import time
@@ -207,21 +212,29 @@ def trace(root: str, role: str) -> None:
     perf_tracer.configure(config, rank=0, role=role)
 
 
-def train(module: Any, grouped: Any, root: str, engine: FakeEngine) -> None:
+def train(module: Any, grouped: Any, root: str, engine: FakeEngine, steps_log: str) -> None:
+    """AReaL's training loop; what each step's `prepare_batch` returned goes to
+    `steps_log` (outside AReaL's folder: AReaL writes none of it), one JSON line a step."""
     trace(root, "rollout")
     rollout = executor(module, engine, root)
     tasks = DataLoader([{"task": n} for n in range(64)], batch_size=BATCH, collate_fn=list)
     workflow = grouped(SampleWorkflow(), GROUP_SIZE, rollout.logger)
-    for step in range(1, STEPS + 1):
-        batch = rollout.prepare_batch(tasks, workflow, should_accept_fn=not_all_equal)
-        print(f"step {step}: {len(batch)} groups at version {engine.version}", file=sys.stderr)
-        time.sleep(TRAIN_S)
-        rollout.pause()
-        engine.pause_generation()
-        time.sleep(0.05)
-        engine.set_version(step)
-        engine.continue_generation()
-        rollout.resume()
+    with open(steps_log, "w") as out:
+        for step in range(1, STEPS + 1):
+            batch = rollout.prepare_batch(tasks, workflow, should_accept_fn=not_all_equal)
+            prepared = time.time()
+            print(f"step {step}: {len(batch)} groups at version {engine.version}", file=sys.stderr)
+            time.sleep(TRAIN_S)
+            rollout.pause()
+            engine.pause_generation()
+            time.sleep(0.05)
+            engine.set_version(step)
+            updated = time.time()
+            engine.continue_generation()
+            rollout.resume()
+            groups = [sorted(t["attention_mask"].sum(1).tolist()) for t in batch]
+            line = {"step": step, "prepared": prepared, "updated": updated, "seqlens": groups}
+            out.write(json.dumps(line) + "\n")
     rollout.destroy()
 
 
@@ -271,7 +284,7 @@ def main() -> None:
     )
     save_config(config, log_dir)
     engine = FakeEngine(args.seed)
-    train(module, GroupedRolloutWorkflow, args.fileroot, engine)
+    train(module, GroupedRolloutWorkflow, args.fileroot, engine, f"{args.fileroot}.steps.jsonl")
     evaluate(module, GroupedRolloutWorkflow, args.fileroot, args.seed, engine.version)
 
 

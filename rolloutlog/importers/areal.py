@@ -3,8 +3,9 @@
 A task is one group (AReaL's `GroupedRolloutWorkflow` runs the workflow `n_samples` times
 and concatenates the trajectories that are not None), its sessions the members in
 `session_id` order. A task of the `eval-rollout` engine is an eval group. What each file
-holds is in `areal_files`; what the log can say of it, in docs/foreign-runs.md. Batches are
-in none of the files, so the log ships none and announces no version.
+holds is in `areal_files`; what the log can say of it, in docs/foreign-runs.md. Batches and
+version times are in none of the files: `areal_trainer` reconstructs them as AReaL's
+trainer makes them, and each session in flight at an update is interrupted and resumed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from rolloutlog.core.presets_field import FIELD
 from rolloutlog.core.scoring import grpo_advantages
 from rolloutlog.importers.areal_files import (
     Sample,
@@ -22,6 +24,15 @@ from rolloutlog.importers.areal_files import (
     read_config,
     read_dumps,
     read_sessions,
+)
+from rolloutlog.importers.areal_trainer import (
+    ASSUMED_BATCHES,
+    ASSUMED_VERSIONS,
+    Step,
+    bounds,
+    results,
+    tokens_before,
+    trainer_steps,
 )
 from rolloutlog.importers.errors import ForeignRunError
 from rolloutlog.importers.prime_rl import IMPORT_NOTE
@@ -40,13 +51,10 @@ RECONSTRUCTED: Final = (
     "(role eval-rollout, dumps under eval-rollout/) are eval groups",
 )
 ASSUMED: Final = (
-    "versions: none announced: a version is announced only after its batch shipped, and the "
-    "log ships no batch; each sample's head_version, tail_version and version_rle are "
-    "checked and counted in this note, not yet turned into dispatch stamps and segments",
-    "batches: no file says which groups trained at which step, so the log ships no batch",
     "dropped sessions (a status AReaL 4aef98d never writes) are recorded as overload cancellations",
     "late arrivals: none are written, so a what-if's late_arrival_rate rests on --set",
 )
+ABSENT_BATCH: Final = "without config.yaml, rollout.consumer_batch_size is unknown"
 Outcome = Sample | str | None  # the sample; why there is none (a failure); None: no outcome
 
 
@@ -68,52 +76,134 @@ def import_areal(folder: str | os.PathLike[str], output: str | os.PathLike[str])
     for key, group in members.items():
         outcomes.update(_pair(group, {i: s for (w, t, i), s in dumps.items() if (w, t) == key}))
     config, facts = _run_config(root, members)
+    samples = {m: o for m, o in outcomes.items() if isinstance(o, Sample)}
+    steps = _steps(config, members, samples, facts)
     note = {
         "source": "areal",
         "folder": str(root),
         "reconstructed": list(RECONSTRUCTED),
         "assumed": [*facts, *ASSUMED],
         "versions": _version_counts(dumps.values()),
+        "steps": [{"step": s.step, "tasks": list(s.tasks)} for s in steps],
     }
-    _record(output, config, note, members, outcomes)
+    _record(output, _log_config(config), note, members, outcomes, steps)
     return note
+
+
+def _steps(
+    config: Mapping[str, int],
+    members: dict[tuple[str, int], list[Session]],
+    samples: dict[Session, Sample],
+    facts: list[str],
+) -> list[Step]:
+    """The trainer's steps, where config.yaml gives the batch; refused where the samples
+    hold a version no reconstructed step made."""
+    if "consumer_batch_size" not in config:
+        facts.append(f"no batch ships, no version is announced: {ABSENT_BATCH}")
+        return []
+    facts += [ASSUMED_BATCHES, ASSUMED_VERSIONS]
+    origin = min(s.submit for group in members.values() for s in group)
+    limits = bounds(members.values(), samples)
+    steps = trainer_steps(results(members), config["consumer_batch_size"], origin, limits)
+    for bound in limits:
+        if bound.tail > len(steps):
+            problem = f"{bound.tail}, but the results fill {len(steps)} batches"
+            raise ForeignRunError(f"{bound.where}: tail_version: {problem} (prepare_batch)")
+    return steps
+
+
+def _log_config(config: Mapping[str, int]) -> dict[str, Any]:
+    """The log's configuration: AReaL's preset keys, with its batch in episodes."""
+    found: dict[str, Any] = {k: v for k, v in config.items() if k != "consumer_batch_size"}
+    if "consumer_batch_size" in config:
+        found["batch_size"] = config["consumer_batch_size"] * config["group_size"]
+    return {**FIELD["areal"].keys, **found}
 
 
 def _record(
     output: str | os.PathLike[str],
-    config: Mapping[str, int],
+    config: Mapping[str, Any],
     note: dict[str, Any],
     members: dict[tuple[str, int], list[Session]],
     outcomes: dict[Session, Outcome],
+    steps: list[Step],
 ) -> None:
     sessions = [s for group in members.values() for s in group]
     origin = min(s.submit for s in sessions)
-    timeline: list[tuple[float, int, Session]] = []
+    timeline: list[tuple[float, int, Session | Step]] = []
     for session in sessions:
-        timeline.append((session.submit, 1, session))
+        timeline.append((session.submit, DISPATCH, session))
         if session.end is not None:
-            timeline.append((max(session.end, session.submit), 2, session))
+            timeline.append((max(session.end, session.submit), ARRIVAL, session))
+    for step in steps:
+        timeline += [(step.shipped, SHIP, step), (step.announced, UPDATE, step)]
+    last = max(t for t, *_ in timeline) - origin
     with Recorder(
         output, config=config, code_version=CODE_VERSION, overwrite=True,
         notes={IMPORT_NOTE: json.dumps(note)},
     ) as rec:  # fmt: skip
-        arrived: dict[tuple[str, int], int] = {}
+        run = _Run(rec, members, outcomes)
         for t, kind, what in sorted(timeline, key=lambda item: item[:2]):
-            key, now = (what.work, what.task), t - origin
-            if kind == 1:
-                if key not in arrived:
-                    arrived[key] = 0
-                    size, task = len(members[key]), str(what.task)
-                    rec.open_group(
-                        now, _group_id(key), env="areal", task=task, work=key[0], size=size
-                    )
-                rec.dispatch(now, _group_id(key), _episode_id(what))
-                continue
-            _arrive(rec, now, what, outcomes[what])
-            arrived[key] += 1
-            if arrived[key] == len(members[key]):
-                _score(rec, now, members[key], outcomes)
-        rec.finish(max(t for t, *_ in timeline) - origin, reason="imported")
+            run.HANDLERS[kind](run, t - origin, what)
+        rec.finish(last, reason="imported")
+
+
+DISPATCH, ARRIVAL, SHIP, UPDATE = 0, 1, 2, 3  # at one time: in this order
+
+
+class _Run:
+    """The recording of one imported run: what is in flight, which groups arrived whole."""
+
+    def __init__(
+        self,
+        rec: Recorder,
+        members: dict[tuple[str, int], list[Session]],
+        outcomes: dict[Session, Outcome],
+    ) -> None:
+        self.rec, self.members, self.outcomes = rec, members, outcomes
+        self.arrived: dict[tuple[str, int], int] = {}
+        self.inflight: dict[Session, None] = {}  # in dispatch order
+
+    def dispatch(self, now: float, session: Any) -> None:
+        key = (session.work, session.task)
+        if key not in self.arrived:
+            self.arrived[key] = 0
+            size, task = len(self.members[key]), str(session.task)
+            self.rec.open_group(now, _group_id(key), env="areal", task=task, work=key[0], size=size)
+        self.rec.dispatch(now, _group_id(key), _episode_id(session))
+        self.inflight[session] = None
+
+    def arrive(self, now: float, session: Any) -> None:
+        key = (session.work, session.task)
+        _arrive(self.rec, now, session, self.outcomes[session])
+        del self.inflight[session]
+        self.arrived[key] += 1
+        if self.arrived[key] == len(self.members[key]):
+            _score(self.rec, now, self.members[key], self.outcomes)
+
+    def ship(self, now: float, step: Any) -> None:
+        episodes = [
+            _episode_id(m)
+            for task in step.tasks
+            for m in self.members[("train", task)]
+            if isinstance(self.outcomes[m], Sample)
+        ]
+        self.rec.ship(now, episodes)
+
+    def update(self, now: float, step: Any) -> None:
+        """Version `step.step` is announced: the work in flight is interrupted with its
+        tokens so far, and resumed under it once it is live."""
+        self.rec.version_pending(now, step.step)
+        for session in self.inflight:
+            outcome = self.outcomes[session]
+            sample = outcome if isinstance(outcome, Sample) else None
+            tokens = tokens_before(session, sample, step.step, step.announced)
+            self.rec.interrupt(now, _episode_id(session), completion_tokens=tokens)
+        self.rec.version_live(now, step.step)
+        for session in self.inflight:
+            self.rec.resume(now, _episode_id(session), version=step.step)
+
+    HANDLERS: Final = (dispatch, arrive, ship, update)
 
 
 def _group_id(key: tuple[str, int]) -> str:
@@ -196,7 +286,12 @@ def _run_config(
         if work == "train" and len(group) > group_size:
             problem = f"task {task} has {len(group)} sessions, n_samples is {group_size}"
             raise ForeignRunError(f"{group[-1].where}: task_id: {problem}")
-    return {"group_size": group_size, "max_inflight": tasks * group_size}, []
+    eta = values["rollout.max_head_offpolicyness"]
+    settings = {"group_size": group_size, "max_inflight": tasks * group_size}
+    settings["consumer_batch_size"] = batch
+    if eta is not None:
+        settings["max_off_policy_steps"] = eta
+    return settings, []
 
 
 def _positive(values: Mapping[str, int | None], key: str, path: Path) -> int:

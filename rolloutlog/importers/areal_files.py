@@ -46,6 +46,7 @@ class Session:
     submit: float
     end: float | None  # its last phase's end, else finalized_ts; None: still pending
     scored: bool  # its reward phase ended: its workflow got as far as a sample
+    generated: tuple[float, float] | None  # its generate phases' first start and last end
     where: str
 
 
@@ -75,7 +76,7 @@ def read_sessions(path: Path) -> list[Session]:
         if role not in WORK_OF_ROLE:
             raise ForeignRunError(f"{where}: role: expected one of {tuple(WORK_OF_ROLE)}")
         spans = _phases(record, where)
-        ends = [end for _, end in spans if end is not None]
+        ends = [end for _, _, end in spans if end is not None]
         finalized = _optional(record, "finalized_ts", float, where)
         end = max(ends) if ends else finalized
         if status != "pending" and end is None:
@@ -89,15 +90,16 @@ def read_sessions(path: Path) -> list[Session]:
                 reason=_optional(record, "reason", str, where) or status,
                 submit=field(record, "submit_ts", float, where),
                 end=None if status == "pending" else end,
-                scored=any(name == "reward" and e is not None for name, e in spans),
+                scored=any(name == "reward" and e is not None for name, _, e in spans),
+                generated=_generated(spans),
                 where=where,
             )
         )
     return found
 
 
-def _phases(record: dict[str, Any], where: str) -> list[tuple[str, float | None]]:
-    """(phase name, end_ts or None) of every span in `phases`."""
+def _phases(record: dict[str, Any], where: str) -> list[tuple[str, float, float | None]]:
+    """(phase name, start_ts, end_ts or None) of every span in `phases`."""
     phases = _optional(record, "phases", dict, where) or {}
     found = []
     for name, spans in phases.items():
@@ -105,9 +107,16 @@ def _phases(record: dict[str, Any], where: str) -> list[tuple[str, float | None]
             raise ForeignRunError(f"{where}: phases.{name}: expected an array")
         for n, span in enumerate(spans):
             at = f"{where}: phases.{name}[{n}]"
-            field(span, "start_ts", float, at)
-            found.append((name, _optional(span, "end_ts", float, at)))
+            start = field(span, "start_ts", float, at)
+            found.append((name, start, _optional(span, "end_ts", float, at)))
     return found
+
+
+def _generated(spans: list[tuple[str, float, float | None]]) -> tuple[float, float] | None:
+    """From the first generate span's start to the last one's end; None if none ended."""
+    generate = [(start, end) for name, start, end in spans if name == "generate"]
+    ends = [end for _, end in generate if end is not None]
+    return (min(start for start, _ in generate), max(ends)) if ends else None
 
 
 def _optional(record: dict[str, Any], name: str, kind: type, where: str) -> Any:
