@@ -54,6 +54,12 @@ ASSUMED: Final = (
     "dropped sessions (a status AReaL 4aef98d never writes) are recorded as overload cancellations",
     "late arrivals: none are written, so a what-if's late_arrival_rate rests on --set",
 )
+UNCHECKED: Final = (
+    "not checked: AReaL writes none of its decisions as it made them: dispatches are its "
+    "sessions' submit times, batches and version times are reconstructed as its "
+    "prepare_batch and trainer make them, advantages are computed here; what replay checks "
+    "is AReaL's admission budget at each task's opening, on those versions"
+)
 ABSENT_BATCH: Final = "without config.yaml, rollout.consumer_batch_size is unknown"
 Outcome = Sample | str | None  # the sample; why there is none (a failure); None: no outcome
 
@@ -83,6 +89,7 @@ def import_areal(folder: str | os.PathLike[str], output: str | os.PathLike[str])
         "folder": str(root),
         "reconstructed": list(RECONSTRUCTED),
         "assumed": [*facts, *ASSUMED],
+        "unchecked": UNCHECKED,
         "versions": _version_counts(dumps.values()),
         "steps": [{"step": s.step, "tasks": list(s.tasks)} for s in steps],
     }
@@ -130,25 +137,28 @@ def _record(
 ) -> None:
     sessions = [s for group in members.values() for s in group]
     origin = min(s.submit for s in sessions)
-    timeline: list[tuple[float, int, Session | Step]] = []
+    # (time, rank at that time, kind, what): dispatches, then arrivals, then each batch
+    # before its version, and that version before the next batch
+    timeline: list[tuple[float, int, int, Session | Step]] = []
     for session in sessions:
-        timeline.append((session.submit, DISPATCH, session))
+        timeline.append((session.submit, 0, DISPATCH, session))
         if session.end is not None:
-            timeline.append((max(session.end, session.submit), ARRIVAL, session))
+            timeline.append((max(session.end, session.submit), 1, ARRIVAL, session))
     for step in steps:
-        timeline += [(step.shipped, SHIP, step), (step.announced, UPDATE, step)]
+        timeline.append((step.shipped, 2 * step.step, SHIP, step))
+        timeline.append((step.announced, 2 * step.step + 1, UPDATE, step))
     last = max(t for t, *_ in timeline) - origin
     with Recorder(
         output, config=config, code_version=CODE_VERSION, overwrite=True,
         notes={IMPORT_NOTE: json.dumps(note)},
     ) as rec:  # fmt: skip
         run = _Run(rec, members, outcomes)
-        for t, kind, what in sorted(timeline, key=lambda item: item[:2]):
+        for t, _, kind, what in sorted(timeline, key=lambda item: item[:2]):
             run.HANDLERS[kind](run, t - origin, what)
         rec.finish(last, reason="imported")
 
 
-DISPATCH, ARRIVAL, SHIP, UPDATE = 0, 1, 2, 3  # at one time: in this order
+DISPATCH, ARRIVAL, SHIP, UPDATE = range(4)  # the kinds of the timeline, as `_Run.HANDLERS`
 
 
 class _Run:

@@ -11,6 +11,7 @@ from the dump files here, not through the importer).
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -151,3 +152,23 @@ def test_the_reconstruction_is_said_on_stderr_and_in_the_note(tmp_path: Path) ->
         {"step": s, "tasks": sorted(tasks)}
         for s, tasks in enumerate(prepared_batches("pr-1350"), start=1)
     ]
+
+
+def test_replay_checks_arealss_admission_budget_on_the_import(tmp_path: Path) -> None:
+    """The import keeps the areal preset's budget; the run AReaL made holds it, and the
+    same run read with a tighter max_head_offpolicyness does not."""
+    log = tmp_path / "run.arrow"
+    note = import_areal(DATA / "pr-1350", log)
+    assert replay_log(open_log(log)).violations == []
+    assert note["unchecked"].startswith("not checked: AReaL writes none of its decisions")
+    tight = tmp_path / "tight"
+    shutil.copytree(DATA / "pr-1350", tight)
+    config = tight / TRIAL / "config.yaml"
+    text = config.read_text()
+    assert "  max_head_offpolicyness: 2\n" in text
+    config.write_text(
+        text.replace("  max_head_offpolicyness: 2\n", "  max_head_offpolicyness: 0\n")
+    )
+    import_areal(tight, tmp_path / "tight.arrow")
+    violations = replay_log(open_log(tmp_path / "tight.arrow")).violations
+    assert violations and all("areal admission" in v for v in violations)
