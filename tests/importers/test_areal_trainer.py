@@ -25,6 +25,7 @@ from rolloutlog.importers import IMPORT_NOTE, import_areal
 from rolloutlog.record import read_foreign_ids
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
+from tests.importers.one_line import bad_input
 from tests.importers.test_areal_written import DATA, RUNS, TRIAL, sessions_of
 
 
@@ -172,3 +173,21 @@ def test_replay_checks_arealss_admission_budget_on_the_import(tmp_path: Path) ->
     import_areal(tight, tmp_path / "tight.arrow")
     violations = replay_log(open_log(tmp_path / "tight.arrow")).violations
     assert violations and all("areal admission" in v for v in violations)
+
+
+def test_versions_that_no_timeline_fits_are_one_line_naming_the_sample(tmp_path: Path) -> None:
+    """Task 0 finished long before step 1's batch was prepared: a token of it under
+    version 1 cannot be, and the import says so naming its dump line."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "pr-1350", run)
+    dumps = run / TRIAL / "rollout"
+    (dumps / "1").mkdir(exist_ok=True)
+    rows = [json.loads(line) for line in (dumps / "0" / "0.jsonl").read_text().splitlines()]
+    (dumps / "0" / "0.jsonl").unlink()
+    tokens = rows[0]["seqlen"] - rows[0]["prompt_len"]
+    rows[0].update(tail_version=1, version_rle=[[0, tokens - 1], [1, 1]])
+    moved = dumps / "1" / "0.jsonl"
+    moved.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    line = bad_input(["import", "--from", "areal", str(run), "-o", str(tmp_path / "x")])
+    expected = f"rolloutlog: error: {moved}: line 1: tail_version: 1, but version 1 can come only"
+    assert line.startswith(expected), line
