@@ -15,20 +15,33 @@ from rich.table import Table
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.options import FILE, json_option
 from rolloutlog.cli.output import emit_json, warn_torn_tail
+from rolloutlog.events.schema import iter_batch_columns
 from rolloutlog.replay.explain import ExplainError, Explanation, explain_log
 from rolloutlog.replay.explain_state import CAUSES
-from rolloutlog.replay.source import open_log
+from rolloutlog.replay.explain_story import Story
+from rolloutlog.replay.source import LogFile, open_log
 
 
 @command("explain")
 @click.argument("log", type=FILE)
+@click.option("--step", type=click.IntRange(min=1), help="The chain of events behind step N.")
+@click.option("--episode", metavar="ID", help="One rollout's life, each decision with its rule.")
 @json_option("Print one JSON object: per step, for the run, and the summary.")
 @reports_bad_input
-def explain_command(log: Path, as_json: bool) -> None:
-    """Split the trainer's wait before each batch of LOG into its causes."""
+def explain_command(log: Path, step: int | None, episode: str | None, as_json: bool) -> None:
+    """Split the trainer's wait before each batch of LOG into its causes; or tell the story
+    of one step (--step N) or one rollout (--episode ID)."""
+    if step is not None and episode is not None:
+        fail("--step and --episode each tell one story: give one of them")
     source = open_log(log)
     try:
-        explanation = explain_log(source)
+        if episode is not None:
+            _tell_episode(log, source, episode, as_json)
+            return
+        explanation = explain_log(source, trace_step=step)
+        if step is not None:
+            _tell_step(log, source, explanation, step, as_json)
+            return
     except ExplainError as error:
         fail(f"{log}: {error}")
     warn_torn_tail(source.torn_tail, log)
@@ -41,6 +54,66 @@ def explain_command(log: Path, as_json: bool) -> None:
     if never:
         click.echo(f"never held: {', '.join(never)}")
     click.echo(explanation.summary())
+
+
+def _tell_step(
+    log: Path, source: LogFile, explanation: Explanation, step: int, as_json: bool
+) -> None:
+    """The spans of step `step`'s wait, then what the step threw away, rule by rule."""
+    found = [s for s in explanation.steps if s.step == step]
+    if not found:
+        started = f"1–{explanation.steps[-1].step}" if explanation.steps else "none"
+        fail(f"{log}: step {step}: the trainer never started it (steps started: {started})")
+    wait = found[0]
+    thrown = Story(step=step).read(iter_batch_columns(source.batches()))
+    spans = merged(explanation.spans)
+    if as_json:
+        emit_json(
+            {
+                "step": step,
+                "shipped_at": wait.shipped_at,
+                **wait.columns(),
+                "spans": [{"from": a, "to": b, "cause": c, "what": w} for a, b, c, w in spans],
+                "thrown_away": thrown,
+            }
+        )
+        return
+    click.echo(
+        f"step {step}: shipped at {wait.shipped_at:.2f} s; the trainer waited {wait.wait:.2f} s "
+        f"for it, from {wait.wait_from:.2f} s to {wait.wait_to:.2f} s"
+    )
+    for start, end, cause, what in spans:
+        click.echo(f"{start:10.2f}–{end:<10.2f} {cause:<10} {what}")
+    click.echo(
+        f"what step {step} threw away ({wait.wasted_episodes} episodes, "
+        f"{wait.wasted_rollout_s:.1f} rollout seconds):"
+    )
+    for line in thrown:
+        click.echo(line)
+
+
+def _tell_episode(log: Path, source: LogFile, episode: str, as_json: bool) -> None:
+    story = Story(episode_id=episode)
+    lines = story.read(iter_batch_columns(source.batches()))
+    if not story.seen:
+        fail(f"{log}: episode {episode}: never dispatched in this log")
+    if as_json:
+        emit_json({"episode_id": episode, "story": lines})
+        return
+    click.echo(f"the life of {episode}")
+    for line in lines:
+        click.echo(line)
+
+
+def merged(spans: list[tuple[float, float, str, str]]) -> list[tuple[float, float, str, str]]:
+    """Spans in a row with the same cause and numbers as one."""
+    out: list[tuple[float, float, str, str]] = []
+    for start, end, cause, what in spans:
+        if out and out[-1][2:] == (cause, what) and out[-1][1] == start:
+            out[-1] = (out[-1][0], end, cause, what)
+        else:
+            out.append((start, end, cause, what))
+    return out
 
 
 def _table(explanation: Explanation) -> Table:

@@ -86,6 +86,8 @@ class Explanation:
 
     steps: list[StepWait]
     tail_s: float  # the trainer's wait after its last batch, until the log ends
+    # the traced step's wait: (start, end, cause, its numbers), in time order
+    spans: list[tuple[float, float, str, str]] = attrs.Factory(list)
 
     def totals(self) -> dict[str, float]:
         """Seconds per cause over every step."""
@@ -130,8 +132,11 @@ class Explanation:
 class WaitSplit:
     """The trainer's phase and the current wait's causes, fed the log row by row."""
 
-    def __init__(self, config: RunConfig, t0: float) -> None:
+    def __init__(self, config: RunConfig, t0: float, trace_step: int | None = None) -> None:
         self.state = RunState(config)
+        self.trace_step = trace_step  # keep this step's wait as spans, with their numbers
+        self.spans: list[tuple[float, float, str, str]] = []
+        self.traced: list[tuple[float, float, str, str]] = []
         self.now = self.free_since = t0
         self.busy = False
         self.backlog: deque[int] = deque()  # shipped, waiting for the trainer
@@ -163,14 +168,20 @@ class WaitSplit:
         cause = "busy" if self.busy else state.cause()
         if cause in ("straggler", "fill") and state.waste.gate_s > 0:
             owed = min(t - now, state.waste.gate_s)
+            self._charge("gate", now, now + owed)
             state.waste.gate_s -= owed
-            self.parts["gate"] += [now + owed, -now]
-            self.parts[cause] += [t, -(now + owed)]
+            self._charge(cause, now + owed, t)
         elif cause != "busy":
-            self.parts[cause] += [t, -now]
+            self._charge(cause, now, t)
         if cause not in ("gate", "straggler", "fill") and state.gated():
             state.waste.gate_s += t - now
         self.now = t
+
+    def _charge(self, cause: str, start: float, end: float) -> None:
+        if end > start:
+            self.parts[cause] += [end, -start]
+            if self.trace_step is not None:
+                self.spans.append((start, end, cause, self.state.describe(cause)))
 
     def _ship(self, step: int, t: float, waste: StepWaste) -> None:
         self.shipped[step] = (t, waste)
@@ -193,8 +204,12 @@ class WaitSplit:
         if self.busy or self.state.updating or not self.backlog:
             return
         causes = {cause: math.fsum(parts) for cause, parts in self.parts.items()}
-        self._record(self.backlog.popleft(), self.free_since, t, causes)
+        step = self.backlog.popleft()
+        self._record(step, self.free_since, t, causes)
+        if step == self.trace_step:
+            self.traced = self.spans
         self.parts = {cause: [] for cause in CAUSES}
+        self.spans = []
         self.busy = True
 
     def _record(self, step: int, since: float, to: float, causes: dict[str, float]) -> None:
@@ -205,7 +220,7 @@ class WaitSplit:
 
     def explanation(self) -> Explanation:
         tail = 0.0 if self.busy else math.fsum(v for parts in self.parts.values() for v in parts)
-        return Explanation(sorted(self.steps, key=lambda s: s.step), tail)
+        return Explanation(sorted(self.steps, key=lambda s: s.step), tail, self.traced)
 
 
 def config_of(row_config: Any, seq: int) -> RunConfig:
@@ -216,8 +231,11 @@ def config_of(row_config: Any, seq: int) -> RunConfig:
         raise ExplainError(f"seq {seq} (run_started): {error}") from error
 
 
-def explain_columns(batches: Iterable[dict[str, list[Any]]]) -> Explanation:
-    """The waits of a log given as `batch_columns` dicts (an empty log: no step)."""
+def explain_columns(
+    batches: Iterable[dict[str, list[Any]]], trace_step: int | None = None
+) -> Explanation:
+    """The waits of a log given as `batch_columns` dicts (an empty log: no step); with
+    `trace_step`, that step's wait as spans of one cause each, with their numbers."""
     split: WaitSplit | None = None
     for columns in batches:
         kinds, times = columns["kind"], columns["t"]
@@ -227,11 +245,12 @@ def explain_columns(batches: Iterable[dict[str, list[Any]]]) -> Explanation:
                     raise ExplainError(
                         f"seq {columns['seq'][r]} ({kind}): a log starts with run_started"
                     )
-                split = WaitSplit(config_of(columns["config"][r], columns["seq"][r]), times[r])
+                config = config_of(columns["config"][r], columns["seq"][r])
+                split = WaitSplit(config, times[r], trace_step)
             split.row(kind, times[r], columns, r)
     return split.explanation() if split is not None else Explanation([], 0.0)
 
 
-def explain_log(source: LogSource) -> Explanation:
+def explain_log(source: LogSource, trace_step: int | None = None) -> Explanation:
     """Every shipped batch's wait in `source`, split into its causes."""
-    return explain_columns(iter_batch_columns(source.batches()))
+    return explain_columns(iter_batch_columns(source.batches()), trace_step)

@@ -109,6 +109,43 @@ class RunState:
             return "failed"
         return "fill"
 
+    def describe(self, cause: str) -> str:
+        """The numbers behind `cause` now, in a few words (`explain --step`)."""
+        queue = f"queue {self._amount(self.queued)}/{self._amount(self.need)}"
+        if cause == "pause":
+            return f"the update to v{self.pending} (v{self.live} serves)"
+        if cause == "hold":
+            floor = self.step - 1 - self.lag
+            return f"{queue}; the hold: v{self.version} < ({self.step} − 1) − {self.lag} = {floor}"
+        if cause == "held":
+            return f"{queue}, past the hold, not shipped"
+        if cause == "straggler":
+            return f"{queue}; waiting for {', '.join(self.stragglers()) or 'a last rollout'}"
+        if cause == "gate":
+            return self._gate_words()
+        thrown = (
+            f"{self._amount(self.waste.dropped)} dropped, {self._amount(self.waste.failed)} failed"
+        )
+        return f"{queue}; {thrown} this step; {len(self.inflight)} in flight"
+
+    def _gate_words(self) -> str:
+        lag = (self.step - 1) - self.version
+        if self.gated():
+            return f"the gate: ({self.step} − 1) − v{self.version} = {lag} > lag {self.lag}"
+        return "waiting for rollouts the gate held back earlier in the step"
+
+    def _amount(self, value: float) -> str:
+        return f"{value:,.0f} tokens" if self.by_tokens else f"{value:.0f}"
+
+    def stragglers(self) -> list[str]:
+        """The in-flight rollouts that groups owing one last member wait for."""
+        waiting = {
+            group_id
+            for group_id, group in self.groups.items()
+            if group.inflight == 1 and group.size - group.resolved == 1 and group.fresh
+        }
+        return [e for e, (group_id, _, _) in self.inflight.items() if group_id in waiting]
+
     def gated(self) -> bool:
         """The gate holds train dispatch back and a permit is free for it."""
         closed = (self.step - 1) - self.version > self.lag

@@ -58,3 +58,91 @@ def test_a_log_that_does_not_start_with_run_started_is_one_line_exit_2(tmp_path:
     result = run("explain", str(log))
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1].startswith("rolloutlog: error:")
+
+
+def _straggler_log(tmp_path: Path) -> Path:
+    """The straggler world of the known answers: g7/1 holds batch 7 for 4.0 s."""
+    config = RunConfig(group_size=2, batch_size=2, max_inflight=2)
+
+    def duration(episode_id: str) -> float:
+        group = int(episode_id[1:].partition("/")[0])
+        return 5.0 if episode_id == "g7/1" else 6.0 if group > 7 else 1.0
+
+    log = tmp_path / "straggler.arrow"
+    write_log(log, TinyWorld(config, duration).run(8))
+    return log
+
+
+def test_step_names_the_straggler_its_batch_waited_for(tmp_path: Path) -> None:
+    result = run("explain", str(_straggler_log(tmp_path)), "--step", "7")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == (
+        "step 7: shipped at 11.00 s; the trainer waited 4.50 s for it, from 6.50 s to 11.00 s"
+    )
+    assert lines[1].split() == [
+        "6.50–7.00",
+        "fill",
+        "queue",
+        "0/2;",
+        "0",
+        "dropped,",
+        "0",
+        "failed",
+        "this",
+        "step;",
+        "2",
+        "in",
+        "flight",
+    ]
+    assert lines[2].split() == [
+        "7.00–11.00",
+        "straggler",
+        "queue",
+        "0/2;",
+        "waiting",
+        "for",
+        "g7/1",
+    ]
+
+
+def test_episode_tells_the_straggler_s_life(tmp_path: Path) -> None:
+    result = run("explain", str(_straggler_log(tmp_path)), "--episode", "g7/1", "--json")
+    assert result.exit_code == 0, result.output
+    story = [line.split(maxsplit=1)[1] for line in json.loads(result.output)["story"]]
+    # g6's arrivals at t=6 free both permits before the sink ships batch 6: g7 opens and
+    # goes out at step 6, v5; its straggler is back at 11 and trains in batch 7 at age 1
+    assert story == [
+        "group g7 opened at step 6, v5 (train, task " + story[0].split("task ")[1],
+        "dispatched at step 6, stamped v5 (permits 2/2 with it)",
+        "completed after 5.00 s: reward 1.0, 30 tokens",
+        "scored: advantage 0.5; queued behind 1 episodes",
+        "trained in batch 7 after 0.00 s queued: dispatched at v5, (7 − 1) − 5 = 1 ≤ bound 8",
+    ]
+
+
+def test_a_stale_drop_is_told_with_its_rule(tmp_path: Path) -> None:
+    # Bound 0, two permits, one group a batch: g2/0 goes out at v0 when g1/0 is back, batch
+    # 1 ships, and at step 2 the sink drops it: (2 − 1) − 0 = 1 > bound 0.
+    config = RunConfig(group_size=2, batch_size=2, max_inflight=2, max_off_policy_steps=0)
+    world = TinyWorld(config, lambda episode_id: 1.0, train_s=10.0, update_s=lambda step: 0.5)
+    log = tmp_path / "stale.arrow"
+    write_log(log, world.run(3))
+    result = run("explain", str(log), "--step", "2")
+    assert result.exit_code == 0, result.output
+    assert (
+        "2 members of g2 (g2/0 … g2/1) dropped (stale) at step 2: dispatched at v0, "
+        "(2 − 1) − 0 = 1 > bound 0" in result.output
+    )
+
+
+def test_step_and_episode_refuse_what_the_log_does_not_have(tmp_path: Path) -> None:
+    log = str(_straggler_log(tmp_path))
+    for args, problem in (
+        (("--step", "99"), "step 99: the trainer never started it (steps started: 1–8)"),
+        (("--episode", "g99/0"), "episode g99/0: never dispatched in this log"),
+        (("--step", "1", "--episode", "g1/0"), "--step and --episode each tell one story"),
+    ):
+        result = run("explain", log, *args)
+        assert result.exit_code == 2, result.output
+        assert problem in result.output
