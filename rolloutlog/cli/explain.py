@@ -6,34 +6,87 @@ defines each), then one sentence for the run. `--json` prints the same as one ob
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Final
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
-from rolloutlog.cli.options import FILE, json_option
+from rolloutlog.cli.foreign import log_of
+from rolloutlog.cli.options import NamedPath, json_option, seed_option
 from rolloutlog.cli.output import emit_json, warn_torn_tail
+from rolloutlog.events.log_reader import LogReader, read_log
 from rolloutlog.events.schema import iter_batch_columns
+from rolloutlog.importers import IMPORT_NOTE
 from rolloutlog.replay.explain import ExplainError, Explanation, explain_log
 from rolloutlog.replay.explain_state import CAUSES
 from rolloutlog.replay.explain_story import Story
 from rolloutlog.replay.source import LogFile, open_log
+from rolloutlog.studies.counterfactual import REMOVALS, counterfactual
+from rolloutlog.studies.whatif.fit import FitError
+
+# What an import's records cannot show, by source (docs/foreign-runs.md says what each
+# import reconstructs and assumes).
+BLIND: Final = {
+    "prime-rl": (
+        (
+            "pause",
+            "versions go pending and live at each ship (the update's length is not "
+            "written), so the weight update shows as no wait",
+        ),
+        (
+            "gate",
+            "dispatch times are the environment's start: when the gate held work back "
+            "is not written",
+        ),
+        ("wasted", "cancelled members are not written: their rollout seconds count none"),
+    ),
+    "areal": (
+        (
+            "every cause",
+            "the import ships no batch (neither file says what was trained "
+            "when), so there is no wait to split",
+        ),
+    ),
+}
 
 
 @command("explain")
-@click.argument("log", type=FILE)
+@click.argument("log", type=NamedPath(path_type=Path))  # a log, or a run's folder
 @click.option("--step", type=click.IntRange(min=1), help="The chain of events behind step N.")
 @click.option("--episode", metavar="ID", help="One rollout's life, each decision with its rule.")
+@click.option(
+    "--without",
+    type=click.Choice(list(REMOVALS)),
+    help="Re-decide the run on whatif's fitted world with this cause removed: how much "
+    "earlier each step would ship.",
+)
+@seed_option("Seed of the draws for work the recorded run never finished (--without).", 0)
 @json_option("Print one JSON object: per step, for the run, and the summary.")
 @reports_bad_input
-def explain_command(log: Path, step: int | None, episode: str | None, as_json: bool) -> None:
+def explain_command(
+    log: Path,
+    step: int | None,
+    episode: str | None,
+    without: str | None,
+    seed: int,
+    as_json: bool,
+) -> None:
     """Split the trainer's wait before each batch of LOG into its causes; or tell the story
-    of one step (--step N) or one rollout (--episode ID)."""
-    if step is not None and episode is not None:
-        fail("--step and --episode each tell one story: give one of them")
+    of one step (--step N) or one rollout (--episode ID); or re-decide the run without one
+    cause (--without CAUSE). LOG may be a prime-rl or AReaL run folder: it is imported
+    first (docs/foreign-runs.md)."""
+    if sum(option is not None for option in (step, episode, without)) > 1:
+        fail("--step, --episode and --without each answer one question: give one of them")
+    log = log_of(log)
+    if without is not None:
+        _tell_without(log, without, seed, as_json)
+        return
     source = open_log(log)
+    _say_what_the_import_cannot_know(source.reader)
     try:
         if episode is not None:
             _tell_episode(log, source, episode, as_json)
@@ -54,6 +107,44 @@ def explain_command(log: Path, step: int | None, episode: str | None, as_json: b
     if never:
         click.echo(f"never held: {', '.join(never)}")
     click.echo(explanation.summary())
+
+
+def _say_what_the_import_cannot_know(reader: LogReader) -> None:
+    """For a log imported from another stack, a line on stderr naming the causes that
+    its records cannot show (`BLIND`)."""
+    for note in reader.notes(IMPORT_NOTE)[:1]:
+        source = json.loads(note).get("source", "")
+        for cause, why in BLIND.get(source, ()):
+            click.echo(f"rolloutlog: imported from {source}: {cause}: {why}", err=True)
+
+
+def _tell_without(log: Path, cause: str, seed: int, as_json: bool) -> None:
+    """The fitted world re-decided as recorded and without `cause`: each step's gain."""
+    try:
+        found = counterfactual(read_log(log), cause, seed=seed)
+    except FitError as error:
+        fail(f"{log}: cannot fit a world: {error}")
+    if as_json:
+        emit_json(found.to_json())
+        return
+    click.echo(f"without {cause}: {found.removed}")
+    click.echo(f"world: {found.world}")
+    table = Table(title="when each step would ship (seconds)", title_justify="left")
+    for name in ("step", "re-run as recorded", "without", "earlier by"):
+        table.add_column(name, justify="right")
+    for step, t, earlier in found.steps():
+        shown = ("never", "") if earlier is None else (f"{t - earlier:.1f}", f"{earlier:.1f}")
+        table.add_row(str(step), f"{t:.1f}", *shown)
+    Console().print(table)
+    gain, steps = found.gain_s(), len(found.baseline)
+    if gain is None:
+        click.echo(f"without {cause} the run does not ship its {steps} steps")
+    elif steps:
+        total = found.baseline[max(found.baseline)]
+        click.echo(
+            f"without {cause} the run would ship its {steps} steps {gain:.1f} s sooner "
+            f"({gain / total:.1%} of {total:.1f} s, the recorded policy re-run on that world)"
+        )
 
 
 def _tell_step(
