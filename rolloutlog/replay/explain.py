@@ -25,6 +25,7 @@ from typing import Any, Final
 import attrs
 
 from rolloutlog.core.config import ConfigError, RunConfig
+from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.schema import iter_batch_columns
 from rolloutlog.replay.explain_state import CAUSES, RunState, StepWaste
 from rolloutlog.replay.source import LogSource
@@ -88,6 +89,8 @@ class Explanation:
     tail_s: float  # the trainer's wait after its last batch, until the log ends
     # the traced step's wait: (start, end, cause, its numbers), in time order
     spans: list[tuple[float, float, str, str]] = attrs.Factory(list)
+    # with `bands`: every wait, the tail's too, as (start, end, index into CAUSES)
+    bands: list[tuple[float, float, int]] = attrs.Factory(list)
 
     def totals(self) -> dict[str, float]:
         """Seconds per cause over every step."""
@@ -132,9 +135,12 @@ class Explanation:
 class WaitSplit:
     """The trainer's phase and the current wait's causes, fed the log row by row."""
 
-    def __init__(self, config: RunConfig, t0: float, trace_step: int | None = None) -> None:
+    def __init__(
+        self, config: RunConfig, t0: float, trace_step: int | None = None, bands: bool = False
+    ) -> None:
         self.state = RunState(config)
         self.trace_step = trace_step  # keep this step's wait as spans, with their numbers
+        self.bands: list[tuple[float, float, int]] | None = [] if bands else None
         self.spans: list[tuple[float, float, str, str]] = []
         self.traced: list[tuple[float, float, str, str]] = []
         self.now = self.free_since = t0
@@ -182,6 +188,17 @@ class WaitSplit:
             self.parts[cause] += [end, -start]
             if self.trace_step is not None:
                 self.spans.append((start, end, cause, self.state.describe(cause)))
+            if self.bands is not None:
+                self._band(start, end, CAUSES.index(cause))
+
+    def _band(self, start: float, end: float, code: int) -> None:
+        """Every wait's causes over the run, a span joined to the one before it if it
+        goes on with the same cause (the timeline's band)."""
+        bands = self.bands if self.bands is not None else []
+        if bands and bands[-1][1] == start and bands[-1][2] == code:
+            bands[-1] = (bands[-1][0], end, code)
+        else:
+            bands.append((start, end, code))
 
     def _ship(self, step: int, t: float, waste: StepWaste) -> None:
         self.shipped[step] = (t, waste)
@@ -220,7 +237,8 @@ class WaitSplit:
 
     def explanation(self) -> Explanation:
         tail = 0.0 if self.busy else math.fsum(v for parts in self.parts.values() for v in parts)
-        return Explanation(sorted(self.steps, key=lambda s: s.step), tail, self.traced)
+        steps = sorted(self.steps, key=lambda s: s.step)
+        return Explanation(steps, tail, self.traced, self.bands or [])
 
 
 def config_of(row_config: Any, seq: int) -> RunConfig:
@@ -232,10 +250,11 @@ def config_of(row_config: Any, seq: int) -> RunConfig:
 
 
 def explain_columns(
-    batches: Iterable[dict[str, list[Any]]], trace_step: int | None = None
+    batches: Iterable[dict[str, list[Any]]], trace_step: int | None = None, bands: bool = False
 ) -> Explanation:
     """The waits of a log given as `batch_columns` dicts (an empty log: no step); with
-    `trace_step`, that step's wait as spans of one cause each, with their numbers."""
+    `trace_step`, that step's wait as spans of one cause each, with their numbers; with
+    `bands`, every wait's causes over time (`Explanation.bands`)."""
     split: WaitSplit | None = None
     for columns in batches:
         kinds, times = columns["kind"], columns["t"]
@@ -246,7 +265,7 @@ def explain_columns(
                         f"seq {columns['seq'][r]} ({kind}): a log starts with run_started"
                     )
                 config = config_of(columns["config"][r], columns["seq"][r])
-                split = WaitSplit(config, times[r], trace_step)
+                split = WaitSplit(config, times[r], trace_step, bands)
             split.row(kind, times[r], columns, r)
     return split.explanation() if split is not None else Explanation([], 0.0)
 
@@ -254,3 +273,12 @@ def explain_columns(
 def explain_log(source: LogSource, trace_step: int | None = None) -> Explanation:
     """Every shipped batch's wait in `source`, split into its causes."""
     return explain_columns(iter_batch_columns(source.batches()), trace_step)
+
+
+def cause_bands(source: LogSource) -> list[tuple[float, float, int]]:
+    """The trainer's waits over the whole run as (start, end, index into CAUSES); none for
+    a log that cannot be explained (the timeline draws the rest of it all the same)."""
+    try:
+        return explain_columns(iter_batch_columns(source.batches()), bands=True).bands
+    except (ExplainError, EventError, LogError):
+        return []

@@ -141,7 +141,10 @@ def test_step_and_episode_refuse_what_the_log_does_not_have(tmp_path: Path) -> N
     for args, problem in (
         (("--step", "99"), "step 99: the trainer never started it (steps started: 1–8)"),
         (("--episode", "g99/0"), "episode g99/0: never dispatched in this log"),
-        (("--step", "1", "--episode", "g1/0"), "--step, --episode and --without each answer one question"),
+        (
+            ("--step", "1", "--episode", "g1/0"),
+            "--step, --episode and --without each answer one question",
+        ),
     ):
         result = run("explain", log, *args)
         assert result.exit_code == 2, result.output
