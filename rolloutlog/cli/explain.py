@@ -18,6 +18,8 @@ from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.foreign import log_of
 from rolloutlog.cli.options import NamedPath, json_option, seed_option
 from rolloutlog.cli.output import emit_json, warn_torn_tail
+from rolloutlog.core.config import ConfigError
+from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.log_reader import LogReader, read_log
 from rolloutlog.events.schema import iter_batch_columns
 from rolloutlog.importers import IMPORT_NOTE
@@ -25,6 +27,7 @@ from rolloutlog.replay.explain import ExplainError, Explanation, explain_log
 from rolloutlog.replay.explain_state import CAUSES
 from rolloutlog.replay.explain_story import Story
 from rolloutlog.replay.source import LogFile, open_log
+from rolloutlog.runtime.sim.simulation import SimulationBoundError
 from rolloutlog.studies.counterfactual import REMOVALS, counterfactual
 from rolloutlog.studies.whatif.fit import FitError
 
@@ -124,6 +127,8 @@ def _tell_without(log: Path, cause: str, seed: int, as_json: bool) -> None:
         found = counterfactual(read_log(log), cause, seed=seed)
     except FitError as error:
         fail(f"{log}: cannot fit a world: {error}")
+    except (ConfigError, InconsistentLogError, SimulationBoundError) as error:
+        fail(f"{log}: --without {cause}: the fitted world cannot run it: {error}")
     if as_json:
         emit_json(found.to_json())
         return

@@ -34,7 +34,7 @@ from rolloutlog.replay.source import LogSource
 DESCRIBED: Final = {
     "pause": "the weight update",
     "hold": "the ship hold",
-    "held": "a full batch held by a rule (the last-chance wait)",
+    "held": "a full queue a rule keeps from shipping (a last-chance wait, ROLL's window)",
     "straggler": "stragglers (a group waiting for its last rollout)",
     "gate": "the gate",
     "redo": "refilling after work thrown away",
