@@ -99,3 +99,14 @@ def test_instant_updates_of_a_run_that_interrupts_at_each_update() -> None:
     events, _ = slow_update_run(3, **{"run.weight_update": "interrupt"})
     found = counterfactual(events, "pause")
     assert found.gain_s() is not None and found.gain_s() > 0
+
+
+def test_stragglers_and_gate_removed_from_a_run_that_never_hit_them_change_nothing() -> None:
+    # One group in flight at a time, rollouts of 1 s, training 0.5 s, instant updates:
+    # every rollout is as long as the 99th percentile, and the trainer publishes v_k
+    # before batch k + 1 could need it, so neither the gate nor the hold ever binds.
+    config = RunConfig(group_size=2, batch_size=2, max_inflight=2)
+    log = TinyWorld(config, lambda episode_id: 1.0).run(8)
+    for cause in ("stragglers", "gate"):
+        found = counterfactual(log, cause)
+        assert found.without == found.baseline, cause
