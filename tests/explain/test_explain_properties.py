@@ -1,5 +1,6 @@
-"""Properties over scripted logs: each wait's causes add up to it and none is negative;
-the waits are the trainer's idle and update time of the timeline."""
+"""Properties over scripted logs (restarted ones too): each wait's causes add up to it and
+none is negative; the waits are the trainer's idle and update time of the timeline; any
+step and any episode can be told."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from rolloutlog.replay.spans import read_spans
 from rolloutlog.testing.strategies import world_logs
 
 
-@given(world_logs())
+@given(st.one_of(world_logs(), world_logs(restarts=True)))
 def test_the_causes_add_up_to_each_wait_and_none_is_negative(log: list[Event]) -> None:
     explanation = explain_log(MemoryLog(log))
     for step in explanation.steps:
