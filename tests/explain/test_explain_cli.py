@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.events.types import RunStarted
 from tests.cli.test_cli_log import run
 from tests.explain.tiny_world import TinyWorld
 
@@ -52,12 +53,16 @@ def test_metrics_carries_the_same_wait_columns(tmp_path: Path) -> None:
     assert {r["wait/trainer"] for r in unstarted} == {""}
 
 
-def test_a_log_that_does_not_start_with_run_started_is_one_line_exit_2(tmp_path: Path) -> None:
-    log = tmp_path / "headless.jsonl"
-    log.write_text('{"kind": "limit_set", "seq": 0, "t": 0.0, "max_inflight": 4}\n')
+def test_a_config_that_cannot_load_is_one_line_naming_the_seq(tmp_path: Path) -> None:
+    log = tmp_path / "bad.arrow"
+    config = {"group_size": 0}
+    write_log(log, [RunStarted(t=0.0, config=config, seed=0, schema_version=3, code_version="x")])
     result = run("explain", str(log))
     assert result.exit_code == 2
-    assert result.output.strip().splitlines()[-1].startswith("rolloutlog: error:")
+    assert result.output.strip().splitlines()[-1] == (
+        f"rolloutlog: error: {log}: seq 0 (run_started): "
+        "run_started.config.group_size: must be >= 1 (got 0)"
+    )
 
 
 def _straggler_log(tmp_path: Path) -> Path:
