@@ -14,7 +14,6 @@ step's story (`explain --step`). Reported as CPU seconds (this process's, the be
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,16 +26,18 @@ from rolloutlog.replay.explain_story import Story
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.step_metrics import StepMetrics
+from rolloutlog.runs.simulate import run_policy
+from rolloutlog.runtime.sim.scenario import load_scenario
 
 STEPS = 1000
 DEFAULT_LOG = Path(tempfile.gettempdir()) / f"rolloutlog-bench-explain-{STEPS}.arrow"
 
 
-def ensure_log(path: Path) -> Path:
+def simulated_log(path: Path) -> Path:
+    """The default scenario's first `STEPS` batches, simulated in this process once."""
     if not path.exists():
         print(f"simulating {STEPS} steps of the default scenario into {path} ...", flush=True)
-        command = ["rolloutlog", "simulate", "--steps", str(STEPS), "--log", str(path)]
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        run_policy(load_scenario("default").with_steps(STEPS), log_path=path)
     return path
 
 
@@ -54,7 +55,7 @@ def main() -> None:
     parser.add_argument("--log", type=Path, help=f"the log (default: {DEFAULT_LOG})")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    log = ensure_log(args.log or DEFAULT_LOG)
+    log = args.log or simulated_log(DEFAULT_LOG)
     info = LogReader(log).info()
     print(f"log: {log}, {info.events:,} events, {log.stat().st_size / 1e6:.1f} MB")
     passes: dict[str, Callable[[], object]] = {
