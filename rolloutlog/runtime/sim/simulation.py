@@ -100,6 +100,9 @@ class Simulation:
         )
         self.world: EpisodeWorld
         drain = scenario.run.weight_update == "drain"
+        # the update's own end goes on the queue after what its announcement schedules
+        # (drain's wait, interrupt's aborts), which a zero-second update must not overtake
+        defer_live = drain or scenario.run.weight_update == "interrupt"
         self.drainer = Drainer(self.queue, self.inference) if drain else None
         if trace is None:
             streams = RandomStreams(scenario.seed)
@@ -109,7 +112,7 @@ class Simulation:
                 streams["trainer"],
                 self.queue,
                 updates_per_sync=scenario.run.updates_per_sync,
-                defer_live=drain,
+                defer_live=defer_live,
             )
             self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
         else:  # a recorded world (`rolloutlog whatif`): its own seed, the run keeps the log's
@@ -122,7 +125,7 @@ class Simulation:
                 self.queue,
                 times,
                 scenario.run.updates_per_sync,
-                defer_live=drain,
+                defer_live=defer_live,
             )
             self.controller = TraceController(
                 trace, world, scenario.run, streams["controller"], self.queue
@@ -230,6 +233,8 @@ class Simulation:
                 self.inference.pause(self.now, publish.update_s)
             if self.interrupter is not None:
                 self.interrupter.announced(self.now)
+                if self.interrupter.at_update:  # after the aborts it just scheduled
+                    self.queue.push(self.now + publish.update_s, ("live", publish.version))
             return VersionPending(t=self.now, version=publish.version)
         if kind == "live":
             self.trainer.live(self.now, key)

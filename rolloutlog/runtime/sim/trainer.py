@@ -62,8 +62,9 @@ class Trainer:
         defer_live: bool = False,
     ) -> None:
         """`times` replaces the drawn batch times (a recorded trace's, for example);
-        `defer_live`: the update waits for work in flight (`weight_update = drain`), so
-        the driver schedules `version_live` itself (`runtime.sim.drain`)."""
+        `defer_live`: the driver schedules `version_live` itself, after what the update
+        waits for (`weight_update = drain`, `runtime.sim.drain`) or the aborts it makes
+        (`interrupt`), which a zero-second update must not overtake."""
         self.world, self.rng, self.queue = world, rng, queue
         self.updates_per_sync = updates_per_sync
         self.defer_live = defer_live
