@@ -42,7 +42,7 @@ from rolloutlog.replay.source import LogFile, open_log
 from rolloutlog.replay.state_view import state_at
 from rolloutlog.replay.step_metrics import run_age_split
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
-from rolloutlog.replay.verify import IMPORT_UNCHECKED, check_import, is_import, verify_log
+from rolloutlog.replay.verify import check_import, import_unchecked, is_import, verify_log
 
 OK, DIFFERS = 0, 1  # bad input exits 2 (cli.bad_input)
 AS_JSON = json_option("Print one JSON object.")
@@ -175,6 +175,7 @@ def _verify_import(source: LogFile, log: Path, as_json: bool) -> None:
     """`verify` on another stack's imported run: what the import knows, checked; what it
     reconstructed, said in one line and not checked (exit 1 only on what is checked)."""
     verdict = check_import(source)
+    unchecked = import_unchecked(source)
     _warn_read(source, log, verdict.checked, verdict.error)
     if as_json:
         emit_json(
@@ -183,7 +184,7 @@ def _verify_import(source: LogFile, log: Path, as_json: bool) -> None:
                 "imported": True,
                 "checked": verdict.checked,
                 "problems": verdict.problems,
-                "unchecked": IMPORT_UNCHECKED,
+                "unchecked": unchecked,
                 "error": None if verdict.error is None else str(verdict.error),
             }
         )
@@ -195,7 +196,7 @@ def _verify_import(source: LogFile, log: Path, as_json: bool) -> None:
                 f"[green]imported run: {verdict.checked} stale cancellations, drops and "
                 "batches hold, and the log replays clean[/]"
             )
-        click.echo(f"rolloutlog: {IMPORT_UNCHECKED}", err=True)
+        click.echo(f"rolloutlog: {unchecked}", err=True)
     if verdict.error is not None:
         fail(str(verdict.error))
     raise SystemExit(OK if verdict.ok else DIFFERS)

@@ -14,6 +14,7 @@ event fails verification at exactly its seq and nowhere before it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -190,6 +191,19 @@ def is_import(source: LogFile) -> bool:
         return bool(source.reader.notes(IMPORT_NOTE))
     except (LogError, EventError):
         return False
+
+
+def import_unchecked(source: LogFile) -> str:
+    """What the importer says it could not check (its note's `unchecked`), or the generic
+    line where its note says nothing."""
+    for text in source.reader.notes(IMPORT_NOTE):
+        try:
+            said = json.loads(text).get("unchecked")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(said, str) and said:
+            return said
+    return IMPORT_UNCHECKED
 
 
 def check_import(source: LogSource) -> ImportCheck:

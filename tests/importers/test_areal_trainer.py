@@ -175,6 +175,17 @@ def test_replay_checks_arealss_admission_budget_on_the_import(tmp_path: Path) ->
     assert violations and all("areal admission" in v for v in violations)
 
 
+def test_verify_says_what_the_areal_import_could_not_check(tmp_path: Path) -> None:
+    """`verify` prints the importer's own `unchecked` line, not the generic one."""
+    log = tmp_path / "run.arrow"
+    note = import_areal(DATA / "pr-1350", log)
+    result = CliRunner().invoke(main, ["verify", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["unchecked"] == note["unchecked"]
+    result = CliRunner().invoke(main, ["verify", str(log)])
+    assert f"rolloutlog: {note['unchecked']}" in result.stderr
+
+
 def test_versions_that_no_timeline_fits_are_one_line_naming_the_sample(tmp_path: Path) -> None:
     """Task 0 finished long before step 1's batch was prepared: a token of it under
     version 1 cannot be, and the import says so naming its dump line."""
