@@ -21,6 +21,25 @@ with r = ratio above, taken from the behaviour logprobs inference returned:
 - `mask`: the clipped surrogate, but a token whose r lies outside the band
   [low, high] (`is_band_low`, `is_band_high`, both ends inclusive: a token at exactly
   `low` trains) carries no gradient, as IcePop and MIS do; it stays in the token mean.
+- `decoupled`: AReaL's decoupled PPO objective, with three policies: behaviour π_b (the
+  logprobs inference returned), proximal π_prox, current π_θ. Per token,
+      w = sg(π_prox / π_b), u = π_θ / π_prox,
+      objective = w · min(u·A_i, clip(u, 1 − ε, 1 + ε)·A_i),
+  and a token whose w exceeds `is_decoupled_cap` carries no gradient (it stays in the
+  token mean): the trust region is taken around the proximal policy, and the staleness
+  is corrected by the detached behaviour weight alone. AReaL (inclusionAI/AReaL at commit
+  4aef98d8d818af55b43621aaadba047ae10f4e77) computes this in
+  `areal/utils/functional/functional.py:429-559` (`ppo_actor_loss_fn`: the ratio against
+  `proximal_logprobs`, the clip, then `pg_loss * behave_imp_weight`), the weight
+  π_prox/π_b and its token mask in `apply_rejection_sampling` (same file, 185-426); its
+  proximal policy is the recomputed logprob of the trainer's weights before the update
+  (`areal/trainer/ppo/actor.py:176-191`, "one training step behind current policy",
+  `compute_prox_logp_approximations` at 604-684), and the cap is its former default
+  `behave_imp_weight_cap=5.0` in token-mask mode (`areal/api/cli_args.py:1555-1571`; at
+  that commit the default `rejection_sampling=None` applies no weight w at all). This
+  trainer takes one optimizer step per batch, so its proximal policy is the weights at the
+  step's start: in value u = 1 and w = π_θ/π_b at the forward pass, and the clip around
+  π_prox only binds under several steps on one batch, which AReaL's minibatches take.
 A sample's `gradient_mask` (tokens of versions past the bound, in interrupt mode) removes
 its masked tokens from both terms, policy and entropy; they too stay in the token mean.
 Each step publishes version `k` to the broadcast directory and returns it; the runtime then
@@ -43,7 +62,7 @@ from rolloutlog.runtime.live.digits import PAD_ID
 from rolloutlog.runtime.live.episodes import TrainSample
 from rolloutlog.runtime.live.model import LlamaForCausalLM, load_weights_into
 
-Correction = Literal["none", "tis", "mask"]
+Correction = Literal["none", "tis", "mask", "decoupled"]
 
 
 @attrs.frozen(kw_only=True)
@@ -58,6 +77,7 @@ class TrainerConfig:
     is_correction: Correction = "none"
     is_cap: float = 2.0
     is_band: tuple[float, float] = (0.5, 2.0)
+    is_decoupled_cap: float = 5.0
 
 
 @attrs.frozen(kw_only=True)
@@ -74,7 +94,17 @@ class StepReport:
     episodes: int
     tokens: int
     duration_s: float
-    corrected_fraction: float = 0.0  # tokens capped (tis) or masked (mask)
+    corrected_fraction: float = 0.0  # tokens capped (tis) or masked (mask, decoupled)
+    ratio_ess: float = 1.0  # `ratio_diagnostics`
+    kl_behaviour: float = 0.0
+
+    def row(self) -> dict[str, float | int]:
+        """The step's figures as a row of the run's report (no path: it names scratch)."""
+        return {
+            key: round(value, 6) if isinstance(value, float) else value
+            for key, value in attrs.asdict(self).items()
+            if key != "weights_path"
+        }
 
 
 @attrs.frozen
@@ -110,26 +140,63 @@ def surrogate(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     config: TrainerConfig,
+    proximal: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The per-token objective to maximise (module docstring), and the tokens corrected.
 
     All `[B, L-1]` but `advantages` (`[B]`); `mask` is 1 on completion tokens. The second
-    tensor is 1 where `tis` capped the ratio or `mask` masked the token (0 under `none`).
+    tensor is 1 where `tis` capped the ratio or `mask` or `decoupled` masked the token (0
+    under `none`). `proximal` is `decoupled`'s proximal logprobs (default: `logprobs`
+    detached, the weights at the step's start); the other corrections ignore it.
     """
-    ratio = torch.exp(logprobs - behaviour) * mask
     advantage = advantages.unsqueeze(1)
+    if config.is_correction == "decoupled":
+        anchor = logprobs.detach() if proximal is None else proximal.detach()
+        weight = torch.exp(anchor - behaviour) * mask
+        inside = (weight <= config.is_decoupled_cap).float()
+        clipped = _clipped(torch.exp(logprobs - anchor) * mask, advantage, config.clip_epsilon)
+        return weight * clipped * inside, (1.0 - inside) * mask
+    ratio = torch.exp(logprobs - behaviour) * mask
     if config.is_correction == "tis":
         weight = ratio.detach().clamp(max=config.is_cap)
         corrected = (ratio.detach() > config.is_cap).float() * mask
         unit = torch.exp(logprobs - logprobs.detach()) * mask  # 1, with the gradient of logp
         return weight * unit * advantage, corrected
-    epsilon = config.clip_epsilon
-    clipped = torch.minimum(ratio * advantage, ratio.clamp(1 - epsilon, 1 + epsilon) * advantage)
+    clipped = _clipped(ratio, advantage, config.clip_epsilon)
     if config.is_correction == "mask":
         low, high = config.is_band
         inside = ((ratio.detach() >= low) & (ratio.detach() <= high)).float()
         return clipped * inside, (1.0 - inside) * mask
     return clipped, torch.zeros_like(mask)
+
+
+def _clipped(ratio: torch.Tensor, advantage: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """PPO's pessimistic surrogate: min(r·A, clip(r, 1 − ε, 1 + ε)·A)."""
+    return torch.minimum(ratio * advantage, ratio.clamp(1 - epsilon, 1 + epsilon) * advantage)
+
+
+def ratio_diagnostics(
+    logprobs: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor, epsilon: float
+) -> dict[str, float]:
+    """How far the trained policy has moved from the one that sampled, over the tokens of
+    `mask`, with r = π_θ/π_b per token at the step's start:
+    - `ratio_mean`: the mean of r (1 in expectation under π_b, whatever the staleness);
+    - `ratio_ess`: the effective sample size of the weights r as a share of the tokens,
+      (Σr)² / (n·Σr²), 1 when every r is equal, near 1/n when one token dominates;
+    - `clip_fraction`: the share of tokens with |r − 1| > ε, outside PPO's clip band;
+    - `kl_behaviour`: KL(π_b ‖ π_θ) estimated from the sampled tokens by the mean of
+      r − 1 − log r (Schulman's k3: unbiased under π_b and never negative).
+    """
+    tokens = mask.sum().clamp(min=1.0)
+    log_ratio = (logprobs - behaviour) * mask
+    ratio = torch.exp(log_ratio) * mask
+    squares = (ratio * ratio).sum()
+    return {
+        "ratio_mean": float(ratio.sum() / tokens),
+        "ratio_ess": float(ratio.sum() ** 2 / (tokens * squares)) if squares > 0 else 1.0,
+        "clip_fraction": float((((ratio - 1).abs() > epsilon).float() * mask).sum() / tokens),
+        "kl_behaviour": float(((ratio - 1 - log_ratio) * mask).sum() / tokens),
+    }
 
 
 def completion_logprobs(
@@ -188,23 +255,21 @@ class GRPOTrainer:
             raise ValueError("cannot compute a loss on an empty batch")
         batch = _collate(samples)
         logprobs, entropy = _token_logprobs(self.model, batch.tokens)
-        ratio = torch.exp(logprobs - batch.old_logprobs) * batch.mask
         objective, corrected = surrogate(
             logprobs, batch.old_logprobs, batch.advantages, batch.mask, self.config
         )
-        epsilon = self.config.clip_epsilon
         tokens = batch.mask.sum()  # masked tokens (`gradient` 0) stay in the token mean
         policy_loss = -(objective * batch.gradient).sum() / tokens
         mean_entropy = (entropy * batch.gradient).sum() / tokens
         loss = policy_loss - self.config.entropy_coefficient * mean_entropy
-        clipped = ((ratio - 1).abs() > epsilon).float() * batch.mask
         parts = {
             "policy_loss": float(policy_loss.detach()),
             "entropy": float(mean_entropy.detach()),
-            "clip_fraction": float(clipped.sum() / tokens),
-            "ratio_mean": float((ratio.detach() * batch.mask).sum() / tokens),
             "corrected_fraction": float(corrected.sum() / tokens),
             "tokens": float(tokens),
+            **ratio_diagnostics(
+                logprobs.detach(), batch.old_logprobs, batch.mask, self.config.clip_epsilon
+            ),
         }
         return loss, parts
 
@@ -237,6 +302,8 @@ class GRPOTrainer:
             tokens=int(parts["tokens"]),
             duration_s=time.perf_counter() - started,
             corrected_fraction=parts["corrected_fraction"],
+            ratio_ess=parts["ratio_ess"],
+            kl_behaviour=parts["kl_behaviour"],
         )
 
     def publish_unchanged(self, version: int | None = None) -> StepReport:
