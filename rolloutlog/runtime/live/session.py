@@ -64,6 +64,7 @@ def train_config(settings: LiveSettings) -> TrainerConfig:
         is_cap=settings.is_cap,
         is_band=(settings.is_band_low, settings.is_band_high),
         is_decoupled_cap=settings.is_decoupled_cap,
+        minibatches=settings.minibatches,
     )
 
 

@@ -76,6 +76,7 @@ class LiveSettings:
     is_cap: float = checked(2.0, at_least(1.0), "tis: the cap C of the truncated ratio")
     is_band_low: float = checked(0.5, between(0.0, 1.0), "mask: lowest ratio that trains")
     is_band_high: float = checked(2.0, at_least(1.0), "mask: highest ratio that trains")
+    minibatches: int = checked(1, at_least(1), "optimizer steps per batch, on its slices")
     is_decoupled_cap: float = checked(
         5.0, at_least(1.0), "decoupled: highest proximal/behaviour weight that trains"
     )

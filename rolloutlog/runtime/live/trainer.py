@@ -37,10 +37,14 @@ with r = ratio above, taken from the behaviour logprobs inference returned:
   `compute_prox_logp_approximations` at 604-684), and the cap is its former default
   `behave_imp_weight_cap=5.0` in token-mask mode (`areal/api/cli_args.py:1555-1571`; at
   that commit the default `rejection_sampling=None` applies no weight w at all). This
-  trainer takes one optimizer step per batch, so its proximal policy is the weights at the
-  step's start: in value u = 1 and w = π_θ/π_b at the forward pass, and the clip around
-  π_prox only binds under several steps on one batch, which AReaL's minibatches take.
-A sample's `gradient_mask` (tokens of versions past the bound, in interrupt mode) removes
+  trainer's proximal policy is likewise its weights when the batch arrives. With one
+  optimizer step per batch (`minibatches = 1`) u = 1 in value and the clip never binds:
+  the objective is then w·A·logp_θ, masked past the cap. With `minibatches = n` the batch
+  trains as n optimizer steps on consecutive slices (AReaL's `ppo_n_minibatches`), the
+  proximal logprobs computed once before the first, so the later slices are clipped
+  around π_prox while w still corrects for the behaviour policy.
+Every correction takes the ratio in its diagnostics (`ratio_diagnostics`) at the batch's
+arrival. A sample's `gradient_mask` (tokens of versions past the bound, in interrupt mode) removes
 its masked tokens from both terms, policy and entropy; they too stay in the token mean.
 Each step publishes version `k` to the broadcast directory and returns it; the runtime then
 announces it (`version_pending`) and makes it live.
@@ -48,10 +52,11 @@ announces it (`version_pending`) and makes it live.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import attrs
 import torch
@@ -78,6 +83,7 @@ class TrainerConfig:
     is_cap: float = 2.0
     is_band: tuple[float, float] = (0.5, 2.0)
     is_decoupled_cap: float = 5.0
+    minibatches: int = 1  # optimizer steps per batch, on consecutive slices
 
 
 @attrs.frozen(kw_only=True)
@@ -114,14 +120,18 @@ class _Batch:
     old_logprobs: torch.Tensor  # [B, L-1] inference logprobs at those positions
     advantages: torch.Tensor  # [B]
     gradient: torch.Tensor  # [B, L-1] 1 where a completion token carries gradient
+    proximal: torch.Tensor | None  # [B, L-1] `decoupled`'s proximal logprobs, if given
 
 
-def _collate(samples: Sequence[TrainSample]) -> _Batch:
+def _collate(
+    samples: Sequence[TrainSample], proximal: Sequence[Sequence[float]] | None = None
+) -> _Batch:
     length = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
     tokens = torch.full((len(samples), length), PAD_ID, dtype=torch.long)
     mask = torch.zeros(len(samples), length - 1)
     old = torch.zeros(len(samples), length - 1)
     gradient = torch.zeros(len(samples), length - 1)
+    anchor = None if proximal is None else torch.zeros(len(samples), length - 1)
     for row, sample in enumerate(samples):
         sequence = sample.prompt_ids + sample.completion_ids
         tokens[row, : len(sequence)] = torch.tensor(sequence)
@@ -130,8 +140,10 @@ def _collate(samples: Sequence[TrainSample]) -> _Batch:
         old[row, start:end] = torch.tensor(sample.inference_logprobs)
         carries = sample.gradient_mask
         gradient[row, start:end] = 1.0 if carries is None else torch.tensor(carries).float()
+        if anchor is not None and proximal is not None:
+            anchor[row, start:end] = torch.tensor(proximal[row])
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-    return _Batch(tokens, mask, old, advantages, gradient)
+    return _Batch(tokens, mask, old, advantages, gradient, anchor)
 
 
 def surrogate(
@@ -249,14 +261,19 @@ class GRPOTrainer:
         """Publish v0, the weights inference starts from."""
         return self.broadcast.publish(self.model, 0)
 
-    def loss(self, samples: Sequence[TrainSample]) -> tuple[torch.Tensor, dict[str, float]]:
-        """The clipped surrogate loss of the module docstring, and its parts."""
+    def loss(
+        self,
+        samples: Sequence[TrainSample],
+        proximal: Sequence[Sequence[float]] | None = None,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The clipped surrogate loss of the module docstring, and its parts; `proximal` is
+        each sample's proximal logprobs (`decoupled`; default: the current weights')."""
         if not samples:
             raise ValueError("cannot compute a loss on an empty batch")
-        batch = _collate(samples)
+        batch = _collate(samples, proximal)
         logprobs, entropy = _token_logprobs(self.model, batch.tokens)
         objective, corrected = surrogate(
-            logprobs, batch.old_logprobs, batch.advantages, batch.mask, self.config
+            logprobs, batch.old_logprobs, batch.advantages, batch.mask, self.config, batch.proximal
         )
         tokens = batch.mask.sum()  # masked tokens (`gradient` 0) stay in the token mean
         policy_loss = -(objective * batch.gradient).sum() / tokens
@@ -276,24 +293,36 @@ class GRPOTrainer:
     def train_step(
         self, samples: Sequence[TrainSample], *, version: int | None = None
     ) -> StepReport:
-        """One optimizer step on `samples`, then publish it as `version` (default: the next).
+        """`minibatches` optimizer steps on `samples`, then publish as `version` (default:
+        the next).
 
         The live driver passes the batch's step, so that `v_s` follows batch `s` even when
         an earlier batch trained nothing (versions may jump; they never go back).
         """
         version = self._next_version(version)
         started = time.perf_counter()
-        loss, parts = self.loss(samples)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-        self.optimizer.step()
+        slices = _slices(len(samples), self.config.minibatches)
+        start = completion_logprobs(self.model, samples) if len(slices) > 1 else None
+        terms = []
+        for first, end in slices:
+            loss, parts = self.loss(samples[first:end], None if start is None else start[first:end])
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()  # type: ignore[no-untyped-call]
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+            self.optimizer.step()
+            terms.append({**parts, "loss": float(loss.detach())})
+        parts = _token_mean(terms)
+        if start is not None:  # the ratio at the batch's arrival, over the whole batch
+            whole = _collate(samples, start)
+            arrival = cast(torch.Tensor, whole.proximal)  # given: `start`
+            epsilon = self.config.clip_epsilon
+            parts.update(ratio_diagnostics(arrival, whole.old_logprobs, whole.mask, epsilon))
         self.version = version
         path = self.broadcast.publish(self.model, self.version)
         return StepReport(
             version=self.version,
             weights_path=path,
-            loss=float(loss.detach()),
+            loss=parts["loss"],
             policy_loss=parts["policy_loss"],
             entropy=parts["entropy"],
             clip_fraction=parts["clip_fraction"],
@@ -338,6 +367,25 @@ class GRPOTrainer:
         if version <= self.version:
             raise ValueError(f"version {version} does not follow the published v{self.version}")
         return version
+
+
+def _slices(count: int, minibatches: int) -> list[tuple[int, int]]:
+    """`minibatches` consecutive (start, end) slices of `count` samples, sizes differing by
+    at most one; fewer when there are fewer samples."""
+    parts = max(1, min(minibatches, count))
+    bounds = [count * index // parts for index in range(parts + 1)]
+    return list(itertools.pairwise(bounds))
+
+
+def _token_mean(terms: Sequence[dict[str, float]]) -> dict[str, float]:
+    """The parts of several slices as one: each weighted by its tokens; `tokens` summed."""
+    tokens = sum(term["tokens"] for term in terms) or 1.0
+    merged = {
+        key: sum(term[key] * term["tokens"] for term in terms) / tokens
+        for key in terms[0]
+        if key != "tokens"
+    }
+    return {**merged, "tokens": sum(term["tokens"] for term in terms)}
 
 
 def _no_step(version: int, path: Path, duration_s: float) -> StepReport:

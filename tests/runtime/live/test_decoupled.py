@@ -8,7 +8,15 @@ import math
 import pytest
 import torch
 
-from rolloutlog.runtime.live.trainer import TrainerConfig, surrogate
+from rolloutlog.runtime.live.broadcast import WeightBroadcast
+from rolloutlog.runtime.live.model import build_model
+from rolloutlog.runtime.live.trainer import (
+    GRPOTrainer,
+    TrainerConfig,
+    completion_logprobs,
+    surrogate,
+)
+from tests.runtime.live.test_trainer import _fixed_batch
 
 EPSILON, CAP = 0.2, 5.0
 CONFIG = TrainerConfig(is_correction="decoupled", clip_epsilon=EPSILON, is_decoupled_cap=CAP)
@@ -81,3 +89,34 @@ def test_by_default_the_proximal_policy_is_the_current_one_at_the_step_start():
     advantages = torch.tensor(ADVANTAGES, dtype=torch.float64).unsqueeze(1)
     assert torch.allclose(objective, weights * advantages * inside)
     assert torch.allclose(gradient, weights * advantages * inside)
+
+
+def test_minibatches_train_consecutive_slices_against_the_arrival_weights(tmp_path):
+    """`minibatches = 2`: two optimizer steps, each slice's proximal logprobs those of the
+    weights the batch arrived at; the same two steps taken by hand give the same weights."""
+    config = TrainerConfig(is_correction="decoupled", minibatches=2, learning_rate=1e-2)
+    batch = _fixed_batch()[:5]
+    trainer = GRPOTrainer(build_model(seed=0), WeightBroadcast(tmp_path / "a"), config)
+    by_hand = GRPOTrainer(build_model(seed=0), WeightBroadcast(tmp_path / "b"), config)
+    arrival = completion_logprobs(by_hand.model, batch)
+    _, before = by_hand.loss(batch)
+    report = trainer.train_step(batch)
+    for first, end in ((0, 2), (2, 5)):  # sizes 2 and 3
+        loss, parts = by_hand.loss(batch[first:end], arrival[first:end])
+        if first == 2:  # the weights moved: the clip around the proximal policy binds
+            now = completion_logprobs(by_hand.model, batch[first:end])
+            drift = [abs(math.exp(c - a) - 1) for cs, as_ in zip(now, arrival[first:end],
+                     strict=True) for c, a in zip(cs, as_, strict=True)]  # fmt: skip
+            assert max(drift) > config.clip_epsilon
+            unclipped = by_hand.loss(batch[first:end])[1]["policy_loss"]
+            assert parts["policy_loss"] != pytest.approx(unclipped, abs=1e-6)
+        by_hand.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(by_hand.model.parameters(), config.max_grad_norm)
+        by_hand.optimizer.step()
+    for mine, theirs in zip(trainer.model.parameters(), by_hand.model.parameters(), strict=True):
+        assert torch.equal(mine, theirs)
+    # the diagnostics are the ratio at the batch's arrival, over the whole batch
+    for key in ("ratio_mean", "ratio_ess", "clip_fraction", "kl_behaviour"):
+        assert getattr(report, key) == pytest.approx(before[key], abs=1e-6)
+    assert report.tokens == int(before["tokens"]) and report.episodes == 5
