@@ -28,7 +28,7 @@ the importance ratio's ESS, the clip fraction and KL(behaviour ‖ current) per 
 Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--compare P,Q]
 [--seeds 0 1 2] [--steps 60] [--settings default,contended,long,hard,study,long-gen]
 [--bounds 1,2,4,8] [--stale drop,mask] [--corrections none,decoupled] [--sync]
-[--eval-every 5] [--target 0.5] [--table FILE] [--plot FILE] [--set KEY=VALUE]
+[--eval-every 5] [--target 0.5] [--eval-plot FILE] [--table FILE] [--plot FILE] [--set KEY=VALUE]
 [--backend twin|vllm] [--report-only]`. Progress goes to stderr.
 """
 
@@ -51,7 +51,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from learning_report import WINDOW, Row, final_reward, label, plot, report, sweep_report
+from learning_report import (
+    WINDOW,
+    Row,
+    final_reward,
+    label,
+    plot,
+    plot_eval,
+    report,
+    sweep_report,
+)
 
 from rolloutlog.core.config import ConfigError, parse_overrides
 from rolloutlog.core.presets import preset_overrides
@@ -255,11 +264,11 @@ def run_one(
 ) -> Row:
     """One `rolloutlog train` run and `rolloutlog whatif` on its log: one table row.
     `overrides` ends with `variant`, whose keys win over the preset's."""
-    before = _cpu_s(servers)
+    before = _cpu_s()
     batch_cpu_s: list[float] = []
 
     def on_step(stats: StepStats) -> None:  # the CPU clock, and progress every 10 batches
-        batch_cpu_s.append(round(_cpu_s(servers) - before, 2))
+        batch_cpu_s.append(round(_cpu_s() - before, 2))
         if stats.step % WINDOW == 0:
             reward = "n/a" if stats.mean_reward is None else f"{stats.mean_reward:.3f}"
             print(f"  batch {stats.step}/{steps}: reward {reward} at {stats.wall_s:.0f} s",
@@ -275,7 +284,7 @@ def run_one(
             urls=tuple(s.url for s in servers), on_step=on_step,
             weights_dir=Path(scratch) / "weights" if servers else None,
         )  # fmt: skip
-        cpu_s = round(_cpu_s(servers) - before, 1)
+        cpu_s = round(_cpu_s() - before, 1)
         figures = log_figures(log, live.hard_task_share)
         whatif = _whatif(log, compare)
     return {
@@ -368,23 +377,36 @@ def _whatif(log: Path, compare: Sequence[str]) -> dict[str, Any]:
     return result
 
 
-def _group_cpu_s(groups: Sequence[int]) -> float:
-    """CPU seconds of every live process in these process groups (Linux /proc)."""
-    total, ticks = 0, os.sysconf("SC_CLK_TCK")
+def _live_cpu_s() -> float:
+    """CPU seconds of this process and of every live descendant (Linux /proc): the local
+    servers and vLLM's run in sessions of their own, but they are this process's children
+    (vLLM's engine cores its grandchildren)."""
+    ticks, parent, used = os.sysconf("SC_CLK_TCK"), {}, {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) in groups:  # pgrp; utime and stime follow at 11 and 12
-                total += int(fields[11]) + int(fields[12])
+            pid = int(stat.parent.name)  # ppid at 1; utime and stime at 11 and 12
+            parent[pid], used[pid] = int(fields[1]), int(fields[11]) + int(fields[12])
+    mine, total = {os.getpid()}, 0
+    for pid in sorted(parent, key=lambda p: _depth(p, parent)):
+        if pid in mine or parent[pid] in mine:
+            mine.add(pid)
+            total += used[pid]
     return total / ticks
 
 
-def _cpu_s(servers: Sequence[VLLMProcess]) -> float:
-    """CPU seconds so far of this process group (this process and the local servers it
-    started, alive or exited) and of vLLM's servers (process groups of their own)."""
+def _depth(pid: int, parent: dict[int, int]) -> int:
+    """How many ancestors `pid` has among the processes read (parents before children)."""
+    depth = 0
+    while pid in parent and depth < 64:
+        pid, depth = parent[pid], depth + 1
+    return depth
+
+
+def _cpu_s() -> float:
+    """CPU seconds so far of this process and its descendants, alive or exited."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # those that exited
-    groups = [os.getpgrp(), *(s.process.pid for s in servers)]
-    return _group_cpu_s(groups) + children.ru_utime + children.ru_stime
+    return _live_cpu_s() + children.ru_utime + children.ru_stime
 
 
 @contextlib.contextmanager
@@ -418,6 +440,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sync", action="store_true", help="add bound 0 with drain")
     parser.add_argument("--eval-every", type=int, default=5, help="held-out eval period")
     parser.add_argument("--target", type=float, default=0.5, help="held-out reward to reach")
+    parser.add_argument("--eval-plot", type=Path, help="draw held-out reward against CPU s")
     args = parser.parse_args(argv)
     presets, settings, compare = _names(args.presets), _names(args.settings), _names(args.compare)
     try:
@@ -457,6 +480,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(sweep_report(rows, args.steps, args.target))
     if args.plot:
         plot(rows, args.steps, args.plot)
+    if args.eval_plot:
+        plot_eval(rows, args.steps, args.eval_plot)
 
 
 def _names(text: str) -> list[str]:

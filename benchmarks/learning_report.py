@@ -280,3 +280,36 @@ def _median_range(values: list[float], digits: int) -> str:
         f"{statistics.median(values):.{digits}f} "
         f"({min(values):.{digits}f}-{max(values):.{digits}f})"
     )
+
+
+def plot_eval(rows: Sequence[Row], steps: int, path: Path) -> None:
+    """Held-out greedy reward against CPU seconds, one line per settings and preset
+    (median over seeds at each evaluation; its batch's CPU seconds, median too)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        if row["steps"] == steps and row.get("eval"):
+            variant = " ".join(row.get("variant", [])) or "no variant"
+            groups.setdefault(f"{row['preset']} {variant}", []).append(row)
+    figure, axis = pyplot.subplots(figsize=(7, 4.5))
+    for name, runs in sorted(groups.items()):
+        evaluated = [e["step"] for e in runs[0]["eval"]]
+        points = [
+            (
+                statistics.median(r["batch_cpu_s"][step - 1] for r in runs),
+                statistics.median(
+                    e["greedy"] for r in runs for e in r["eval"] if e["step"] == step
+                ),
+            )
+            for step in evaluated
+            if all(step <= len(r["batch_cpu_s"]) for r in runs)
+        ]
+        axis.plot([x for x, _ in points], [y for _, y in points], marker=".", label=name)
+    axis.set(xlabel="CPU seconds", ylabel="held-out reward (greedy)")
+    axis.legend(fontsize=6)
+    figure.tight_layout()
+    figure.savefig(path)

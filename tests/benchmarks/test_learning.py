@@ -192,7 +192,7 @@ def d_sum(diagnostic: dict) -> int:
     return sum(diagnostic["ages"].values())
 
 
-def test_the_sweep_table_ranks_by_held_out_reward_and_reads_cpu_to_the_target():
+def test_the_sweep_table_ranks_by_held_out_reward_and_reads_cpu_to_the_target(tmp_path):
     def scored(preset: str, greedy: list[float], train: float) -> dict:
         row = _row(preset, [train] * 10)
         return {**row, "eval": [{"step": 5 * (i + 1), "greedy": g, "sampled": g / 2}
@@ -210,3 +210,5 @@ def test_the_sweep_table_ranks_by_held_out_reward_and_reads_cpu_to_the_target():
     assert [line.split(" | ")[1] for line in lines] == ["b", "a"]
     assert "| 0.700 (0.700-0.700) | 0.350 (0.350-0.350) | 5 (5-5) | 15 (15-15) | 31 |" in lines[0]
     assert "| 0.900 | 12 | 0.00 | 0.900 | 0.100 | 0.010 |" in lines[1]
+    ranking.plot_eval([high_train, best_eval], 10, tmp_path / "eval.png")
+    assert (tmp_path / "eval.png").stat().st_size > 0
