@@ -41,6 +41,7 @@ def test_the_held_out_set_is_fixed():
     assert [t.task_id for t in tasks] == [f"held-out-{i}" for i in range(8)]
     assert [t.difficulty for t in tasks] == ["hard"] * 2 + ["easy"] * 6
     assert held_out_tasks(16, 0.25)[:2] == tasks[:2]  # a larger set extends a smaller one
+    assert tasks[2].digits == (8, 8, 0, 6, 4, 1)  # pinned: studies compare on these tasks
 
 
 def test_a_bad_held_out_size_or_share_is_refused():
