@@ -16,9 +16,20 @@ Resumable: each finished run is appended to `--table` (JSON lines, one row per r
 run already there is not run again, so a study may be run in parts (a preset, a seed at a
 time); the table is what the report reads, and says which runs it holds.
 
+The staleness sweep (`--bounds`, `--stale`, `--corrections`, `--sync`): each combination
+is a variant of `--set` items applied after the preset's (a preset's own bound or rule
+gives way to the variant's), and every run scores the held-out tasks every `--eval-every`
+batches (`live.eval_every`). Its table (`learning_report.sweep_report`) ranks by the final
+held-out reward and reports batches and CPU seconds to the held-out reward `--target`;
+the training-batch reward and wall seconds stay as diagnostics, beside the trained ages,
+the importance ratio's ESS, the clip fraction and KL(behaviour ‖ current) per step. The
+`long-gen` settings set raises the twin's per-token time so that rollouts span updates.
+
 Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--compare P,Q]
-[--seeds 0 1 2] [--steps 60] [--settings default,contended,long,hard,study] [--table FILE]
-[--plot FILE] [--set KEY=VALUE] [--backend twin|vllm] [--report-only]`. Progress goes to stderr.
+[--seeds 0 1 2] [--steps 60] [--settings default,contended,long,hard,study,long-gen]
+[--bounds 1,2,4,8] [--stale drop,mask] [--corrections none,decoupled] [--sync]
+[--eval-every 5] [--target 0.5] [--eval-plot FILE] [--table FILE] [--plot FILE] [--set KEY=VALUE]
+[--backend twin|vllm] [--report-only]`. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -40,7 +51,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from learning_report import WINDOW, Row, final_reward, label, plot, report
+from learning_report import (
+    WINDOW,
+    Row,
+    final_reward,
+    label,
+    plot,
+    plot_eval,
+    report,
+    sweep_report,
+)
 
 from rolloutlog.core.config import ConfigError, parse_overrides
 from rolloutlog.core.presets import preset_overrides
@@ -70,7 +90,16 @@ SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
     # the study's budget: about a minute a run on a shared 2-core machine; batches of 64
     # at lr 1e-3 learn the most per wall second of the pilots (RESULTS.md § learning.py)
     "study": ("hard_task_share=0.2", "batch_size=64", "learning_rate=1e-3"),
+    # the staleness sweep's: a decode step of at least 0.25 s makes a 5-digit rollout last
+    # about 1.5 s and a hard one 3 s, several train steps of a batch of 64 (about 0.5 s)
+    "long-gen": (
+        "hard_task_share=0.2",
+        "batch_size=64",
+        "learning_rate=1e-3",
+        "server_min_step_s=0.25",
+    ),
 }
+SYNC: Final = ("max_off_policy_steps=0", "weight_update=drain")  # the synchronous baseline
 
 
 class StudyError(ValueError):
@@ -94,6 +123,39 @@ def check_settings(names: Sequence[str]) -> None:
     unknown = [name for name in names if name not in SETTINGS_SETS]
     if unknown:
         raise StudyError(f"--settings {unknown[0]}: known sets: {', '.join(SETTINGS_SETS)}")
+
+
+def variants(
+    bounds: Sequence[int], stale: Sequence[str], corrections: Sequence[str], sync: bool
+) -> list[tuple[str, ...]]:
+    """The sweep's `--set` items, one tuple per run variant (`()`: no sweep): every bound
+    with every stale rule and correction, then the synchronous baseline (bound 0, drain)."""
+    combos = [
+        tuple(
+            item
+            for item, given in (
+                (f"max_off_policy_steps={bound}", bounds),
+                (f"stale_tokens={rule}", stale),
+                (f"is_correction={correction}", corrections),
+            )
+            if given
+        )
+        for bound in bounds or [None]
+        for rule in stale or [None]
+        for correction in corrections or [None]
+    ]
+    swept = [combo for combo in combos if combo]
+    return [*swept, SYNC] if sync else swept or [()]
+
+
+def check_variants(found: Sequence[tuple[str, ...]], settings: Sequence[str]) -> None:
+    """Each variant's settings are valid in each settings set, before anything runs."""
+    for name in settings:
+        for variant in found:
+            try:
+                build_settings(parse_overrides([*SETTINGS_SETS[name], *variant]), seed=0)
+            except ConfigError as error:
+                raise StudyError(f"variant {' '.join(variant)} in {name}: {error}") from error
 
 
 def reported(
@@ -132,6 +194,7 @@ def study(
     table: Path,
     extra: Sequence[str] = (),
     compare: Sequence[str] = (),
+    variant_sets: Sequence[tuple[str, ...]] = ((),),
     runner: Callable[..., Row] | None = None,
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> int:
@@ -143,24 +206,26 @@ def study(
     check_settings(settings)
     done = {run_key(row) for row in load_table(table)}
     todo = [
-        (name, preset, seed)
+        (name, variant, preset, seed)
         for name in settings
+        for variant in variant_sets
         for preset in presets
         for seed in seeds
-        if run_key(_planned(name, preset, seed, steps, extra)) not in done
+        if run_key(_planned(name, preset, seed, steps, [*extra, *variant])) not in done
     ]
     progress(f"learning: {len(done)} runs in {table}, {len(todo)} to run")
     table.parent.mkdir(parents=True, exist_ok=True)
     run = runner or run_one
-    for index, (name, preset, seed) in enumerate(todo, 1):
+    for index, (name, variant, preset, seed) in enumerate(todo, 1):
         started = time.monotonic()
-        progress(f"[{index}/{len(todo)}] {name} {preset} seed {seed}: {steps} batches ...")
-        row = run(name, preset, seed, steps, [*SETTINGS_SETS[name], *extra], compare)
+        what = f"[{index}/{len(todo)}] {name} {' '.join(variant)} {preset} seed {seed}"
+        progress(f"{what}: {steps} batches ...")
+        overrides = [*SETTINGS_SETS[name], *extra, *variant]
+        row = run(name, preset, seed, steps, overrides, compare, variant=variant)
         with table.open("a") as out:
             out.write(json.dumps(row) + "\n")
         progress(
-            f"[{index}/{len(todo)}] {name} {preset} seed {seed}: final reward "
-            f"{final_reward(row):.3f} in {time.monotonic() - started:.0f} s"
+            f"{what}: final reward {final_reward(row):.3f} in {time.monotonic() - started:.0f} s"
         )
     return len(todo)
 
@@ -194,26 +259,32 @@ def run_one(
     overrides: Sequence[str],
     compare: Sequence[str],
     servers: Sequence[VLLMProcess] = (),
+    variant: Sequence[str] = (),
+    eval_every: int = 5,
 ) -> Row:
-    """One `rolloutlog train` run and `rolloutlog whatif` on its log: one table row."""
+    """One `rolloutlog train` run and `rolloutlog whatif` on its log: one table row.
+    `overrides` ends with `variant`, whose keys win over the preset's."""
+    before = _cpu_s()
+    batch_cpu_s: list[float] = []
 
-    def on_step(stats: StepStats) -> None:  # progress every 10 batches, on stderr
+    def on_step(stats: StepStats) -> None:  # the CPU clock, and progress every 10 batches
+        batch_cpu_s.append(round(_cpu_s() - before, 2))
         if stats.step % WINDOW == 0:
             reward = "n/a" if stats.mean_reward is None else f"{stats.mean_reward:.3f}"
             print(f"  batch {stats.step}/{steps}: reward {reward} at {stats.wall_s:.0f} s",
                   file=sys.stderr, flush=True)  # fmt: skip
 
-    items = [*overrides, *preset_sets(preset)]
-    config, live = build_settings(parse_overrides(items), seed=seed)
+    config, live = build_settings(
+        parse_overrides(run_items(preset, overrides, variant, eval_every)), seed=seed
+    )
     with tempfile.TemporaryDirectory(prefix="learning-") as scratch:
         log = Path(scratch) / "train.arrow"
-        before = _cpu_s(servers)
         report = run_training(
             config, live, steps=steps, seed=seed, log_path=log,
             urls=tuple(s.url for s in servers), on_step=on_step,
             weights_dir=Path(scratch) / "weights" if servers else None,
         )  # fmt: skip
-        cpu_s = round(_cpu_s(servers) - before, 1)
+        cpu_s = round(_cpu_s() - before, 1)
         figures = log_figures(log, live.hard_task_share)
         whatif = _whatif(log, compare)
     return {
@@ -222,18 +293,40 @@ def run_one(
         "seed": seed,
         "steps": steps,
         "overrides": list(overrides),
+        "variant": list(variant),
         "ok": report["finished_reason"] == "steps" and report["replay_error"] is None,
         "curve": [r if r is not None else 0.0 for r in report["reward_curve"]],
         "wall_s": round(report["wall_seconds"], 1),
         "cpu_s": cpu_s,
+        "batch_cpu_s": batch_cpu_s,
         "episodes_trained": report["episodes_trained"],
         "trained_ages": report["trained_age_histogram"],
         "discarded": whatif["recorded"]["finished_rollouts_discarded"],
         "whatif": {
             name: result["trained_episodes_per_hour"] for name, result in whatif["policies"].items()
         },
+        "eval_every": live.eval_every,
+        "eval": [step["eval"] for step in report["train_steps"] if "eval" in step],
+        "diagnostics": [{key: step[key] for key in DIAGNOSTICS} for step in report["train_steps"]],
         **figures,
     }
+
+
+DIAGNOSTICS: Final = (
+    "step", "ratio_mean", "ratio_ess", "clip_fraction", "kl_behaviour", "corrected_fraction",
+    "ages",
+)  # fmt: skip
+
+
+def run_items(
+    preset: str, overrides: Sequence[str], variant: Sequence[str], eval_every: int
+) -> list[str]:
+    """A run's `--set` items: the settings (variant last), the preset's items whose keys
+    the variant does not set, and `eval_every` unless the settings name it."""
+    keys = {item.partition("=")[0] for item in variant}
+    preset_items = [item for item in preset_sets(preset) if item.partition("=")[0] not in keys]
+    named = any(item.partition("=")[0] in ("eval_every", "live.eval_every") for item in overrides)
+    return [*overrides, *preset_items, *([] if named else [f"eval_every={eval_every}"])]
 
 
 def log_figures(log: Path, hard_share: float) -> Row:
@@ -284,26 +377,36 @@ def _whatif(log: Path, compare: Sequence[str]) -> dict[str, Any]:
     return result
 
 
-def _group_cpu_s(groups: Sequence[int]) -> float:
-    """CPU seconds of every live process in these process groups (Linux /proc)."""
-    total, ticks = 0, os.sysconf("SC_CLK_TCK")
+def _live_cpu_s() -> float:
+    """CPU seconds of this process and of every live descendant (Linux /proc): the local
+    servers and vLLM's run in sessions of their own, but they are this process's children
+    (vLLM's engine cores its grandchildren)."""
+    ticks, parent, used = os.sysconf("SC_CLK_TCK"), {}, {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) in groups:  # pgrp; utime and stime follow at 11 and 12
-                total += int(fields[11]) + int(fields[12])
+            pid = int(stat.parent.name)  # ppid at 1; utime and stime at 11 and 12
+            parent[pid], used[pid] = int(fields[1]), int(fields[11]) + int(fields[12])
+    mine, total = {os.getpid()}, 0
+    for pid in sorted(parent, key=lambda p: _depth(p, parent)):
+        if pid in mine or parent[pid] in mine:
+            mine.add(pid)
+            total += used[pid]
     return total / ticks
 
 
-def _cpu_s(servers: Sequence[VLLMProcess]) -> float:
-    """CPU seconds of this process and its servers (children that exit, or vLLM's)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if servers:  # long-lived vLLM servers: not children that exit with the run
-        serving = _group_cpu_s([s.process.pid for s in servers])
-    else:
-        serving = children.ru_utime + children.ru_stime
-    return own.ru_utime + own.ru_stime + serving
+def _depth(pid: int, parent: dict[int, int]) -> int:
+    """How many ancestors `pid` has among the processes read (parents before children)."""
+    depth = 0
+    while pid in parent and depth < 64:
+        pid, depth = parent[pid], depth + 1
+    return depth
+
+
+def _cpu_s() -> float:
+    """CPU seconds so far of this process and its descendants, alive or exited."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # those that exited
+    return _live_cpu_s() + children.ru_utime + children.ru_stime
 
 
 @contextlib.contextmanager
@@ -331,15 +434,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--backend", choices=["twin", "vllm"], default="twin")
     parser.add_argument("--vllm-command", default=CPU_LAUNCHER, help="vLLM's command line")
     parser.add_argument("--report-only", action="store_true", help="run nothing new")
+    parser.add_argument("--bounds", default="", help="sweep max_off_policy_steps: 1,2,4,8")
+    parser.add_argument("--stale", default="", help="sweep stale_tokens: drop,mask")
+    parser.add_argument("--corrections", default="", help="sweep is_correction: none,decoupled")
+    parser.add_argument("--sync", action="store_true", help="add bound 0 with drain")
+    parser.add_argument("--eval-every", type=int, default=5, help="held-out eval period")
+    parser.add_argument("--target", type=float, default=0.5, help="held-out reward to reach")
+    parser.add_argument("--eval-plot", type=Path, help="draw held-out reward against CPU s")
     args = parser.parse_args(argv)
-    presets = [p.strip() for p in args.presets.split(",") if p.strip()]
-    settings = [s.strip() for s in args.settings.split(",")]
-    compare = [p.strip() for p in args.compare.split(",") if p.strip()]
+    presets, settings, compare = _names(args.presets), _names(args.settings), _names(args.compare)
     try:
         check_presets(presets)
         check_settings(settings)
         if compare:
             check_presets(compare, "--compare")
+        found = variants(
+            [_number(b, "--bounds") for b in _names(args.bounds)],
+            _names(args.stale),
+            _names(args.corrections),
+            args.sync,
+        )
+        check_variants(found, settings)
         if not args.report_only:
             with (
                 tempfile.TemporaryDirectory() as scratch,
@@ -353,7 +468,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     table=args.table,
                     extra=args.extra,
                     compare=compare,
-                    runner=functools.partial(run_one, servers=servers),
+                    variant_sets=found,
+                    runner=functools.partial(run_one, servers=servers, eval_every=args.eval_every),
                 )
     except (StudyError, ConfigError) as error:
         print(f"learning.py: error: {error}", file=sys.stderr)
@@ -361,8 +477,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     table = reported(load_table(args.table), settings, args.seeds, args.extra)
     rows = [r for r in table if r["preset"] in presets]
     print(report(rows, args.steps))
+    print(sweep_report(rows, args.steps, args.target))
     if args.plot:
         plot(rows, args.steps, args.plot)
+    if args.eval_plot:
+        plot_eval(rows, args.steps, args.eval_plot)
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _number(text: str, option: str) -> int:
+    if not text.isdigit():
+        raise StudyError(f"{option} {text}: a bound is a whole number of steps")
+    return int(text)
 
 
 if __name__ == "__main__":

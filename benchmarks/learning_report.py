@@ -207,3 +207,109 @@ def _at(row: Row, t: float) -> float:
             break
         value = mean if mean is not None else statistics.fmean(row["curve"][:WINDOW])
     return value
+
+
+# ---- the staleness sweep: ranked by the held-out reward --------------------------------
+def eval_final(row: Row, key: str = "greedy") -> float:
+    """The held-out reward of the run's last evaluation (its last step)."""
+    return float(row["eval"][-1][key])
+
+
+def to_eval_target(row: Row, target: float) -> tuple[float, float]:
+    """(batches, CPU seconds) until the held-out greedy reward first reached `target`,
+    read at the evaluations (every `eval_every` batches); (inf, inf) if it never did."""
+    for scored in row["eval"]:
+        if scored["greedy"] >= target:
+            step = scored["step"]
+            cpu = row["batch_cpu_s"][step - 1] if step <= len(row["batch_cpu_s"]) else math.inf
+            return float(step), float(cpu)
+    return math.inf, math.inf
+
+
+def mean_age(row: Row) -> float:
+    ages = {int(age): count for age, count in row["trained_ages"].items()}
+    return sum(age * count for age, count in ages.items()) / (sum(ages.values()) or 1)
+
+
+def sweep_report(rows: Sequence[Row], steps: int, target: float) -> str:
+    """One table of every run with held-out evaluations, per settings (the variant's
+    items included) and preset, best first by median final held-out reward (greedy)."""
+    scored = [r for r in rows if r["steps"] == steps and r.get("eval")]
+    if not scored:
+        return ""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in scored:
+        groups.setdefault((f"{row['settings']} ({label(row)})", row["preset"]), []).append(row)
+    order = sorted(groups, key=lambda key: -statistics.median(map(eval_final, groups[key])))
+    lines = [
+        f"### held-out reward ({steps} batches; target {target})",
+        "",
+        "| settings | preset | seeds | eval greedy | eval sampled | batches to target | "
+        "CPU s to target | CPU s | train-batch reward | wall s | mean age | ratio ESS | "
+        "clip fraction | KL(b‖θ) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in order:
+        lines.append(_sweep_line(*key, groups[key], target))
+    return "\n".join(lines) + "\n"
+
+
+def _sweep_line(settings: str, preset: str, runs: list[Row], target: float) -> str:
+    reached = [to_eval_target(r, target) for r in runs]
+    steps_diag = [d for r in runs for d in r["diagnostics"]]
+
+    def diag(key: str) -> str:
+        return _number(statistics.fmean(d[key] for d in steps_diag), 3) if steps_diag else "n/a"
+
+    return (
+        f"| {settings} | {preset} | {len(runs)} | "
+        f"{_median_range([eval_final(r) for r in runs], 3)} | "
+        f"{_median_range([eval_final(r, 'sampled') for r in runs], 3)} | "
+        f"{_spread([b for b, _ in reached])} | {_spread([c for _, c in reached])} | "
+        f"{statistics.median(r['cpu_s'] for r in runs):.0f} | "
+        f"{statistics.median(map(final_reward, runs)):.3f} | "
+        f"{statistics.median(r['wall_s'] for r in runs):.0f} | "
+        f"{statistics.fmean(map(mean_age, runs)):.2f} | {diag('ratio_ess')} | "
+        f"{diag('clip_fraction')} | {diag('kl_behaviour')} |"
+    )
+
+
+def _median_range(values: list[float], digits: int) -> str:
+    """`median (min-max)` over seeds."""
+    return (
+        f"{statistics.median(values):.{digits}f} "
+        f"({min(values):.{digits}f}-{max(values):.{digits}f})"
+    )
+
+
+def plot_eval(rows: Sequence[Row], steps: int, path: Path) -> None:
+    """Held-out greedy reward against CPU seconds, one line per settings and preset
+    (median over seeds at each evaluation; its batch's CPU seconds, median too)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        if row["steps"] == steps and row.get("eval"):
+            variant = " ".join(row.get("variant", [])) or "no variant"
+            groups.setdefault(f"{row['preset']} {variant}", []).append(row)
+    figure, axis = pyplot.subplots(figsize=(7, 4.5))
+    for name, runs in sorted(groups.items()):
+        evaluated = [e["step"] for e in runs[0]["eval"]]
+        points = [
+            (
+                statistics.median(r["batch_cpu_s"][step - 1] for r in runs),
+                statistics.median(
+                    e["greedy"] for r in runs for e in r["eval"] if e["step"] == step
+                ),
+            )
+            for step in evaluated
+            if all(step <= len(r["batch_cpu_s"]) for r in runs)
+        ]
+        axis.plot([x for x, _ in points], [y for _, y in points], marker=".", label=name)
+    axis.set(xlabel="CPU seconds", ylabel="held-out reward (greedy)")
+    axis.legend(fontsize=6)
+    figure.tight_layout()
+    figure.savefig(path)

@@ -16,21 +16,25 @@ from rolloutlog.testing.browser import HeadlessChromium, find_chromium
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
+def shoot(log: Path, window: Window, title: str, picture: Path) -> None:
+    """The timeline page of `log` over `window`, as a 1400x700 screenshot at `picture`."""
     chromium = find_chromium()
     if chromium is None:
         sys.exit("no Chromium on PATH (apt-get install chromium)")
-    html, _ = timeline_page(
-        open_log(ROOT / "examples/simulated.arrow"), Window(), "simulated.arrow"
-    )
+    html, _ = timeline_page(open_log(log), window, title)
     with tempfile.TemporaryDirectory() as scratch:
         page = Path(scratch) / "timeline.html"
         page.write_text(html, encoding="utf-8")
         with HeadlessChromium(chromium, Path(scratch) / "profile", width=1400, height=700) as b:
             b.open(page.as_uri())
             b.wait_for("window.__timeline && window.__timeline.stats().draws > 0")
-            b.screenshot(ROOT / "docs/img/timeline.png")
-    print("wrote docs/img/timeline.png")
+            b.screenshot(picture)
+    print(f"wrote {picture.relative_to(ROOT)}")
+
+
+def main() -> None:
+    log = ROOT / "examples/simulated.arrow"
+    shoot(log, Window(), "simulated.arrow", ROOT / "docs/img/timeline.png")
 
 
 if __name__ == "__main__":

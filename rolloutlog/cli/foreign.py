@@ -25,6 +25,10 @@ def import_foreign(folder: Path, output: Path, source: str = "prime-rl") -> int:
         click.echo(f"rolloutlog: reconstructed: {fact}", err=True)
     for fact in note["assumed"]:
         click.echo(f"rolloutlog: assumed: {fact}", err=True)
+    for fact in note.get("absent", ()):
+        click.echo(f"rolloutlog: absent: {fact}", err=True)
+    for what, counts in note.get("reconciled", {}).items():
+        click.echo(f"rolloutlog: reconciled: {what}: {counts}", err=True)
     return LogReader(output).info().events
 
 

@@ -11,6 +11,7 @@ import click
 
 from rolloutlog import __version__
 from rolloutlog.cli.bad_input import OneLineGroup
+from rolloutlog.cli.explain import explain_command
 from rolloutlog.cli.log import export_command, import_command, info_command
 from rolloutlog.cli.metrics import metrics_command
 from rolloutlog.cli.replay import diff_command, replay_command, show_command, verify_command
@@ -40,6 +41,7 @@ for _command in (
     show_command,
     diff_command,
     metrics_command,
+    explain_command,
     timeline_command,
     simulate_command,
     sweep_command,

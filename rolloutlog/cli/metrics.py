@@ -24,7 +24,8 @@ from rolloutlog.cli.options import FILE, OUTPUT
 from rolloutlog.cli.output import warn_torn_tail
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.whole_file import written_whole
-from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics
+from rolloutlog.replay.explain import WAIT_COLUMNS
+from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics, with_waits
 from rolloutlog.replay.step_segments import PARTIAL_RATIO, SEGMENT_COLUMNS
 
 
@@ -42,11 +43,12 @@ from rolloutlog.replay.step_segments import PARTIAL_RATIO, SEGMENT_COLUMNS
 @reports_bad_input
 def metrics_command(log: Path, form: str, output: Path | None) -> None:
     """Write LOG's per-step table: step, time, trained, off_policy/* (the age split into
-    in-flight and in-queue parts), dispatcher/off_policy/*, reward/mean."""
+    in-flight and in-queue parts), dispatcher/off_policy/*, reward/mean, and the trainer's
+    wait before the batch split into its causes (wait/*, as `rolloutlog explain`)."""
     if form == "parquet" and output is None:
         fail("--format parquet writes a binary file: name it with -o FILE")
     reader = LogReader(log, warn=False)
-    rows = StepMetrics.from_batches(reader.batches()).rows
+    rows = with_waits(StepMetrics.from_batches(reader.batches()).rows, reader.batches())
     warn_torn_tail(reader.torn_tail, log)
     if output is None:
         _write(rows, form, sys.stdout.buffer)
@@ -78,6 +80,7 @@ def _schema(segments: bool) -> pa.Schema:
         "off_policy/evicted",
         "off_policy/leftover",
         "cancelled/redundant",
+        "wasted/episodes",
     }
-    names = (*STEP_COLUMNS, *(SEGMENT_COLUMNS if segments else ()))
+    names = (*STEP_COLUMNS, *(SEGMENT_COLUMNS if segments else ()), *WAIT_COLUMNS)
     return pa.schema([(name, pa.int64() if name in counts else pa.float64()) for name in names])

@@ -42,7 +42,7 @@ from rolloutlog.replay.source import LogFile, open_log
 from rolloutlog.replay.state_view import state_at
 from rolloutlog.replay.step_metrics import run_age_split
 from rolloutlog.replay.timeline import Moment, episode_timeline, group_timeline
-from rolloutlog.replay.verify import verify_log
+from rolloutlog.replay.verify import check_import, import_unchecked, is_import, verify_log
 
 OK, DIFFERS = 0, 1  # bad input exits 2 (cli.bad_input)
 AS_JSON = json_option("Print one JSON object.")
@@ -130,6 +130,8 @@ def verify_command(log: Path, policy: str | None, t_tolerance: float | None, as_
 
     With --policy, exit 1 at the first decision that does not conform to the preset.
     """
+    if is_import(_open(log)):
+        _verify_import(_open(log), log, as_json)
     if policy is None:
         if t_tolerance is not None:
             fail("--t-tolerance: only with --policy")
@@ -167,6 +169,37 @@ def _warn_read(source: LogFile, log: Path, events: int, error: object) -> None:
     warn_torn_tail(source.torn_tail, log)
     if error is None:
         warn_no_event(events, log)
+
+
+def _verify_import(source: LogFile, log: Path, as_json: bool) -> None:
+    """`verify` on another stack's imported run: what the import knows, checked; what it
+    reconstructed, said in one line and not checked (exit 1 only on what is checked)."""
+    verdict = check_import(source)
+    unchecked = import_unchecked(source)
+    _warn_read(source, log, verdict.checked, verdict.error)
+    if as_json:
+        emit_json(
+            {
+                "ok": verdict.ok,
+                "imported": True,
+                "checked": verdict.checked,
+                "problems": verdict.problems,
+                "unchecked": unchecked,
+                "error": None if verdict.error is None else str(verdict.error),
+            }
+        )
+    else:
+        for problem in verdict.problems:
+            Console().print(f"[red]{problem}[/]")
+        if verdict.ok:
+            Console().print(
+                f"[green]imported run: {verdict.checked} stale cancellations, drops and "
+                "batches hold, and the log replays clean[/]"
+            )
+        click.echo(f"rolloutlog: {unchecked}", err=True)
+    if verdict.error is not None:
+        fail(str(verdict.error))
+    raise SystemExit(OK if verdict.ok else DIFFERS)
 
 
 def _conform(source: LogFile, log: Path, policy: str, tolerance: float, as_json: bool) -> None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 
 from rolloutlog.importers.errors import ForeignRunError, field, read_jsonl
 
+T = TypeVar("T", dict[str, Any], list[Any])
 _STEP_DIR: Final = re.compile(r"step_(\d+)$")
 
 
@@ -29,6 +30,7 @@ class Arrival:
     task: str
     work: str
     frozen: bool  # sampled from a frozen policy: `run.work.policy` is None
+    version: int | None  # `run.work.policy.start`: the group's dispatch version (None: frozen)
     reward: float | None  # None: failed
     error: str
     prompt_tokens: int
@@ -131,6 +133,13 @@ def _times(entry: _Record) -> tuple[float | None, float | None]:
     return start, max([start, *ends])
 
 
+def _optional(record: Any, name: str, kind: type[T], where: str) -> T:
+    """`record[name]` of `kind`, or empty when missing or null; another type is refused."""
+    if not isinstance(record, dict) or record.get(name) is None:
+        return kind()
+    return field(record, name, kind, where)
+
+
 def _arrival(
     entry: _Record, t0: float | None, t1: float | None, first: dict[str, float]
 ) -> Arrival:
@@ -145,16 +154,20 @@ def _arrival(
     start = first.get(group, t1) if t0 is None else t0
     traces = record["traces"]
     rewards = [
-        field(reward, "score", float, where) * field(reward, "weight", float, where)
+        field(reward, "score", float, f"{where}: traces.rewards")
+        * field(reward, "weight", float, f"{where}: traces.rewards")
         for trace in traces
-        for reward in (trace.get("rewards") or {}).values()
+        for reward in _optional(trace, "rewards", dict, f"{where}: traces").values()
         if reward is not None
     ]
-    usage = [call.get("usage") or {} for trace in traces for call in trace.get("calls") or []]
+    calls = [c for trace in traces for c in _optional(trace, "calls", list, f"{where}: traces")]
+    usage = [_optional(call, "usage", dict, f"{where}: traces.calls") for call in calls]
     task = field(record, "task", dict, where)
     env = record.get("env") or {}
     work_info = (record.get("run") or {}).get("work") or {}
     errors = record.get("errors") or []
+    policy = work_info.get("policy") if isinstance(work_info, dict) else None
+    version = field(policy, "start", int, f"{where}: run.work.policy") if policy else None
     return Arrival(
         t0=min(start, t1),
         t1=t1,
@@ -166,6 +179,7 @@ def _arrival(
         frozen=entry.work == "train"
         and "work" in (record.get("run") or {})
         and work_info.get("policy") is None,
+        version=version,
         reward=sum(rewards) if ok else None,
         error=str(errors[-1].get("type", "error")) if errors else "failed",
         prompt_tokens=sum(int(u.get("prompt_tokens") or 0) for u in usage),

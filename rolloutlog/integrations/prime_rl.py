@@ -11,167 +11,56 @@ prime-rl's own ids, at the moment it happens (seconds since the first call):
 - `Dispatcher.handle_completed_episode(task)`: the completion or failure (a cancelled
   task's is not an arrival);
 - `Dispatcher.drop_group(group_id, reason=...)`: the cancellation of its in-flight and
-  unscheduled members;
+  unscheduled members, recorded before prime-rl's first await there (its claim);
 - `Dispatcher.cancel_inflight(n)`: the overload cut; `on_version_pending(step)`: version
   `step` pending; `on_new_version(step)`: version `step` live; `set_limit(max_inflight)`:
-  the permit limit;
+  the permit limit (prime-rl's limits are floats: the whole permits they allow);
 - `TrainSink.process_group(group_id)`: the score (each member's advantage: the sum over its
-  traces of prime-rl's own scalar reading of a trace, `trace_advantage`; admitted when any
-  of its traces was queued), after a stale cancellation the drops of its arrived members
-  and an empty score;
-- `TrainSink._drop_stale(trace_ids)`: a drop of each episode whose queued traces it voided;
-- `TrainSink.process_batch()`: the batch, its cut and its trained episodes.
+  traces of prime-rl's own scalar reading of a trace, `trace_advantage`, taken as GRPO's
+  value where it is that to float32's precision; admitted when any of its traces was
+  queued), after a stale cancellation the drops of its arrived members and an empty score;
+- `TrainSink._drop_stale(trace_ids)`: a drop of each episode whose queued traces it voided
+  (the insertion sweep inside `process_group` runs after the group was queued: its score
+  is recorded first);
+- `TrainSink.process_batch()`: the cut; `Orchestrator.update_dispatch_gate()`, right after
+  `finalize_train_batch` moved its step: the ship (a batch whose every sample was
+  pruned moves no step, and its cut rides the next ship, untrained);
+- `Orchestrator.start_draining` (at `max_steps`): the run's end, before prime-rl cancels
+  what is in flight; `Orchestrator.start` returning: the log closed.
 
-The log then goes to `rolloutlog verify LOG --policy prime-rl`. Nothing of prime-rl is
-changed but these methods, and `Instrumented.restore` puts them back. `enable()` does all
-of it for the classes prime-rl defines when the environment variable
-`ROLLOUTLOG_PRIME_RL_LOG` names the log to write, and nothing otherwise.
+Recording never harms the run: each wrapper calls prime-rl's method as it was called and
+returns or raises what it does; the recording's own errors are logged once and stop it
+(`prime_rl_recording.Recording.safely`), the log is committed every few seconds on
+prime-rl's event loop and closed at its end or the process's exit. The log then goes to
+`rolloutlog verify LOG --policy prime-rl`. `Instrumented.restore` puts prime-rl's methods
+back. `enable()` does all of it for the classes prime-rl defines when the environment
+variable `ROLLOUTLOG_PRIME_RL_LOG` names the log to write, and nothing otherwise.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib
+import math
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from rolloutlog.integrations.prime_rl_recording import (
+    COMMIT_EVERY_S,
+    LOGGER,
+    Clock,
+    Recording,
+    as_computed,
+    trace_advantage,
+)
 from rolloutlog.record import Recorder
 
 LOG_VARIABLE: Final = "ROLLOUTLOG_PRIME_RL_LOG"
-Clock = Callable[[], float]
-
-
-class Recording:
-    """The recorder behind the wrapped methods: prime-rl's objects in, foreign ids out.
-
-    An episode is known by its asyncio task while in flight and by its verifiers
-    `Episode.id` once it arrived (the sink sees only the episode).
-    """
-
-    def __init__(self, open_log: Callable[[Mapping[str, Any]], Recorder], clock: Clock) -> None:
-        self.open_log, self.clock = open_log, clock
-        self.recorder: Recorder | None = None
-        self.config: dict[str, Any] = {}
-        self.groups: set[str] = set()
-        self.by_task: dict[int, str] = {}  # id(asyncio task) -> our foreign episode id
-        self.by_episode: dict[str, str] = {}  # verifiers Episode.id -> the same
-        self.scored: set[str] = set()
-        self.dispatches = 0
-
-    def log(self) -> Recorder:
-        """The recorder, opened at the first call with what the objects told of the run."""
-        if self.recorder is None:
-            self.recorder = self.open_log(self.config)
-        return self.recorder
-
-    def t(self) -> float:
-        return self.clock()
-
-    # --- the dispatcher ----------------------------------------------------------------
-
-    def dispatched(
-        self, dispatcher: Any, group_id: uuid.UUID, group: Any, before: set[int]
-    ) -> None:
-        key = str(group_id)
-        self.config.setdefault("group_size", group.target_episodes)
-        log, t = self.log(), self.t()
-        if key not in self.groups:
-            self.groups.add(key)
-            task = getattr(group.task, "key", None) or getattr(group.task, "hash", None)
-            log.open_group(t, key, env=group.env_name, task=str(task), work=group.kind)
-        for task_object in dispatcher.inflight:
-            if id(task_object) not in before:
-                self.dispatches += 1
-                episode = f"{key}/{self.dispatches}"
-                self.by_task[id(task_object)] = episode
-                log.dispatch(t, key, episode)
-
-    def arrived(self, task: Any) -> None:
-        episode = self.by_task.pop(id(task), None)
-        if episode is None:
-            return
-        log, t = self.log(), self.t()
-        try:
-            result = task.result()
-        except BaseException as error:  # the task's own failure, as prime-rl reads it
-            log.fail(t, episode, error=type(error).__name__)
-            return
-        self.by_episode[str(result.id)] = episode
-        if not getattr(result, "ok", True):
-            log.fail(t, episode, error="episode not ok")
-            return
-        rewards = [trace.reward or 0.0 for trace in result.traces]
-        log.complete(
-            t,
-            episode,
-            reward=sum(rewards),
-            prompt_tokens=int(getattr(result, "num_input_tokens", 0) or 0),
-            completion_tokens=int(getattr(result, "num_output_tokens", 0) or 0),
-        )
-
-    def cancelled(
-        self, group_id: uuid.UUID, tasks: Iterable[Any], unscheduled: int, reason: str
-    ) -> None:
-        episodes = [self.by_task.pop(id(task)) for task in tasks if id(task) in self.by_task]
-        if episodes or unscheduled:
-            self.log().cancel(
-                self.t(), str(group_id), episodes, unscheduled=unscheduled, reason=reason
-            )
-
-    # --- the sink ----------------------------------------------------------------------
-
-    def scored_group(self, sink: Any, group_id: str, group: list[Any], voided: bool) -> None:
-        """`voided`: a stale cancellation voids every arrived member (prime-rl's per-group
-        rule), recorded as their drops before the group's empty score."""
-        if group_id not in self.groups or group_id in self.scored:
-            return
-        self.scored.add(group_id)
-        advantages: dict[str, float] = {}
-        queued = False
-        scored = [e for e in group if getattr(e, "ok", True) and e.traces]
-        if voided:  # in dispatch order: prime-rl voids them at once
-            self.dropped(sorted(scored, key=lambda e: self._dispatch_number(e)))
-            scored = []
-        for episode in scored:  # a failure arrives unscored
-            ours = self.by_episode[str(episode.id)]
-            advantages[ours] = sum(trace_advantage(trace) for trace in episode.traces)
-            queued = queued or any(trace.id in sink.pending_batch for trace in episode.traces)
-        self.log().score(self.t(), group_id, advantages, admitted=queued)
-
-    def _dispatch_number(self, episode: Any) -> int:
-        return int(self.by_episode[str(episode.id)].rpartition("/")[2])
-
-    def dropped(self, voided: Iterable[Any]) -> None:
-        for episode in dict.fromkeys(self.by_episode[str(e.id)] for e in voided):
-            self.log().drop(self.t(), episode)
-
-    def shipped(self, cut: list[tuple[Any, str]], trained_traces: set[str] | None) -> None:
-        """`cut`: (episode, trace id) of each trace the batch took, in queue order."""
-        ours = [(self.by_episode[str(episode.id)], trace) for episode, trace in cut]
-        episodes = list(dict.fromkeys(e for e, _ in ours))
-        kept = episodes
-        if trained_traces is not None:
-            kept = list(dict.fromkeys(e for e, trace in ours if trace in trained_traces))
-        self.log().ship(self.t(), episodes, trained=kept)
-
-    def finish(self, reason: str = "steps") -> None:
-        """End the run (the recorder's end-of-run protocol) and close the log."""
-        log = self.log()
-        if not log.finished:
-            log.finish(self.t(), reason)
-        log.close()
-
-
-def trace_advantage(trace: Any) -> float:
-    """A trace's advantage as prime-rl reads one back (`algo/routing.py` `scalar_advantage`):
-    its algorithm assigns credit per sampled token of each node (`node.advantages`; GRPO
-    gives every token the trace's one scalar), and the scalar is the mean of the nonzero
-    ones, 0 when none is nonzero or none was assigned."""
-    values = [v for node in trace.nodes for v in getattr(node, "advantages", None) or () if v]
-    return sum(values) / len(values) if values else 0.0
+# prime-rl's gate (`orchestrator.py` TARGET_LAG), where its module does not say otherwise
+TARGET_LAG: Final = 1
 
 
 class Instrumented:
@@ -192,137 +81,238 @@ class Instrumented:
         self.originals.clear()
 
 
-def instrument(dispatcher_cls: type, sink_cls: type, recording: Recording) -> Instrumented:
-    """Wrap the methods of the module docstring's table on both classes."""
+def instrument(
+    dispatcher_cls: type,
+    sink_cls: type,
+    recording: Recording,
+    orchestrator_cls: type | None = None,
+    *,
+    target_lag: int = TARGET_LAG,
+) -> Instrumented:
+    """Wrap the methods of the module docstring's table. Each wrapper calls prime-rl's own
+    method exactly as it was called and returns or raises what it does; what is recorded
+    goes through `Recording.safely`, which never raises."""
     done = Instrumented(recording)
-    r = recording
+    for cls, hooks in (
+        (dispatcher_cls, _dispatcher_hooks(recording, target_lag)),
+        (sink_cls, _sink_hooks(recording)),
+        (orchestrator_cls, _orchestrator_hooks(recording)),
+    ):
+        if cls is None:
+            continue
+        for name, make in hooks.items():
+            if name in cls.__dict__:
+                done.wrap(cls, name, make)
+    return done
 
-    def init_dispatcher(original: Any) -> Any:
+
+Hooks = dict[str, Callable[[Any], Any]]
+
+
+def _dispatcher_hooks(r: Recording, target_lag: int) -> Hooks:
+    def init(original: Any) -> Any:
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             original(self, *args, **kwargs)
-            r.config.update(
-                max_inflight=self.max_inflight,
-                max_off_policy_steps=self.max_off_policy_steps,
-                target_lag=self.max_off_policy_steps,
-                staleness="per-group",
-            )
-
-        return __init__
-
-    def init_sink(original: Any) -> Any:
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            original(self, *args, **kwargs)
-            sizes = {"batch_size": self.batch_size, "token_batch_size": self.token_batch_size}
-            r.config.update({k: v for k, v in sizes.items() if v is not None})
+            known = {
+                "max_inflight": math.floor(self.max_inflight),  # prime-rl's limits are floats
+                "max_off_policy_steps": self.max_off_policy_steps,
+                "target_lag": target_lag,
+                "staleness": "per-group",
+            }
+            r.safely("config", lambda: r.config.update(known))
 
         return __init__
 
     def schedule(original: Any) -> Any:
-        async def schedule_group_episode(self: Any, group_id: Any, group: Any) -> bool:
-            before = {id(task) for task in self.inflight}
+        async def schedule_group_episode(self: Any, group_id: Any, group: Any) -> Any:
+            before = r.safely("dispatch", lambda: {id(task) for task in self.inflight})
             scheduled = await original(self, group_id, group)
-            if scheduled:
-                r.dispatched(self, group_id, group, before)
-            return bool(scheduled)
+            if scheduled and before is not None:
+                r.safely("dispatch", lambda: r.dispatched(self, group_id, group, before))
+            return scheduled
 
         return schedule_group_episode
 
     def completed(original: Any) -> Any:
-        async def handle_completed_episode(self: Any, task: Any) -> None:
+        async def handle_completed_episode(self: Any, task: Any) -> Any:
             if task in self.inflight and not task.cancelled():
-                r.arrived(task)
-            await original(self, task)
+                r.safely("arrival", lambda: r.arrived(task))
+            return await original(self, task)
 
         return handle_completed_episode
 
     def drop(original: Any) -> Any:
-        async def drop_group(self: Any, group_id: Any, *, reason: str) -> int:
-            group = self.groups.get(group_id)
-            tasks = [task for task, meta in self.inflight.items() if meta.group_id == group_id]
-            unscheduled = group.episodes_to_schedule if group is not None else 0
-            cancelled = await original(self, group_id, reason=reason)
-            r.cancelled(group_id, tasks, unscheduled, reason)
-            return int(cancelled)
+        async def drop_group(self: Any, group_id: Any, *, reason: str) -> Any:
+            # what prime-rl claims before its first await, recorded before it: its main
+            # loop may finalize the group while drop_group awaits
+            r.safely("cancel", lambda: _cancel(r, self, group_id, reason))
+            return await original(self, group_id, reason=reason)
 
         return drop_group
 
     def overload(original: Any) -> Any:
-        def cancel_inflight(self: Any, n: int) -> None:
-            r.log().overload_cut(r.t(), n)
-            original(self, n)
+        def cancel_inflight(self: Any, n: int) -> Any:
+            r.safely("overload_cut", lambda: r.log().overload_cut(r.t(), math.ceil(n)))
+            return original(self, n)
 
         return cancel_inflight
 
     def pending(original: Any) -> Any:
-        async def on_version_pending(self: Any, step: int) -> None:
-            r.log().version_pending(r.t(), step)
-            await original(self, step)
+        async def on_version_pending(self: Any, step: int) -> Any:
+            r.safely("version_pending", lambda: r.log().version_pending(r.t(), step))
+            return await original(self, step)
 
         return on_version_pending
 
     def live(original: Any) -> Any:
-        async def on_new_version(self: Any, step: int) -> None:
-            await original(self, step)
-            r.log().version_live(r.t(), step)
+        async def on_new_version(self: Any, step: int) -> Any:
+            result = await original(self, step)
+            r.safely("version_live", lambda: r.log().version_live(r.t(), step))
+            return result
 
         return on_new_version
 
     def limit(original: Any) -> Any:
-        def set_limit(self: Any, max_inflight: int) -> None:
-            original(self, max_inflight)
-            r.log().set_limit(r.t(), max_inflight)
+        def set_limit(self: Any, max_inflight: float) -> Any:
+            result = original(self, max_inflight)
+            permits = math.floor(max_inflight)  # a dispatch takes a whole free permit
+            r.safely("set_limit", lambda: r.log().set_limit(r.t(), permits))
+            return result
 
         return set_limit
 
+    return {
+        "__init__": init,
+        "schedule_group_episode": schedule,
+        "handle_completed_episode": completed,
+        "drop_group": drop,
+        "cancel_inflight": overload,
+        "on_version_pending": pending,
+        "on_new_version": live,
+        "set_limit": limit,
+    }
+
+
+def _cancel(r: Recording, dispatcher: Any, group_id: Any, reason: str) -> None:
+    group = dispatcher.groups.get(group_id)
+    tasks = [task for task, meta in dispatcher.inflight.items() if meta.group_id == group_id]
+    unscheduled = group.episodes_to_schedule if group is not None else 0
+    r.cancelled(group_id, tasks, unscheduled, reason)
+
+
+def _sink_hooks(r: Recording) -> Hooks:
+    def init(original: Any) -> Any:
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            sizes = {"batch_size": self.batch_size, "token_batch_size": self.token_batch_size}
+            known = {k: v for k, v in sizes.items() if v is not None}
+            r.safely("config", lambda: r.config.update(known))
+
+        return __init__
+
     def process(original: Any) -> Any:
-        async def process_group(self: Any, group_id: str) -> None:
-            group = list(self.pending_groups.get(group_id, ()))
-            cancellation = self.pending_group_cancellations.get(group_id)
-            voided = cancellation is not None and cancellation.reason == "stale"
-            await original(self, group_id)
-            r.scored_group(self, group_id, group, voided)
+        async def process_group(self: Any, group_id: str) -> Any:
+            seen = r.safely("score", lambda: _arrived_members(r, self, group_id))
+            try:
+                result = await original(self, group_id)
+            finally:
+                r.scoring = None
+            if seen is not None:
+                members, voided = seen
+                r.safely("score", lambda: r.scored_group(self, group_id, members, voided))
+            return result
 
         return process_group
 
     def sweep(original: Any) -> Any:
-        def _drop_stale(self: Any, trace_ids: Iterable[str] | None = None) -> None:
-            queued = dict(self.episode_by_trace)
-            original(self, trace_ids)
-            r.dropped(e for trace, e in queued.items() if trace not in self.pending_batch)
+        def _drop_stale(self: Any, trace_ids: Iterable[str] | None = None) -> Any:
+            before = r.safely(
+                "drop", lambda: (dict(self.episode_by_trace), set(self.pending_batch))
+            )
+            result = original(self, trace_ids)
+            if before is not None:
+                queued, queue = before
+                voided = [e for trace, e in queued.items() if trace not in self.pending_batch]
+                r.safely("drop", lambda: r.swept(voided, queue))
+            return result
 
         return _drop_stale
 
     def batch(original: Any) -> Any:
         def process_batch(self: Any) -> Any:
-            queued = list(self.pending_batch)
-            episodes = dict(self.episode_by_trace)
+            before = r.safely(
+                "cut", lambda: (list(self.pending_batch), dict(self.episode_by_trace))
+            )
             shipped = original(self)
-            cut = [(episodes[t], t) for t in queued if t not in self.pending_batch]
-            trained = getattr(getattr(shipped, "cohort", None), "sampled_trace_ids", None)
-            r.shipped(cut, None if trained is None else set(trained))
+            if before is not None:
+                queued, episodes = before
+                cut = [(episodes[t], t) for t in queued if t not in self.pending_batch]
+                r.safely("cut", lambda: r.cut(shipped, cut))
             return shipped
 
         return process_batch
 
-    done.wrap(dispatcher_cls, "__init__", init_dispatcher)
-    done.wrap(sink_cls, "__init__", init_sink)
-    for name, make in (
-        ("schedule_group_episode", schedule),
-        ("handle_completed_episode", completed),
-        ("drop_group", drop),
-        ("cancel_inflight", overload),
-        ("on_version_pending", pending),
-        ("on_new_version", live),
-        ("set_limit", limit),
-    ):
-        done.wrap(dispatcher_cls, name, make)
-    for name, make in (
-        ("process_group", process),
-        ("_drop_stale", sweep),
-        ("process_batch", batch),
-    ):
-        done.wrap(sink_cls, name, make)
-    return done
+    return {
+        "__init__": init,
+        "process_group": process,
+        "_drop_stale": sweep,
+        "process_batch": batch,
+    }
+
+
+def _arrived_members(r: Recording, sink: Any, group_id: str) -> tuple[list[Any], bool]:
+    """The group's arrivals, and whether a stale cancellation voids them; while prime-rl
+    processes the group, its insertion sweep scores it first (`Recording.swept`)."""
+    members = list(sink.pending_groups.get(group_id, ()))
+    cancellation = sink.pending_group_cancellations.get(group_id)
+    r.scoring = (sink, group_id, members)
+    return members, cancellation is not None and cancellation.reason == "stale"
+
+
+def _orchestrator_hooks(r: Recording) -> Hooks:
+    def start(original: Any) -> Any:
+        async def start(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                result = await original(self, *args, **kwargs)
+            except BaseException:
+                r.end(None)  # committed and closed, unfinished: the run did not end well
+                raise
+            r.end("closed")  # a run that ended without the drain (no max_steps)
+            return result
+
+        return start
+
+    def finalize(original: Any) -> Any:
+        async def finalize_train_batch(self: Any, batch: Any) -> Any:
+            r.safely("ship", lambda: setattr(r, "shipping", (batch, self.progress.step)))
+            try:
+                return await original(self, batch)
+            finally:
+                r.safely("ship", lambda: r.finalized(batch))
+
+        return finalize_train_batch
+
+    def gate(original: Any) -> Any:
+        def update_dispatch_gate(self: Any) -> Any:
+            # called right after `progress.step += 1`, before any await: the ship's moment
+            r.safely("ship", lambda: r.stepped(self.progress.step))
+            return original(self)
+
+        return update_dispatch_gate
+
+    def drain(original: Any) -> Any:
+        async def start_draining(self: Any, reason: str) -> Any:
+            r.finish("steps")  # before prime-rl cancels what is in flight
+            return await original(self, reason)
+
+        return start_draining
+
+    return {
+        "start": start,
+        "finalize_train_batch": finalize,
+        "update_dispatch_gate": gate,
+        "start_draining": drain,
+    }
 
 
 def monotonic_clock() -> Clock:
@@ -340,15 +330,36 @@ def monotonic_clock() -> Clock:
 
 def enable(environ: Mapping[str, str] = os.environ) -> Instrumented | None:
     """Record prime-rl's orchestrator into the log `ROLLOUTLOG_PRIME_RL_LOG` names; without
-    the variable, nothing is wrapped (None)."""
+    the variable, nothing is wrapped (None). Nothing here raises into prime-rl: where its
+    classes cannot be imported, that is logged and nothing is wrapped."""
     path = environ.get(LOG_VARIABLE)
     if not path:
         return None
-    # prime-rl is the caller's, not a dependency of ours: found at run time, where it runs
-    dispatcher = importlib.import_module("prime_rl.orchestrator.dispatcher").Dispatcher
-    sink = importlib.import_module("prime_rl.orchestrator.train_sink").TrainSink
+    try:  # prime-rl is the caller's, not a dependency of ours: found where it runs
+        dispatcher = importlib.import_module("prime_rl.orchestrator.dispatcher").Dispatcher
+        sink = importlib.import_module("prime_rl.orchestrator.train_sink").TrainSink
+        module = importlib.import_module("prime_rl.orchestrator.orchestrator")
+    except Exception:
+        LOGGER.exception("rolloutlog cannot record prime-rl: its orchestrator does not import")
+        return None
 
     def open_log(config: Mapping[str, Any]) -> Recorder:
         return Recorder(path, config=config, code_version="prime-rl")
 
-    return instrument(dispatcher, sink, Recording(open_log, monotonic_clock()))
+    recording = Recording(open_log, monotonic_clock())
+    atexit.register(recording.end, None)  # a process that exits mid-run: committed, unfinished
+    lag = getattr(module, "TARGET_LAG", TARGET_LAG)
+    return instrument(dispatcher, sink, recording, module.Orchestrator, target_lag=lag)
+
+
+__all__ = [
+    "COMMIT_EVERY_S",
+    "LOG_VARIABLE",
+    "Instrumented",
+    "Recording",
+    "as_computed",
+    "enable",
+    "instrument",
+    "monotonic_clock",
+    "trace_advantage",
+]

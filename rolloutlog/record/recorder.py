@@ -26,6 +26,7 @@ from rolloutlog.events.log_writer import LogWriter, Notes
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     CANCEL_REASONS,
+    INTERRUPT_REASONS,
     WORK_KINDS,
     BatchShipped,
     CancelReason,
@@ -33,10 +34,13 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeDropped,
     EpisodeFailed,
+    EpisodeInterrupted,
+    EpisodeResumed,
     EpisodesCancelled,
     Event,
     GroupOpened,
     GroupScored,
+    InterruptReason,
     LimitSet,
     OverloadCut,
     RunFinished,
@@ -207,6 +211,32 @@ class Recorder:
         ours = self._episode(call, episode)
         self._append(call, t, EpisodeFailed(t=t, episode_id=ours, error=error))
         self._arrive(ours, None, 0)
+
+    def interrupt(
+        self, t: float, episode: ForeignId, *, completion_tokens: int, reason: str = "update"
+    ) -> None:
+        """Inference stopped an in-flight episode at a weight update (`update`) or when a
+        batch shipped (`recycle`); it keeps its permit and its `completion_tokens` so far (all
+        its segments) and goes on at `resume`. Whether the run's rules make this
+        interruption is `replay`'s to check."""
+        call = "interrupt"
+        ours = self._in_flight(call, episode)
+        if reason not in INTERRUPT_REASONS:
+            raise RecordError(f"{call}: reason must be one of {INTERRUPT_REASONS}, got {reason!r}")
+        if completion_tokens < 0:
+            raise RecordError(f"{call}: completion_tokens must be >= 0, got {completion_tokens}")
+        checked = cast(InterruptReason, reason)  # checked against INTERRUPT_REASONS above
+        event = EpisodeInterrupted(
+            t=t, episode_id=ours, completion_tokens=completion_tokens, reason=checked
+        )
+        self._append(call, t, event)
+
+    def resume(self, t: float, episode: ForeignId, *, version: int) -> None:
+        """Inference resubmitted an interrupted episode with its tokens so far; its next
+        segment is generated under `version` (the one inference serves)."""
+        call = "resume"
+        ours = self._in_flight(call, episode)
+        self._append(call, t, EpisodeResumed(t=t, episode_id=ours, policy_version=version))
 
     def version_pending(self, t: float, version: int) -> None:
         """The trainer published `version`: dispatches from now on carry it. A version is
@@ -424,6 +454,12 @@ class Recorder:
     def _tokens(self, ours: str) -> int:
         arrival = self._episode_group[ours].arrived.get(ours)
         return 0 if arrival is None else arrival[3]
+
+    def _in_flight(self, call: str, value: ForeignId) -> str:
+        ours = self._episode(call, value)
+        if ours not in self._episode_group[ours].inflight:
+            raise RecordError(f"{call}: episode {value!s} is not in flight")
+        return ours
 
     def _new_id(self, call: str, what: str, value: ForeignId) -> str:
         key = foreign_text(value, call, what)

@@ -302,16 +302,19 @@ def trainer_spans(
     waits for data). A batch whose version is never published (a skipped version) extends
     the busy span to the next publication; a busy span still open at the end closes there.
     """
+    # At one instant the log's order is kept: batch s ships before v_s is announced,
+    # v_v is announced before it goes live, and goes live before v_(v+1) is announced
+    # (an update of no time, the next one at once: sorting by kind paired them wrong).
     moments = sorted(
-        [(t, 0, step) for t, step, _, _ in ships]
-        + [(t, 1, version) for t, version in pending]
-        + [(t, 2, version) for t, version in live]
+        [(t, 2 * step - 1, 0, step) for t, step, _, _ in ships]
+        + [(t, 2 * version, 1, version) for t, version in pending]
+        + [(t, 2 * version + 1, 2, version) for t, version in live]
     )
     spans: list[tuple[float, float, int]] = []
     busy_since: float | None = None
     update_since: float | None = None
     last_step, published = 0, 0
-    for t, what, number in moments:
+    for t, _, what, number in moments:
         if what == 0:
             last_step = max(last_step, number)
             if busy_since is None and update_since is None:

@@ -43,8 +43,9 @@ import pyarrow as pa
 from rolloutlog.core.account_tokens import Generated
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.errors import EventError, LogError
-from rolloutlog.events.schema import batch_columns
+from rolloutlog.events.schema import batch_columns, iter_batch_columns
 from rolloutlog.events.types import EVENT_TYPES, Event
+from rolloutlog.replay.explain import WAIT_COLUMNS, ExplainError, explain_columns
 from rolloutlog.replay.step_segments import SegmentSplit
 
 if TYPE_CHECKING:
@@ -399,3 +400,18 @@ def run_age_split(source: LogSource) -> dict[str, Any]:
     with contextlib.suppress(EventError, LogError):
         metrics.read(source.batches())
     return metrics.run_values()
+
+
+def with_waits(
+    rows: list[dict[str, Any]], batches: Iterable[pa.RecordBatch]
+) -> list[dict[str, Any]]:
+    """`rows` with each step's trainer wait and its causes after their columns
+    (`WAIT_COLUMNS`, `replay.explain`): null for a batch the trainer had not started when
+    the log ends, and throughout where the log cannot be explained (no readable config)."""
+    try:
+        found = explain_columns(iter_batch_columns(batches)).steps
+    except (ExplainError, EventError, LogError):
+        found = []
+    waits = {wait.step: wait.columns() for wait in found}
+    empty = dict.fromkeys(WAIT_COLUMNS)
+    return [{**row, **waits.get(row["step"], empty)} for row in rows]

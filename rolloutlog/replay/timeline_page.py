@@ -16,6 +16,7 @@ import base64
 import json
 import math
 import re
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any, Final
 
@@ -23,6 +24,8 @@ import attrs
 import numpy as np
 
 from rolloutlog.events.types import CANCEL_REASONS
+from rolloutlog.replay.explain import cause_bands
+from rolloutlog.replay.explain_state import CAUSES
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import LogSource
 from rolloutlog.replay.spans import (
@@ -70,7 +73,7 @@ def timeline_page(source: LogSource, window: Window, title: str) -> tuple[str, d
     spans = read_spans(source)
     replay = replay_log(source)
     summary = {**replay.summary, "error": None if replay.error is None else str(replay.error)}
-    data = page_data(spans, summary, window, title)
+    data = page_data(spans, summary, window, title, causes=cause_bands(source))
     return render_page(data), data
 
 
@@ -92,7 +95,13 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def page_data(spans: Spans, summary: dict[str, Any], window: Window, title: str) -> dict[str, Any]:
+def page_data(
+    spans: Spans,
+    summary: dict[str, Any],
+    window: Window,
+    title: str,
+    causes: Sequence[tuple[float, float, int]] = (),
+) -> dict[str, Any]:
     """Everything the page draws, as plain data with the columns in base64."""
     keep = _selected(spans, window)
     lo = spans.t_start if window.t_from is None else window.t_from
@@ -140,11 +149,9 @@ def page_data(spans: Spans, summary: dict[str, Any], window: Window, title: str)
         "pending": [[t - lo, v] for t, v in spans.pending if lo <= t <= hi],
         "live": [[t - lo, v] for t, v in spans.live if lo <= t <= hi],
         "ships": [[t - lo, *rest] for t, *rest in spans.ships if lo <= t <= hi],
-        "trainer": [
-            [max(s, lo) - lo, min(e, hi) - lo, k]
-            for s, e, k in spans.trainer
-            if e >= lo and s <= hi
-        ],
+        "trainer": _clipped(spans.trainer, lo, hi),
+        "cause_kinds": list(CAUSES),
+        "causes": _clipped(causes, lo, hi),
         "summary": summary,
         "summary_rows": summary_rows(summary),
         "columns": {
@@ -167,6 +174,11 @@ def page_data(spans: Spans, summary: dict[str, Any], window: Window, title: str)
             **_pause_columns(spans, position, lo),
         },
     }
+
+
+def _clipped(spans: Iterable[tuple[float, float, int]], lo: float, hi: float) -> list[list[float]]:
+    """Spans (start, end, kind) that overlap the window, clipped to it, from its start."""
+    return [[max(s, lo) - lo, min(e, hi) - lo, k] for s, e, k in spans if e >= lo and s <= hi]
 
 
 def _pause_columns(

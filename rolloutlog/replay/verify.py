@@ -14,12 +14,13 @@ event fails verification at exactly its seq and nowhere before it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
 
-from rolloutlog.core.config import ConfigError
+from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.digest import event_payload
 from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.errors import InconsistentLogError
@@ -27,15 +28,22 @@ from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
 from rolloutlog.core.redecide import redecide
 from rolloutlog.core.registry import DispatchRegistry, group_number
 from rolloutlog.core.sink import SinkState
+from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import (
+    BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
+    EpisodeDropped,
     EpisodeFailed,
+    EpisodesCancelled,
     Event,
+    GroupOpened,
+    RunFinished,
     RunStarted,
+    VersionPending,
 )
 from rolloutlog.replay.fold import BAD_LOG_ERRORS, BadLog, fold_events
-from rolloutlog.replay.source import LogSource
+from rolloutlog.replay.source import LogFile, LogSource
 from rolloutlog.replay.state_view import relevant_state
 
 
@@ -151,3 +159,95 @@ def _diverged(
     events = [e for e in (expected, recorded) if e is not None]
     state = relevant_state(before.fold, events) if before.fold is not None else {}
     return Verification(matched, Divergence(seq, expected, recorded, state), None)
+
+
+# --- a log another stack's run was imported into -----------------------------------------
+
+IMPORT_NOTE = "import"  # the note an importer leaves (rolloutlog.importers)
+IMPORT_UNCHECKED = (
+    "not checked: when and in which order it dispatched, scored and cut (the import "
+    "reconstructed them: the run's files do not say), so no preset's decisions can be "
+    "compared one by one"
+)
+
+
+@attrs.frozen
+class ImportCheck:
+    """What `check_import` found: the facts it checked, and each that does not hold."""
+
+    checked: int  # stale cancellations, drops and batches checked
+    problems: list[str]  # "seq N (kind): what does not hold"
+    error: BadLog | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.error is None
+
+
+def is_import(source: LogFile) -> bool:
+    """The log carries an importer's note (a log that cannot be read is left to the
+    ordinary paths, which say why)."""
+    try:
+        return bool(source.reader.notes(IMPORT_NOTE))
+    except (LogError, EventError):
+        return False
+
+
+def import_unchecked(source: LogFile) -> str:
+    """What the importer says it could not check (its note's `unchecked`), or the generic
+    line where its note says nothing."""
+    for text in source.reader.notes(IMPORT_NOTE):
+        try:
+            said = json.loads(text).get("unchecked")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(said, str) and said:
+            return said
+    return IMPORT_UNCHECKED
+
+
+def check_import(source: LogSource) -> ImportCheck:
+    """Check what an import knows exactly: the log replays clean, every stale cancellation
+    is of a group past `max_off_policy_steps` then, every stale drop is past it, every
+    batch trains only what it cut, and ships only once the trainer is within `target_lag`.
+    """
+    folded = fold_events(source.events(), check_invariants=True, read_errors=True)
+    if folded.error is not None or folded.fold is None:
+        return ImportCheck(0, [], folded.error)
+    problems = list(folded.fold.summary()["invariant_violations"])
+    checked, found = _check_imported_decisions(source.events())
+    return ImportCheck(checked, problems + found, None)
+
+
+def _check_imported_decisions(events: Iterable[Event]) -> tuple[int, list[str]]:
+    bound = lag = 0
+    step, version, checked = 1, 0, 0
+    group_version: dict[str, int] = {}
+    problems: list[str] = []
+    for event in events:
+        if isinstance(event, RunStarted):
+            config = RunConfig.from_mapping(event.config, where="config", startable=False)
+            bound, lag = config.max_off_policy_steps, config.target_lag
+        elif isinstance(event, GroupOpened):
+            group_version[event.group_id] = event.policy_version
+        elif isinstance(event, VersionPending):
+            version = event.version
+        elif isinstance(event, EpisodesCancelled) and event.reason == "stale":
+            checked += 1
+            if (step - 1) - group_version.get(event.group_id, 0) <= bound:
+                problems.append(f"seq {event.seq} ({event.kind}): {event.group_id} is not stale")
+        elif isinstance(event, EpisodeDropped) and event.reason == "stale":
+            checked += 1
+            if event.age <= bound:
+                problems.append(f"seq {event.seq} ({event.kind}): age {event.age} is not stale")
+        elif isinstance(event, BatchShipped):
+            checked += 1
+            if not set(event.trained_ids) <= set(event.episode_ids):
+                problems.append(f"seq {event.seq} ({event.kind}): trains what it did not cut")
+            if version < event.step - 1 - lag:
+                problem = f"ships step {event.step} at v{version} (target_lag {lag})"
+                problems.append(f"seq {event.seq} ({event.kind}): {problem}")
+            step = event.step + 1
+        elif isinstance(event, RunFinished):
+            break  # the shutdown protocol's events are the recorder's own
+    return checked, problems

@@ -203,6 +203,7 @@ def run_training(
         "digest": replay.digest.hex(),
         "replay_error": None if replay.error is None else str(replay.error),
         "reward_curve": list(result.reward_curve),
+        "train_steps": list(result.train_steps),
         "wall_seconds": round(result.wall_seconds, 3),
         "resume_seconds": resumed_after_s[0] if resumed_after_s else None,
         "finished_reason": result.finished_reason,

@@ -133,3 +133,82 @@ def test_the_report_compares_rewards_at_the_wall_second_every_run_reached():
     assert "| final reward | reward at 12 s |" in text
     assert "| a | 1 | 15 (15-15) | 19 (19-19) | 0.900 | 0.340 |" in text  # 8 x 0.2, 2 x 0.9
     assert "| b | 1 | 10 (10-10) | never (0/1 did) | 0.500 | 0.500 |" in text
+
+
+def test_the_sweep_variants_and_the_presets_items_they_override():
+    found = learning.variants([1, 4], ["drop"], ["none", "decoupled"], sync=True)
+    assert found == [
+        ("max_off_policy_steps=1", "stale_tokens=drop", "is_correction=none"),
+        ("max_off_policy_steps=1", "stale_tokens=drop", "is_correction=decoupled"),
+        ("max_off_policy_steps=4", "stale_tokens=drop", "is_correction=none"),
+        ("max_off_policy_steps=4", "stale_tokens=drop", "is_correction=decoupled"),
+        ("max_off_policy_steps=0", "weight_update=drain"),
+    ]
+    assert learning.variants([], [], [], sync=False) == [()]  # no sweep: the plain runs
+    assert learning.variants([2], [], [], sync=False) == [("max_off_policy_steps=2",)]
+    learning.check_variants(found, ["long-gen", "study"])
+    # the variant's rule wins over the preset's; eval_every is added unless named
+    assert "weight_update=interrupt" in learning.preset_sets("areal")
+    items = learning.run_items("areal", ["batch_size=16", *found[-1]], found[-1], 5)
+    assert [i for i in items if i.startswith("weight_update=")] == ["weight_update=drain"]
+    assert items[-1] == "eval_every=5"
+    learning.build_settings(learning.parse_overrides(items), seed=0)  # no key twice
+    assert learning.run_items("areal", ["eval_every=2"], (), 5)[-1] != "eval_every=5"
+
+
+def test_a_bad_variant_is_refused_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        learning.main(["--bounds", "1,x", "--table", str(tmp_path / "t")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "learning.py: error: --bounds x: a bound is a whole number of steps"
+    )
+    assert not (tmp_path / "t").exists()
+
+
+def test_the_sweeps_smallest_budget_records_eval_diagnostics_and_cpu(tmp_path):
+    """The staleness sweep on 2 batches: a bound with the decoupled correction, and the
+    synchronous baseline; rows with held-out evaluations, per-step figures, CPU per batch."""
+    table = tmp_path / "runs.jsonl"
+    found = learning.variants([1], [], ["decoupled"], sync=True)
+    ran = learning.study(presets=["per-group"], seeds=[0], steps=2, settings=["hard"],
+                         table=table, extra=TINY, variant_sets=found,
+                         progress=lambda line: None)  # fmt: skip
+    assert ran == 2
+    rows = learning.load_table(table)
+    assert [tuple(r["variant"]) for r in rows] == found
+    for row in rows:
+        assert row["ok"] and row["eval_every"] == 5
+        assert [e["step"] for e in row["eval"]] == [2]  # the last step is always scored
+        assert 0.0 <= row["eval"][0]["greedy"] <= 1.0
+        assert [d["step"] for d in row["diagnostics"]] == [1, 2]
+        assert len(row["batch_cpu_s"]) == 2 and 0 < row["batch_cpu_s"][0] <= row["cpu_s"]
+    assert all(d["ages"] == {"0": d_sum(d)} for d in rows[1]["diagnostics"])  # synchronous
+    text = ranking.sweep_report(rows, 2, 0.5)
+    assert text.count("| hard (") == 2 and "CPU s to target" in text
+
+
+def d_sum(diagnostic: dict) -> int:
+    return sum(diagnostic["ages"].values())
+
+
+def test_the_sweep_table_ranks_by_held_out_reward_and_reads_cpu_to_the_target(tmp_path):
+    def scored(preset: str, greedy: list[float], train: float) -> dict:
+        row = _row(preset, [train] * 10)
+        return {**row, "eval": [{"step": 5 * (i + 1), "greedy": g, "sampled": g / 2}
+                                for i, g in enumerate(greedy)],
+                "batch_cpu_s": [3.0 * (i + 1) for i in range(10)], "cpu_s": 31.0,
+                "wall_s": 12.0, "diagnostics": [{"ratio_ess": 0.9, "clip_fraction": 0.1,
+                                                  "kl_behaviour": 0.01}]}  # fmt: skip
+
+    high_train = scored("a", [0.2, 0.4], train=0.9)  # best on its own batches
+    best_eval = scored("b", [0.6, 0.7], train=0.5)
+    assert ranking.to_eval_target(best_eval, 0.5) == (5.0, 15.0)
+    assert ranking.to_eval_target(high_train, 0.5) == (math.inf, math.inf)
+    text = ranking.sweep_report([high_train, best_eval], 10, 0.5)
+    lines = [line for line in text.splitlines() if line.startswith("| default")]
+    assert [line.split(" | ")[1] for line in lines] == ["b", "a"]
+    assert "| 0.700 (0.700-0.700) | 0.350 (0.350-0.350) | 5 (5-5) | 15 (15-15) | 31 |" in lines[0]
+    assert "| 0.900 | 12 | 0.00 | 0.900 | 0.100 | 0.010 |" in lines[1]
+    ranking.plot_eval([high_train, best_eval], 10, tmp_path / "eval.png")
+    assert (tmp_path / "eval.png").stat().st_size > 0

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.replay.explain import WAIT_COLUMNS
 from rolloutlog.replay.step_metrics import STEP_COLUMNS
 from rolloutlog.replay.step_segments import SEGMENT_COLUMNS
 from tests.cli.test_cli_log import run
@@ -22,7 +23,7 @@ def test_the_columns_follow_the_log(tmp_path: Path, rule: str) -> None:
     events, _ = slow_update_run(3, **{"run.weight_update": rule})
     log = tmp_path / "run.arrow"
     write_log(log, events)
-    expected = [*STEP_COLUMNS, *(SEGMENT_COLUMNS if rule == "interrupt" else ())]
+    expected = [*STEP_COLUMNS, *(SEGMENT_COLUMNS if rule == "interrupt" else ()), *WAIT_COLUMNS]
     result = run("metrics", str(log))
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(io.StringIO(result.output)))

@@ -40,17 +40,17 @@ def test_the_import_keeps_outcomes_and_rewards_and_announces_no_version(tmp_path
     assert scored["2"] is False and scored["0"] is True and scored["5"] is True
     shutdown = [e for e in events if isinstance(e, EpisodesCancelled)]
     assert [(theirs[e.group_id], e.reason) for e in shutdown] == [("7", "shutdown")]
-    # No batch ships, so no version may be announced (a version follows its batch).
+    # Without config.yaml the batch size is unknown: no batch ships, so no version may be
+    # announced (a version follows its batch).
     assert [e for e in events if isinstance(e, VersionPending)] == []
-    assert any(fact.startswith("versions: none announced") for fact in note["assumed"])
-    assert any(fact.startswith("batches:") for fact in note["assumed"])
+    assert any(fact.startswith("no batch ships, no version") for fact in note["assumed"])
 
 
 def test_import_from_areal_on_the_command_line(tmp_path: Path) -> None:
     run, log = write_run(tmp_path / "areal", RUN), tmp_path / "run.arrow"
     result = CliRunner().invoke(main, ["import", "--from", "areal", str(run), "-o", str(log)])
     assert result.exit_code == 0, result.output
-    assert "rolloutlog: assumed: batches: neither file" in result.stderr
+    assert "rolloutlog: assumed: no batch ships, no version is announced" in result.stderr
 
 
 def test_whatif_takes_an_areal_folder_straight_away(tmp_path: Path) -> None:

@@ -93,6 +93,28 @@ class Cohort:
 @dataclass
 class TrainBatch:
     cohort: Cohort
+    samples: list[str]
+
+
+@dataclass
+class Progress:
+    step: int = 1
+
+
+class Orchestrator:
+    """prime-rl's `finalize_train_batch`: a batch with samples ships, and the step moves
+    right before the dispatch gate is updated."""
+
+    def __init__(self) -> None:
+        self.progress = Progress()
+
+    async def finalize_train_batch(self, batch: TrainBatch) -> None:
+        if batch.samples:
+            self.progress.step += 1
+            self.update_dispatch_gate()
+
+    def update_dispatch_gate(self) -> None:
+        """prime-rl pauses or resumes its dispatcher here; the script dispatches as the log."""
 
 
 class Dispatcher:
@@ -118,6 +140,8 @@ class Dispatcher:
         claimed = [t for t, meta in self.inflight.items() if meta.group_id == group_id]
         for task in claimed:
             del self.inflight[task]
+        await asyncio.sleep(0)  # prime-rl awaits here (its out_q, its tasks' cancellation)
+        for task in claimed:
             task.cancel()
         return len(claimed) + (group.episodes_to_schedule if group is not None else 0)
 
@@ -165,7 +189,7 @@ class TrainSink:
         for trace_id in selected:
             del self.pending_batch[trace_id]
             self.episode_by_trace.pop(trace_id)
-        return TrainBatch(Cohort(trained))
+        return TrainBatch(Cohort(trained), selected)  # every cut the log ships
 
 
 def assign_advantages(trace: Trace, advantage: float) -> None:
@@ -183,6 +207,7 @@ class Play:
         self.recording, self.now = recording, now
         self.dispatcher: Dispatcher | None = None
         self.sink: TrainSink | None = None
+        self.orchestrator = Orchestrator()
         self.groups: dict[str, uuid.UUID] = {}  # ours -> prime-rl's group id
         self.tasks: dict[str, asyncio.Future[Episode]] = {}  # ours -> its task
         self.traces: dict[str, str] = {}  # ours -> its trace id
@@ -260,7 +285,7 @@ class Play:
                 [self.traces[e] for e in event.episode_ids],
                 {self.traces[e] for e in event.trained_ids},
             )
-            sink.process_batch()
+            await self.orchestrator.finalize_train_batch(sink.process_batch())
         elif isinstance(event, VersionPending):
             await dispatcher.on_version_pending(event.version)
         elif isinstance(event, VersionLive):

@@ -20,6 +20,7 @@ from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events import types as ev
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.schema import SCHEMA_VERSION
+from rolloutlog.replay.explain import WAIT_COLUMNS
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics, age_split
@@ -153,7 +154,7 @@ def test_metrics_writes_the_table_and_replay_carries_the_run_values(tmp_path: Pa
     assert written.exit_code == 0, written.output
     rows = list(csv.DictReader(io.StringIO(written.stdout)))
     assert [r["off_policy/in_queue/mean"] for r in rows] == ["0", "0", "1"]
-    assert list(rows[0]) == list(STEP_COLUMNS)
+    assert list(rows[0]) == [*STEP_COLUMNS, *WAIT_COLUMNS]
     lines = run("metrics", log, "--format", "jsonl").stdout.splitlines()
     assert [json.loads(line)["off_policy/in_flight/max"] for line in lines] == [0, 1, 0]
     parquet = tmp_path / "steps.parquet"

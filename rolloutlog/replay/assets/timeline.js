@@ -24,13 +24,18 @@
     late: ["#ff7f0e", "circle", "●"],
   };
   const TRAINER_COLOR = { busy: "#2ca02c", weight_update: "#9467bd", idle: "#d9d9d9" };
-  const LANE = 16, GAP = 4; // trainer and batch lanes, CSS pixels
+  // why the trainer waited (rolloutlog explain), one colour a cause
+  const CAUSE_COLOR = { pause: "#9467bd", hold: "#8c564b", held: "#e377c2", straggler: "#17becf",
+    gate: "#ff7f0e", redo: "#d62728", failed: "#555555", fill: "#bdbdbd" };
+  const LANE = 16, GAP = 4; // trainer, causes and batch lanes, CSS pixels
+  const LANES = 3;
   function versionColor(v, alpha) { // golden-angle hues: neighbouring versions differ
     return "hsla(" + ((v * 137.508) % 360) + ",70%,45%," + alpha + ")";
   }
 
   const stats = { episodes: D.episodes, rows: D.rows, draws: 0, bars_visible: 0, bars_drawn: 0,
     markers_visible: {}, markers_drawn: {}, version_lines: 0, ships: 0, trainer_spans: 0,
+    cause_spans: 0,
     pauses_visible: 0,
     x_min: 0, x_max: 0, first_draw_ms: null, last_draw_ms: null, draw_ms: null, parts_ms: {} };
 
@@ -41,7 +46,7 @@
 
   function layout(u) {
     const r = uPlot.pxRatio, b = u.bbox;
-    const rowsTop = b.top + 2 * (LANE + GAP) * r;
+    const rowsTop = b.top + LANES * (LANE + GAP) * r;
     const rowH = (b.top + b.height - rowsTop) / Math.max(D.rows, 1);
     const xmin = u.scales.x.min, xmax = u.scales.x.max;
     const k = b.width / (xmax - xmin);
@@ -54,7 +59,7 @@
     ctx.save();
     ctx.textAlign = "left";
     ctx.beginPath(); ctx.rect(L.b.left, L.b.top, L.b.width, L.b.height); ctx.clip();
-    const parts = { trainer: drawTrainer, ships: drawShips, episodes: drawEpisodes,
+    const parts = { trainer: drawTrainer, causes: drawCauses, ships: drawShips, episodes: drawEpisodes,
       pauses: drawPauses, markers: drawMarkers, versions: drawVersions };
     for (const name in parts) {
       const t = performance.now();
@@ -85,8 +90,21 @@
     label(ctx, L, "trainer", L.b.top);
   }
 
-  function drawShips(ctx, L) {
+  function drawCauses(ctx, L) {
     const y = L.b.top + (LANE + GAP) * L.r;
+    let n = 0;
+    for (const [s, e, kind] of D.causes) {
+      if (e < L.xmin || s > L.xmax) continue;
+      const x0 = clampX(L, L.px(s)), x1 = clampX(L, L.px(e));
+      ctx.fillStyle = CAUSE_COLOR[D.cause_kinds[kind]];
+      ctx.fillRect(x0, y, Math.max(x1 - x0, 1), LANE * L.r); n++;
+    }
+    stats.cause_spans = n;
+    label(ctx, L, "why it waited", y);
+  }
+
+  function drawShips(ctx, L) {
+    const y = L.b.top + 2 * (LANE + GAP) * L.r;
     let n = 0, lastLabel = -Infinity;
     ctx.fillStyle = "#444"; ctx.font = 10 * L.r + "px sans-serif"; ctx.textBaseline = "middle";
     for (const [t, step] of D.ships) {
@@ -298,12 +316,17 @@
     for (const [s, e, k] of D.trainer) if (s <= t && t <= e) return "trainer " + D.trainer_kinds[k].replace("_", " ") + ": " + s.toFixed(2) + " s → " + e.toFixed(2) + " s";
     return null;
   }
+  function causeAt(t) {
+    for (const [s, e, k] of D.causes) if (s <= t && t <= e) return "the trainer waited: " + D.cause_kinds[k].replace("_", " ") + ", " + s.toFixed(2) + " s → " + e.toFixed(2) + " s (rolloutlog explain)";
+    return null;
+  }
   function hover(u) {
     const left = u.cursor.left, top = u.cursor.top;
     if (left == null || left < 0) { tip.hidden = true; return; }
     const L = layout(u), t = u.posToVal(left, "x"), y = L.b.top + top * L.r;
     let text = null;
     if (y < L.b.top + LANE * L.r) text = spanAt(t);
+    else if (y >= L.b.top + (LANE + GAP) * L.r && y < L.b.top + (2 * LANE + GAP) * L.r) text = causeAt(t);
     else if (y >= L.rowsTop) { const i = episodeAt(L, t, Math.floor((y - L.rowsTop) / L.rowH)); if (i >= 0) text = describe(i); }
     if (text === null) { tip.hidden = true; return; }
     const box = u.over.getBoundingClientRect();
@@ -353,6 +376,7 @@
   legend.append(item(swatch("repeating-linear-gradient(90deg,#555 0 4px,transparent 4px 7px)") + "version pending"),
     item(swatch("#555") + "version live"));
   for (const kind of D.trainer_kinds) legend.append(item(swatch(TRAINER_COLOR[kind]) + "trainer " + kind.replace("_", " ")));
+  for (const kind of D.cause_kinds) legend.append(item(swatch(CAUSE_COLOR[kind]) + "waited: " + kind.replace("_", " ")));
   let shownVersions = "";
   function legendVersions(vmin, vmax) {
     const key = vmin + ":" + vmax;

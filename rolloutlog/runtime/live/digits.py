@@ -12,6 +12,14 @@ The hard tail (`live.hard_task_share`, 0 by default): a share of the task ids na
 digits instead. They take twice the decode steps and are learned later, so a rule that
 drops slow rollouts pays for it in reward. Which ids are hard is a hash of the id apart
 from the one that draws the digits, so at share 0 every task is exactly what it was.
+
+The held-out set (`held_out_tasks`, what `live.eval_every` scores): a digit sequence is
+held out when a hash of the digits themselves falls below `HELD_OUT_SHARE`. A training
+task that draws one draws again (from the same generator, with as many digits), and a
+held-out task draws until it gets one, so no prompt is ever both: the two sets are
+disjoint by construction, whatever the task ids, the seed or the hard share. The set
+depends on its size and hard share alone (ids `held-out-<i>`, the first
+round(size · share) of them hard), so every run and every seed scores the same tasks.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ DIGITS_MAX: Final = 6
 HARD_DIGITS_MIN: Final = 10
 HARD_DIGITS_MAX: Final = 12
 ENV_NAME: Final = "sort-digits"
+HELD_OUT_SHARE: Final = 1 / 32  # of the digit sequences of each length
 
 
 @attrs.frozen(kw_only=True)
@@ -67,17 +76,48 @@ def task_from_id(task_id: str, hard_share: float = 0.0) -> DigitTask:
     The digits come from a `random.Random` seeded with the SHA-256 of the id, so the same id
     gives the same prompt in the driver, in replay and in any test, with no shared state.
     With `hard_share` > 0, the ids whose second draw (`_hard_draw`) falls below it are hard.
+    A held-out digit sequence is drawn again (`is_held_out`).
     """
     if not task_id:
         raise ValueError("task_id must be a non-empty string")
     if not 0.0 <= hard_share <= 1.0:
         raise ValueError(f"hard_share must be in [0, 1], got {hard_share}")
     rng = random.Random(_hash64(task_id))
-    if _hard_draw(task_id) < hard_share:
+    hard = _hard_draw(task_id) < hard_share
+    return DigitTask(task_id=task_id, digits=_draw(rng, hard, held_out=False))
+
+
+def held_out_tasks(size: int, hard_share: float) -> tuple[DigitTask, ...]:
+    """The fixed evaluation set: `size` tasks no training task can be (module docstring)."""
+    if size < 1:
+        raise ValueError(f"the held-out set needs at least one task, got {size}")
+    if not 0.0 <= hard_share <= 1.0:
+        raise ValueError(f"hard_share must be in [0, 1], got {hard_share}")
+    hard = round(size * hard_share)
+    return tuple(
+        DigitTask(
+            task_id=f"held-out-{index}",
+            digits=_draw(random.Random(_hash64(f"held-out-{index}")), index < hard, held_out=True),
+        )
+        for index in range(size)
+    )
+
+
+def is_held_out(digits: Sequence[int]) -> bool:
+    """Whether a digit sequence belongs to the held-out set's side (module docstring)."""
+    return _hash64("held-out:" + "".join(map(str, digits))) / 2.0**64 < HELD_OUT_SHARE
+
+
+def _draw(rng: random.Random, hard: bool, *, held_out: bool) -> tuple[int, ...]:
+    """A digit count for the difficulty, then digits until their side is `held_out`."""
+    if hard:
         count = rng.randint(HARD_DIGITS_MIN, HARD_DIGITS_MAX)
     else:
         count = rng.randint(DIGITS_MIN, DIGITS_MAX)
-    return DigitTask(task_id=task_id, digits=tuple(rng.randrange(10) for _ in range(count)))
+    while True:
+        digits = tuple(rng.randrange(10) for _ in range(count))
+        if is_held_out(digits) == held_out:
+            return digits
 
 
 def _hash64(text: str) -> int:

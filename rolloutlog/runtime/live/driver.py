@@ -59,6 +59,7 @@ from rolloutlog.events.types import (
     VersionLive,
 )
 from rolloutlog.runtime.live.crash_points import CrashPoints, tear_commit
+from rolloutlog.runtime.live.digits import held_out_tasks
 from rolloutlog.runtime.live.driver_interrupt import InterruptMixin
 from rolloutlog.runtime.live.driver_options import (
     DriverOptions,
@@ -124,6 +125,12 @@ class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
             self.book.mask_past = masked_past(config)
         self.counts: Counter[str] = Counter()
         self.reward_curve: list[float | None] = []
+        self.train_steps: list[dict[str, Any]] = []  # appended on the trainer thread
+        self.held_out = (
+            held_out_tasks(options.eval_tasks, options.hard_task_share)
+            if options.eval_every > 0
+            else ()
+        )
         self.version_live = 0
         self._batches: asyncio.Queue[ShippedBatch] = asyncio.Queue()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -279,6 +286,7 @@ class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
             versions_trained=self.trainer.version,
             counts=dict(self.counts),
             endpoints=tuple(endpoint_report(e) for e in self.pool.endpoints),
+            train_steps=tuple(self.train_steps),
         )
 
     # ---- feeding the loop --------------------------------------------------------------

@@ -51,6 +51,8 @@ class DriverOptions:
     shutdown_timeout_s: float = 30.0
     check_invariants: bool = False
     endpoint_wait_s: float = 30.0  # no endpoint left: wait this long for one to come back
+    eval_every: int = 0  # score the held-out tasks after every N-th step (0: never)
+    eval_tasks: int = 64
 
     def __attrs_post_init__(self) -> None:
         if self.steps < 1 or self.publish_attempts < 1:

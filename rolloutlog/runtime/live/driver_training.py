@@ -14,14 +14,17 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.types import BatchShipped, Event, VersionLive, VersionPending
 from rolloutlog.runtime.live.crash_points import CrashPoints
+from rolloutlog.runtime.live.digits import DigitTask
 from rolloutlog.runtime.live.driver_options import DriverOptions
 from rolloutlog.runtime.live.episodes import ShippedBatch
+from rolloutlog.runtime.live.evaluation import evaluate
 from rolloutlog.runtime.live.publish import LiveRunError, WeightPublisher
 from rolloutlog.runtime.live.reports import StepStats
 from rolloutlog.runtime.live.trainer import GRPOTrainer, StepReport
@@ -36,6 +39,8 @@ class TrainingMixin:
     crash: CrashPoints
     counts: Counter[str]
     reward_curve: list[float | None]
+    train_steps: list[dict[str, Any]]
+    held_out: tuple[DigitTask, ...]
     version_live: int
     on_step: Callable[[StepStats], None] | None
     _batches: asyncio.Queue[ShippedBatch]
@@ -170,4 +175,25 @@ class TrainingMixin:
         report = self.trainer.train_step(batch.samples, version=batch.step)
         if not math.isfinite(report.loss):  # never make diverged weights live
             raise LiveRunError(f"step {batch.step} diverged: loss {report.loss}")
+        self.train_steps.append(self._step_row(batch, report))
         return report
+
+    def _step_row(self, batch: ShippedBatch, report: StepReport) -> dict[str, Any]:
+        """The trained step's row: the trainer's figures, the ages it trained, and, every
+        `eval_every` steps and at the last, the held-out evaluation of the new weights."""
+        ages = Counter(rollout_age(v, batch.step) for v in batch.versions)
+        row: dict[str, Any] = {
+            "step": batch.step,
+            **report.row(),
+            "ages": {str(age): count for age, count in sorted(ages.items())},
+        }
+        every = self.options.eval_every
+        if every > 0 and (batch.step % every == 0 or batch.step >= self.options.steps):
+            row["eval"] = evaluate(
+                self.trainer.model,
+                self.held_out,
+                step=batch.step,
+                seed=self.options.seed,
+                temperature=self.options.temperature,
+            )
+        return row

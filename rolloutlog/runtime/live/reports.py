@@ -39,6 +39,8 @@ class LiveResult:
     versions_trained: int
     counts: dict[str, int]
     endpoints: tuple[dict[str, Any], ...]  # url, alive, lost_reason, generations
+    # per trained step: the trainer's figures, the trained ages and any held-out eval
+    train_steps: tuple[dict[str, Any], ...] = ()
 
 
 def endpoint_report(endpoint: Endpoint) -> dict[str, Any]:

@@ -63,6 +63,8 @@ def train_config(settings: LiveSettings) -> TrainerConfig:
         is_correction=settings.is_correction,
         is_cap=settings.is_cap,
         is_band=(settings.is_band_low, settings.is_band_high),
+        is_decoupled_cap=settings.is_decoupled_cap,
+        minibatches=settings.minibatches,
     )
 
 
@@ -131,6 +133,8 @@ async def train_live(
         publish_attempts=settings.publish_attempts,
         check_invariants=settings.check_invariants,
         endpoint_wait_s=settings.endpoint_wait_s,
+        eval_every=settings.eval_every,
+        eval_tasks=settings.eval_tasks,
     )
     trainer_config = train_config(settings)
     with _weights_root(weights_dir) as root, _torch_threads(settings.trainer_threads):

@@ -28,7 +28,7 @@ from rolloutlog.core.config import (
 from rolloutlog.core.overrides import qualify_overrides
 
 ServerMode = Literal["process", "thread"]
-ISCorrection = Literal["none", "tis", "mask"]
+ISCorrection = Literal["none", "tis", "mask", "decoupled"]
 
 TRAIN_RUN_DEFAULTS: Final[dict[str, Any]] = {
     "group_size": 8,
@@ -66,10 +66,20 @@ class LiveSettings:
     )
     check_invariants: bool = checked(False, None, "check every property on every event")
     hard_task_share: float = checked(0.0, between(0.0, 1.0), "share of hard digit tasks")
-    is_correction: ISCorrection = checked("none", None, "stale tokens: none, tis or mask")
+    eval_every: int = checked(
+        0, at_least(0), "score the held-out tasks after every N-th step (0: never)"
+    )
+    eval_tasks: int = checked(64, at_least(1), "held-out tasks (the hard share included)")
+    is_correction: ISCorrection = checked(
+        "none", None, "stale tokens: none, tis, mask or decoupled"
+    )
     is_cap: float = checked(2.0, at_least(1.0), "tis: the cap C of the truncated ratio")
     is_band_low: float = checked(0.5, between(0.0, 1.0), "mask: lowest ratio that trains")
     is_band_high: float = checked(2.0, at_least(1.0), "mask: highest ratio that trains")
+    minibatches: int = checked(1, at_least(1), "optimizer steps per batch, on its slices")
+    is_decoupled_cap: float = checked(
+        5.0, at_least(1.0), "decoupled: highest proximal/behaviour weight that trains"
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.hidden_size % 32 != 0:

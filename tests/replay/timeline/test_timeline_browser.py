@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from rolloutlog.events.log_writer import write_log
+from rolloutlog.replay.explain import cause_bands
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.spans import MARKERS, OUTCOMES, Spans, read_spans
 from rolloutlog.replay.timeline_page import Window, page_data, render_page
@@ -45,7 +46,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeadlessChromi
 def page(chaos_log: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Spans, Path]:
     spans = read_spans(open_log(chaos_log))
     html = tmp_path_factory.mktemp("page") / "chaos.html"
-    html.write_text(render_page(page_data(spans, {"events": 1}, Window(), title="chaos")))
+    causes = cause_bands(open_log(chaos_log))
+    data = page_data(spans, {"events": 1}, Window(), title="chaos", causes=causes)
+    html.write_text(render_page(data))
     return spans, html
 
 
@@ -63,7 +66,11 @@ def stats(browser: HeadlessChromium) -> dict[str, Any]:
 
 
 def test_the_page_draws_every_bar_and_marker_without_errors_or_requests(
-    browser: HeadlessChromium, shown: Spans, page: tuple[Spans, Path], tmp_path: Path
+    browser: HeadlessChromium,
+    shown: Spans,
+    page: tuple[Spans, Path],
+    tmp_path: Path,
+    chaos_log: Path,
 ) -> None:
     drawn = stats(browser)
     assert browser.console_errors() == []
@@ -80,6 +87,7 @@ def test_the_page_draws_every_bar_and_marker_without_errors_or_requests(
     assert drawn["version_lines"] == len(shown.pending) + len(shown.live)
     assert drawn["ships"] == len(shown.ships)
     assert drawn["trainer_spans"] == len(shown.trainer)
+    assert drawn["cause_spans"] == len(cause_bands(open_log(chaos_log))) > 0
     assert browser.evaluate(INK) > 20_000
     shown_range = browser.evaluate("document.getElementById('range').textContent")
     assert shown_range.startswith("showing 0.00 s … "), shown_range  # not the padding's -0.46

@@ -118,3 +118,20 @@ def test_lanes_never_overlap_and_are_as_few_as_the_most_at_once(
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(held))
     at_once = max((sum(s <= t < e or s == t == e for s, e in spans) for t in starts), default=0)
     assert len(by_lane) == (max(lanes) + 1 if lanes else 0) <= at_once
+
+
+def test_an_update_of_no_time_followed_by_the_next_announcement_at_once_pairs_each_right() -> None:
+    # Found by explain's property that its waits are the trainer's idle and update time: at
+    # t=20, v1 goes live, then v2 (batch 2, shipped during v1's update, trained in no time)
+    # is announced and goes live; sorting the instants by kind paired v2's announcement
+    # with v1's update and drew 8-20 as idle.
+    ships = [(0.5, 1, 1, 1), (10.5, 2, 1, 1)]
+    spans = trainer_spans(0.0, 30.0, ships, [(8.0, 1), (20.0, 2)], [(20.0, 1), (20.0, 2)])
+    assert spans == [
+        (0.0, 0.5, IDLE),
+        (0.5, 8.0, BUSY),
+        (8.0, 20.0, UPDATE),
+        (20.0, 20.0, BUSY),
+        (20.0, 20.0, UPDATE),
+        (20.0, 30.0, IDLE),
+    ]

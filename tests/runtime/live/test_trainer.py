@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import attrs
 import pytest
@@ -16,6 +17,7 @@ from rolloutlog.runtime.live.trainer import (
     TrainerConfig,
     TrainSample,
     completion_logprobs,
+    ratio_diagnostics,
     surrogate,
 )
 from rolloutlog.runtime.live.twin.engine import Engine, SamplingSpec
@@ -244,3 +246,31 @@ def _rollouts(
                 )
             )
     return samples, rewards
+
+
+def test_the_ratio_diagnostics_of_a_tiny_batch_with_known_ratios():
+    ratios = [[1.0, 2.0, 0.5], [1.1, 4.0, 1.0]]  # π_θ/π_b; the last token is padding
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    figures = ratio_diagnostics(
+        torch.log(torch.tensor(ratios)), torch.zeros(2, 3), mask, epsilon=0.2
+    )
+    kept = [1.0, 2.0, 0.5, 1.1, 4.0]
+    assert figures["ratio_mean"] == pytest.approx(sum(kept) / 5)
+    assert figures["ratio_ess"] == pytest.approx(sum(kept) ** 2 / (5 * sum(r * r for r in kept)))
+    assert figures["clip_fraction"] == pytest.approx(3 / 5)  # 2, 0.5 and 4; 1.1 is inside
+    k3 = [r - 1 - math.log(r) for r in kept]
+    assert figures["kl_behaviour"] == pytest.approx(sum(k3) / 5)
+    same = ratio_diagnostics(torch.zeros(2, 3), torch.zeros(2, 3), mask, epsilon=0.2)
+    assert same == {"ratio_mean": 1.0, "ratio_ess": 1.0, "clip_fraction": 0.0,
+                    "kl_behaviour": 0.0}  # fmt: skip
+
+
+def test_a_step_reports_its_diagnostics_in_its_row(tmp_path):
+    trainer = GRPOTrainer(build_model(seed=0), WeightBroadcast(tmp_path))
+    stale = [attrs.evolve(s, inference_logprobs=tuple(lp - 1.0 for lp in s.inference_logprobs))
+             for s in _fixed_batch()]  # fmt: skip
+    row = trainer.train_step(stale).row()
+    assert row["ratio_mean"] == pytest.approx(math.e, rel=1e-4)
+    assert row["ratio_ess"] == pytest.approx(1.0)  # every ratio equal
+    assert row["kl_behaviour"] == pytest.approx(math.e - 2, rel=1e-4)  # e − 1 − log e
+    assert row["clip_fraction"] == 1.0 and row["version"] == 1 and "weights_path" not in row

@@ -176,3 +176,15 @@ def test_the_columnar_replay_reports_the_plain_folds_token_split(
     first = next(n for n, e in enumerate(events) if isinstance(e, EpisodeInterrupted))
     assert PLAIN_FOLD(events[:first]).summary["trained_token_age_histogram"]  # type: ignore[index]
     assert_equivalent(events[:first], PLAIN_FOLD, COLUMNAR_FOLD)
+
+
+def test_a_zero_second_update_interrupts_before_it_goes_live() -> None:
+    """Pinned: with `weight_update_s = 0` the update went live before the aborts its
+    announcement scheduled for the same moment, and the first abort was refused ("no
+    weight update under way"); `rolloutlog whatif` fits 0 s from an AReaL import."""
+    events, _ = slow_update_run(
+        0, **{"run.weight_update": "interrupt", "world.weight_update_s": 0.0}
+    )
+    assert Counter(event.kind for event in events)["episode_interrupted"] > 0
+    replay = replay_log(MemoryLog(events))
+    assert replay.error is None and replay.summary["invariant_violations"] == []
