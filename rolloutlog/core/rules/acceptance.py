@@ -15,15 +15,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from itertools import islice
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import attrs
 
 from rolloutlog.core.staleness import is_stale
+from rolloutlog.core.state import Arrival, Queued, SinkGroup, SinkState
 from rolloutlog.events.types import BatchShipped, DropReason, Event, GroupScored
-
-if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
-    from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup, SinkState
 
 _Item = TypeVar("_Item", "Arrival", "Queued")
 # An arrival held to this bound at finalize is never stale there.

@@ -15,10 +15,7 @@ every member in flight arrives or is cancelled.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
-    from rolloutlog.core.sink_state import SinkState
+from rolloutlog.core.state import SinkState
 
 
 def ship_at_once(state: SinkState) -> bool:
