@@ -195,7 +195,18 @@ class Instrumented:
 def instrument(dispatcher_cls: type, sink_cls: type, recording: Recording) -> Instrumented:
     """Wrap the methods of the module docstring's table on both classes."""
     done = Instrumented(recording)
-    r = recording
+    for wrappers, cls in (
+        (_dispatch_wrappers(recording), dispatcher_cls),
+        (_control_wrappers(recording), dispatcher_cls),
+        (_sink_wrappers(recording), sink_cls),
+    ):
+        for name, make in wrappers.items():
+            done.wrap(cls, name, make)
+    return done
+
+
+def _dispatch_wrappers(r: Recording) -> dict[str, Callable[[Any], Any]]:
+    """The dispatcher's construction, scheduling, completions and group drops, by method."""
 
     def init_dispatcher(original: Any) -> Any:
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -206,14 +217,6 @@ def instrument(dispatcher_cls: type, sink_cls: type, recording: Recording) -> In
                 target_lag=self.max_off_policy_steps,
                 staleness="per-group",
             )
-
-        return __init__
-
-    def init_sink(original: Any) -> Any:
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            original(self, *args, **kwargs)
-            sizes = {"batch_size": self.batch_size, "token_batch_size": self.token_batch_size}
-            r.config.update({k: v for k, v in sizes.items() if v is not None})
 
         return __init__
 
@@ -246,6 +249,17 @@ def instrument(dispatcher_cls: type, sink_cls: type, recording: Recording) -> In
 
         return drop_group
 
+    return {
+        "__init__": init_dispatcher,
+        "schedule_group_episode": schedule,
+        "handle_completed_episode": completed,
+        "drop_group": drop,
+    }
+
+
+def _control_wrappers(r: Recording) -> dict[str, Callable[[Any], Any]]:
+    """The dispatcher's overload cuts, version announcements and limit changes, by method."""
+
     def overload(original: Any) -> Any:
         def cancel_inflight(self: Any, n: int) -> None:
             r.log().overload_cut(r.t(), n)
@@ -273,6 +287,25 @@ def instrument(dispatcher_cls: type, sink_cls: type, recording: Recording) -> In
             r.log().set_limit(r.t(), max_inflight)
 
         return set_limit
+
+    return {
+        "cancel_inflight": overload,
+        "on_version_pending": pending,
+        "on_new_version": live,
+        "set_limit": limit,
+    }
+
+
+def _sink_wrappers(r: Recording) -> dict[str, Callable[[Any], Any]]:
+    """The sink's construction, group processing, stale sweep and batch cut, by method."""
+
+    def init_sink(original: Any) -> Any:
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            sizes = {"batch_size": self.batch_size, "token_batch_size": self.token_batch_size}
+            r.config.update({k: v for k, v in sizes.items() if v is not None})
+
+        return __init__
 
     def process(original: Any) -> Any:
         async def process_group(self: Any, group_id: str) -> None:
@@ -304,25 +337,12 @@ def instrument(dispatcher_cls: type, sink_cls: type, recording: Recording) -> In
 
         return process_batch
 
-    done.wrap(dispatcher_cls, "__init__", init_dispatcher)
-    done.wrap(sink_cls, "__init__", init_sink)
-    for name, make in (
-        ("schedule_group_episode", schedule),
-        ("handle_completed_episode", completed),
-        ("drop_group", drop),
-        ("cancel_inflight", overload),
-        ("on_version_pending", pending),
-        ("on_new_version", live),
-        ("set_limit", limit),
-    ):
-        done.wrap(dispatcher_cls, name, make)
-    for name, make in (
-        ("process_group", process),
-        ("_drop_stale", sweep),
-        ("process_batch", batch),
-    ):
-        done.wrap(sink_cls, name, make)
-    return done
+    return {
+        "__init__": init_sink,
+        "process_group": process,
+        "_drop_stale": sweep,
+        "process_batch": batch,
+    }
 
 
 def monotonic_clock() -> Clock:
