@@ -69,6 +69,34 @@ class SimResult:
     drawn_late: int = 0  # of them, lost and arrived (a finished rollout discarded)
 
 
+def _world_parts(
+    scenario: Scenario, queue: EventQueue, drain: bool
+) -> tuple[EpisodeWorld, Trainer, Controller]:
+    """The episodes' world, the trainer and the controller: drawn from the scenario's seed,
+    or a recorded world (`rolloutlog whatif`: its own seed, the run keeps the log's)."""
+    world, trace, run = scenario.world, scenario.trace, scenario.run
+    if trace is None:
+        streams = RandomStreams(scenario.seed)
+        episodes: EpisodeWorld = WorldModel(world, run.tasks, streams)
+        trainer = Trainer(
+            world,
+            streams["trainer"],
+            queue,
+            updates_per_sync=run.updates_per_sync,
+            defer_live=drain,
+        )
+        controller = Controller(world, run, streams["controller"], queue)
+        return episodes, trainer, controller
+    streams = RandomStreams(trace.seed)
+    episodes = TraceWorld(trace, world, streams)
+    times = TraceTimes(trace, world, streams["trainer"])
+    trainer = Trainer(
+        world, streams["trainer"], queue, times, run.updates_per_sync, defer_live=drain
+    )
+    controller = TraceController(trace, world, run, streams["controller"], queue)
+    return episodes, trainer, controller
+
+
 class Simulation:
     """One run of a scenario; `run()` drives it to the end and returns a `SimResult`.
 
@@ -92,41 +120,15 @@ class Simulation:
         self.on_events, self.on_step = on_events, on_step
         self.loop = ReactionLoop(scenario.run, observers=observers, digest=digest)
         self.queue = EventQueue()
-        world, trace = scenario.world, scenario.trace
+        world = scenario.world
         self.inference = Inference(
             self.queue,
             pause_on_update=world.pause_inference_on_update,
             prompt_tokens=world.prompt_tokens,
         )
-        self.world: EpisodeWorld
         drain = scenario.run.weight_update == "drain"
         self.drainer = Drainer(self.queue, self.inference) if drain else None
-        if trace is None:
-            streams = RandomStreams(scenario.seed)
-            self.world = WorldModel(world, scenario.run.tasks, streams)
-            self.trainer = Trainer(
-                world,
-                streams["trainer"],
-                self.queue,
-                updates_per_sync=scenario.run.updates_per_sync,
-                defer_live=drain,
-            )
-            self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
-        else:  # a recorded world (`rolloutlog whatif`): its own seed, the run keeps the log's
-            streams = RandomStreams(trace.seed)
-            self.world = TraceWorld(trace, world, streams)
-            times = TraceTimes(trace, world, streams["trainer"])
-            self.trainer = Trainer(
-                world,
-                streams["trainer"],
-                self.queue,
-                times,
-                scenario.run.updates_per_sync,
-                defer_live=drain,
-            )
-            self.controller = TraceController(
-                trace, world, scenario.run, streams["controller"], self.queue
-            )
+        self.world, self.trainer, self.controller = _world_parts(scenario, self.queue, drain)
         self.interrupter = (
             None
             if scenario.run.weight_update != "interrupt" and not scenario.run.recycle
