@@ -149,6 +149,37 @@ def test_the_circle_finder_finds_a_circle():
     assert sorted(_circles(graph)) == [["a", "b"], ["c", "d", "e"]]
 
 
+FUNCTION_LINES_MAX = 70
+
+
+def _long_functions(tree: ast.AST) -> list[tuple[str, int, int]]:
+    """(name, first line, lines) of each function longer than `FUNCTION_LINES_MAX`, from its
+    `def` line to its last (decorators aside)."""
+    return [
+        (node.name, node.lineno, lines)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (lines := (node.end_lineno or node.lineno) - node.lineno + 1) > FUNCTION_LINES_MAX
+    ]
+
+
+def test_functions_fit_on_a_screen():
+    """Every function of the package is at most 70 lines, so it can be read whole."""
+    found = {
+        f"{path.relative_to(ROOT)}:{line} {name}": lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name, line, lines in _long_functions(ast.parse(path.read_text(), filename=str(path)))
+    }
+    assert found == {}, f"functions over {FUNCTION_LINES_MAX} lines: {found}"
+
+
+def test_the_length_check_finds_a_long_function():
+    """The check above can fail: a planted 71-line function is found, a 70-line one not."""
+    body = "    x = 0\n" * 69
+    tree = ast.parse(f"def long():\n{body}    return x\n\ndef short():\n{body}")
+    assert [(name, lines) for name, _, lines in _long_functions(tree)] == [("long", 71)]
+
+
 def test_hypothesis_is_imported_only_by_the_testing_package():
     """Hypothesis is a test dependency: the product must import without it."""
     for path in sorted(PACKAGE.rglob("*.py")):
