@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from rolloutlog.core.rules.group_shape import members
 from rolloutlog.core.rules.table import Rules
+from rolloutlog.core.staleness import trainer_lags
 from rolloutlog.core.state import DispatcherState, OpenGroup
 from rolloutlog.events.types import EpisodeDispatched, Event, GroupOpened, Work
 
@@ -31,7 +32,7 @@ def gated(rules: Rules, state: DispatcherState) -> bool:
         return True
     if state.partial.recycled:
         return True
-    return (state.step - 1) - state.version > rules.lag(state.config)
+    return trainer_lags(state.version, state.step, rules.lag(state.config))
 
 
 def _free_permits(rules: Rules, state: DispatcherState) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from rolloutlog.core.rules.composition import take
 from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.scoring import is_zero_advantage
-from rolloutlog.core.staleness import rollout_age
+from rolloutlog.core.staleness import rollout_age, trainer_lags
 from rolloutlog.core.state import Queued, SinkState
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event
 
@@ -42,7 +42,7 @@ def _cut(rules: Rules, state: SinkState, queue: dict[str, Queued], t: float) -> 
     config = state.config
     if state.finished:
         return []  # the run is over: what finalizes at shutdown is scored, never trained
-    if state.version < state.step - 1 - rules.lag(config):
+    if trainer_lags(state.version, state.step, rules.lag(config)):
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
     if rules.ship_waits(state):
         return []  # ship wait: work at its last chance is still on its way (`ship_wait`)

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable
 import attrs
 
 from rolloutlog.core.rules.table import Rules
-from rolloutlog.core.staleness import rollout_age
+from rolloutlog.core.staleness import at_last_chance, is_stale
 from rolloutlog.core.state import DispatcherState, OpenGroup
 from rolloutlog.events.types import CancelReason, EpisodesCancelled, Event
 
@@ -96,8 +96,10 @@ def unscheduled_if_stale(rules: Rules, state: DispatcherState, group: OpenGroup)
     if not group.unscheduled or not group.train or group.frozen:
         return 0
     version = rules.stamp(group.start_version, state.version)
-    stale = rollout_age(version, state.step) > state.config.max_off_policy_steps
-    return group.unscheduled if stale else 0
+    bound = state.config.max_off_policy_steps
+    return (
+        group.unscheduled if is_stale(version, state.step, bound, train=True, frozen=False) else 0
+    )
 
 
 def after_batch_shipped(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
@@ -167,7 +169,7 @@ def at_risk(state: DispatcherState, group: OpenGroup) -> bool:
     if not group.train or group.frozen:
         return False
     bound, step = state.config.max_off_policy_steps, state.step
-    return any(rollout_age(version, step) == bound for version in group.arrived_versions)
+    return any(at_last_chance(version, step, bound) for version in group.arrived_versions)
 
 
 def stale_in_flight(rules: Rules, state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
@@ -176,7 +178,9 @@ def stale_in_flight(rules: Rules, state: DispatcherState, group: OpenGroup) -> t
         return ()
     bound, step, goes_on = state.config.max_off_policy_steps, state.step, rules.goes_on_under
     return tuple(
-        e for e, v in group.inflight.items() if rollout_age(goes_on(state, e, v), step) > bound
+        e
+        for e, v in group.inflight.items()
+        if is_stale(goes_on(state, e, v), step, bound, train=True, frozen=False)
     )
 
 
