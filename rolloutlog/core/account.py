@@ -186,6 +186,7 @@ class Account(
         self._partial_start(config)
         self._tokens_start(config)
         self._mask_start(config)
+        self.feeds = feeds_for(config)
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -226,7 +227,7 @@ class Account(
         run.events += 1
         run.kinds[event.kind] += 1
         self.now = event.t
-        feed_kind = FEEDS.get(type(event))
+        feed_kind = self.feeds.get(type(event))
         if feed_kind is not None:
             feed_kind(self, event)
         if loop is not None:
@@ -496,6 +497,53 @@ def _dispatched(account: Account, event: EpisodeDispatched) -> None:
 def _announced(account: Account, event: VersionPending) -> None:
     account._partial_announced()
     account.on_version_pending(event.seq, event.version)
+
+
+def _completed_plain(account: Account, event: EpisodeCompleted) -> None:
+    tokens = event.prompt_tokens + event.completion_tokens
+    account.on_arrival(event.seq, event.kind, event.episode_id, event.reward, tokens)
+
+
+def _failed_plain(account: Account, event: EpisodeFailed) -> None:
+    account.on_arrival(event.seq, event.kind, event.episode_id, None)
+
+
+def _shipped_plain(account: Account, event: BatchShipped) -> None:
+    account.on_shipped(
+        event.seq,
+        event.step,
+        event.episode_ids,
+        event.trained_ids,
+        event.tokens,
+        event.masked_tokens,
+    )
+
+
+def _dispatched_plain(account: Account, event: EpisodeDispatched) -> None:
+    account.on_dispatched(
+        event.seq, event.episode_id, event.group_id, event.member, event.policy_version
+    )
+
+
+def _announced_plain(account: Account, event: VersionPending) -> None:
+    account.on_version_pending(event.seq, event.version)
+
+
+# A run that neither interrupts, drains nor recycles work, and drops (not masks) stale
+# tokens, keeps no books of segments, spans or token ages: those feeds skip them.
+_PLAIN: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
+    EpisodeCompleted: _completed_plain,
+    EpisodeFailed: _failed_plain,
+    BatchShipped: _shipped_plain,
+    EpisodeDispatched: _dispatched_plain,
+    VersionPending: _announced_plain,
+}
+
+
+def feeds_for(config: RunConfig) -> dict[type[Event], Callable[[Account, Any], object]]:
+    """The feed table of a run under `config`: `FEEDS`, less the books it never keeps."""
+    books = config.weight_update != "freeze" or config.recycle or config.stale_tokens == "mask"
+    return FEEDS if books else {**FEEDS, **_PLAIN}
 
 
 FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
