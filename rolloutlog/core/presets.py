@@ -58,7 +58,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         },
     },
     "admission": {
-        "none": {"allowance": admission.unlimited, "follow_ledger": admission.unfollowed},
+        "none": {"allowance": admission.unlimited, "follow_ledger": None},  # no ledger kept
         "capacity": {
             "allowance": admission.capacity_left,
             "follow_ledger": admission.evolve_ledger,

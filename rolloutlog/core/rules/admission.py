@@ -104,10 +104,6 @@ def evolve_ledger(ledger: TrainLedger, event: Event) -> None:
             pass  # eval and late arrivals, and what the ledger does not count
 
 
-def unfollowed(ledger: TrainLedger, event: Event) -> None:
-    """Without capacity admission, no ledger is kept."""
-
-
 def group_of(episode_id: str) -> str:
     """The group an episode id names (`<group>/<member>`)."""
     return episode_id.rpartition("/")[0]

@@ -34,7 +34,8 @@ class Rules:
 
     stamp: Callable[[int, int], int]  # (group start version, current version) -> carried
     allowance: Callable[[RunConfig, TrainLedger, int], int | None]  # train episodes, or None
-    follow_ledger: Callable[[TrainLedger, Event], None]
+    # the ledger admission reads, after each event; None where no admission rule reads one
+    follow_ledger: Callable[[TrainLedger, Event], None] | None
     permits: Callable[[int, RunConfig, int], int]  # (free, config, window growth) -> usable
     cancel_stale: Callable[
         [Rules, DispatcherState, OpenGroup, tuple[str, ...], float], list[Event]
