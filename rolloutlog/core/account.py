@@ -465,38 +465,28 @@ class Account(
 def _completed(account: Account, event: EpisodeCompleted) -> None:
     account._tokens_arrived(event.episode_id, event.completion_tokens)
     account._partial_arrival(event.seq, event.kind, event.episode_id, event.completion_tokens)
-    tokens = event.prompt_tokens + event.completion_tokens
-    account.on_arrival(event.seq, event.kind, event.episode_id, event.reward, tokens)
+    _completed_plain(account, event)
 
 
 def _failed(account: Account, event: EpisodeFailed) -> None:
     account._partial_arrival(event.seq, event.kind, event.episode_id, None)
-    account.on_arrival(event.seq, event.kind, event.episode_id, None)
+    _failed_plain(account, event)
 
 
 def _shipped(account: Account, event: BatchShipped) -> None:
     account._partial_shipped(event.episode_ids, event.trained_ids)
     account._tokens_shipped(event.step, event.episode_ids, event.trained_ids)
-    account.on_shipped(
-        event.seq,
-        event.step,
-        event.episode_ids,
-        event.trained_ids,
-        event.tokens,
-        event.masked_tokens,
-    )
+    _shipped_plain(account, event)
 
 
 def _dispatched(account: Account, event: EpisodeDispatched) -> None:
     account._partial_dispatched(event.seq, event.group_id)
-    account.on_dispatched(
-        event.seq, event.episode_id, event.group_id, event.member, event.policy_version
-    )
+    _dispatched_plain(account, event)
 
 
 def _announced(account: Account, event: VersionPending) -> None:
     account._partial_announced()
-    account.on_version_pending(event.seq, event.version)
+    _announced_plain(account, event)
 
 
 def _completed_plain(account: Account, event: EpisodeCompleted) -> None:
