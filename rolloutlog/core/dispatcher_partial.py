@@ -110,7 +110,7 @@ def check_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
 def on_resumed(rules: Rules, state: DispatcherState, event: EpisodeResumed) -> None:
     del state.partial.interrupted[event.episode_id]
     state.partial.recycled.pop(event.episode_id, None)
-    if state.config.stale_tokens == "mask":  # its stale cancellation reads this version
+    if rules.keeps_segments:  # under `mask`, its stale cancellation reads this version
         state.partial.resumed[event.episode_id] = event.policy_version
 
 

@@ -193,11 +193,13 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "drop": {
             "stale_view": acceptance.read_start,
             "masked": acceptance.nothing_masked,
+            "keeps_segments": False,
             "goes_on_under": cancellation.its_stamp,
         },
         "mask": {
             "stale_view": acceptance.read_end,
             "masked": acceptance.tokens_past_the_bound,
+            "keeps_segments": True,
             "goes_on_under": cancellation.the_version_it_goes_on_under,
         },
     },

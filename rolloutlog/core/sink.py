@@ -134,7 +134,7 @@ def _on_arrival(rules: Rules, state: SinkState, event: EpisodeCompleted | Episod
         state.completed += 1
         state.completed_tokens += tokens
     member = int(event.episode_id.rpartition("/")[2])
-    segments = sink_mask.segments_at_arrival(state, event.episode_id, version, completion)
+    segments = sink_mask.segments_at_arrival(rules, state, event.episode_id, version, completion)
     group.arrived.append(
         Arrival(event.episode_id, member, version, reward, tokens, False, segments)
     )

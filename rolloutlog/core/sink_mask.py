@@ -16,12 +16,8 @@ from rolloutlog.core.state import Pieces, Segment, SinkState
 from rolloutlog.events.types import EpisodeInterrupted, EpisodeResumed
 
 
-def masks(state: SinkState) -> bool:
-    return state.config.stale_tokens == "mask"
-
-
 def on_interrupted(rules: Rules, state: SinkState, event: EpisodeInterrupted) -> None:
-    if masks(state) and event.episode_id in state.inflight:
+    if rules.keeps_segments and event.episode_id in state.inflight:
         state.pieces.setdefault(event.episode_id, Pieces()).tokens.append(event.completion_tokens)
 
 
@@ -39,14 +35,14 @@ def forget(state: SinkState, episode_ids: tuple[str, ...]) -> None:
 
 
 def segments_at_arrival(
-    state: SinkState, episode_id: str, start: int, completion_tokens: int | None
+    rules: Rules, state: SinkState, episode_id: str, start: int, completion_tokens: int | None
 ) -> tuple[Segment, ...]:
     """An arrival's segments under `mask` (one, at `start`, if it was never interrupted);
     none under `drop`, which reads `start` alone. Segment `k` runs under `v_k` and holds
     `c_{k+1} − c_k` tokens, the `c_k` its interruptions' counts (`c_0 = 0`, the last the
     completion's; a failure, None, holds what it had at its last interruption)."""
     pieces = state.pieces.pop(episode_id, None)
-    if not masks(state):
+    if not rules.keeps_segments:
         return ()
     if pieces is None:
         return ((start, completion_tokens or 0),)

@@ -67,4 +67,5 @@ class Rules:
     leftover_group: Callable[[SinkGroup, int], bool]  # (group, step): its arrivals dropped
     stale_view: Callable[[Any], Any]  # an arrival or queued episode as a staleness drop reads it
     masked: Callable[[Queued, int, int], int]  # (queued, step, bound) -> its tokens masked
+    keeps_segments: bool  # an episode's segments are kept for its arrival (`stale_tokens`)
     goes_on_under: Callable[[DispatcherState, str, int], int]  # (state, id, stamp) -> version
