@@ -21,6 +21,7 @@ import attrs
 
 from rolloutlog.core import dispatcher
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.presets import rules_for
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
     BatchShipped,
@@ -37,6 +38,7 @@ class Bench:
     def __init__(self, config: RunConfig, seed: int) -> None:
         self.config = config
         self.state = dispatcher.initial_state(config)
+        self.rules = rules_for(config)
         self.rng = random.Random(seed)
         self.seq = 0
         self.decided = 0
@@ -57,14 +59,14 @@ class Bench:
         owed = [self._evolve(event)]
         while owed:
             current = owed.pop()
-            decided = dispatcher.decide(self.state, current)
+            decided = dispatcher.decide(self.rules, self.state, current)
             self.decided += len(decided)
             owed.extend(self._evolve(e) for e in decided)
 
     def _evolve(self, event: Event) -> Event:
         event = attrs.evolve(event, seq=self.seq)
         self.seq += 1
-        self.state = dispatcher.evolve(self.state, event)
+        self.state = dispatcher.evolve(self.rules, self.state, event)
         self._track(event)
         return event
 

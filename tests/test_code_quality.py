@@ -76,6 +76,110 @@ def test_parts_import_only_what_the_layout_allows(part):
                 assert ok, f"{path.relative_to(ROOT)} imports {name}"
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Each module of the package -> the modules of ours it imports, type-only imports
+    (under `TYPE_CHECKING`) included: `from a import b` names module `a.b` where b is one."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    targets.add(full if full in modules else node.module)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_circles():
+    """No module of the package imports itself back through others, not even for types:
+    with no circle every arrow runs down, so the modules of `core/` read in one order."""
+    assert _circles(_import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    """The check above can fail: a planted two-module and three-module circle are found."""
+    graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
+    assert sorted(_circles(graph)) == [["a", "b"], ["c", "d", "e"]]
+
+
+FUNCTION_LINES_MAX = 70
+
+
+def _long_functions(tree: ast.AST) -> list[tuple[str, int, int]]:
+    """(name, first line, lines) of each function longer than `FUNCTION_LINES_MAX`, from its
+    `def` line to its last (decorators aside)."""
+    return [
+        (node.name, node.lineno, lines)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (lines := (node.end_lineno or node.lineno) - node.lineno + 1) > FUNCTION_LINES_MAX
+    ]
+
+
+def test_functions_fit_on_a_screen():
+    """Every function of the package is at most 70 lines, so it can be read whole."""
+    found = {
+        f"{path.relative_to(ROOT)}:{line} {name}": lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name, line, lines in _long_functions(ast.parse(path.read_text(), filename=str(path)))
+    }
+    assert found == {}, f"functions over {FUNCTION_LINES_MAX} lines: {found}"
+
+
+def test_the_length_check_finds_a_long_function():
+    """The check above can fail: a planted 71-line function is found, a 70-line one not."""
+    body = "    x = 0\n" * 69
+    tree = ast.parse(f"def long():\n{body}    return x\n\ndef short():\n{body}")
+    assert [(name, lines) for name, _, lines in _long_functions(tree)] == [("long", 71)]
+
+
 def test_hypothesis_is_imported_only_by_the_testing_package():
     """Hypothesis is a test dependency: the product must import without it."""
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -8,7 +8,7 @@ columnar fold straight from log columns, so each rule is written once, and each 
 its own arithmetic once (`age`, `past_bound`, `behind` and `advantages` in
 `core.account_group`, with a group's books; `lags` and `shipped` here). The sink's events
 are checked in `core.account_sink`, the version and restart checks in
-`core.account_restart`; which method each event class feeds is `core.account_feeds`'.
+`core.account_restart`; which method each event class feeds is `FEEDS`, at the end of this module.
 
 It checks, each at the seq where it broke:
 - bound: nothing ships past `max_off_policy_steps`; drops and stale cancellations are of
@@ -47,12 +47,11 @@ opened (members dispatched), which tells a late arrival from one never dispatche
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Protocol
 
 from rolloutlog.core.account_budget import BudgetChecks
 from rolloutlog.core.account_eviction import EvictionChecks
-from rolloutlog.core.account_feeds import FEEDS
 from rolloutlog.core.account_group import Group, age
 from rolloutlog.core.account_mask import MaskChecks
 from rolloutlog.core.account_oversample import LeftoverChecks
@@ -80,7 +79,24 @@ from rolloutlog.core.account_withhold import WithholdChecks
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.registry import DispatchRegistry
 from rolloutlog.core.run_summary import RunSummary
-from rolloutlog.events.types import Event
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeCompleted,
+    EpisodeDispatched,
+    EpisodeDropped,
+    EpisodeFailed,
+    EpisodeInterrupted,
+    EpisodeResumed,
+    EpisodesCancelled,
+    Event,
+    GroupOpened,
+    GroupScored,
+    LimitSet,
+    RunFinished,
+    RunResumed,
+    VersionLive,
+    VersionPending,
+)
 
 __all__ = ["ADVANTAGE_TOLERANCE", "Account", "Group", "HoldsDispatcher", "InvariantViolation"]
 
@@ -170,6 +186,7 @@ class Account(
         self._partial_start(config)
         self._tokens_start(config)
         self._mask_start(config)
+        self.feeds = feeds_for(config)
 
     # --- reporting -----------------------------------------------------------------------
 
@@ -210,7 +227,7 @@ class Account(
         run.events += 1
         run.kinds[event.kind] += 1
         self.now = event.t
-        feed_kind = FEEDS.get(type(event))
+        feed_kind = self.feeds.get(type(event))
         if feed_kind is not None:
             feed_kind(self, event)
         if loop is not None:
@@ -438,3 +455,116 @@ class Account(
     def summary(self, *, checked: bool = True) -> dict[str, Any]:
         """The `replay --json` object; without `checked`, no violations are listed."""
         return self.run.report(self.violations if checked else [])
+
+
+# --- which `Account.on_*` method each event class feeds, with which of its fields ----------
+# `Account.observe` looks an event's class up here (event classes are final): one dict
+# lookup per event instead of a `match` that tries every class pattern in turn.
+
+
+def _completed(account: Account, event: EpisodeCompleted) -> None:
+    account._tokens_arrived(event.episode_id, event.completion_tokens)
+    account._partial_arrival(event.seq, event.kind, event.episode_id, event.completion_tokens)
+    _completed_plain(account, event)
+
+
+def _failed(account: Account, event: EpisodeFailed) -> None:
+    account._partial_arrival(event.seq, event.kind, event.episode_id, None)
+    _failed_plain(account, event)
+
+
+def _shipped(account: Account, event: BatchShipped) -> None:
+    account._partial_shipped(event.episode_ids, event.trained_ids)
+    account._tokens_shipped(event.step, event.episode_ids, event.trained_ids)
+    _shipped_plain(account, event)
+
+
+def _dispatched(account: Account, event: EpisodeDispatched) -> None:
+    account._partial_dispatched(event.seq, event.group_id)
+    _dispatched_plain(account, event)
+
+
+def _announced(account: Account, event: VersionPending) -> None:
+    account._partial_announced()
+    _announced_plain(account, event)
+
+
+def _completed_plain(account: Account, event: EpisodeCompleted) -> None:
+    tokens = event.prompt_tokens + event.completion_tokens
+    account.on_arrival(event.seq, event.kind, event.episode_id, event.reward, tokens)
+
+
+def _failed_plain(account: Account, event: EpisodeFailed) -> None:
+    account.on_arrival(event.seq, event.kind, event.episode_id, None)
+
+
+def _shipped_plain(account: Account, event: BatchShipped) -> None:
+    account.on_shipped(
+        event.seq,
+        event.step,
+        event.episode_ids,
+        event.trained_ids,
+        event.tokens,
+        event.masked_tokens,
+    )
+
+
+def _dispatched_plain(account: Account, event: EpisodeDispatched) -> None:
+    account.on_dispatched(
+        event.seq, event.episode_id, event.group_id, event.member, event.policy_version
+    )
+
+
+def _announced_plain(account: Account, event: VersionPending) -> None:
+    account.on_version_pending(event.seq, event.version)
+
+
+# A run that neither interrupts, drains nor recycles work, and drops (not masks) stale
+# tokens, keeps no books of segments, spans or token ages: those feeds skip them.
+_PLAIN: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
+    EpisodeCompleted: _completed_plain,
+    EpisodeFailed: _failed_plain,
+    BatchShipped: _shipped_plain,
+    EpisodeDispatched: _dispatched_plain,
+    VersionPending: _announced_plain,
+}
+
+
+def feeds_for(config: RunConfig) -> dict[type[Event], Callable[[Account, Any], object]]:
+    """The feed table of a run under `config`: `FEEDS`, less the books it never keeps."""
+    books = config.weight_update != "freeze" or config.recycle or config.stale_tokens == "mask"
+    return FEEDS if books else {**FEEDS, **_PLAIN}
+
+
+FEEDS: Final[dict[type[Event], Callable[[Account, Any], object]]] = {
+    EpisodeCompleted: _completed,
+    EpisodeFailed: _failed,
+    EpisodeDispatched: _dispatched,
+    EpisodesCancelled: lambda a, e: a.on_cancelled(
+        e.seq, e.group_id, e.episode_ids, e.unscheduled, e.reason
+    ),
+    GroupOpened: lambda a, e: a.on_group_opened(
+        e.seq,
+        e.group_id,
+        e.work,
+        e.group_size,
+        e.frozen,
+        e.policy_version,
+        e.step,
+        (e.task_id, e.env),
+    ),
+    EpisodeDropped: lambda a, e: a.on_dropped(e.seq, e.episode_id, e.reason, e.age),
+    GroupScored: lambda a, e: a.on_scored(
+        e.seq, e.group_id, e.episode_ids, e.advantages, e.admitted
+    ),
+    BatchShipped: _shipped,
+    VersionPending: _announced,
+    VersionLive: lambda a, e: a.on_live(e.seq, e.version),
+    EpisodeInterrupted: lambda a, e: a.on_interrupted(
+        e.seq, e.episode_id, e.completion_tokens, e.reason
+    ),
+    EpisodeResumed: lambda a, e: a.on_continued(e.seq, e.episode_id, e.policy_version),
+    RunResumed: lambda a, e: a.on_resumed(e.seq, e.episode_ids, e.version),
+    LimitSet: lambda a, e: a.on_limit_set(e.max_inflight),
+    RunFinished: lambda a, e: a.on_run_finished(e.reason),
+}

@@ -185,84 +185,8 @@ class RunConfig:
         `simulate` and `train` refuse such a config; a recorded log that has one (another
         orchestrator may allow it) is still folded, with these as warnings.
         """
-        problems = []
-        if (self.batch_size is None) == (self.token_batch_size is None):
-            problems.append(
-                "batch_size / token_batch_size: set exactly one "
-                f"(got batch_size={self.batch_size}, token_batch_size={self.token_batch_size})"
-            )
-        if self.max_inflight > MAX_INFLIGHT:
-            problems.append(
-                f"max_inflight: at most {MAX_INFLIGHT:,}, got {self.max_inflight:,}: one event "
-                "may dispatch every free permit, and the loop bounds what one event sets off"
-            )
-        if self.target_lag > self.max_off_policy_steps:
-            problems.append(
-                f"target_lag: must be <= max_off_policy_steps ({self.max_off_policy_steps}), "
-                f"got {self.target_lag}: the gate would let episodes be dispatched already stale"
-            )
-        if 0 < self.queue_limit < max(self.group_size, self.batch_size or 0):
-            problems.append(
-                f"queue_limit: must be 0 or >= group_size and batch_size, got {self.queue_limit}: "
-                "an admitted group must fit in the queue, and a batch must be able to fill"
-            )
-        elif self.queue_limit and self.queue_eviction == "oldest-group" and self.batch_size:
-            least = least_queue_limit(self.group_size, self.batch_size, self.queue_eviction)
-            if self.queue_limit < least:
-                problems.append(
-                    f"queue_limit: must be >= batch_size + group_size - 1 ({least}) with "
-                    f"queue_eviction = 'oldest-group', got {self.queue_limit}: evicting whole "
-                    "groups from a smaller queue can keep it below a batch for ever"
-                )
-        rounds = self.over_sampling_batch_size
-        if self.admission == "slime" and rounds is not None and self.batch_size is not None:
-            batch_groups = -(-self.batch_size // self.group_size)
-            if rounds < batch_groups:
-                problems.append(
-                    f"over_sampling_batch_size: must be >= the {batch_groups} groups of a batch "
-                    f"(got {rounds}): slime refuses a round smaller than rollout_batch_size"
-                )
-        if self.ship_wait == "last-chance" and self.admission != "outstanding":
-            problems.append(
-                f"ship_wait: 'last-chance' needs admission = 'outstanding' (got "
-                f"{self.admission!r}): PR #822 waits behind its cap on outstanding groups; "
-                "without it new groups keep opening at their last chance and a batch may wait "
-                "for ever"
-            )
-        if self.ship_wait == "last-chance" and self.weight_update == "drain":
-            problems.append(
-                "ship_wait: 'last-chance' does not combine with weight_update = 'drain': "
-                "a drained update holds the dispatch a waiting batch needs"
-            )
-        if self.batch_order == "roll-window" and self.updates_per_sync > 1:
-            problems.append(
-                f"batch_order: 'roll-window' needs updates_per_sync = 1 (got "
-                f"{self.updates_per_sync}): ROLL's window counts one weight update a step, and "
-                "with fewer versions it excludes what waits, so batches never fill"
-            )
-        if self.weight_update == "drain" and self.admission in ("verl", "slime"):
-            problems.append(
-                f"weight_update: 'drain' does not combine with admission = {self.admission!r}: "
-                "its budget reopens only with a new version or step, which a drained update "
-                "holds back, and runs stall"
-            )
-        if self.recycle and self.weight_update == "drain":
-            problems.append(
-                "recycle: does not combine with weight_update = 'drain': a drained update "
-                "waits for the work in flight, and recycled work waits for the update"
-            )
-        if self.recycle and self.updates_per_sync > 1:
-            problems.append(
-                f"recycle: needs updates_per_sync = 1 (got {self.updates_per_sync}): recycled "
-                "work holds train dispatch until the next version goes live, and the batches "
-                "of a sync would wait for it"
-            )
-        if self.admission == "slime" and self.group_redundancy:
-            problems.append(
-                f"group_redundancy: must be 0 under admission = 'slime' (got "
-                f"{self.group_redundancy}): slime's rounds count whole groups of group_size"
-            )
-        return problems
+        found = (check(self) for check in _STARTUP_CHECKS)
+        return [problem for problem in found if problem is not None]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, as recorded in `run_started.config`. The field presets' keys are left
@@ -294,6 +218,152 @@ class RunConfig:
 
 
 # The keys only field presets change (`core.presets.FIELD`), and their defaults.
+
+# --- what `RunConfig.startup_problems` checks: one function per rule, each the reason or None
+
+
+def _one_batch_size(c: RunConfig) -> str | None:
+    if (c.batch_size is None) != (c.token_batch_size is None):
+        return None
+    return (
+        "batch_size / token_batch_size: set exactly one "
+        f"(got batch_size={c.batch_size}, token_batch_size={c.token_batch_size})"
+    )
+
+
+def _inflight_bounded(c: RunConfig) -> str | None:
+    if c.max_inflight <= MAX_INFLIGHT:
+        return None
+    return (
+        f"max_inflight: at most {MAX_INFLIGHT:,}, got {c.max_inflight:,}: one event "
+        "may dispatch every free permit, and the loop bounds what one event sets off"
+    )
+
+
+def _target_lag_within_bound(c: RunConfig) -> str | None:
+    if c.target_lag <= c.max_off_policy_steps:
+        return None
+    return (
+        f"target_lag: must be <= max_off_policy_steps ({c.max_off_policy_steps}), "
+        f"got {c.target_lag}: the gate would let episodes be dispatched already stale"
+    )
+
+
+def _queue_fits(c: RunConfig) -> str | None:
+    if 0 < c.queue_limit < max(c.group_size, c.batch_size or 0):
+        return (
+            f"queue_limit: must be 0 or >= group_size and batch_size, got {c.queue_limit}: "
+            "an admitted group must fit in the queue, and a batch must be able to fill"
+        )
+    if not (c.queue_limit and c.queue_eviction == "oldest-group" and c.batch_size):
+        return None
+    least = least_queue_limit(c.group_size, c.batch_size, c.queue_eviction)
+    if c.queue_limit >= least:
+        return None
+    return (
+        f"queue_limit: must be >= batch_size + group_size - 1 ({least}) with "
+        f"queue_eviction = 'oldest-group', got {c.queue_limit}: evicting whole "
+        "groups from a smaller queue can keep it below a batch for ever"
+    )
+
+
+def _slime_round_holds_a_batch(c: RunConfig) -> str | None:
+    rounds = c.over_sampling_batch_size
+    if c.admission != "slime" or rounds is None or c.batch_size is None:
+        return None
+    batch_groups = -(-c.batch_size // c.group_size)
+    if rounds >= batch_groups:
+        return None
+    return (
+        f"over_sampling_batch_size: must be >= the {batch_groups} groups of a batch "
+        f"(got {rounds}): slime refuses a round smaller than rollout_batch_size"
+    )
+
+
+def _last_chance_needs_outstanding(c: RunConfig) -> str | None:
+    if c.ship_wait != "last-chance" or c.admission == "outstanding":
+        return None
+    return (
+        f"ship_wait: 'last-chance' needs admission = 'outstanding' (got "
+        f"{c.admission!r}): PR #822 waits behind its cap on outstanding groups; "
+        "without it new groups keep opening at their last chance and a batch may wait "
+        "for ever"
+    )
+
+
+def _last_chance_without_drain(c: RunConfig) -> str | None:
+    if c.ship_wait != "last-chance" or c.weight_update != "drain":
+        return None
+    return (
+        "ship_wait: 'last-chance' does not combine with weight_update = 'drain': "
+        "a drained update holds the dispatch a waiting batch needs"
+    )
+
+
+def _roll_window_one_update(c: RunConfig) -> str | None:
+    if c.batch_order != "roll-window" or c.updates_per_sync <= 1:
+        return None
+    return (
+        f"batch_order: 'roll-window' needs updates_per_sync = 1 (got "
+        f"{c.updates_per_sync}): ROLL's window counts one weight update a step, and "
+        "with fewer versions it excludes what waits, so batches never fill"
+    )
+
+
+def _drain_without_budgets(c: RunConfig) -> str | None:
+    if c.weight_update != "drain" or c.admission not in ("verl", "slime"):
+        return None
+    return (
+        f"weight_update: 'drain' does not combine with admission = {c.admission!r}: "
+        "its budget reopens only with a new version or step, which a drained update "
+        "holds back, and runs stall"
+    )
+
+
+def _recycle_without_drain(c: RunConfig) -> str | None:
+    if not c.recycle or c.weight_update != "drain":
+        return None
+    return (
+        "recycle: does not combine with weight_update = 'drain': a drained update "
+        "waits for the work in flight, and recycled work waits for the update"
+    )
+
+
+def _recycle_one_update(c: RunConfig) -> str | None:
+    if not c.recycle or c.updates_per_sync <= 1:
+        return None
+    return (
+        f"recycle: needs updates_per_sync = 1 (got {c.updates_per_sync}): recycled "
+        "work holds train dispatch until the next version goes live, and the batches "
+        "of a sync would wait for it"
+    )
+
+
+def _slime_without_redundancy(c: RunConfig) -> str | None:
+    if c.admission != "slime" or not c.group_redundancy:
+        return None
+    return (
+        f"group_redundancy: must be 0 under admission = 'slime' (got "
+        f"{c.group_redundancy}): slime's rounds count whole groups of group_size"
+    )
+
+
+# In the order their reasons are listed.
+_STARTUP_CHECKS: tuple[Callable[[RunConfig], str | None], ...] = (
+    _one_batch_size,
+    _inflight_bounded,
+    _target_lag_within_bound,
+    _queue_fits,
+    _slime_round_holds_a_batch,
+    _last_chance_needs_outstanding,
+    _last_chance_without_drain,
+    _roll_window_one_update,
+    _drain_without_budgets,
+    _recycle_without_drain,
+    _recycle_one_update,
+    _slime_without_redundancy,
+)
+
 FIELD_RULE_KEYS = (
     "requeue",
     "gate_lag",

@@ -1,8 +1,11 @@
 """The two deciders as values, and their combination: the one place their order is written.
 
 A `Decider` is one decider as pure functions (fmodel's shape), so that an implementation can
-be swapped for a candidate and compared. `Combined` is the pair of them over the pair of
-states (fmodel's `combine`): one `check`, `apply`, `decide` and `fingerprint`. The loop,
+be swapped for a candidate and compared; its states are plain data, and `apply` and
+`decide` take the run's rule table beside the state (`core.rules.table.Rules`, which
+`core.presets.rules_for` builds from the config once per run). `Combined` is the pair of
+them over the pair of states (fmodel's `combine`): one `check`, `apply`, `decide` and
+`fingerprint`. The loop,
 replay's fold and everything that re-decides a log go through it, so that "the sink, then
 the dispatcher" is written here and nowhere else:
 
@@ -24,8 +27,9 @@ from rolloutlog.core import dispatcher as dispatcher_module
 from rolloutlog.core import sink as sink_module
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import fingerprint
-from rolloutlog.core.dispatcher_state import DispatcherState
-from rolloutlog.core.sink import SinkState
+from rolloutlog.core.presets import rules_for
+from rolloutlog.core.rules.table import Rules
+from rolloutlog.core.state import DispatcherState, SinkState
 from rolloutlog.events.types import Event
 
 S = TypeVar("S")
@@ -39,22 +43,23 @@ def _never_stops(state: object) -> str | None:
 class Decider(Generic[S]):
     """One decider as pure functions, so implementations can be swapped and compared.
 
-    `check` refuses an event without writing; `apply` writes an event `check` accepted.
-    Kept apart so that an event is checked against both deciders before either applies
-    it: a refused event leaves both states exactly as they were.
+    `check` refuses an event without writing (the log's consistency, which no policy
+    changes); `apply` writes an event `check` accepted, as the run's rules say. Kept apart
+    so that an event is checked against both deciders before either applies it: a refused
+    event leaves both states exactly as they were.
     """
 
     name: str
     initial_state: Callable[[RunConfig], S]
     check: Callable[[S, Event], None]
-    apply: Callable[[S, Event], S]
-    decide: Callable[[S, Event], list[Event]]
+    apply: Callable[[Rules, S, Event], S]
+    decide: Callable[[Rules, S, Event], list[Event]]
     stop_reason: Callable[[S], str | None] = _never_stops
 
-    def evolve(self, state: S, event: Event) -> S:
+    def evolve(self, rules: Rules, state: S, event: Event) -> S:
         """All of `event`, or (raising `InconsistentLogError`) none of it."""
         self.check(state, event)
-        return self.apply(state, event)
+        return self.apply(rules, state, event)
 
 
 DISPATCHER: Decider[DispatcherState] = Decider(
@@ -76,10 +81,11 @@ SINK: Decider[SinkState] = Decider(
 
 @attrs.define(slots=True)
 class Pair:
-    """The states of both deciders, as one state."""
+    """The states of both deciders, and beside them the rule table the run's policy chose."""
 
     sink: SinkState
     dispatcher: DispatcherState
+    rules: Rules
 
 
 class HoldsPair:
@@ -96,6 +102,11 @@ class HoldsPair:
     def dispatcher_state(self) -> DispatcherState:
         """The dispatcher's state after the last event."""
         return self.state.dispatcher
+
+    @property
+    def rules(self) -> Rules:
+        """The rule table the run's policy chose (`core.presets.rules_for`)."""
+        return self.state.rules
 
 
 Append = Callable[[list[Event]], None]
@@ -125,15 +136,17 @@ class Combined:
 
         def apply(state: Pair, event: Event) -> None:
             """Apply an event both deciders accepted (`check`), in place."""
-            state.sink = sink_apply(state.sink, event)
-            state.dispatcher = dispatcher_apply(state.dispatcher, event)
+            rules = state.rules
+            state.sink = sink_apply(rules, state.sink, event)
+            state.dispatcher = dispatcher_apply(rules, state.dispatcher, event)
 
         def evolve(state: Pair, event: Event) -> None:
             """`check`, then `apply`: all of `event` in both states, or (raising) none."""
             sink_check(state.sink, event)
             dispatcher_check(state.dispatcher, event)
-            state.sink = sink_apply(state.sink, event)
-            state.dispatcher = dispatcher_apply(state.dispatcher, event)
+            rules = state.rules
+            state.sink = sink_apply(rules, state.sink, event)
+            state.dispatcher = dispatcher_apply(rules, state.dispatcher, event)
 
         def decide(state: Pair, event: Event, append: Append) -> None:
             """Both deciders' reactions to `event`, each answer handed whole to `append`.
@@ -142,10 +155,10 @@ class Combined:
             returns: the dispatcher decides on the state that includes the sink's answer.
             An empty answer is not handed over (most events set off nothing).
             """
-            decided = sink_decide(state.sink, event)
+            decided = sink_decide(state.rules, state.sink, event)
             if decided:
                 append(decided)
-            decided = dispatcher_decide(state.dispatcher, event)
+            decided = dispatcher_decide(state.rules, state.dispatcher, event)
             if decided:
                 append(decided)
 
@@ -155,8 +168,12 @@ class Combined:
         self.decide: Callable[[Pair, Event, Append], None] = decide
 
     def initial_state(self, config: RunConfig) -> Pair:
-        """Both deciders before `run_started`."""
-        return Pair(self.sink.initial_state(config), self.dispatcher.initial_state(config))
+        """Both deciders before `run_started`, and the rules `config`'s policy chooses."""
+        return Pair(
+            self.sink.initial_state(config),
+            self.dispatcher.initial_state(config),
+            rules_for(config),
+        )
 
     def fingerprint(self, state: Pair) -> tuple[int, ...]:
         """The counts of both states that each digest covers (`core.digest.fingerprint`)."""

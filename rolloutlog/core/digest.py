@@ -23,8 +23,7 @@ from typing import Any
 
 import attrs
 
-from rolloutlog.core.dispatcher_state import DispatcherState
-from rolloutlog.core.sink import SinkState
+from rolloutlog.core.state import DispatcherState, SinkState
 from rolloutlog.events.types import Event, event_fields
 
 GENESIS = bytes(16)

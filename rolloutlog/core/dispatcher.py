@@ -14,8 +14,9 @@ in-flight episode when a new driver resumes the run (`run_resumed`), and, with
 ships. Permits freed by cancellations are refilled when the dispatcher reacts to its own
 `episodes_cancelled`, so no decision is ever computed on a state it has not seen.
 The rules a run's policy chooses (stamping, capacity, smoothing, stale and straggler
-cancellations) are the functions in `state.rules`, from the preset table (`core.presets`);
-the fill itself is `core.dispatcher_fill`.
+cancellations) are the functions of its rule table (`core.rules.table.Rules`, from
+`core.presets`), handed to `apply` and `decide` beside the state, which is plain data
+(`core.state`); the fill itself and the gate are `core.dispatcher_fill`.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from __future__ import annotations
 from typing import Final
 
 from rolloutlog.core import dispatcher_fill, dispatcher_partial
-from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
+from rolloutlog.core.dispatcher_fill import gated
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
-from rolloutlog.core.handlers import Handlers
+from rolloutlog.core.handlers import Handlers, RuleHandlers
 from rolloutlog.core.rules import cancellation as cancellations
 from rolloutlog.core.rules.admission import SMOOTHING_WINDOW_S
 from rolloutlog.core.rules.group_shape import members, redundant_members
+from rolloutlog.core.rules.table import Rules
+from rolloutlog.core.state import DispatcherState, OpenGroup
+from rolloutlog.core.state import initial_dispatcher_state as initial_state
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -57,6 +61,7 @@ __all__ = [
     "check",
     "decide",
     "evolve",
+    "gated",
     "initial_state",
     "next_tick",
     "tick",
@@ -77,24 +82,27 @@ def check(state: DispatcherState, event: Event) -> None:
         check_kind(state, event)
 
 
-def apply(state: DispatcherState, event: Event) -> DispatcherState:
-    """Apply an event `check` accepted, in place; events it does not care about pass through."""
+def apply(rules: Rules, state: DispatcherState, event: Event) -> DispatcherState:
+    """Apply an event `check` accepted, in place, as the run's `rules` say; events it does not
+    care about pass through."""
     if state.config.admission_smoothing:
-        state.rules.advance_window(state, event.t)
+        rules.advance_window(state, event.t)
     apply_kind = _APPLIES.get(type(event))
     if apply_kind is not None:
-        apply_kind(state, event)
-    state.rules.follow_ledger(state.ledger, event)
+        apply_kind(rules, state, event)
+    follow = rules.follow_ledger
+    if follow is not None:  # a rule the run does not use costs nothing per event
+        follow(state.ledger, event)
     return state
 
 
-def evolve(state: DispatcherState, event: Event) -> DispatcherState:
+def evolve(rules: Rules, state: DispatcherState, event: Event) -> DispatcherState:
     """`check`, then `apply`: all of the event, or (raising) none of it."""
     check(state, event)
-    return apply(state, event)
+    return apply(rules, state, event)
 
 
-def next_tick(state: DispatcherState, now: float) -> float | None:
+def next_tick(rules: Rules, state: DispatcherState, now: float) -> float | None:
     """When a driver should restate the limit (`tick`), or None when no tick is owed.
 
     Admission smoothing sees time only through events. When cancellations (which refund no
@@ -104,7 +112,7 @@ def next_tick(state: DispatcherState, now: float) -> float | None:
     """
     if not state.config.admission_smoothing or state.finished or state.inflight:
         return None
-    return state.rules.window_after(state, now)
+    return rules.window_after(state, now)
 
 
 def tick(state: DispatcherState, t: float) -> LimitSet:
@@ -133,7 +141,7 @@ def _check_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         )
 
 
-def _on_group_opened(state: DispatcherState, event: GroupOpened) -> None:
+def _on_group_opened(rules: Rules, state: DispatcherState, event: GroupOpened) -> None:
     if event.work == "train" and state.requeue:
         due = next(iter(state.requeue))
         del state.requeue[due]
@@ -178,7 +186,7 @@ def _check_dispatched(state: DispatcherState, event: EpisodeDispatched) -> None:
         raise InconsistentLogError(event.seq, event.kind, problem)
 
 
-def _on_dispatched(state: DispatcherState, event: EpisodeDispatched) -> None:
+def _on_dispatched(rules: Rules, state: DispatcherState, event: EpisodeDispatched) -> None:
     group = state.groups[event.group_id]
     group.dispatched += 1
     group.unscheduled -= 1
@@ -189,7 +197,9 @@ def _on_dispatched(state: DispatcherState, event: EpisodeDispatched) -> None:
     state.window_growth += 1
 
 
-def _on_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed) -> None:
+def _on_arrival(
+    rules: Rules, state: DispatcherState, event: EpisodeCompleted | EpisodeFailed
+) -> None:
     group_id = state.inflight.pop(event.episode_id, None)
     if group_id is None:
         state.late_events += 1
@@ -199,7 +209,7 @@ def _on_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed)
     group.arrived += 1
     if isinstance(event, EpisodeCompleted):
         group.arrived_versions.append(version)
-    state.window_growth = state.rules.refund(state.window_growth)  # a natural completion
+    state.window_growth = rules.refund(state.window_growth)  # a natural completion
     _close_if_done(state, group)
 
 
@@ -214,7 +224,7 @@ def _check_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
     )
 
 
-def _on_cancelled(state: DispatcherState, event: EpisodesCancelled) -> None:
+def _on_cancelled(rules: Rules, state: DispatcherState, event: EpisodesCancelled) -> None:
     group = state.groups[event.group_id]
     release(event.episode_ids, group.inflight, state.inflight)
     state.partial.forget(event.episode_ids)
@@ -245,7 +255,7 @@ def _check_resumed(state: DispatcherState, event: RunResumed) -> None:
     )
 
 
-def _on_batch_shipped(state: DispatcherState, event: BatchShipped) -> None:
+def _on_batch_shipped(rules: Rules, state: DispatcherState, event: BatchShipped) -> None:
     state.step = event.step + 1
     dispatcher_partial.on_shipped(state)
     interval = state.config.eval_interval
@@ -281,22 +291,22 @@ def _check_version_pending(state: DispatcherState, event: VersionPending) -> Non
     require(problem is None, event.seq, event.kind, problem or "")
 
 
-def _on_dropped(state: DispatcherState, event: EpisodeDropped) -> None:
+def _on_dropped(rules: Rules, state: DispatcherState, event: EpisodeDropped) -> None:
     group_id = event.episode_id.rpartition("/")[0]
     if event.reason == "requeue" and group_id not in state.discarded:  # its task, once
         state.discarded.add(group_id)
         state.requeue[group_id] = None
 
 
-def _on_version_pending(state: DispatcherState, event: VersionPending) -> None:
+def _on_version_pending(rules: Rules, state: DispatcherState, event: VersionPending) -> None:
     state.version = event.version
 
 
-def _on_limit_set(state: DispatcherState, event: LimitSet) -> None:
+def _on_limit_set(rules: Rules, state: DispatcherState, event: LimitSet) -> None:
     state.limit = event.max_inflight
 
 
-def _on_run_finished(state: DispatcherState, event: RunFinished) -> None:
+def _on_run_finished(rules: Rules, state: DispatcherState, event: RunFinished) -> None:
     state.finished = True
 
 
@@ -316,7 +326,7 @@ _CHECKS: Final = (
     .by_kind
 )
 _APPLIES: Final = (
-    Handlers[DispatcherState, None]()
+    RuleHandlers[Rules, DispatcherState, None]()
     .on(EpisodeCompleted, _on_arrival)
     .on(EpisodeFailed, _on_arrival)
     .on(EpisodeDispatched, _on_dispatched)
@@ -337,42 +347,47 @@ _APPLIES: Final = (
 # --- decide ------------------------------------------------------------------------------
 
 
-def decide(state: DispatcherState, event: Event) -> list[Event]:
-    """The dispatcher's reaction to `event`, on the state that already includes it."""
+def decide(rules: Rules, state: DispatcherState, event: Event) -> list[Event]:
+    """The dispatcher's reaction to `event` under the run's `rules`, on the state that
+    already includes it."""
     if type(event) is RunFinished:
         return cancellations.shutdown(state, event.t)
     if state.finished:
         return []
     cancel = _CANCELLATIONS.get(type(event))
     if cancel is not None:
-        cancelled = cancel(state, event)
+        cancelled = cancel(rules, state, event)
         if cancelled:
             return cancelled
-    return dispatcher_fill.fill(state, event.t)
+    return dispatcher_fill.fill(rules, state, event.t)
 
 
-def _restart(state: DispatcherState, event: RunResumed) -> list[Event]:
+def _restart(rules: Rules, state: DispatcherState, event: RunResumed) -> list[Event]:
     return cancellations.restart(state, event.t)
 
 
-def _before_weight_update(state: DispatcherState, event: VersionPending) -> list[Event]:
-    return cancellations.before_weight_update(state, event.t)
+def _before_weight_update(
+    rules: Rules, state: DispatcherState, event: VersionPending
+) -> list[Event]:
+    return cancellations.before_weight_update(rules, state, event.t)
 
 
-def _overload(state: DispatcherState, event: OverloadCut) -> list[Event]:
-    return state.rules.overload(state, event.n, event.t)
+def _overload(rules: Rules, state: DispatcherState, event: OverloadCut) -> list[Event]:
+    return rules.overload(state, event.n, event.t)
 
 
-def _after_batch_shipped(state: DispatcherState, event: BatchShipped) -> list[Event]:
-    return cancellations.after_batch_shipped(state, event.t)
+def _after_batch_shipped(rules: Rules, state: DispatcherState, event: BatchShipped) -> list[Event]:
+    return cancellations.after_batch_shipped(rules, state, event.t)
 
 
-def _redundant(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed) -> list[Event]:
+def _redundant(
+    rules: Rules, state: DispatcherState, event: EpisodeCompleted | EpisodeFailed
+) -> list[Event]:
     return redundant_members(state, event)
 
 
 _CANCELLATIONS: Final = (
-    Handlers[DispatcherState, list[Event]]()
+    RuleHandlers[Rules, DispatcherState, list[Event]]()
     .on(RunResumed, _restart)
     .on(VersionPending, _before_weight_update)
     .on(OverloadCut, _overload)

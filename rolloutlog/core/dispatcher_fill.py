@@ -9,48 +9,68 @@ stamping each member as the run's staleness rule says.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from rolloutlog.core.dispatcher_state import OpenGroup
 from rolloutlog.core.rules.group_shape import members
+from rolloutlog.core.rules.table import Rules
+from rolloutlog.core.staleness import trainer_lags
+from rolloutlog.core.state import DispatcherState, OpenGroup
 from rolloutlog.events.types import EpisodeDispatched, Event, GroupOpened, Work
 
-if TYPE_CHECKING:
-    from rolloutlog.core.dispatcher_state import DispatcherState
-
+# (group start version, current version) -> the version a member carries (`Rules.stamp`).
+Stamp = Callable[[int, int], int]
 # Stands for "no limit" where capacity admission is off; any count of free permits is less.
 _UNLIMITED = 1 << 62
 
 
-def _free_permits(state: DispatcherState) -> int:
-    return state.rules.permits(state.limit - len(state.inflight), state.config, state.window_growth)
+def gated(rules: Rules, state: DispatcherState) -> bool:
+    """Train dispatch pauses while the trainer lags the step by more than the run's lag
+    (`target_lag`, or prime-rl's 1: `Rules.lag`), and, under `weight_update = drain`, while
+    an update waits for the train work in flight; under `recycle`, until every recycled
+    episode is resumed (they go first)."""
+    if state.config.weight_update == "drain" and state.partial.live < state.version:
+        return True
+    if state.partial.recycled:
+        return True
+    return trainer_lags(state.version, state.step, rules.lag(state.config))
 
 
-def _train_allowance(state: DispatcherState) -> int:
+def _free_permits(rules: Rules, state: DispatcherState) -> int:
+    return rules.permits(state.limit - len(state.inflight), state.config, state.window_growth)
+
+
+def _train_allowance(rules: Rules, state: DispatcherState) -> int:
     """How many train episodes may go out now: none while gated, else capacity admission's."""
-    if state.gated():
+    if gated(rules, state):
         return 0
-    left = state.rules.allowance(state.config, state.ledger, state.version)
+    left = rules.allowance(state.config, state.ledger, state.version)
     return _UNLIMITED if left is None else left
 
 
-def fill(state: DispatcherState, t: float) -> list[Event]:
-    """Use free permits, in the passes the run's rule gives (`state.rules.fill_passes`): in each,
+def fill(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
+    """Use free permits, in the passes the run's rule gives (`Rules.fill_passes`): in each,
     continue the oldest open group that owes members, else open new ones."""
-    free = _free_permits(state)
+    free = _free_permits(rules, state)
     if free <= 0:
         return []
-    train = _train_allowance(state)
+    train = _train_allowance(rules, state)
     out: list[Event] = []
-    for work in state.rules.fill_passes(state):
-        free, train = _fill_pass(state, work, free, train, t, out)
+    stamp = rules.stamp
+    for work in rules.fill_passes(state):
+        free, train = _fill_pass(stamp, state, work, free, train, t, out)
         if free <= 0:
             break
     return out
 
 
 def _fill_pass(
-    state: DispatcherState, work: Work | None, free: int, train: int, t: float, out: list[Event]
+    stamp: Stamp,
+    state: DispatcherState,
+    work: Work | None,
+    free: int,
+    train: int,
+    t: float,
+    out: list[Event],
 ) -> tuple[int, int]:
     """One pass over the groups of `work` (None: any); the permits and train room left."""
     for group_id in state.owing:
@@ -60,15 +80,17 @@ def _fill_pass(
         count = min(free, group.unscheduled, train if group.train else free)
         if count <= 0:
             continue
-        _dispatch_members(state, group, group.start_version, group.dispatched, count, t, out)
+        _dispatch_members(stamp, state, group, group.start_version, group.dispatched, count, t, out)
         free -= count
         train -= count if group.train else 0
         if free == 0:
             return free, train
-    return _open_groups(state, free, train if work != "eval" else 0, t, out), train
+    return _open_groups(stamp, state, free, train if work != "eval" else 0, t, out), train
 
 
-def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: list[Event]) -> int:
+def _open_groups(
+    stamp: Stamp, state: DispatcherState, free: int, train: int, t: float, out: list[Event]
+) -> int:
     """Open owed eval groups, then train groups while `train` allows; the permits left.
     Groups already opened in `out` (an earlier pass) count as opened."""
     config = state.config
@@ -110,13 +132,14 @@ def _open_groups(state: DispatcherState, free: int, train: int, t: float, out: l
             )
         )
         count = min(free, group.size, train if group.train else free)
-        _dispatch_members(state, group, state.version, 0, count, t, out)
+        _dispatch_members(stamp, state, group, state.version, 0, count, t, out)
         free -= count
         train -= count if group.train else 0
     return free
 
 
 def _dispatch_members(
+    stamp: Stamp,
     state: DispatcherState,
     group: OpenGroup,
     start_version: int,
@@ -128,9 +151,9 @@ def _dispatch_members(
     """Dispatch members `first_member ..` of `group`, each stamped with its dispatch version.
 
     Per-group staleness stamps every member with the group's start version instead, which
-    is what the reference system did before per-episode enforcement (`state.rules.stamp`).
+    is what the reference system did before per-episode enforcement (`Rules.stamp`).
     """
-    version = state.rules.stamp(start_version, state.version)
+    version = stamp(start_version, state.version)
     for member in range(first_member, first_member + count):
         out.append(
             EpisodeDispatched(

@@ -14,11 +14,9 @@ interrupted episode keeps its permit: nothing else here touches permits.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import attrs
-
 from rolloutlog.core.errors import require
+from rolloutlog.core.rules.table import Rules
+from rolloutlog.core.state import DispatcherState
 from rolloutlog.events.types import (
     EpisodeCompleted,
     EpisodeFailed,
@@ -26,27 +24,6 @@ from rolloutlog.events.types import (
     EpisodeResumed,
     VersionLive,
 )
-
-if TYPE_CHECKING:
-    from rolloutlog.core.dispatcher_state import DispatcherState
-
-
-@attrs.define(slots=True)
-class Interruptions:
-    """The version inference serves and the episodes interrupted, not yet resumed."""
-
-    live: int = 0
-    interrupted: dict[str, None] = attrs.Factory(dict)
-    recycled: dict[str, int] = attrs.Factory(dict)  # recycled -> the version live at its abort
-    recycling: bool = False  # a batch shipped under `recycle`; the next version is not live
-    resumed: dict[str, int] = attrs.Factory(dict)  # under `mask`: in flight -> last resumed at
-
-    def forget(self, episode_ids: tuple[str, ...]) -> None:
-        """Cancelled episodes are no longer owed a resumption."""
-        if self.interrupted:
-            for episode_id in episode_ids:
-                self.interrupted.pop(episode_id, None)
-                self.recycled.pop(episode_id, None)
 
 
 def check_interrupted(state: DispatcherState, event: EpisodeInterrupted) -> None:
@@ -99,7 +76,7 @@ def _check_recycled(state: DispatcherState, event: EpisodeInterrupted) -> None:
     require(state.groups[group_id].train, seq, kind, f"{episode} is eval work")
 
 
-def on_interrupted(state: DispatcherState, event: EpisodeInterrupted) -> None:
+def on_interrupted(rules: Rules, state: DispatcherState, event: EpisodeInterrupted) -> None:
     state.partial.interrupted[event.episode_id] = None
     if event.reason == "recycle":
         state.partial.recycled[event.episode_id] = state.partial.live
@@ -130,10 +107,10 @@ def check_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
     )
 
 
-def on_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
+def on_resumed(rules: Rules, state: DispatcherState, event: EpisodeResumed) -> None:
     del state.partial.interrupted[event.episode_id]
     state.partial.recycled.pop(event.episode_id, None)
-    if state.config.stale_tokens == "mask":  # its stale cancellation reads this version
+    if rules.keeps_segments:  # under `mask`, its stale cancellation reads this version
         state.partial.resumed[event.episode_id] = event.policy_version
 
 
@@ -148,7 +125,7 @@ def check_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFaile
     )
 
 
-def on_version_live(state: DispatcherState, event: VersionLive) -> None:
+def on_version_live(rules: Rules, state: DispatcherState, event: VersionLive) -> None:
     state.partial.live = event.version
     state.partial.recycling = False
     if state.partial.resumed:  # what left flight since is no one's business

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar, cast
 
 from rolloutlog.events.types import Event
 
+P = TypeVar("P")
 S = TypeVar("S")
 R = TypeVar("R")
 E = TypeVar("E", bound=Event)
@@ -31,4 +32,17 @@ class Handlers(Generic[S, R]):
         # The one place the table forgets the pairing: a decider passes a handler only
         # events of the class it was registered for, which is the class its signature names.
         self.by_kind[kind] = cast(Callable[[S, Event], R], handler)
+        return self
+
+
+class RuleHandlers(Generic[P, S, R]):
+    """The handlers of a step that follows the run's rules (apply, decide): each takes the
+    rule table (`core.rules.table.Rules`) beside the state and the event."""
+
+    def __init__(self) -> None:
+        self.by_kind: dict[type[object], Callable[[P, S, Event], R]] = {}
+
+    def on(self, kind: type[E], handler: Callable[[P, S, E], R]) -> RuleHandlers[P, S, R]:
+        """Register `handler` for events of exactly class `kind`."""
+        self.by_kind[kind] = cast(Callable[[P, S, Event], R], handler)  # as `Handlers.on`
         return self

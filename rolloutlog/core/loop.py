@@ -29,9 +29,8 @@ from rolloutlog.core import dispatcher as dispatcher_module
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.decider import DISPATCHER, SINK, Combined, Decider, HoldsPair, Pair
 from rolloutlog.core.digest import GENESIS, canonical, chain
-from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.errors import LoopBoundError, LoopFailedError
-from rolloutlog.core.sink import SinkState
+from rolloutlog.core.state import DispatcherState, SinkState
 from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, LimitSet, RunStarted
 
 __all__ = ["DISPATCHER", "SINK", "Decider", "Observer", "ReactionLoop"]
@@ -185,7 +184,7 @@ class ReactionLoop(HoldsPair):
 
     def next_tick(self, now: float) -> float | None:
         """When the driver's timer should `tick` (admission smoothing), or None."""
-        return dispatcher_module.next_tick(self.state.dispatcher, now)
+        return dispatcher_module.next_tick(self.state.rules, self.state.dispatcher, now)
 
     def tick(self, t: float) -> LimitSet:
         """The world event a driver feeds when its timer fires at `next_tick`: the limit,

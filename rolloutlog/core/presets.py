@@ -17,10 +17,7 @@ a row here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any, Final
-
-import attrs
+from typing import Any, Final
 
 from rolloutlog.core.config import FIELD_RULE_DEFAULTS, ConfigError, RunConfig
 from rolloutlog.core.presets_field import FIELD as FIELD
@@ -35,56 +32,7 @@ from rolloutlog.core.rules import (
     oversampling,
     shipping,
 )
-from rolloutlog.core.rules.acceptance import Sweep
-from rolloutlog.core.rules.admission import TrainLedger
-from rolloutlog.core.rules.composition import BatchOrder
-from rolloutlog.events.types import DropReason, EpisodesCancelled, Event, Work
-
-if TYPE_CHECKING:  # the states hold the rules: they import this table
-    from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
-    from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup, SinkState
-
-
-@attrs.frozen
-class Rules:
-    """The functions one run's deciders call, one per choice its policy makes."""
-
-    stamp: Callable[[int, int], int]  # (group start version, current version) -> carried
-    allowance: Callable[[RunConfig, TrainLedger, int], int | None]  # train episodes, or None
-    follow_ledger: Callable[[TrainLedger, Event], None]
-    permits: Callable[[int, RunConfig, int], int]  # (free, config, window growth) -> usable
-    cancel_stale: Callable[
-        [DispatcherState, OpenGroup, tuple[str, ...], float], list[Event]
-    ]  # stale in-flight members of one group -> its cancellations (stragglers after)
-    cut_stragglers: Callable[
-        [DispatcherState, OpenGroup, Collection[str], float], EpisodesCancelled | None
-    ]
-    drop_on_arrival: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, step, bound)
-    drop_from_queue: Callable[[Queued, int, int], bool]  # (queued, step, bound)
-    requeue_group: Callable[[SinkGroup, int, int, int], bool]  # (group, step, version, bound)
-    swept_reason: Callable[[], DropReason]
-    stale_in_flight: Callable[[DispatcherState, OpenGroup], tuple[str, ...]]  # to cancel
-    batch_order: BatchOrder
-    lag: Callable[[RunConfig], int]  # the lag the gate and the ship hold allow
-    stale_unscheduled: Callable[[DispatcherState, OpenGroup], int]  # to cancel as stale
-    arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
-    checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep
-    overload: Callable[[DispatcherState, int, float], list[Event]]
-    advance_window: Callable[[DispatcherState, float], None]  # smoothing's window, at `t`
-    window_after: Callable[[DispatcherState, float], float]  # when the next window opens
-    refund: Callable[[int], int]  # window growth after a natural completion
-    fill_passes: Callable[[DispatcherState], tuple[Work | None, ...]]
-    ship_waits: Callable[[SinkState], bool]  # a full batch waits for last-chance work
-    withholds: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, version, bound)
-    cancels_stale_work: Callable[[], bool]  # whether stale work is cancelled in flight at all
-    evict: Callable[[Mapping[str, Queued], int], list[str]]  # (queue, excess) -> to drop
-    abort_leftovers: Callable[[DispatcherState, float], list[Event]]  # when a batch ships
-    queue_leftovers: Callable[[dict[str, Queued], Collection[str]], list[str]]  # (queue, cut)
-    leftover_group: Callable[[SinkGroup, int], bool]  # (group, step): its arrivals dropped
-    stale_view: Callable[[Any], Any]  # an arrival or queued episode as a staleness drop reads it
-    masked: Callable[[Queued, int, int], int]  # (queued, step, bound) -> its tokens masked
-    goes_on_under: Callable[[DispatcherState, str, int], int]  # (state, id, stamp) -> version
-
+from rolloutlog.core.rules.table import Rules
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
 # fields, and together the keys name every field of `Rules` (tests/core/test_preset_names.py).
@@ -110,7 +58,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         },
     },
     "admission": {
-        "none": {"allowance": admission.unlimited, "follow_ledger": admission.unfollowed},
+        "none": {"allowance": admission.unlimited, "follow_ledger": None},  # no ledger kept
         "capacity": {
             "allowance": admission.capacity_left,
             "follow_ledger": admission.evolve_ledger,
@@ -245,11 +193,13 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "drop": {
             "stale_view": acceptance.read_start,
             "masked": acceptance.nothing_masked,
+            "keeps_segments": False,
             "goes_on_under": cancellation.its_stamp,
         },
         "mask": {
             "stale_view": acceptance.read_end,
             "masked": acceptance.tokens_past_the_bound,
+            "keeps_segments": True,
             "goes_on_under": cancellation.the_version_it_goes_on_under,
         },
     },

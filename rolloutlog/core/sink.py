@@ -12,10 +12,11 @@ reason `requeue`, and the dispatcher opens its task again.
 
 Like the dispatcher, the state is mutated in place by `evolve` only (`check` everything,
 then `apply`), and `decide` reads the state that already includes the event it reacts to.
-The state lives in `core.sink_state`; which arrivals and queued episodes drop and in which
-order a batch is taken are the run's choices from the rule families (`state.rules`,
-`core.presets`): under soft staleness (the `areal` field preset) nothing drops for its age,
-so there the guarantee is only what admission keeps. The sweep and the batch cut are
+The state is plain data (`core.state`); which arrivals and queued episodes drop and in
+which order a batch is taken are the run's choices from the rule families, its rule table
+(`core.rules.table.Rules`, from `core.presets`) handed to `apply` and `decide` beside it:
+under soft staleness (the `areal` field preset) nothing drops for its age, so there the
+guarantee is only what admission keeps. The sweep and the batch cut are
 `core.sink_cut`'s, the zero-output guard's books `core.sink_idle`'s.
 """
 
@@ -27,20 +28,15 @@ from typing import Final
 from rolloutlog.core import sink_cut, sink_idle, sink_mask
 from rolloutlog.core.curriculum import ScoredGroup
 from rolloutlog.core.errors import InconsistentLogError, release, require, require_held
-from rolloutlog.core.handlers import Handlers
+from rolloutlog.core.handlers import Handlers, RuleHandlers
 from rolloutlog.core.rules.group_shape import members
+from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.scoring import grpo_advantages
 from rolloutlog.core.sink_eviction import evictions
 from rolloutlog.core.sink_idle import zero_output_reason
-from rolloutlog.core.sink_state import (
-    Arrival,
-    IdleWork,
-    Queued,
-    SinkGroup,
-    SinkState,
-    initial_state,
-)
 from rolloutlog.core.sink_withhold import withheld_drops, withheld_members
+from rolloutlog.core.state import Arrival, IdleWork, Queued, SinkGroup, SinkState
+from rolloutlog.core.state import initial_sink_state as initial_state
 
 __all__ = [
     "Arrival",
@@ -87,18 +83,19 @@ def check(state: SinkState, event: Event) -> None:
         check_kind(state, event)
 
 
-def apply(state: SinkState, event: Event) -> SinkState:
-    """Apply an event `check` accepted, in place; events it does not care about pass through."""
+def apply(rules: Rules, state: SinkState, event: Event) -> SinkState:
+    """Apply an event `check` accepted, in place, as the run's `rules` say; events it does not
+    care about pass through."""
     apply_kind = _APPLIES.get(type(event))
     if apply_kind is not None:
-        apply_kind(state, event)
+        apply_kind(rules, state, event)
     return state
 
 
-def evolve(state: SinkState, event: Event) -> SinkState:
+def evolve(rules: Rules, state: SinkState, event: Event) -> SinkState:
     """`check`, then `apply`: all of the event, or (raising) none of it."""
     check(state, event)
-    return apply(state, event)
+    return apply(rules, state, event)
 
 
 def _group_of(state: SinkState, group_id: str, event: Event) -> SinkGroup:
@@ -112,7 +109,7 @@ def _check_group_opened(state: SinkState, event: GroupOpened) -> None:
     require(event.group_id not in state.groups, event.seq, event.kind, "opened twice")
 
 
-def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
+def _on_group_opened(rules: Rules, state: SinkState, event: GroupOpened) -> None:
     state.groups[event.group_id] = SinkGroup(
         group_id=event.group_id,
         task_id=event.task_id,
@@ -124,7 +121,7 @@ def _on_group_opened(state: SinkState, event: GroupOpened) -> None:
     )
 
 
-def _on_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> None:
+def _on_arrival(rules: Rules, state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> None:
     group_id = state.inflight.pop(event.episode_id, None)
     if group_id is None:
         return  # late: the episode was cancelled before it arrived; never counted twice
@@ -137,7 +134,7 @@ def _on_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> No
         state.completed += 1
         state.completed_tokens += tokens
     member = int(event.episode_id.rpartition("/")[2])
-    segments = sink_mask.segments_at_arrival(state, event.episode_id, version, completion)
+    segments = sink_mask.segments_at_arrival(rules, state, event.episode_id, version, completion)
     group.arrived.append(
         Arrival(event.episode_id, member, version, reward, tokens, False, segments)
     )
@@ -147,7 +144,7 @@ def _check_dispatched(state: SinkState, event: EpisodeDispatched) -> None:
     _group_of(state, event.group_id, event)
 
 
-def _on_dispatched(state: SinkState, event: EpisodeDispatched) -> None:
+def _on_dispatched(rules: Rules, state: SinkState, event: EpisodeDispatched) -> None:
     state.groups[event.group_id].inflight[event.episode_id] = event.policy_version
     state.inflight[event.episode_id] = event.group_id
 
@@ -164,7 +161,7 @@ def _check_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
     )
 
 
-def _on_cancelled(state: SinkState, event: EpisodesCancelled) -> None:
+def _on_cancelled(rules: Rules, state: SinkState, event: EpisodesCancelled) -> None:
     group = state.groups[event.group_id]
     release(event.episode_ids, group.inflight, state.inflight)
     sink_mask.forget(state, event.episode_ids)
@@ -191,7 +188,7 @@ def _check_dropped(state: SinkState, event: EpisodeDropped) -> None:
         )
 
 
-def _on_dropped(state: SinkState, event: EpisodeDropped) -> None:
+def _on_dropped(rules: Rules, state: SinkState, event: EpisodeDropped) -> None:
     queued = state.queue.pop(event.episode_id, None)
     if queued is not None:
         state.queued_tokens -= queued.tokens
@@ -218,7 +215,7 @@ def _check_scored(state: SinkState, event: GroupScored) -> None:
     require_held(event.episode_ids, fresh, event.seq, event.kind, "a fresh arrival to admit")
 
 
-def _on_scored(state: SinkState, event: GroupScored) -> None:
+def _on_scored(rules: Rules, state: SinkState, event: GroupScored) -> None:
     group = state.groups.pop(event.group_id)
     state.first_check = group.train and state.checked_step != state.step
     if not group.train:
@@ -226,7 +223,7 @@ def _on_scored(state: SinkState, event: GroupScored) -> None:
     state.checked_step = state.step
     if event.admitted:
         _enqueue(state, group, event)
-    sink_idle.count_scored(state, group, event)
+    sink_idle.count_scored(rules, state, group, event)
 
 
 def _enqueue(state: SinkState, group: SinkGroup, event: GroupScored) -> None:
@@ -244,17 +241,17 @@ def _check_shipped(state: SinkState, event: BatchShipped) -> None:
     require_held(event.episode_ids, state.queue, event.seq, event.kind, "queued")
 
 
-def _on_batch_shipped(state: SinkState, event: BatchShipped) -> None:
+def _on_batch_shipped(rules: Rules, state: SinkState, event: BatchShipped) -> None:
     for episode_id in event.episode_ids:
         state.queued_tokens -= state.queue.pop(episode_id).tokens
     state.step = event.step + 1
 
 
-def _on_version_pending(state: SinkState, event: VersionPending) -> None:
+def _on_version_pending(rules: Rules, state: SinkState, event: VersionPending) -> None:
     state.version = event.version
 
 
-def _on_run_finished(state: SinkState, event: RunFinished) -> None:
+def _on_run_finished(rules: Rules, state: SinkState, event: RunFinished) -> None:
     state.finished = True
 
 
@@ -270,7 +267,7 @@ _CHECKS: Final = (
     .by_kind
 )
 _APPLIES: Final = (
-    Handlers[SinkState, None]()
+    RuleHandlers[Rules, SinkState, None]()
     .on(EpisodeCompleted, _on_arrival)
     .on(EpisodeFailed, _on_arrival)
     .on(EpisodeDispatched, _on_dispatched)
@@ -290,34 +287,37 @@ _APPLIES: Final = (
 # --- decide ------------------------------------------------------------------------------
 
 
-def decide(state: SinkState, event: Event) -> list[Event]:
-    """The sink's reaction to `event`, on the state that already includes it."""
+def decide(rules: Rules, state: SinkState, event: Event) -> list[Event]:
+    """The sink's reaction to `event` under the run's `rules`, on the state that already
+    includes it."""
     decide_kind = _DECISIONS.get(type(event))
-    return [] if decide_kind is None else decide_kind(state, event)
+    return [] if decide_kind is None else decide_kind(rules, state, event)
 
 
-def _decide_arrival(state: SinkState, event: EpisodeCompleted | EpisodeFailed) -> list[Event]:
-    return _finalize_if_complete(state, event.episode_id.rpartition("/")[0], event.t)
+def _decide_arrival(
+    rules: Rules, state: SinkState, event: EpisodeCompleted | EpisodeFailed
+) -> list[Event]:
+    return _finalize_if_complete(rules, state, event.episode_id.rpartition("/")[0], event.t)
 
 
-def _finalize_if_complete(state: SinkState, group_id: str, t: float) -> list[Event]:
+def _finalize_if_complete(rules: Rules, state: SinkState, group_id: str, t: float) -> list[Event]:
     group = state.groups.get(group_id)
     if group is None or not group.complete():
         return []
-    return _finalize(state, group, t)
+    return _finalize(rules, state, group, t)
 
 
-def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
+def _finalize(rules: Rules, state: SinkState, group: SinkGroup, t: float) -> list[Event]:
     """Drop stale arrivals, score the fresh successful members, ask the curriculum; a group
     the run's requeue rule discards drops every arrival (reason `requeue`) and scores none;
     members the run withholds (`core.sink_withhold`) are scored, then dropped (`withheld`)."""
     config, step = state.config, state.step
-    bound = state.rules.arrival_bound(config.max_off_policy_steps)
+    bound = rules.arrival_bound(config.max_off_policy_steps)
     arrived = sorted(group.arrived, key=lambda a: a.member)
-    requeue = state.rules.requeue_group(group, step, state.version, config.max_off_policy_steps)
-    drop, view = state.rules.drop_on_arrival, state.rules.stale_view
-    aborted = state.rules.leftover_group(group, step)
-    withheld = set() if requeue or aborted else withheld_members(state, group, arrived)
+    requeue = rules.requeue_group(group, step, state.version, config.max_off_policy_steps)
+    drop, view = rules.drop_on_arrival, rules.stale_view
+    aborted = rules.leftover_group(group, step)
+    withheld = set() if requeue or aborted else withheld_members(rules, state, group, arrived)
     out: list[Event] = []
     fresh: list[Arrival] = []
     for arrival in arrived:
@@ -339,7 +339,7 @@ def _finalize(state: SinkState, group: SinkGroup, t: float) -> list[Event]:
     scored = _score(state, group, fresh, t)
     return [
         *out,
-        *evictions(state, scored),
+        *evictions(rules, state, scored),
         scored,
         *withheld_drops(state, scored, withheld, arrived),
     ]
@@ -374,17 +374,17 @@ def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) 
     )
 
 
-def _decide_cancelled(state: SinkState, event: EpisodesCancelled) -> list[Event]:
-    return _finalize_if_complete(state, event.group_id, event.t)
+def _decide_cancelled(rules: Rules, state: SinkState, event: EpisodesCancelled) -> list[Event]:
+    return _finalize_if_complete(rules, state, event.group_id, event.t)
 
 
 def _decide_check(
-    state: SinkState, event: BatchShipped | GroupScored | VersionPending
+    rules: Rules, state: SinkState, event: BatchShipped | GroupScored | VersionPending
 ) -> list[Event]:
-    """A readiness check, where the run's rule runs one (`state.rules.checks_queue`): sweep what
-    it names of stale episodes (a scored group's members may be stale, with `stale_check =
+    """A readiness check, where the run's rule runs one (`Rules.checks_queue`): sweep what it
+    names of stale episodes (a scored group's members may be stale, with `stale_check =
     "after-curriculum"`), then cut."""
-    sweep = state.rules.checks_queue(state, event)
+    sweep = rules.checks_queue(state, event)
     if sweep is None:
         return []
     swept: Iterable[str] = ()
@@ -392,11 +392,11 @@ def _decide_check(
         swept = list(state.queue)
     elif sweep == "scored" and isinstance(event, GroupScored) and event.admitted:
         swept = event.episode_ids
-    return sink_cut.sweep_and_cut(state, swept, event.t)
+    return sink_cut.sweep_and_cut(rules, state, swept, event.t)
 
 
 _DECISIONS: Final = (
-    Handlers[SinkState, list[Event]]()
+    RuleHandlers[Rules, SinkState, list[Event]]()
     .on(EpisodeCompleted, _decide_arrival)
     .on(EpisodeFailed, _decide_arrival)
     .on(EpisodesCancelled, _decide_cancelled)

@@ -9,48 +9,44 @@ behind (the ship hold) or work at its last chance is still on its way (the ship 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from rolloutlog.core.rules.composition import take
+from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.scoring import is_zero_advantage
-from rolloutlog.core.staleness import rollout_age
+from rolloutlog.core.staleness import rollout_age, trainer_lags
+from rolloutlog.core.state import Queued, SinkState
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event
 
-if TYPE_CHECKING:
-    from rolloutlog.core.sink_state import Queued, SinkState
 
-
-def sweep_and_cut(state: SinkState, swept: Iterable[str], t: float) -> list[Event]:
+def sweep_and_cut(rules: Rules, state: SinkState, swept: Iterable[str], t: float) -> list[Event]:
     """Drop the `swept` queued episodes that are stale (the step advanced, or they were
     queued stale), then cut if a batch is full."""
     bound, step, queue = state.config.max_off_policy_steps, state.step, state.queue
-    reason = state.rules.swept_reason()
+    reason = rules.swept_reason()
     out: list[Event] = []
     dropped: set[str] = set()
     for episode_id in swept:
         queued = queue.get(episode_id)
-        if queued is not None and state.rules.drop_from_queue(
-            state.rules.stale_view(queued), step, bound
-        ):
+        if queued is not None and rules.drop_from_queue(rules.stale_view(queued), step, bound):
             age = rollout_age(queued.version, step)
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
             dropped.add(episode_id)
     if dropped:
         queue = {e: q for e, q in queue.items() if e not in dropped}
-    out.extend(_cut(state, queue, t))
+    out.extend(_cut(rules, state, queue, t))
     return out
 
 
-def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
+def _cut(rules: Rules, state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
     """Cut batch `step` from the oldest queued episodes once it is full and may ship."""
     config = state.config
     if state.finished:
         return []  # the run is over: what finalizes at shutdown is scored, never trained
-    if state.version < state.step - 1 - state.rules.lag(config):
+    if trainer_lags(state.version, state.step, rules.lag(config)):
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
-    if state.rules.ship_waits(state):
+    if rules.ship_waits(state):
         return []  # ship wait: work at its last chance is still on its way (`ship_wait`)
-    cut = take(state.rules.batch_order, config, queue, state.step)
+    cut = take(rules.batch_order, config, queue, state.step)
     if not cut:
         return []
     trained = [
@@ -65,11 +61,11 @@ def _cut(state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
         trained_ids=tuple(trained),
         tokens=sum(queue[e].tokens for e in trained),
         masked_tokens=sum(
-            state.rules.masked(queue[e], state.step, config.max_off_policy_steps) for e in trained
+            rules.masked(queue[e], state.step, config.max_off_policy_steps) for e in trained
         ),
     )
     after = state.step + 1  # the step the leftovers are dropped at, once the batch shipped
-    left = state.rules.queue_leftovers(queue, cut)  # slime: what the full batch left, lost
+    left = rules.queue_leftovers(queue, cut)  # slime: what the full batch left, lost
     drops = (
         EpisodeDropped(
             t=t, episode_id=e, reason="leftover", age=rollout_age(queue[e].version, after)

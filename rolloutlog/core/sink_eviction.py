@@ -11,12 +11,13 @@ than the limit. An unbounded queue (`queue_limit = 0`, the default) never evicts
 
 from __future__ import annotations
 
-from rolloutlog.core.sink_state import SinkState
+from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.staleness import rollout_age
+from rolloutlog.core.state import SinkState
 from rolloutlog.events.types import EpisodeDropped, GroupScored
 
 
-def evictions(state: SinkState, scored: GroupScored) -> list[EpisodeDropped]:
+def evictions(rules: Rules, state: SinkState, scored: GroupScored) -> list[EpisodeDropped]:
     """The drops that make room in the queue for `scored`'s members, if it was admitted."""
     limit = state.config.queue_limit
     if not (limit and scored.admitted):
@@ -29,5 +30,5 @@ def evictions(state: SinkState, scored: GroupScored) -> list[EpisodeDropped]:
             reason="evicted",
             age=rollout_age(state.queue[episode_id].version, state.step),
         )
-        for episode_id in state.rules.evict(state.queue, excess)
+        for episode_id in rules.evict(state.queue, excess)
     ]

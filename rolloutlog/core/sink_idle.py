@@ -9,28 +9,20 @@ at each train group's scoring (`count_scored`, in `state.idle`), and the loop as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from rolloutlog.core.sink_state import IdleWork
+from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.sink_withhold import withheld_members
+from rolloutlog.core.state import IdleWork, SinkGroup, SinkState
 from rolloutlog.events.types import GroupScored
 
-if TYPE_CHECKING:
-    from rolloutlog.core.sink_state import SinkGroup, SinkState
 
-
-def count_scored(state: SinkState, group: SinkGroup, event: GroupScored) -> None:
+def count_scored(rules: Rules, state: SinkState, group: SinkGroup, event: GroupScored) -> None:
     """A train group scored, its admitted members already queued: anything that will train
     resets the count; otherwise its members are idle work, counted by why."""
     stale_admitted = 0
     if event.admitted:
-        bound, step, drops = (
-            state.config.max_off_policy_steps,
-            state.step,
-            state.rules.drop_from_queue,
-        )
-        withheld = withheld_members(state, group, group.arrived)  # about to be dropped too
-        view = state.rules.stale_view
+        bound, step, drops = state.config.max_off_policy_steps, state.step, rules.drop_from_queue
+        withheld = withheld_members(rules, state, group, group.arrived)  # about to drop too
+        view = rules.stale_view
         stale_admitted = sum(
             e in withheld or drops(view(state.queue[e]), step, bound) for e in event.episode_ids
         )

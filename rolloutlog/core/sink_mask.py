@@ -11,36 +11,17 @@ that masks keeps them, so every other run's state is as it was.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import attrs
-
+from rolloutlog.core.rules.table import Rules
+from rolloutlog.core.state import Pieces, Segment, SinkState
 from rolloutlog.events.types import EpisodeInterrupted, EpisodeResumed
 
-if TYPE_CHECKING:
-    from rolloutlog.core.sink_state import SinkState
 
-Segment = tuple[int, int]  # (the version that generated it, its completion tokens)
-
-
-@attrs.define(slots=True)
-class Pieces:
-    """An in-flight episode's interruptions: its tokens at each, the versions it resumed at."""
-
-    tokens: list[int] = attrs.Factory(list)
-    versions: list[int] = attrs.Factory(list)
-
-
-def masks(state: SinkState) -> bool:
-    return state.config.stale_tokens == "mask"
-
-
-def on_interrupted(state: SinkState, event: EpisodeInterrupted) -> None:
-    if masks(state) and event.episode_id in state.inflight:
+def on_interrupted(rules: Rules, state: SinkState, event: EpisodeInterrupted) -> None:
+    if rules.keeps_segments and event.episode_id in state.inflight:
         state.pieces.setdefault(event.episode_id, Pieces()).tokens.append(event.completion_tokens)
 
 
-def on_resumed(state: SinkState, event: EpisodeResumed) -> None:
+def on_resumed(rules: Rules, state: SinkState, event: EpisodeResumed) -> None:
     pieces = state.pieces.get(event.episode_id)
     if pieces is not None:
         pieces.versions.append(event.policy_version)
@@ -54,14 +35,14 @@ def forget(state: SinkState, episode_ids: tuple[str, ...]) -> None:
 
 
 def segments_at_arrival(
-    state: SinkState, episode_id: str, start: int, completion_tokens: int | None
+    rules: Rules, state: SinkState, episode_id: str, start: int, completion_tokens: int | None
 ) -> tuple[Segment, ...]:
     """An arrival's segments under `mask` (one, at `start`, if it was never interrupted);
     none under `drop`, which reads `start` alone. Segment `k` runs under `v_k` and holds
     `c_{k+1} − c_k` tokens, the `c_k` its interruptions' counts (`c_0 = 0`, the last the
     completion's; a failure, None, holds what it had at its last interruption)."""
     pieces = state.pieces.pop(episode_id, None)
-    if not masks(state):
+    if not rules.keeps_segments:
         return ()
     if pieces is None:
         return ((start, completion_tokens or 0),)

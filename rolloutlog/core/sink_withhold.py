@@ -1,6 +1,6 @@
 """Withheld members (`stale_member = "withhold"`, prime-rl #2960): scored, never shipped.
 
-At finalize the run's rule (`state.rules.withholds`) names the stale members to withhold:
+At finalize the run's rule (`Rules.withholds`) names the stale members to withhold:
 they are not dropped before scoring, so their rewards count in the group's GRPO baseline,
 and right after the group's `group_scored` each one the curriculum admitted is dropped
 from the queue with reason `withheld`, before any batch can take it. The log needs no new
@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rolloutlog.core.sink_state import Arrival, SinkGroup, SinkState
+from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.staleness import rollout_age
+from rolloutlog.core.state import Arrival, SinkGroup, SinkState
 from rolloutlog.events.types import EpisodeDropped, GroupScored
 
 
-def withheld_members(state: SinkState, group: SinkGroup, arrived: Sequence[Arrival]) -> set[str]:
+def withheld_members(
+    rules: Rules, state: SinkState, group: SinkGroup, arrived: Sequence[Arrival]
+) -> set[str]:
     """The arrivals of `group` the run's rule withholds at finalize (none under `cancel`)."""
-    withholds, version = state.rules.withholds, state.version
+    withholds, version = rules.withholds, state.version
     bound = state.config.max_off_policy_steps
     return {a.episode_id for a in arrived if withholds(group, a, version, bound)}
 

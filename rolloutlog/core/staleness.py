@@ -21,3 +21,24 @@ def is_stale(
     does not depend on the policy being trained.
     """
     return train and not frozen and rollout_age(start_version, step) > max_off_policy_steps
+
+
+def is_stale_against_version(
+    start_version: int, version: int, max_off_policy_steps: int, *, train: bool, frozen: bool
+) -> bool:
+    """`is_stale`, counted against the current (published) `version` instead of the batch a
+    step trains: past the bound when `version − start_version` exceeds it (slime's lag at
+    completion, prime-rl's withhold), as the step after `version`'s batch would count it."""
+    return is_stale(start_version, version + 1, max_off_policy_steps, train=train, frozen=frozen)
+
+
+def trainer_lags(version: int, step: int, lag: int) -> bool:
+    """The trainer, at `version`, lags batch `step` by more than `lag` versions: the one
+    inequality of the dispatch gate (no train dispatch) and the ship hold (no batch ships)."""
+    return rollout_age(version, step) > lag
+
+
+def at_last_chance(start_version: int, step: int, max_off_policy_steps: int) -> bool:
+    """Batch `step` is the last an episode of `start_version` may join: its age there is
+    exactly the bound, so it is stale once that batch ships."""
+    return rollout_age(start_version, step) == max_off_policy_steps

@@ -110,6 +110,9 @@ Hooks = dict[str, Callable[[Any], Any]]
 
 
 def _dispatcher_hooks(r: Recording, target_lag: int) -> Hooks:
+    """The dispatcher's construction, scheduling, completions and group drops, and its
+    control methods (`_control_hooks`)."""
+
     def init(original: Any) -> Any:
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             original(self, *args, **kwargs)
@@ -150,6 +153,18 @@ def _dispatcher_hooks(r: Recording, target_lag: int) -> Hooks:
 
         return drop_group
 
+    return {
+        "__init__": init,
+        "schedule_group_episode": schedule,
+        "handle_completed_episode": completed,
+        "drop_group": drop,
+        **_control_hooks(r),
+    }
+
+
+def _control_hooks(r: Recording) -> Hooks:
+    """The dispatcher's overload cuts, version announcements and limit changes."""
+
     def overload(original: Any) -> Any:
         def cancel_inflight(self: Any, n: int) -> Any:
             r.safely("overload_cut", lambda: r.log().overload_cut(r.t(), math.ceil(n)))
@@ -182,10 +197,6 @@ def _dispatcher_hooks(r: Recording, target_lag: int) -> Hooks:
         return set_limit
 
     return {
-        "__init__": init,
-        "schedule_group_episode": schedule,
-        "handle_completed_episode": completed,
-        "drop_group": drop,
         "cancel_inflight": overload,
         "on_version_pending": pending,
         "on_new_version": live,

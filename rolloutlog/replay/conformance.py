@@ -31,10 +31,10 @@ import attrs
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.decider import DISPATCHER, SINK, Decider
 from rolloutlog.core.digest import event_payload
-from rolloutlog.core.dispatcher_state import DispatcherState, initial_state
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import preset_overrides
+from rolloutlog.core.state import DispatcherState, initial_dispatcher_state
 from rolloutlog.core.tasks import Task, task_for_group
 from rolloutlog.events.types import (
     WORLD_KINDS,
@@ -136,7 +136,9 @@ class LogTasks:
 
     def dispatcher(self, base: Decider[DispatcherState] = DISPATCHER) -> Decider[DispatcherState]:
         """`base`, its new groups (fresh or requeued) opened on the log's tasks."""
-        return attrs.evolve(base, initial_state=lambda config: initial_state(config, self.task))
+        return attrs.evolve(
+            base, initial_state=lambda config: initial_dispatcher_state(config, self.task)
+        )
 
     def task(self, config: RunConfig, number: int, work: Work) -> Task:
         """The task source of the log: the task its `group_opened` of `g<number>` names."""

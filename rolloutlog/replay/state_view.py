@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from itertools import islice
 from typing import Any
 
+from rolloutlog.core.dispatcher import gated
 from rolloutlog.core.registry import group_number
 from rolloutlog.core.sink import Arrival
 from rolloutlog.core.staleness import rollout_age
@@ -61,7 +62,7 @@ def _globals(fold: LogFold) -> dict[str, Any]:
         "max_inflight": dispatcher.limit,
         "permits_held": held,
         "permits_free": max(0, dispatcher.limit - held),
-        "gated": dispatcher.gated(),
+        "gated": gated(fold.rules, dispatcher),
         "finished": dispatcher.finished,
     }
 

@@ -95,6 +95,33 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def _time_range(spans: Spans, window: Window) -> tuple[float, float]:
+    """The window's times (the run's where it names none), drawable as float32 seconds."""
+    lo = spans.t_start if window.t_from is None else window.t_from
+    hi = spans.t_end if window.t_to is None else window.t_to
+    if hi - lo > _FLOAT32_MAX:
+        raise WindowError(
+            f"the time range {lo:g}..{hi:g} is too wide to draw "
+            f"(the page holds times as float32 seconds, at most {_FLOAT32_MAX:.3g})"
+        )
+    return lo, hi
+
+
+def _trainer_marks(
+    spans: Spans, causes: Sequence[tuple[float, float, int]], lo: float, hi: float
+) -> dict[str, Any]:
+    """Versions pending and live, batches shipped, the trainer's spans and the causes of
+    its waits (`replay.explain`) within lo..hi."""
+    return {
+        "pending": [[t - lo, v] for t, v in spans.pending if lo <= t <= hi],
+        "live": [[t - lo, v] for t, v in spans.live if lo <= t <= hi],
+        "ships": [[t - lo, *rest] for t, *rest in spans.ships if lo <= t <= hi],
+        "trainer": _clipped(spans.trainer, lo, hi),
+        "cause_kinds": list(CAUSES),
+        "causes": _clipped(causes, lo, hi),
+    }
+
+
 def page_data(
     spans: Spans,
     summary: dict[str, Any],
@@ -104,13 +131,7 @@ def page_data(
 ) -> dict[str, Any]:
     """Everything the page draws, as plain data with the columns in base64."""
     keep = _selected(spans, window)
-    lo = spans.t_start if window.t_from is None else window.t_from
-    hi = spans.t_end if window.t_to is None else window.t_to
-    if hi - lo > _FLOAT32_MAX:
-        raise WindowError(
-            f"the time range {lo:g}..{hi:g} is too wide to draw "
-            f"(the page holds times as float32 seconds, at most {_FLOAT32_MAX:.3g})"
-        )
+    lo, hi = _time_range(spans, window)
     index = np.flatnonzero(keep)
     rows, row_count = _rows(spans.group[index], spans.start[index], spans.end[index])
     discarded = _DISCARDED_CODES[spans.outcome[index]]
@@ -146,12 +167,7 @@ def page_data(
         "max_duration": float(duration.max()) if len(duration) else 0.0,
         "groups": spans.group_ids,
         "ids": None if implied else ids,
-        "pending": [[t - lo, v] for t, v in spans.pending if lo <= t <= hi],
-        "live": [[t - lo, v] for t, v in spans.live if lo <= t <= hi],
-        "ships": [[t - lo, *rest] for t, *rest in spans.ships if lo <= t <= hi],
-        "trainer": _clipped(spans.trainer, lo, hi),
-        "cause_kinds": list(CAUSES),
-        "causes": _clipped(causes, lo, hi),
+        **_trainer_marks(spans, causes, lo, hi),
         "summary": summary,
         "summary_rows": summary_rows(summary),
         "columns": {

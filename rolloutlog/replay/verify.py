@@ -22,12 +22,12 @@ import attrs
 
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.digest import event_payload
-from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
 from rolloutlog.core.redecide import redecide
 from rolloutlog.core.registry import DispatchRegistry, group_number
 from rolloutlog.core.sink import SinkState
+from rolloutlog.core.state import DispatcherState
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import (
     BatchShipped,

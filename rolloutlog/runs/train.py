@@ -34,7 +34,7 @@ from rolloutlog.runs.train_inputs import CrashedRun, RunRefused, weights_beside
 from rolloutlog.runtime.live.broadcast import WeightBroadcast, new_run_id
 from rolloutlog.runtime.live.deferred_log import DeferredLog
 from rolloutlog.runtime.live.driver import RunOutputs, new_request_prefix
-from rolloutlog.runtime.live.reports import StepStats
+from rolloutlog.runtime.live.reports import LiveResult, StepStats
 from rolloutlog.runtime.live.resume import ResumeError, ResumePoint, prepare
 from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
 from rolloutlog.runtime.live.session import save_initial, train_live
@@ -143,18 +143,8 @@ def run_training(
     when a new run stopped before its first event.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    started, resumed_after_s = time.monotonic(), []
-
-    def on_events(events: list[Event]) -> None:  # time to resume: fold, servers, publish
-        restart = events[0]
-        if isinstance(restart, RunResumed):
-            resumed_after_s.append(round(time.monotonic() - started, 3))
-            if on_resumed is not None:
-                on_resumed(
-                    f"resumed {log_path} at seq {restart.seq} in "
-                    f"{resumed_after_s[0]:.2f} s: {restart.reason}"
-                )
-
+    resumed_after_s: list[float] = []
+    on_events = _resume_timer(log_path, resumed_after_s, on_resumed)
     # Commits happen where the driver says (settled points), never mid-reaction; lz4 keeps
     # a commit of a few hundred events cheap. The log is opened by the run's first event,
     # so a start or resume that fails before it (inference unreachable) leaves no empty
@@ -194,6 +184,36 @@ def run_training(
     if not log.opened and resume is None:  # nothing recorded: take back what the start made
         _remove_unstarted(log_path, weights_dir)
         raise NothingRecorded(f"{result.finished_reason}: {result.error}; nothing was recorded")
+    return _report(log_path, result, resumed_after_s, seed, settings)
+
+
+def _resume_timer(
+    log_path: Path, resumed_after_s: list[float], on_resumed: Callable[[str], None] | None
+) -> Callable[[list[Event]], None]:
+    """The run's event callback: the time to resume (fold, servers, publish), noted once."""
+    started = time.monotonic()
+
+    def on_events(events: list[Event]) -> None:
+        restart = events[0]
+        if isinstance(restart, RunResumed):
+            resumed_after_s.append(round(time.monotonic() - started, 3))
+            if on_resumed is not None:
+                on_resumed(
+                    f"resumed {log_path} at seq {restart.seq} in "
+                    f"{resumed_after_s[0]:.2f} s: {restart.reason}"
+                )
+
+    return on_events
+
+
+def _report(
+    log_path: Path,
+    result: LiveResult,
+    resumed_after_s: list[float],
+    seed: int,
+    settings: LiveSettings,
+) -> dict[str, Any]:
+    """The `--json` report: the written log replayed, and what the run itself counted."""
     source = open_log(log_path)
     replay = replay_log(source)
     return {

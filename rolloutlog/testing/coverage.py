@@ -7,7 +7,7 @@ cases one log contains; `coverage_table` prints how often each occurs over many 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from rolloutlog.core.account import Account
@@ -48,105 +48,148 @@ REPORTED: Final[dict[str, str]] = {
 
 def features(log: Sequence[Event]) -> set[str]:
     """The cases of `FLOORS` and `REPORTED` that `log` contains."""
-    found: set[str] = set()
-    config: dict[str, Any] = {}
-    step, batches = 1, 0
-    groups: dict[
-        str, tuple[bool, dict[str, int]]
-    ] = {}  # ages (train, not frozen)?, in flight: id -> version
-    stale_cancelled: set[str] = set()
-    arrived: set[str] = set()
-    cancelled: set[str] = set()
-    finished = False
-    live_owed: int | None = None
-    requeue_owed = False
-    outstanding: set[str] = set()  # train groups opened, not yet scored
-    queued: set[str] = set()  # admitted episodes not yet shipped or dropped
-    resumed: set[str] = set()  # episodes resumed, not yet arrived
+    seen = _Seen()
     for event in log:
         e: Any = event
         kind = event.kind
-        if live_owed is not None and kind != "version_live" and kind in _WORLD:
-            found.add("delayed_live")
-        if kind == "run_started":
-            config = e.config
-            if config.get("admission_smoothing"):
-                found.add("admission_smoothing")
-        elif kind == "group_opened":
-            groups[e.group_id] = (e.work == "train" and not e.frozen, {})
-            if requeue_owed and e.work == "train":
-                found.add("requeue")
-            if e.work == "train":
-                outstanding.add(e.group_id)
-        elif kind == "episode_dispatched":
-            groups[e.group_id][1][e.episode_id] = e.policy_version
-        elif kind in ("episode_completed", "episode_failed"):
-            episode_id = e.episode_id
-            if episode_id in arrived:
-                found.add("duplicate_arrival")
-            if finished:
-                found.add("arrival_after_finish")
-            if kind == "episode_failed" and episode_id in cancelled:
-                found.add("late_failure")
-            if kind == "episode_completed" and episode_id in resumed:
-                found.add("resumed")
-            group = groups.get(episode_id.rpartition("/")[0])
-            if group is not None and group[1].pop(episode_id, None) is not None:
-                arrived.add(episode_id)
-        elif kind == "episodes_cancelled":
-            cancelled.update(e.episode_ids)
-            for episode_id in e.episode_ids:
-                groups[e.group_id][1].pop(episode_id, None)
-            if e.reason == "stale":
-                stale_cancelled.add(e.group_id)
-                found.add("stale_cancel")
-            if e.reason == "leftover" and e.episode_ids:
-                found.add("leftover_abort")
-            elif e.reason == "redundant":
-                found.add("redundant")
-        elif kind == "version_pending":
-            live_owed = e.version
-            if _mixed(groups, step, config.get("max_off_policy_steps", 0)):
-                found.add("pending_mixed")
-            if config.get("admission") == "verl" and (outstanding or queued):
-                found.add("verl_carry")
-        elif kind == "version_live":
-            live_owed = None
-        elif kind == "group_scored":
-            outstanding.discard(e.group_id)
-            queued.update(e.episode_ids if e.admitted else ())
-            if e.group_id in stale_cancelled and e.episode_ids:
-                found.add("partial_after_stale")
-        elif kind == "episode_dropped":
-            found.add("eviction" if e.reason == "evicted" else "stale_drop")
-            queued.discard(e.episode_id)
-            requeue_owed = requeue_owed or e.reason == "requeue"
-            if e.reason == "withheld":
-                found.add("withheld")
-            run_on = config.get("stale_member") == "run-on"
-            if run_on and e.reason == "stale" and e.episode_id.rpartition("/")[0] in outstanding:
-                found.add("run_on")
-        elif kind == "episode_interrupted":
-            found.add("recycled" if e.reason == "recycle" else "interrupted")
-        elif kind == "episode_resumed":
-            resumed.add(e.episode_id)
-        elif kind == "batch_shipped":
-            step, batches = e.step + 1, batches + 1
-            queued.difference_update(e.episode_ids)
-            if e.masked_tokens:
-                found.add("masked")
-        elif kind == "run_finished":
-            finished = True
-        elif kind == "run_resumed":
-            found.add("restart")
-    if config.get("ship_wait") == "last-chance" and _waited(log):
+        if seen.live_owed is not None and kind != "version_live" and kind in _WORLD:
+            seen.found.add("delayed_live")
+        step = _STEPS.get(kind)
+        if step is not None:
+            step(seen, e)
+    found = seen.found
+    if seen.config.get("ship_wait") == "last-chance" and _waited(log):
         found.add("ship_wait")
-    if batches >= 1:
+    if seen.batches >= 1:
         found.add("shipped_batch")
-    if batches >= 3:
+    if seen.batches >= 3:
         found.add("several_batches")
     return found
 
+
+class _Seen:
+    """What `features` has read of a log so far, one method per event kind it reads."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+        self.config: dict[str, Any] = {}
+        self.step, self.batches = 1, 0
+        # group -> (ages: train, not frozen; in flight: episode id -> version)
+        self.groups: dict[str, tuple[bool, dict[str, int]]] = {}
+        self.stale_cancelled: set[str] = set()
+        self.arrived: set[str] = set()
+        self.cancelled: set[str] = set()
+        self.finished = False
+        self.live_owed: int | None = None
+        self.requeue_owed = False
+        self.outstanding: set[str] = set()  # train groups opened, not yet scored
+        self.queued: set[str] = set()  # admitted episodes not yet shipped or dropped
+        self.resumed: set[str] = set()  # episodes resumed, not yet arrived
+
+    def run_started(self, e: Any) -> None:
+        self.config = e.config
+        if self.config.get("admission_smoothing"):
+            self.found.add("admission_smoothing")
+
+    def group_opened(self, e: Any) -> None:
+        self.groups[e.group_id] = (e.work == "train" and not e.frozen, {})
+        if self.requeue_owed and e.work == "train":
+            self.found.add("requeue")
+        if e.work == "train":
+            self.outstanding.add(e.group_id)
+
+    def episode_dispatched(self, e: Any) -> None:
+        self.groups[e.group_id][1][e.episode_id] = e.policy_version
+
+    def arrival(self, e: Any) -> None:
+        episode_id, found = e.episode_id, self.found
+        if episode_id in self.arrived:
+            found.add("duplicate_arrival")
+        if self.finished:
+            found.add("arrival_after_finish")
+        if e.kind == "episode_failed" and episode_id in self.cancelled:
+            found.add("late_failure")
+        if e.kind == "episode_completed" and episode_id in self.resumed:
+            found.add("resumed")
+        group = self.groups.get(episode_id.rpartition("/")[0])
+        if group is not None and group[1].pop(episode_id, None) is not None:
+            self.arrived.add(episode_id)
+
+    def episodes_cancelled(self, e: Any) -> None:
+        self.cancelled.update(e.episode_ids)
+        for episode_id in e.episode_ids:
+            self.groups[e.group_id][1].pop(episode_id, None)
+        if e.reason == "stale":
+            self.stale_cancelled.add(e.group_id)
+            self.found.add("stale_cancel")
+        if e.reason == "leftover" and e.episode_ids:
+            self.found.add("leftover_abort")
+        elif e.reason == "redundant":
+            self.found.add("redundant")
+
+    def version_pending(self, e: Any) -> None:
+        self.live_owed = e.version
+        if _mixed(self.groups, self.step, self.config.get("max_off_policy_steps", 0)):
+            self.found.add("pending_mixed")
+        if self.config.get("admission") == "verl" and (self.outstanding or self.queued):
+            self.found.add("verl_carry")
+
+    def version_live(self, e: Any) -> None:
+        self.live_owed = None
+
+    def group_scored(self, e: Any) -> None:
+        self.outstanding.discard(e.group_id)
+        self.queued.update(e.episode_ids if e.admitted else ())
+        if e.group_id in self.stale_cancelled and e.episode_ids:
+            self.found.add("partial_after_stale")
+
+    def episode_dropped(self, e: Any) -> None:
+        found = self.found
+        found.add("eviction" if e.reason == "evicted" else "stale_drop")
+        self.queued.discard(e.episode_id)
+        self.requeue_owed = self.requeue_owed or e.reason == "requeue"
+        if e.reason == "withheld":
+            found.add("withheld")
+        run_on = self.config.get("stale_member") == "run-on"
+        if run_on and e.reason == "stale" and e.episode_id.rpartition("/")[0] in self.outstanding:
+            found.add("run_on")
+
+    def episode_interrupted(self, e: Any) -> None:
+        self.found.add("recycled" if e.reason == "recycle" else "interrupted")
+
+    def episode_resumed(self, e: Any) -> None:
+        self.resumed.add(e.episode_id)
+
+    def batch_shipped(self, e: Any) -> None:
+        self.step, self.batches = e.step + 1, self.batches + 1
+        self.queued.difference_update(e.episode_ids)
+        if e.masked_tokens:
+            self.found.add("masked")
+
+    def run_finished(self, e: Any) -> None:
+        self.finished = True
+
+    def run_resumed(self, e: Any) -> None:
+        self.found.add("restart")
+
+
+_STEPS: Final[dict[str, Callable[[_Seen, Any], None]]] = {
+    "run_started": _Seen.run_started,
+    "group_opened": _Seen.group_opened,
+    "episode_dispatched": _Seen.episode_dispatched,
+    "episode_completed": _Seen.arrival,
+    "episode_failed": _Seen.arrival,
+    "episodes_cancelled": _Seen.episodes_cancelled,
+    "version_pending": _Seen.version_pending,
+    "version_live": _Seen.version_live,
+    "group_scored": _Seen.group_scored,
+    "episode_dropped": _Seen.episode_dropped,
+    "episode_interrupted": _Seen.episode_interrupted,
+    "episode_resumed": _Seen.episode_resumed,
+    "batch_shipped": _Seen.batch_shipped,
+    "run_finished": _Seen.run_finished,
+    "run_resumed": _Seen.run_resumed,
+}
 
 _WORLD: Final = frozenset(
     {

@@ -21,10 +21,10 @@ import attrs
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import event_payload
-from rolloutlog.core.dispatcher_state import DispatcherState
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
 from rolloutlog.core.redecide import redecide
 from rolloutlog.core.sink import SinkState
+from rolloutlog.core.state import DispatcherState
 from rolloutlog.events.types import WORLD_KINDS, Event, RunStarted
 from rolloutlog.replay.chain import DigestChain
 from rolloutlog.replay.chain import first_difference as first_digest_difference

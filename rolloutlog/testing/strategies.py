@@ -34,7 +34,23 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     Keyword arguments pin fields (for example `staleness="per-group"`).
     """
     group_size = draw(st.integers(1, 8))
-    values: dict[str, Any] = {
+    values = _drawn_keys(draw, group_size)
+    if draw(st.integers(0, 4)) == 0:
+        values["token_batch_size"] = draw(st.integers(16, 400))
+        values["batch_size"] = None
+    else:
+        values["batch_size"] = draw(st.integers(1, 12))
+    values["target_lag"] = draw(st.integers(0, min(2, values["max_off_policy_steps"])))
+    values.update(fixed)
+    _queue_and_rounds(draw, values, fixed)
+    _partial_rules(values, fixed)
+    _startable(values, fixed)
+    return RunConfig.from_mapping(values)
+
+
+def _drawn_keys(draw: st.DrawFn, group_size: int) -> dict[str, Any]:
+    """Every policy key and knob `run_configs` draws, in its order of draws."""
+    return {
         "group_size": group_size,
         "max_inflight": draw(st.integers(1, 3 * group_size + 2)),
         "max_off_policy_steps": draw(st.integers(0, 3)),
@@ -71,13 +87,10 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         "leftovers": draw(st.sampled_from(["run-on", "run-on", "run-on", "abort"])),
         "group_redundancy": draw(st.sampled_from([0, 0, 0, 1, 2])),
     }
-    if draw(st.integers(0, 4)) == 0:
-        values["token_batch_size"] = draw(st.integers(16, 400))
-        values["batch_size"] = None
-    else:
-        values["batch_size"] = draw(st.integers(1, 12))
-    values["target_lag"] = draw(st.integers(0, min(2, values["max_off_policy_steps"])))
-    values.update(fixed)
+
+
+def _queue_and_rounds(draw: st.DrawFn, values: dict[str, Any], fixed: dict[str, Any]) -> None:
+    """A bounded queue (sometimes) and slime's round size, unless `fixed` pins them."""
     if "queue_limit" not in fixed and values["batch_size"] and draw(st.booleans()):
         # a bounded queue just big enough to fill a batch, so that it fills
         spare = draw(st.integers(0, 2))
@@ -88,7 +101,10 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     if "over_sampling_batch_size" not in fixed:  # slime: at least a batch's groups
         groups = -(-(values["batch_size"] or 1) // values["group_size"])
         values["over_sampling_batch_size"] = draw(st.sampled_from([None, groups, groups + 2]))
-    _partial_rules(values, fixed)
+
+
+def _startable(values: dict[str, Any], fixed: dict[str, Any]) -> None:
+    """Keys that do not combine (`RunConfig.startup_problems`) reconciled, `fixed` kept."""
     if values["ship_wait"] == "last-chance" and "ship_wait" not in fixed:
         # the wait needs PR #822's cap, and no drain (`RunConfig.startup_problems`)
         capped = values["admission"] == "outstanding" or "admission" not in fixed
@@ -104,7 +120,6 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
         values["admission"] = "none"  # their budgets stall behind a drain (startup_problems)
     if values["admission"] == "slime" and "group_redundancy" not in fixed:
         values["group_redundancy"] = 0  # slime's rounds count whole groups (startup_problems)
-    return RunConfig.from_mapping(values)
 
 
 # What a weight update does to work in flight, `recycle` and `stale_tokens`: read off the

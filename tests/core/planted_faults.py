@@ -19,6 +19,7 @@ import pytest
 from rolloutlog.core.account import Account, InvariantViolation
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider
+from rolloutlog.core.presets import rules_for
 from rolloutlog.events.types import WORLD_KINDS, BatchShipped, EpisodeDispatched, Event
 from tests.core.planted import account_for, config_of, fed
 
@@ -134,10 +135,11 @@ def check_reported(
 
 
 def _refusal(decider: Decider[Any], log: list[Event]) -> InconsistentLogError | None:
-    state = decider.initial_state(config_of(log))
+    config = config_of(log)
+    state, rules = decider.initial_state(config), rules_for(config)
     for event in log:
         try:
-            state = decider.evolve(state, event)
+            state = decider.evolve(rules, state, event)
         except InconsistentLogError as error:
             return error
     return None

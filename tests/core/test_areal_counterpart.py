@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.rules.admission import TrainLedger
 from rolloutlog.core.rules.admission_field import areal_groups, evolve_group_ledger
+from rolloutlog.core.state import TrainLedger
 from rolloutlog.events.types import GroupScored
 from tests.core.areal_wheel import areal_wheel, load_staleness_manager
 from tests.core.core_events import opened

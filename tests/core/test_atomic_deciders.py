@@ -14,6 +14,7 @@ from hypothesis import given
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import DISPATCHER, SINK, Decider, ReactionLoop
+from rolloutlog.core.presets import rules_for
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import EpisodesCancelled, Event, RunStarted
 from rolloutlog.replay.fold import fold_events
@@ -22,10 +23,11 @@ from rolloutlog.testing.strategies import Tampered, tampered_logs, world_logs
 
 def _fold(decider: Decider[Any], events: list[Event]) -> tuple[Any, int | None]:
     """Evolve `decider` over `events`: its state, and the seq of the event it refused."""
-    state = decider.initial_state(RunConfig.from_mapping(events[0].config))  # type: ignore[attr-defined]
+    config = RunConfig.from_mapping(events[0].config)  # type: ignore[attr-defined]
+    state, rules = decider.initial_state(config), rules_for(config)
     for event in events:
         try:
-            state = decider.evolve(state, event)
+            state = decider.evolve(rules, state, event)
         except InconsistentLogError as error:
             # the refusal names the event it refused and says what is wrong with it
             assert (error.seq, error.kind) == (event.seq, event.kind), error
@@ -64,10 +66,11 @@ def test_decide_never_writes(log: list[Event]) -> None:
     config = RunConfig.from_mapping(log[0].config)  # type: ignore[attr-defined]
     for decider in (SINK, DISPATCHER):
         asked, untouched = decider.initial_state(config), decider.initial_state(config)
+        rules = rules_for(config)
         for event in log:
-            asked = decider.evolve(asked, event)
-            untouched = decider.evolve(untouched, event)
-            decider.decide(asked, event)
+            asked = decider.evolve(rules, asked, event)
+            untouched = decider.evolve(rules, untouched, event)
+            decider.decide(rules, asked, event)
             assert asked == untouched, f"{decider.name} wrote in decide at seq {event.seq}"
 
 
@@ -86,7 +89,7 @@ def test_a_cancellation_naming_one_unknown_member_cancels_none() -> None:
     )
     for decider, state in ((SINK, loop.sink_state), (DISPATCHER, loop.dispatcher_state)):
         try:
-            decider.evolve(state, bad)
+            decider.evolve(loop.rules, state, bad)
         except InconsistentLogError as error:
             assert "g1/9" in str(error) and error.seq == 99
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hypothesis import given
 
+from rolloutlog.core.dispatcher import gated
 from rolloutlog.core.rules.admission import capacity_left
 from rolloutlog.events.types import WORLD_KINDS, EpisodeDispatched, EpisodeDropped, Event
 from rolloutlog.replay.fold import LogFold
@@ -51,7 +52,7 @@ def _withheld(log: list[Event]) -> tuple[int, EpisodeDispatched] | None:
             owing = next((g for g in state.owing if state.groups[g].train), None)
             free = state.limit - len(state.inflight) > 0
             left = capacity_left(state.config, state.ledger, state.version)
-            if owing is not None and free and not state.gated() and left == 0:
+            if owing is not None and free and not gated(fold.rules, state) and left == 0:
                 group = state.groups[owing]
                 member = group.dispatched
                 return index, EpisodeDispatched(

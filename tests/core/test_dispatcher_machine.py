@@ -12,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from rolloutlog.core import dispatcher
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.presets import rules_for
 from rolloutlog.core.staleness import is_stale
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
@@ -49,6 +50,7 @@ class DispatcherMachine(RuleBasedStateMachine):
             frozen_fraction=frozen,
         )
         self.state = dispatcher.initial_state(self.config)
+        self.rules = rules_for(self.config)
         self.t = 0.0
         self.seq = 0
         self.limit = self.config.max_inflight
@@ -74,13 +76,13 @@ class DispatcherMachine(RuleBasedStateMachine):
         owed = [self._evolve(event)]
         while owed:
             current = owed.pop(0)
-            owed.extend(self._evolve(e) for e in dispatcher.decide(self.state, current))
+            owed.extend(self._evolve(e) for e in dispatcher.decide(self.rules, self.state, current))
 
     def _evolve(self, event: Event) -> Event:
         self._observe_before(event)
         event = attrs.evolve(event, seq=self.seq)
         self.seq += 1
-        self.state = dispatcher.evolve(self.state, event)
+        self.state = dispatcher.evolve(self.rules, self.state, event)
         return event
 
     def _observe_before(self, event) -> None:

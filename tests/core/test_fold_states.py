@@ -18,6 +18,7 @@ from rolloutlog.core import dispatcher, sink
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import fingerprint
 from rolloutlog.core.loop import DISPATCHER, SINK, ReactionLoop
+from rolloutlog.core.presets import rules_for
 from rolloutlog.events.jsonl import read_jsonl
 from rolloutlog.events.schema import SCHEMA_VERSION, events_to_batch
 from rolloutlog.events.types import (
@@ -46,8 +47,8 @@ def test_evolve_and_the_queued_tokens_agree_with_the_fold(log: list[Event]) -> N
     dispatcher_state = DISPATCHER.initial_state(fold.config)
     for event in log:
         fold.apply(event)
-        sink_state = sink.evolve(sink_state, event)
-        dispatcher_state = dispatcher.evolve(dispatcher_state, event)
+        sink_state = sink.evolve(fold.rules, sink_state, event)
+        dispatcher_state = dispatcher.evolve(fold.rules, dispatcher_state, event)
         held = fingerprint(fold.dispatcher_state, fold.sink_state)
         evolved = fingerprint(dispatcher_state, sink_state)
         assert evolved == held, event
@@ -185,7 +186,7 @@ def test_an_idle_smoothed_dispatcher_owes_a_tick_at_the_next_window(
     is owed."""
     config = attrs.evolve(config, admission_smoothing=smoothing)
     idle = dispatcher.initial_state(config)
-    due = dispatcher.next_tick(idle, now)
+    due = dispatcher.next_tick(rules_for(config), idle, now)
     if not smoothing:
         assert due is None
         return
@@ -233,7 +234,8 @@ def test_the_sink_keeps_the_segments_of_an_episode_only_while_it_is_in_flight(
     or they would grow with every cancellation of a long run."""
     first = log[0]
     assert isinstance(first, RunStarted)
-    state = SINK.initial_state(RunConfig.from_mapping(first.config))
+    config = RunConfig.from_mapping(first.config)
+    state, rules = SINK.initial_state(config), rules_for(config)
     for event in log:
-        state = sink.evolve(state, event)
+        state = sink.evolve(rules, state, event)
         assert state.pieces.keys() <= state.inflight.keys(), event

@@ -11,7 +11,7 @@ import pytest
 from rolloutlog.core.account import InvariantViolation
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.presets import CHOICES
-from rolloutlog.core.sink_state import Queued
+from rolloutlog.core.state import Queued
 from rolloutlog.events.types import EpisodeDropped, GroupScored
 from rolloutlog.replay.step_metrics import DROPPED, EVICTED, StepMetrics
 from tests.core.planted import fed

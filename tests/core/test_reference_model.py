@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import DISPATCHER
+from rolloutlog.core.rules.table import Rules
 from rolloutlog.events.jsonl import read_jsonl
 from rolloutlog.events.log_reader import read_log
 from rolloutlog.events.types import EpisodeDispatched, Event
@@ -204,9 +205,9 @@ def test_the_reference_model_reproduces_the_simulated_example() -> None:
     assert reference_log(log) == log
 
 
-def _stamp_with_group_start(state: object, event: Event) -> list[Event]:
+def _stamp_with_group_start(rules: Rules, state: object, event: Event) -> list[Event]:
     """A dispatcher that forgets per-episode stamping: members carry their group's start."""
-    decided = DISPATCHER.decide(state, event)
+    decided = DISPATCHER.decide(rules, state, event)
     starts = getattr(state, "groups", {})
     return [
         attrs.evolve(e, policy_version=starts[e.group_id].start_version)

@@ -8,6 +8,7 @@ import pytest
 
 from rolloutlog.core import dispatcher
 from rolloutlog.core.errors import InconsistentLogError
+from rolloutlog.core.presets import rules_for
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.types import EpisodeDropped, Event, GroupOpened
 from tests.core.planted import fed
@@ -100,7 +101,7 @@ def test_a_requeue_of_a_requeue_keeps_the_first_task() -> None:
 def test_the_dispatcher_refuses_a_fresh_task_while_a_requeue_is_due() -> None:
     run = requeue_run("tinker")
     stale_at_completion(run)
-    state = dispatcher.initial_state(run.config)
+    state, rules = dispatcher.initial_state(run.config), rules_for(run.config)
     requeue_at = next(e.seq for e in run.log if e.kind == "group_opened" and e.group_id == "g4")
     fresh = task_for_group(run.config, 4, "train").task_id
     log: list[Event] = [
@@ -108,7 +109,7 @@ def test_the_dispatcher_refuses_a_fresh_task_while_a_requeue_is_due() -> None:
     ]
     with pytest.raises(InconsistentLogError, match=rf"seq {requeue_at} .*requeue of g2"):
         for event in log:
-            dispatcher.evolve(state, event)
+            dispatcher.evolve(rules, state, event)
 
 
 def test_the_account_reports_a_requeue_that_keeps_an_arrival() -> None:

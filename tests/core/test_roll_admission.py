@@ -12,7 +12,7 @@ from rolloutlog.core.account import InvariantViolation
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.rules import admission_field
 from rolloutlog.core.rules.composition import roll_window, take
-from rolloutlog.core.sink_state import Queued
+from rolloutlog.core.state import Queued
 from rolloutlog.events.types import GroupOpened
 from tests.core.test_scenarios import Run
 

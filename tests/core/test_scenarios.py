@@ -9,8 +9,10 @@ import pytest
 from rolloutlog.core import dispatcher, sink
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.dispatcher import gated
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.core.loop import ReactionLoop
+from rolloutlog.core.presets import rules_for
 from rolloutlog.core.sink import zero_output_reason
 from rolloutlog.core.tasks import task_for_group
 from rolloutlog.events.schema import SCHEMA_VERSION
@@ -92,6 +94,7 @@ class Deciders:
     def __init__(self, config: RunConfig) -> None:
         self.dispatcher = dispatcher.initial_state(config)
         self.sink = sink.initial_state(config)
+        self.rules = rules_for(config)
         self.seq = 0
 
     def apply(self, *events: Event) -> list[Event]:
@@ -99,8 +102,8 @@ class Deciders:
         for event in events:
             event = attrs.evolve(event, seq=self.seq)
             self.seq += 1
-            sink.evolve(self.sink, event)
-            dispatcher.evolve(self.dispatcher, event)
+            sink.evolve(self.rules, self.sink, event)
+            dispatcher.evolve(self.rules, self.dispatcher, event)
             applied.append(event)
         return applied
 
@@ -110,8 +113,8 @@ class Deciders:
         out, owed = [], [event]
         while owed:
             current = owed.pop(0)
-            decided = self.apply(*sink.decide(self.sink, current))
-            decided += self.apply(*dispatcher.decide(self.dispatcher, current))
+            decided = self.apply(*sink.decide(self.rules, self.sink, current))
+            decided += self.apply(*dispatcher.decide(self.rules, self.dispatcher, current))
             out += decided
             owed[:0] = decided
         return out
@@ -227,7 +230,10 @@ def test_gate_pauses_train_dispatch_but_not_eval():
         eval_interval=1,
     )
     run.complete("g1/0", "g1/1")  # g3 fills the permits; batch 1 -> step 2: gated, eval owed
-    assert run.loop.dispatcher_state.gated() and run.loop.dispatcher_state.eval_owed == 1
+    assert (
+        gated(run.loop.rules, run.loop.dispatcher_state)
+        and run.loop.dispatcher_state.eval_owed == 1
+    )
     run.complete("g2/0")
     assert run.of_kind("group_opened")[-1].work == "eval", "the eval group opens under the gate"
     run.complete("g2/1", "g3/0")
@@ -235,9 +241,9 @@ def test_gate_pauses_train_dispatch_but_not_eval():
     assert len(run.inflight()) == 3
     # v1 releases the held batch 2 first: step 3, gated again, and another eval group opens.
     opened = run.of_kind("group_opened", run.publish(1))
-    assert [e.work for e in opened] == ["eval"] and run.loop.dispatcher_state.gated()
+    assert [e.work for e in opened] == ["eval"] and gated(run.loop.rules, run.loop.dispatcher_state)
     run.publish(2)
-    assert not run.loop.dispatcher_state.gated()
+    assert not gated(run.loop.rules, run.loop.dispatcher_state)
     opened = run.of_kind("group_opened", run.complete("g4/0"))
     assert [e.work for e in opened] == ["train"]
 
@@ -350,6 +356,7 @@ def test_inconsistent_events_name_their_seq():
     run = Run(group_size=2, max_inflight=2)
     with pytest.raises(InconsistentLogError, match=r"seq 5 .*g9 is not open"):
         dispatcher.evolve(
+            run.loop.rules,
             run.loop.dispatcher_state,
             EpisodesCancelled(
                 t=1.0, seq=5, group_id="g9", episode_ids=(), unscheduled=1, reason="stale"
@@ -373,13 +380,13 @@ def test_a_scored_member_that_never_arrived_is_refused_with_its_seq():
     run.complete("g1/0")
     run.feed(EpisodeFailed(t=9.0, episode_id="g1/1", error="x"))
     (scored,) = run.of_kind("group_scored")
-    state = sink.initial_state(run.config)
+    state, rules = sink.initial_state(run.config), rules_for(run.config)
     for event in run.log[: scored.seq]:
-        sink.evolve(state, event)
+        sink.evolve(rules, state, event)
     tampered = attrs.evolve(
         scored, episode_ids=("g1/0", "g1/5"), advantages=(0.0, 0.0), admitted=True
     )
     with pytest.raises(
         InconsistentLogError, match=rf"seq {scored.seq} .*g1/5 is not a fresh arrival"
     ):
-        sink.evolve(state, tampered)
+        sink.evolve(rules, state, tampered)

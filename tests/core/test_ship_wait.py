@@ -81,7 +81,7 @@ def test_mains_tinker_rule_requeues_the_straggler_instead() -> None:
 def test_the_account_reports_a_batch_that_ships_past_the_wait() -> None:
     """A sink planted to ship at once: the account's own watch reports batch 2 at its seq."""
     run = _run()
-    state = run.loop.sink_state
+    state = run.loop.state
     state.rules = attrs.evolve(state.rules, ship_waits=shipping.ship_at_once)
     run.complete("g1/0", "g1/1")
     run.publish(1)
@@ -96,7 +96,7 @@ def test_the_account_reports_a_group_opened_past_the_outstanding_cap() -> None:
     """A dispatcher planted without the cap opens g3 at once: the account counts g1, g2."""
     config = RunConfig.from_mapping({**SMALL, **preset_overrides("tinker-822")})
     loop = ReactionLoop(config, observers=(Account(config),))
-    state = loop.dispatcher_state
+    state = loop.state
     state.rules = attrs.evolve(state.rules, allowance=admission.unlimited)
     started = RunStarted(
         t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"

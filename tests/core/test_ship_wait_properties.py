@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.dispatcher import gated
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.rules.composition import take
 from rolloutlog.core.rules.shipping import waits_for_last_chance
@@ -31,10 +32,11 @@ class WaitWatch:
 
     def settled(self, world_event: Event, loop: ReactionLoop) -> None:
         sink, dispatcher = loop.sink_state, loop.dispatcher_state
-        lag = sink.rules.lag(sink.config)
+        rules = loop.rules
+        lag = rules.lag(sink.config)
         if sink.finished or sink.version < sink.step - 1 - lag:
             return
-        if not take(sink.rules.batch_order, sink.config, sink.queue, sink.step):
+        if not take(rules.batch_order, sink.config, sink.queue, sink.step):
             return
         if not waits_for_last_chance(sink):
             return
@@ -42,7 +44,7 @@ class WaitWatch:
         assert dispatcher.inflight, (
             f"seq {world_event.seq}: batch {sink.step} waits, none in flight"
         )
-        assert not dispatcher.gated(), f"seq {world_event.seq}: the gate is shut on a wait"
+        assert not gated(rules, dispatcher), f"seq {world_event.seq}: the gate is shut on a wait"
 
 
 @example(  # the account read the gate's lag for the cap (gate_lag = "one", target_lag 2)

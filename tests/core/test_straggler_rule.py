@@ -12,15 +12,15 @@ from __future__ import annotations
 import attrs
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup, initial_state
 from rolloutlog.core.rules.cancellation import straggler_cut
+from rolloutlog.core.state import DispatcherState, OpenGroup, initial_dispatcher_state
 
 CONFIG = RunConfig(group_size=3, max_inflight=2, batch_size=3, max_off_policy_steps=1)
 
 
 def _at_risk(unscheduled: int) -> tuple[DispatcherState, OpenGroup]:
     """Step 3, bound 1: g2/1 arrived from v1 (age 1, at risk), g2/0 from v0 in flight."""
-    state = attrs.evolve(initial_state(CONFIG), step=3, version=2)
+    state = attrs.evolve(initial_dispatcher_state(CONFIG), step=3, version=2)
     group = OpenGroup(
         group_id="g2",
         number=2,

@@ -119,11 +119,11 @@ def test_a_group_scored_while_the_dispatcher_owes_members_is_refused_by_name() -
         t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
     )
     log = loop.feed(start) + loop.feed(_done(1.0, "g1/0"))  # g1/1 stays in flight
-    state = DISPATCHER.initial_state(config)
+    state, rules = DISPATCHER.initial_state(config), loop.rules
     for event in log:
-        state = DISPATCHER.evolve(state, event)
+        state = DISPATCHER.evolve(rules, state, event)
     scored = GroupScored(
         t=2.0, seq=99, group_id="g1", episode_ids=("g1/0",), advantages=(0.0,), admitted=True
     )
     with pytest.raises(InconsistentLogError, match=r"seq 99 .*g1 scored while"):
-        DISPATCHER.evolve(state, scored)
+        DISPATCHER.evolve(rules, state, scored)

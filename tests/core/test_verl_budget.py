@@ -18,7 +18,7 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import CHOICES, preset_overrides
 from rolloutlog.core.rules import admission_budget
-from rolloutlog.core.rules.admission import TrainLedger
+from rolloutlog.core.state import TrainLedger
 from rolloutlog.events.types import Event, VersionPending, with_seq
 from rolloutlog.testing.scripted_world import scripted_log
 from tests.core.core_events import opened

@@ -8,6 +8,7 @@ from hypothesis import given
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import SINK
+from rolloutlog.core.rules.table import Rules
 from rolloutlog.events.types import Event
 from rolloutlog.testing.equivalence import (
     OBSERVATIONS,
@@ -38,11 +39,11 @@ def test_per_group_equals_per_episode_when_groups_start_at_one_version(log: list
     assert_equivalent(log, TODAYS_DECIDERS, decided_by(configure=_per_group), OBSERVATIONS)
 
 
-def _never_admit(state: object, event: Event) -> list[Event]:
+def _never_admit(rules: Rules, state: object, event: Event) -> list[Event]:
     """A sink that forgets to admit anything: the curriculum answer is lost."""
     return [
         attrs.evolve(e, admitted=False) if e.kind == "group_scored" else e
-        for e in SINK.decide(state, event)
+        for e in SINK.decide(rules, state, event)
     ]
 
 

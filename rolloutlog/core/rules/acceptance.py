@@ -15,15 +15,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from itertools import islice
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import attrs
 
-from rolloutlog.core.staleness import is_stale
+from rolloutlog.core.staleness import is_stale, is_stale_against_version
+from rolloutlog.core.state import Arrival, Queued, SinkGroup, SinkState
 from rolloutlog.events.types import BatchShipped, DropReason, Event, GroupScored
-
-if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
-    from rolloutlog.core.sink_state import Arrival, Queued, SinkGroup, SinkState
 
 _Item = TypeVar("_Item", "Arrival", "Queued")
 # An arrival held to this bound at finalize is never stale there.
@@ -81,11 +79,10 @@ def requeue_stale_for_batch(group: SinkGroup, step: int, version: int, bound: in
 def requeue_lagging_version(group: SinkGroup, step: int, version: int, bound: int) -> bool:
     """At completion (slime-lag): accepted iff `current version − its version ≤ bound`,
     read once, when the group completes; the queue time after it is not counted."""
-    return (
-        bool(group.arrived)
-        and group.train
-        and not group.frozen
-        and all(version - arrival.version > bound for arrival in group.arrived)
+    train, frozen = group.train, group.frozen
+    return bool(group.arrived) and all(
+        is_stale_against_version(arrival.version, version, bound, train=train, frozen=frozen)
+        for arrival in group.arrived
     )
 
 
@@ -116,7 +113,8 @@ def withhold_past_version_bound(
     """prime-rl #2960: a live-policy train member whose generation started more than `bound`
     versions behind the current (published) one, `version − its stamp > bound`, is scored
     with its group, so its reward shapes its siblings' advantages, but never ships."""
-    return group.train and not group.frozen and version - arrival.version > bound
+    train, frozen = group.train, group.frozen
+    return is_stale_against_version(arrival.version, version, bound, train=train, frozen=frozen)
 
 
 def the_bound(bound: int) -> int:

@@ -37,11 +37,9 @@ event time, the in-flight count may grow by at most a burst (a group, or a tenth
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
-
-import attrs
 
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.state import DispatcherState, TrainLedger
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -54,40 +52,6 @@ from rolloutlog.events.types import (
     GroupScored,
     Work,
 )
-
-if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
-    from rolloutlog.core.dispatcher_state import DispatcherState
-
-
-@attrs.define(slots=True)
-class TrainLedger:
-    """Counts of train episodes by where they stand; bounded by what is open and in flight."""
-
-    inflight: set[str] = attrs.Factory(set)
-    arrived: int = 0
-    queued: int = 0
-    batches: int = 0
-    unscored: dict[str, int] = attrs.Factory(dict)  # open train group -> unfinalized arrivals
-    arrival_tokens: int = 0
-    arrivals: int = 0
-    owed: int = 0  # members open train groups still owe (AReaL admission)
-    redundancy: int = 0  # r: each group owes G + r members (`core.rules.group_shape`)
-    roll_used: int = 0  # train groups opened and not aborted (ROLL admission)
-    aborted: set[str] = attrs.Factory(set)  # open train groups cancelled as stale, once each
-    accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
-    window_groups: int = 0  # train groups counted in this sync window (verl admission)
-    queued_groups: dict[str, int] = attrs.Factory(dict)  # group -> episodes queued (verl)
-    pending: dict[str, int] = attrs.Factory(dict)  # group -> members queued or unpublished
-    unpublished: dict[int, tuple[str, ...]] = attrs.Factory(dict)  # step -> its batch's ids
-    opened_groups: int = 0  # train groups ever opened (max-lag admission)
-    updates: int = 0  # versions announced (max-lag admission)
-    round_groups: dict[str, int] = attrs.Factory(dict)  # this step's train groups: size
-    round_opened: int = 0  # their members (slime admission, `core.rules.oversampling`)
-    round_lost: int = 0  # their members that will not reach the queue (slime admission)
-
-    def beyond_trainer(self) -> int:
-        """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
-        return self.queued + self.arrived + len(self.inflight)
 
 
 def unlimited(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
@@ -138,10 +102,6 @@ def evolve_ledger(ledger: TrainLedger, event: Event) -> None:
             ledger.batches += 1
         case _:
             pass  # eval and late arrivals, and what the ledger does not count
-
-
-def unfollowed(ledger: TrainLedger, event: Event) -> None:
-    """Without capacity admission, no ledger is kept."""
 
 
 def group_of(episode_id: str) -> str:

@@ -23,8 +23,9 @@ wait for a sync that a batch short of pruned or failed members never brings).
 from __future__ import annotations
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.rules.admission import TrainLedger, episodes_per_batch
+from rolloutlog.core.rules.admission import episodes_per_batch
 from rolloutlog.core.rules.admission_field import evolve_group_ledger
+from rolloutlog.core.state import TrainLedger
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDropped,

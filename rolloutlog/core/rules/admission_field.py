@@ -43,11 +43,11 @@ import math
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.rules.admission import (
-    TrainLedger,
     episodes_per_batch,
     evolve_ledger,
     group_of,
 )
+from rolloutlog.core.state import TrainLedger
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDispatched,

@@ -9,25 +9,24 @@ cuts or none), the dispatcher calls the one its preset table chose (`core.preset
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING
 
 import attrs
 
-from rolloutlog.core.staleness import rollout_age
+from rolloutlog.core.rules.table import Rules
+from rolloutlog.core.staleness import at_last_chance, is_stale
+from rolloutlog.core.state import DispatcherState, OpenGroup
 from rolloutlog.events.types import CancelReason, EpisodesCancelled, Event
 
-if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
-    from rolloutlog.core.dispatcher_state import DispatcherState, OpenGroup
 
-
-def before_weight_update(state: DispatcherState, t: float) -> list[Event]:
+def before_weight_update(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
     """Cancel the stale in-flight train episodes of each group, then cut stragglers, as
     the run's staleness rule says (`stale_members` or `stale_groups`)."""
     out: list[Event] = []
-    cancel_stale, stale_in_flight = state.rules.cancel_stale, state.rules.stale_in_flight
-    cancels = state.rules.cancels_stale_work()
+    cancel_stale, stale_in_flight = rules.cancel_stale, rules.stale_in_flight
+    cancels = rules.cancels_stale_work()
     for group in state.groups.values():
-        out.extend(cancel_stale(state, group, stale_in_flight(state, group) if cancels else (), t))
+        stale = stale_in_flight(rules, state, group) if cancels else ()
+        out.extend(cancel_stale(rules, state, group, stale, t))
     return out
 
 
@@ -43,22 +42,22 @@ def never_cancel_stale() -> bool:
     return False
 
 
-def _stale_unscheduled(state: DispatcherState, group: OpenGroup) -> int:
+def _stale_unscheduled(rules: Rules, state: DispatcherState, group: OpenGroup) -> int:
     """The unscheduled members to cancel as stale, where the run cancels stale work at all."""
-    return state.rules.stale_unscheduled(state, group) if state.rules.cancels_stale_work() else 0
+    return rules.stale_unscheduled(rules, state, group) if rules.cancels_stale_work() else 0
 
 
 def stale_members(
-    state: DispatcherState, group: OpenGroup, stale: tuple[str, ...], t: float
+    rules: Rules, state: DispatcherState, group: OpenGroup, stale: tuple[str, ...], t: float
 ) -> list[Event]:
     """Per-episode: exactly the stale in-flight members; siblings keep running and
     unscheduled members are dispatched later at the then-current version. Then the
     straggler rule, for what is left."""
     out: list[Event] = []
-    unscheduled = _stale_unscheduled(state, group)
+    unscheduled = _stale_unscheduled(rules, state, group)
     if stale or unscheduled:
         out.append(_members(group, stale, unscheduled, "stale", t))
-    cut = state.rules.cut_stragglers(state, group, stale, t)
+    cut = rules.cut_stragglers(state, group, stale, t)
     if cut is not None and unscheduled:  # the stale cancellation took the unscheduled
         cut = attrs.evolve(cut, unscheduled=0) if cut.episode_ids else None
     if cut is not None:
@@ -67,47 +66,49 @@ def stale_members(
 
 
 def stale_groups(
-    state: DispatcherState, group: OpenGroup, stale: tuple[str, ...], t: float
+    rules: Rules, state: DispatcherState, group: OpenGroup, stale: tuple[str, ...], t: float
 ) -> list[Event]:
     """Per-group: the whole group of any group whose (shared) dispatch version is stale;
     a group with nothing stale is left to the straggler rule, as per-episode."""
-    if stale or _stale_unscheduled(state, group):
+    if stale or _stale_unscheduled(rules, state, group):
         return [_whole_group(group, "stale", t)]
-    return stale_members(state, group, stale, t)
+    return stale_members(rules, state, group, stale, t)
 
 
 def stale_kept(
-    state: DispatcherState, group: OpenGroup, stale: tuple[str, ...], t: float
+    rules: Rules, state: DispatcherState, group: OpenGroup, stale: tuple[str, ...], t: float
 ) -> list[Event]:
     """Soft: stale in-flight members keep running (nothing is cancelled for its age); the
     straggler rule still applies, as per-episode."""
-    return stale_members(state, group, (), t)
+    return stale_members(rules, state, group, (), t)
 
 
-def unscheduled_kept(state: DispatcherState, group: OpenGroup) -> int:
+def unscheduled_kept(rules: Rules, state: DispatcherState, group: OpenGroup) -> int:
     """Unscheduled members are never cancelled as stale: they go out when permits free,
     stamped as the run's staleness rule says, even if that stamp is already stale."""
     return 0
 
 
-def unscheduled_if_stale(state: DispatcherState, group: OpenGroup) -> int:
+def unscheduled_if_stale(rules: Rules, state: DispatcherState, group: OpenGroup) -> int:
     """prime-rl drops every open group whose members would go out stale, one with only
     unscheduled members too: the unscheduled members to cancel, if the version they would
-    carry (`state.rules.stamp`) is past the bound now."""
+    carry (`Rules.stamp`) is past the bound now."""
     if not group.unscheduled or not group.train or group.frozen:
         return 0
-    version = state.rules.stamp(group.start_version, state.version)
-    stale = rollout_age(version, state.step) > state.config.max_off_policy_steps
-    return group.unscheduled if stale else 0
+    version = rules.stamp(group.start_version, state.version)
+    bound = state.config.max_off_policy_steps
+    return (
+        group.unscheduled if is_stale(version, state.step, bound, train=True, frozen=False) else 0
+    )
 
 
-def after_batch_shipped(state: DispatcherState, t: float) -> list[Event]:
+def after_batch_shipped(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
     """The step advanced: abort the leftovers where the run's rule does (slime), else cut
     the stragglers of groups whose arrivals are now at risk."""
-    aborted = state.rules.abort_leftovers(state, t)
+    aborted = rules.abort_leftovers(state, t)
     if aborted:
         return aborted
-    cut_stragglers = state.rules.cut_stragglers
+    cut_stragglers = rules.cut_stragglers
     cuts = (cut_stragglers(state, group, (), t) for group in state.groups.values())
     return [cut for cut in cuts if cut is not None]
 
@@ -168,16 +169,18 @@ def at_risk(state: DispatcherState, group: OpenGroup) -> bool:
     if not group.train or group.frozen:
         return False
     bound, step = state.config.max_off_policy_steps, state.step
-    return any(rollout_age(version, step) == bound for version in group.arrived_versions)
+    return any(at_last_chance(version, step, bound) for version in group.arrived_versions)
 
 
-def stale_in_flight(state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
+def stale_in_flight(rules: Rules, state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
     """The in-flight train members past the bound at the current step: cancelled as stale."""
     if not group.train or group.frozen:
         return ()
-    bound, step, goes_on = state.config.max_off_policy_steps, state.step, state.rules.goes_on_under
+    bound, step, goes_on = state.config.max_off_policy_steps, state.step, rules.goes_on_under
     return tuple(
-        e for e, v in group.inflight.items() if rollout_age(goes_on(state, e, v), step) > bound
+        e
+        for e, v in group.inflight.items()
+        if is_stale(goes_on(state, e, v), step, bound, train=True, frozen=False)
     )
 
 
@@ -197,7 +200,7 @@ def the_version_it_goes_on_under(state: DispatcherState, episode_id: str, stamp:
     return partial.resumed.get(episode_id, stamp)
 
 
-def run_to_completion(state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
+def run_to_completion(rules: Rules, state: DispatcherState, group: OpenGroup) -> tuple[str, ...]:
     """Under a requeue rule (tinker, slime-lag) nothing is cancelled as stale: a stale group
     runs to its end, and the sink discards it whole and requeues its task."""
     return ()

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from rolloutlog.core.config import RunConfig
-
-if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
-    from rolloutlog.core.sink_state import Queued
+from rolloutlog.core.state import Queued
 
 # (queue, config, step) -> the ids a batch may take, in the order it takes them
 BatchOrder = Callable[["dict[str, Queued]", RunConfig, int], Iterable[str]]

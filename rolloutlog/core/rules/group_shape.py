@@ -9,12 +9,8 @@ sink finalizes the group when all G + r are accounted for, as it does any group.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from rolloutlog.core.state import DispatcherState
 from rolloutlog.events.types import EpisodeCompleted, EpisodeFailed, EpisodesCancelled, Event
-
-if TYPE_CHECKING:  # the state imports the preset table, which imports the rule families
-    from rolloutlog.core.dispatcher_state import DispatcherState
 
 
 def members(group_size: int, redundancy: int) -> int:

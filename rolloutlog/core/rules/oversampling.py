@@ -29,11 +29,11 @@ trains.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.rules.admission import TrainLedger, episodes_per_batch
+from rolloutlog.core.rules.admission import episodes_per_batch
 from rolloutlog.core.rules.admission_field import evolve_group_ledger
+from rolloutlog.core.state import DispatcherState, SinkGroup, TrainLedger
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDropped,
@@ -42,10 +42,6 @@ from rolloutlog.events.types import (
     GroupOpened,
     GroupScored,
 )
-
-if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
-    from rolloutlog.core.dispatcher_state import DispatcherState
-    from rolloutlog.core.sink_state import SinkGroup
 
 
 def round_episodes(config: RunConfig, per_batch: int | None) -> int:

@@ -15,10 +15,8 @@ every member in flight arrives or is cancelled.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the state imports the preset table, which imports these rules
-    from rolloutlog.core.sink_state import SinkState
+from rolloutlog.core.staleness import is_stale
+from rolloutlog.core.state import SinkState
 
 
 def ship_at_once(state: SinkState) -> bool:
@@ -29,12 +27,14 @@ def ship_at_once(state: SinkState) -> bool:
 def waits_for_last_chance(state: SinkState) -> bool:
     """Whether an open train group of the policy being trained holds a member at its last
     chance for batch `state.step` (in flight, or arrived while its siblings run)."""
-    deadline = state.step - 1 - state.config.max_off_policy_steps
+    bound, after = state.config.max_off_policy_steps, state.step + 1  # stale once it ships
     for group in state.groups.values():
         if not group.train or group.frozen:
             continue
-        if any(v <= deadline for v in group.inflight.values()):
+        if any(
+            is_stale(v, after, bound, train=True, frozen=False) for v in group.inflight.values()
+        ):
             return True
-        if any(a.version <= deadline for a in group.arrived):
+        if any(is_stale(a.version, after, bound, train=True, frozen=False) for a in group.arrived):
             return True
     return False

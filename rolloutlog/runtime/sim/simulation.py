@@ -72,6 +72,32 @@ class SimResult:
     drawn_late: int = 0  # of them, lost and arrived (a finished rollout discarded)
 
 
+def _world_parts(
+    scenario: Scenario, queue: EventQueue, colocation: Colocation | None
+) -> tuple[EpisodeWorld, Trainer, Controller]:
+    """The episodes' world, the trainer and the controller: drawn from the scenario's seed,
+    or a recorded world (`rolloutlog whatif`: its own seed, the run keeps the log's)."""
+    world, trace, run = scenario.world, scenario.trace, scenario.run
+    if trace is None:
+        streams = RandomStreams(scenario.seed)
+        episodes: EpisodeWorld = WorldModel(world, run.tasks, streams)
+        trainer = Trainer(
+            world,
+            streams["trainer"],
+            queue,
+            updates_per_sync=run.updates_per_sync,
+            colocation=colocation,
+        )
+        controller = Controller(world, run, streams["controller"], queue)
+        return episodes, trainer, controller
+    streams = RandomStreams(trace.seed)
+    episodes = TraceWorld(trace, world, streams)
+    times = TraceTimes(trace, world, streams["trainer"])
+    trainer = Trainer(world, streams["trainer"], queue, times, run.updates_per_sync)
+    controller = TraceController(trace, world, run, streams["controller"], queue)
+    return episodes, trainer, controller
+
+
 class Simulation:
     """One run of a scenario; `run()` drives it to the end and returns a `SimResult`.
 
@@ -95,36 +121,12 @@ class Simulation:
         self.on_events, self.on_step = on_events, on_step
         self.loop = ReactionLoop(scenario.run, observers=observers, digest=digest)
         self.queue = EventQueue()
-        world, trace = scenario.world, scenario.trace
         self.inference, colocation = build_inference(self.queue, scenario)
-        self.world: EpisodeWorld
         drain = scenario.run.weight_update == "drain"
         self.drainer = Drainer(self.queue, self.inference) if drain else None
-        if trace is None:
-            streams = RandomStreams(scenario.seed)
-            self.world = WorldModel(world, scenario.run.tasks, streams)
-            self.trainer = Trainer(
-                world,
-                streams["trainer"],
-                self.queue,
-                updates_per_sync=scenario.run.updates_per_sync,
-                colocation=colocation,
-            )
-            self.controller = Controller(world, scenario.run, streams["controller"], self.queue)
-        else:  # a recorded world (`rolloutlog whatif`): its own seed, the run keeps the log's
-            streams = RandomStreams(trace.seed)
-            self.world = TraceWorld(trace, world, streams)
-            times = TraceTimes(trace, world, streams["trainer"])
-            self.trainer = Trainer(
-                world,
-                streams["trainer"],
-                self.queue,
-                times,
-                scenario.run.updates_per_sync,
-            )
-            self.controller = TraceController(
-                trace, world, scenario.run, streams["controller"], self.queue
-            )
+        self.world: EpisodeWorld
+        self.world, self.trainer, self.controller = _world_parts(scenario, self.queue, colocation)
+        world = scenario.world
         self.interrupter = (
             None
             if scenario.run.weight_update != "interrupt" and not scenario.run.recycle

@@ -1,0 +1,71 @@
+"""The shape of a rule table: the functions one run's deciders call, one per policy choice.
+
+The table is chosen once per run from the config (`core.presets.rules_for`) and passed
+beside the deciders' states, which are plain data (`core.state`): a rule reads the state it
+is handed, and a rule that defers to another rule of the run (a stale cancellation to the
+straggler cut) is handed the table too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+import attrs
+
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.rules.acceptance import Sweep
+from rolloutlog.core.rules.composition import BatchOrder
+from rolloutlog.core.state import (
+    Arrival,
+    DispatcherState,
+    OpenGroup,
+    Queued,
+    SinkGroup,
+    SinkState,
+    TrainLedger,
+)
+from rolloutlog.events.types import DropReason, EpisodesCancelled, Event, Work
+
+
+@attrs.frozen
+class Rules:
+    """The functions one run's deciders call, one per choice its policy makes."""
+
+    stamp: Callable[[int, int], int]  # (group start version, current version) -> carried
+    allowance: Callable[[RunConfig, TrainLedger, int], int | None]  # train episodes, or None
+    # the ledger admission reads, after each event; None where no admission rule reads one
+    follow_ledger: Callable[[TrainLedger, Event], None] | None
+    permits: Callable[[int, RunConfig, int], int]  # (free, config, window growth) -> usable
+    cancel_stale: Callable[
+        [Rules, DispatcherState, OpenGroup, tuple[str, ...], float], list[Event]
+    ]  # stale in-flight members of one group -> its cancellations (stragglers after)
+    cut_stragglers: Callable[
+        [DispatcherState, OpenGroup, Collection[str], float], EpisodesCancelled | None
+    ]
+    drop_on_arrival: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, step, bound)
+    drop_from_queue: Callable[[Queued, int, int], bool]  # (queued, step, bound)
+    requeue_group: Callable[[SinkGroup, int, int, int], bool]  # (group, step, version, bound)
+    swept_reason: Callable[[], DropReason]
+    stale_in_flight: Callable[[Rules, DispatcherState, OpenGroup], tuple[str, ...]]  # to cancel
+    batch_order: BatchOrder
+    lag: Callable[[RunConfig], int]  # the lag the gate and the ship hold allow
+    stale_unscheduled: Callable[[Rules, DispatcherState, OpenGroup], int]  # to cancel as stale
+    arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
+    checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep
+    overload: Callable[[DispatcherState, int, float], list[Event]]
+    advance_window: Callable[[DispatcherState, float], None]  # smoothing's window, at `t`
+    window_after: Callable[[DispatcherState, float], float]  # when the next window opens
+    refund: Callable[[int], int]  # window growth after a natural completion
+    fill_passes: Callable[[DispatcherState], tuple[Work | None, ...]]
+    ship_waits: Callable[[SinkState], bool]  # a full batch waits for last-chance work
+    withholds: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, version, bound)
+    cancels_stale_work: Callable[[], bool]  # whether stale work is cancelled in flight at all
+    evict: Callable[[Mapping[str, Queued], int], list[str]]  # (queue, excess) -> to drop
+    abort_leftovers: Callable[[DispatcherState, float], list[Event]]  # when a batch ships
+    queue_leftovers: Callable[[dict[str, Queued], Collection[str]], list[str]]  # (queue, cut)
+    leftover_group: Callable[[SinkGroup, int], bool]  # (group, step): its arrivals dropped
+    stale_view: Callable[[Any], Any]  # an arrival or queued episode as a staleness drop reads it
+    masked: Callable[[Queued, int, int], int]  # (queued, step, bound) -> its tokens masked
+    keeps_segments: bool  # an episode's segments are kept for its arrival (`stale_tokens`)
+    goes_on_under: Callable[[DispatcherState, str, int], int]  # (state, id, stamp) -> version
