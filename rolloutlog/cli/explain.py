@@ -37,8 +37,8 @@ BLIND: Final = {
     "prime-rl": (
         (
             "pause",
-            "versions go pending and live at each ship (the update's length is not "
-            "written), so the weight update shows as no wait",
+            "a version goes live the moment the trainer publishes it (the update's length "
+            "is not written), so the weight update shows as no wait",
         ),
         (
             "gate",
@@ -49,9 +49,15 @@ BLIND: Final = {
     ),
     "areal": (
         (
+            "pause",
+            "a version goes live the moment it is announced (the update's length is not "
+            "written), so the weight update shows as no wait",
+        ),
+        (
             "every cause",
-            "the import ships no batch (neither file says what was trained "
-            "when), so there is no wait to split",
+            "batches and version times are reconstructed as AReaL's prepare_batch and "
+            "trainer make them (neither is written), so each wait rests on that "
+            "reconstruction; without config.yaml no batch ships and there is no wait to split",
         ),
     ),
 }
