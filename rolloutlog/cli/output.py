@@ -14,7 +14,7 @@ from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.log_reader import TornTail
 from rolloutlog.events.types import RunStarted
-from rolloutlog.replay.source import LogSource
+from rolloutlog.replay.source import LogFile, LogSource
 
 # name in a value, name in a rate's label ("trained / h"), in words ("/ hour"), seconds
 DURATION_UNITS: Final = (("h", "hour", 3600.0), ("min", "minute", 60.0), ("s", "second", 1.0))
@@ -59,6 +59,17 @@ def warn_torn_tail(tail: TornTail | None, log: Path) -> None:
     """Say on stderr that LOG's unfinished last batch was cut (the rest was read)."""
     if tail is not None:
         click.echo(f"rolloutlog: warning: {log}: {tail.describe()}", err=True)
+
+
+def note_being_written(source: LogFile, log: Path) -> None:
+    """Say on stderr that LOG is still being written, so the command reads what was
+    committed when it opened it (`replay.source.LogFile`), not the run's end."""
+    if source.writer is not None:
+        click.echo(
+            f"rolloutlog: note: {log}: {source.writer} is still writing it; reading the "
+            f"{source.prefix_events} events it had committed",
+            err=True,
+        )
 
 
 def warn_no_event(events: int, log: Path) -> None:

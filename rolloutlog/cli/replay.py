@@ -26,6 +26,7 @@ from rolloutlog.cli.options import (
 from rolloutlog.cli.output import (
     emit_json,
     key_values,
+    note_being_written,
     warn_no_event,
     warn_torn_tail,
     warn_unstartable_config,
@@ -53,6 +54,7 @@ def _open(path: Path) -> LogFile:
         source = open_log(path)
     except LogError as error:
         fail(str(error))
+    note_being_written(source, path)
     warn_unstartable_config(source, path)
     return source
 

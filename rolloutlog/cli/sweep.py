@@ -21,7 +21,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from rolloutlog.cli.bad_input import BadInput, command, os_problem
+from rolloutlog.cli.bad_input import BadInput, command, os_problem, sole_writer
 from rolloutlog.cli.options import (
     OUTPUT,
     check_option,
@@ -159,17 +159,18 @@ def sweep_command(
         sample = probe_row(cells[0])
     except SimulationBoundError as error:
         raise bound_error(cells[0].scenario(), error) from error
-    rows = _table(output, cells, sample)
-    objective = None if best is None else _objective(best, cells, sample)
-    keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
-    finished = {row_key(row, keys) for row in rows}
-    to_run = [cell for cell in cells if cell.key(keys) not in finished]
-    errors = Console(stderr=True)
-    errors.print(
-        f"sweep: {len(cells)} cells, {len(cells) - len(to_run)} already in {output}, "
-        f"running {len(to_run)} on {chosen}"
-    )
-    _run(to_run, rows, output, chosen, workers or os.cpu_count() or 1, address)
+    with sole_writer(output):  # read, run and saved by this sweep alone
+        rows = _table(output, cells, sample)
+        objective = None if best is None else _objective(best, cells, sample)
+        keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
+        finished = {row_key(row, keys) for row in rows}
+        to_run = [cell for cell in cells if cell.key(keys) not in finished]
+        errors = Console(stderr=True)
+        errors.print(
+            f"sweep: {len(cells)} cells, {len(cells) - len(to_run)} already in {output}, "
+            f"running {len(to_run)} on {chosen}"
+        )
+        _run(to_run, rows, output, chosen, workers or os.cpu_count() or 1, address)
     grid_rows = _grid_rows(rows, cells, keys)
     found = configurations(grid_rows, keys)
     title = f"sweep of {len(cells)} cells: {', '.join(dict.fromkeys(c.name for c in cells))}"

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.options import FILE, OUTPUT
-from rolloutlog.cli.output import warn_torn_tail
+from rolloutlog.cli.output import note_being_written, warn_torn_tail
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.timeline_page import Window, WindowError, timeline_page
@@ -34,6 +34,7 @@ def timeline_command(
     except WindowError as error:
         fail(str(error))
     source, title = open_log(log), f"rolloutlog · {log.name}"
+    note_being_written(source, log)
     try:
         with Console(stderr=True).status(f"reading and replaying {log} …"):
             html, data = timeline_page(source, window, title)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 from click.core import ParameterSource
 
-from rolloutlog.cli.bad_input import fail
+from rolloutlog.cli.bad_input import fail, sole_writer
 from rolloutlog.cli.options import (
     missing_extra,
 )
@@ -140,13 +140,14 @@ def train_command(
             fail("--backend vllm needs --url (one per server) and --weights-dir")
         default_log = log_path is None
         log_path = log_path or default_log_path()
-        check_new_run(log_path, weights_dir, default_log=default_log)
-        live = _live()
-        if weights_dir is not None:
-            live.check_weights_dir(weights_dir)
-        run = dict(config=config, settings=settings, steps=steps, seed=seed, urls=urls)
-        weights = weights_dir or weights_beside(log_path)
-        _run(live, "--log", as_json, log_path=log_path, weights_dir=weights, **run)
+        with sole_writer(log_path):  # a second `train` on this log is one line
+            check_new_run(log_path, weights_dir, default_log=default_log)
+            live = _live()
+            if weights_dir is not None:
+                live.check_weights_dir(weights_dir)
+            run = dict(config=config, settings=settings, steps=steps, seed=seed, urls=urls)
+            weights = weights_dir or weights_beside(log_path)
+            _run(live, "--log", as_json, log_path=log_path, weights_dir=weights, **run)
     except RunRefused as error:
         fail(str(error))
 
@@ -163,9 +164,25 @@ def resume_command(
     refuse_beside("--resume", NOT_WITH_RESUME)
     explicit = click.get_current_context().get_parameter_source("steps")
     check_urls(urls)
+    with sole_writer(log_path):  # a run still writing it is refused, not misread
+        _resume(
+            log_path,
+            steps if explicit is ParameterSource.COMMANDLINE else None,
+            urls,
+            weights_dir,
+            as_json,
+        )
+
+
+def _resume(
+    log_path: Path,
+    chosen: int | None,
+    urls: tuple[str, ...],
+    weights_dir: Path | None,
+    as_json: bool,
+) -> None:
     run = read_crashed_run(log_path)
     live = _live()
-    chosen = steps if explicit is ParameterSource.COMMANDLINE else None
     resumed = live.resumable(log_path, run, weights_dir=weights_dir, steps=chosen)
     _run(
         live,

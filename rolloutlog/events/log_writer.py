@@ -27,7 +27,10 @@ commit, it returns text stored in that batch's custom metadata under `rolloutlog
 Appending to an existing log (`mode="append"`): the stream format has an end-of-stream
 marker, after which nothing may follow. Reopening verifies the whole log, truncates the
 marker (and a torn tail, with a `TornTailWarning`), continues at the next seq and writes
-the marker again on close. Only the writer that holds the file's lock may write it.
+the marker again on close. Only the writer that holds the file's lock may write it: the
+output's lock (`events.output_lock`, which names the holder's pid to a second process) and
+an exclusive `flock` on the file (which refuses a second writer in the same process).
+A failed write (a full disk) raises the `OSError` with the log's path as its filename.
 """
 
 from __future__ import annotations
@@ -36,16 +39,18 @@ import fcntl
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from operator import attrgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from rolloutlog.events.errors import EventError, LogError, LogSeqError, TornTailWarning
 from rolloutlog.events.log_reader import LogReader, TornTail
+from rolloutlog.events.output_lock import holding
 from rolloutlog.events.schema import (
     KIND_NAMES,
     LOG_SCHEMA,
@@ -65,6 +70,7 @@ DEFAULT_BATCH_EVENTS: Final = 4096
 BATCH_EVENTS_MAX: Final = 1 << 20  # one buffered batch must stay small beside the run
 _SEQ_OF: Final = attrgetter("seq")
 Notes: TypeAlias = Callable[[Sequence[Event]], dict[str, str]]
+T = TypeVar("T")
 
 
 class LogWriter:
@@ -100,11 +106,15 @@ class LogWriter:
         self._notes = notes
         self._buffer: list[Event] = []
         self._state: Literal["open", "failed", "closed"] = "open"
-        self._fd = _open_locked(self.path, mode)
+        self._held = ExitStack()  # the output's lock, released by `close()`
+        with ExitStack() as opening:
+            opening.enter_context(holding(self.path))
+            self._fd = _open_locked(self.path, mode)
+            self._held = opening.pop_all()
         try:
-            self.recovered_tail, self._next_seq = self._prepare(mode)
+            self.recovered_tail, self._next_seq = _named(self.path, lambda: self._prepare(mode))
         except BaseException:
-            os.close(self._fd)
+            self._release()
             raise
         self._outbox = _Outbox(keep_dictionaries=self._next_seq == 0)
         options = ipc.IpcWriteOptions(compression=compression)
@@ -196,7 +206,7 @@ class LogWriter:
                 self._guarded(self._stream.close, sync=True)
         finally:
             self._state = "closed"
-            os.close(self._fd)
+            self._release()
 
     def __enter__(self) -> LogWriter:
         return self
@@ -208,6 +218,10 @@ class LogWriter:
         traceback: TracebackType | None,
     ) -> None:
         self.close()  # appended events are facts, even when the caller then failed
+
+    def _release(self) -> None:
+        os.close(self._fd)
+        self._held.close()
 
     def _prepare(self, mode: WriteMode) -> tuple[TornTail | None, int]:
         """Place the file at its append point; returns the tail cut and the next seq."""
@@ -244,11 +258,15 @@ class LogWriter:
         After a failed write the file may end in a torn commit and the stream writer's state
         is unknown: refuse further writes, so that reopening in append mode recovers cleanly.
         """
-        try:
+
+        def write_out() -> None:
             write()
             _write_all(self._fd, self._outbox.take())
             if sync:
                 os.fsync(self._fd)
+
+        try:
+            _named(self.path, write_out)
         except BaseException:
             self._state = "failed"
             raise
@@ -259,6 +277,17 @@ class LogWriter:
                 f"{self.path}: writer is {self._state}"
                 + ("; reopen it with mode='append' to recover" if self._state == "failed" else "")
             )
+
+
+def _named(path: Path, work: Callable[[], T]) -> T:
+    """`work()`, its `OSError` (`os.write` names no file) raised with `path` as its filename,
+    so that a full disk reads `no space left on device writing PATH`, not a bare errno."""
+    try:
+        return work()
+    except OSError as error:
+        if error.filename is not None or error.errno is None:
+            raise
+        raise type(error)(error.errno, error.strerror, os.fspath(path)) from error
 
 
 def _check_place(event: Event) -> None:
