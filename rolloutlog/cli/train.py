@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 from click.core import ParameterSource
 
-from rolloutlog.cli.bad_input import fail, sole_writer
+from rolloutlog.cli.bad_input import fail, os_problem, sole_writer
 from rolloutlog.cli.options import (
     missing_extra,
 )
@@ -133,7 +133,7 @@ def train_command(
             try:
                 written = _live().save_initial(settings, seed, initial_dir)
             except OSError as error:
-                fail(f"--save-initial {initial_dir}: {error.strerror or error}")
+                fail(f"--save-initial {initial_dir}: {os_problem(error)}")
             click.echo(f"wrote the v0 checkpoint to {written}")
             return
         if backend == "vllm" and (not urls or weights_dir is None):
@@ -208,7 +208,9 @@ def _run(live: ModuleType, option: str, as_json: bool, **run: Any) -> None:
     except LogError as error:
         fail(f"{option} {log_path}: {error}")
     except OSError as error:  # the message names the file
-        fail(str(error) if option == "--log" else f"{option} {log_path}: {error}")
+        fail(
+            os_problem(error) if option == "--log" else f"{option} {log_path}: {os_problem(error)}"
+        )
     except (live.ServerStartError, live.NothingRecorded) as error:
         fault(str(error))
     finish(report, as_json)

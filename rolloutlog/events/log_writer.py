@@ -43,7 +43,7 @@ from contextlib import ExitStack
 from operator import attrgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, TypeAlias, TypeVar
+from typing import Any, Final, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -62,7 +62,7 @@ from rolloutlog.events.schema import (
 )
 from rolloutlog.events.types import UNSEQUENCED, Event, RunStarted, with_seq
 from rolloutlog.events.validate import validate_event
-from rolloutlog.events.whole_file import written_whole
+from rolloutlog.events.whole_file import naming, written_whole
 
 WriteMode = Literal["create", "append", "overwrite"]
 Compression = Literal["zstd", "lz4"] | None
@@ -70,7 +70,6 @@ DEFAULT_BATCH_EVENTS: Final = 4096
 BATCH_EVENTS_MAX: Final = 1 << 20  # one buffered batch must stay small beside the run
 _SEQ_OF: Final = attrgetter("seq")
 Notes: TypeAlias = Callable[[Sequence[Event]], dict[str, str]]
-T = TypeVar("T")
 
 
 class LogWriter:
@@ -112,7 +111,8 @@ class LogWriter:
             self._fd = _open_locked(self.path, mode)
             self._held = opening.pop_all()
         try:
-            self.recovered_tail, self._next_seq = _named(self.path, lambda: self._prepare(mode))
+            with naming(self.path):
+                self.recovered_tail, self._next_seq = self._prepare(mode)
         except BaseException:
             self._release()
             raise
@@ -258,15 +258,12 @@ class LogWriter:
         After a failed write the file may end in a torn commit and the stream writer's state
         is unknown: refuse further writes, so that reopening in append mode recovers cleanly.
         """
-
-        def write_out() -> None:
-            write()
-            _write_all(self._fd, self._outbox.take())
-            if sync:
-                os.fsync(self._fd)
-
         try:
-            _named(self.path, write_out)
+            with naming(self.path):
+                write()
+                _write_all(self._fd, self._outbox.take())
+                if sync:
+                    os.fsync(self._fd)
         except BaseException:
             self._state = "failed"
             raise
@@ -277,17 +274,6 @@ class LogWriter:
                 f"{self.path}: writer is {self._state}"
                 + ("; reopen it with mode='append' to recover" if self._state == "failed" else "")
             )
-
-
-def _named(path: Path, work: Callable[[], T]) -> T:
-    """`work()`, its `OSError` (`os.write` names no file) raised with `path` as its filename,
-    so that a full disk reads `no space left on device writing PATH`, not a bare errno."""
-    try:
-        return work()
-    except OSError as error:
-        if error.filename is not None or error.errno is None:
-            raise
-        raise type(error)(error.errno, error.strerror, os.fspath(path)) from error
 
 
 def _check_place(event: Event) -> None:

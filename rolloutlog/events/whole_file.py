@@ -33,10 +33,24 @@ def written_whole(path: Path) -> Iterator[Path]:
         _remove_leftovers(path)
         temporary = temporary_of(path)
         try:
-            yield temporary
+            with naming(temporary):
+                yield temporary
             os.replace(temporary, path)
         finally:
             temporary.unlink(missing_ok=True)
+
+
+@contextmanager
+def naming(path: str | os.PathLike[str]) -> Iterator[None]:
+    """An `OSError` of the block that names no file (`os.write` and a file object's
+    `write` name none) raised again naming `path`: a full disk then reads `no space left
+    on device writing PATH`, not a bare errno."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is not None or error.errno is None:
+            raise
+        raise type(error)(error.errno, error.strerror, os.fspath(path)) from error
 
 
 def _remove_leftovers(path: Path) -> None:

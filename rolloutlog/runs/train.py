@@ -34,10 +34,12 @@ from rolloutlog.runs.train_inputs import CrashedRun, RunRefused, weights_beside
 from rolloutlog.runtime.live.broadcast import WeightBroadcast, new_run_id
 from rolloutlog.runtime.live.deferred_log import DeferredLog
 from rolloutlog.runtime.live.driver import RunOutputs, new_request_prefix
+from rolloutlog.runtime.live.model import CONFIG_FILE, WEIGHTS_FILE
 from rolloutlog.runtime.live.reports import StepStats
 from rolloutlog.runtime.live.resume import ResumeError, ResumePoint, prepare
 from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
-from rolloutlog.runtime.live.session import save_initial, train_live
+from rolloutlog.runtime.live.session import save_initial as _save_initial
+from rolloutlog.runtime.live.session import train_live
 from rolloutlog.runtime.live.settings import LiveSettings
 from rolloutlog.runtime.live.twin.launch import ServerStartError
 
@@ -55,6 +57,21 @@ __all__ = [  # what `rolloutlog train` uses (`save_initial`, `ServerStartError` 
 
 class NothingRecorded(RuntimeError):
     """A new run stopped before it recorded `run_started`; what it made is removed."""
+
+
+def save_initial(settings: LiveSettings, seed: int, directory: Path) -> Path:
+    """`train --save-initial DIR`: the v0 checkpoint for an external server; a write that
+    fails (a full disk) takes back what it wrote, so that the same command can be retried."""
+    made = not directory.exists()
+    try:
+        return _save_initial(settings, seed, directory)
+    except BaseException:
+        for name in (WEIGHTS_FILE, CONFIG_FILE):
+            (directory / name).unlink(missing_ok=True)
+        if made:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
 
 
 def check_weights_dir(weights_dir: Path) -> None:
@@ -176,21 +193,28 @@ def run_training(
         else:  # the next resume looks where this one publishes (an override, maybe)
             store.note(weights_dir=weights, run_id=run_id)
         store.sync()  # the run's id is durable before any checkpoint names it
-        result = asyncio.run(
-            _until_terminated(
-                train_live(
-                    config,
-                    settings,
-                    steps=steps,
-                    seed=seed,
-                    urls=urls,
-                    weights_dir=weights_dir,
-                    outputs=RunOutputs(log=log, on_events=on_events, on_step=on_step, store=store),
-                    resume=resume,
-                    run_id=run_id,
+        try:
+            result = asyncio.run(
+                _until_terminated(
+                    train_live(
+                        config,
+                        settings,
+                        steps=steps,
+                        seed=seed,
+                        urls=urls,
+                        weights_dir=weights_dir,
+                        outputs=RunOutputs(
+                            log=log, on_events=on_events, on_step=on_step, store=store
+                        ),
+                        resume=resume,
+                        run_id=run_id,
+                    )
                 )
             )
-        )
+        except BaseException:  # a full disk before the first event: the retry must work
+            if not log.opened and resume is None:
+                _remove_unstarted(log_path, weights_dir)
+            raise
     if not log.opened and resume is None:  # nothing recorded: take back what the start made
         _remove_unstarted(log_path, weights_dir)
         raise NothingRecorded(f"{result.finished_reason}: {result.error}; nothing was recorded")
