@@ -93,10 +93,12 @@ def reports_bad_input(command: Callable[P, R]) -> Callable[P, R]:
 def sole_writer(path: Path) -> Iterator[None]:
     """Hold the output `path`'s lock for the block (`events.output_lock`), for a command
     that writes it more than once (a sweep's table) or reads it before writing (a resumed
-    run's log); a second writer gets one line naming the holder's pid."""
+    run's log); a second writer gets one line naming the holder's pid. In a folder that
+    does not exist yet nobody writes it: the command's own checks name the folder."""
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(holding(path))
+            if path.absolute().parent.is_dir():
+                stack.enter_context(holding(path))
         except OutputBusy as error:
             raise BadInput(str(error)) from error
         yield
