@@ -11,6 +11,7 @@ valid up to the fault) or replaying the log found a broken property, 2 for bad i
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -227,11 +228,19 @@ def fault(message: str) -> NoReturn:
 
 
 def finish(report: dict[str, Any], as_json: bool) -> None:
-    """Print the report; exit 1 on a fault or a log that breaks a property."""
+    """Print the report; exit 1 on a fault or a log that breaks a property, 130 or 143
+    when Ctrl-C or SIGTERM stopped the run (resumable: no `run_finished`)."""
     if as_json:
         emit_json(report)
     else:
         print_report(report)
+    if report["stopped_by"] is not None:
+        number = signal.Signals[report["stopped_by"]]
+        _say(
+            f"stopped by {number.name} after {report['steps_shipped']} steps; "
+            f"next: rolloutlog train --resume {report['log']}"
+        )
+        raise SystemExit(128 + number)
     if report["error"] is not None:
         resumable = report["run_finished"] is None and report["events"] > 0
         then = f"; continue it with: rolloutlog train --resume {report['log']}" if resumable else ""

@@ -44,6 +44,7 @@ from rolloutlog.runtime.live.settings import LiveSettings
 from rolloutlog.runtime.live.twin.launch import ServerStartError
 
 T = TypeVar("T")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 __all__ = [  # what `rolloutlog train` uses (`save_initial`, `ServerStartError` included)
     "NothingRecorded",
     "ServerStartError",
@@ -193,6 +194,7 @@ def run_training(
         else:  # the next resume looks where this one publishes (an override, maybe)
             store.note(weights_dir=weights, run_id=run_id)
         store.sync()  # the run's id is durable before any checkpoint names it
+        stopped_by: list[int] = []
         try:
             result = asyncio.run(
                 _until_terminated(
@@ -208,7 +210,8 @@ def run_training(
                         ),
                         resume=resume,
                         run_id=run_id,
-                    )
+                    ),
+                    stopped_by,
                 )
             )
         except BaseException:  # a full disk before the first event: the retry must work
@@ -238,6 +241,7 @@ def run_training(
         "endpoints": list(result.endpoints),
         "seed": seed,
         "settings": attrs.asdict(settings),
+        "stopped_by": signal.Signals(stopped_by[0]).name if stopped_by else None,
     }
 
 
@@ -268,13 +272,22 @@ def _open_log(path: Path, *, append: bool) -> LogWriter:
         )
 
 
-async def _until_terminated(run: Coroutine[Any, Any, T]) -> T:
-    """Run `run`; SIGTERM cancels it as Ctrl-C does, so the driver records
-    `run_finished(interrupted)` and the log closes cleanly instead of just stopping."""
+async def _until_terminated(run: Coroutine[Any, Any, T], stopped_by: list[int]) -> T:
+    """Run `run`; Ctrl-C and SIGTERM cancel it, so the driver stops at its next settled
+    point and closes the log without `run_finished` (resumable); the signal is appended to
+    `stopped_by`, for the command's exit status."""
     task = asyncio.ensure_future(run)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+
+    def stop(number: int) -> None:
+        if not stopped_by:  # a second Ctrl-C while stopping does not start over
+            stopped_by.append(number)
+            task.cancel()
+
+    for number in STOP_SIGNALS:
+        loop.add_signal_handler(number, stop, number)
     try:
         return await task
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for number in STOP_SIGNALS:
+            loop.remove_signal_handler(number)

@@ -62,6 +62,7 @@ def _leftovers(folder: Path) -> list[str]:
         ("out.jsonl", ["export", str(EXAMPLE), "-o"]),
         ("out.toml", ["whatif", str(EXAMPLE), "--save-world"]),
         ("out.arrow", ["train", "--steps", "1", "--log"]),
+        ("out.arrow", ["train", "--resume"]),
     ],
 )
 def test_a_second_writer_of_an_output_is_refused_naming_the_holders_pid(

@@ -85,8 +85,9 @@ TICK_POLL_S: Final = 0.5  # how often the smoothing timer asks the core whether 
 # Ends decided by the log itself finish at the event that decided them, so the log ends
 # exactly there; a fault first gives answers already on their way a moment to arrive.
 FINISH_AT_ONCE: Final = frozenset({"steps", "zero_output"})
-# Ends that leave the run resumable: no run_finished is recorded (inference may come back).
-RESUMABLE: Final = frozenset({"inference_lost"})
+# Ends that leave the run resumable: no run_finished is recorded (inference may come back;
+# Ctrl-C and SIGTERM, a scheduler's pre-emption, stop the process, not the run).
+RESUMABLE: Final = frozenset({"inference_lost", "interrupted"})
 _log = logging.getLogger(__name__)
 
 
