@@ -39,6 +39,7 @@ from rolloutlog.events.errors import (
     LogTornTailError,
     TornTailWarning,
 )
+from rolloutlog.events.log_rules import LogRules
 from rolloutlog.events.schema import (
     KIND_NAMES,
     NOTE_PREFIX,
@@ -129,6 +130,7 @@ class LogReader:
         self.closed: bool | None = None
         self.valid_bytes: int | None = None
         self._batch_notes: list[dict[str, str]] = []  # per batch of the latest iteration
+        self.rules = LogRules()  # the rules between events, after the latest iteration
 
     def __iter__(self) -> Iterator[Event]:
         return self.events()
@@ -151,6 +153,7 @@ class LogReader:
         `LOG_SCHEMA` (`schema.upgrade_batch`), so readers see one schema.
         """
         self.torn_tail, self.closed, self._batch_notes = None, None, []
+        self.rules = LogRules()
         with self._source() as source:
             stream = self._open_stream(source)
             try:
@@ -176,6 +179,13 @@ class LogReader:
                         first_seq=last_seq + 1,
                     )
                 self._verify(batch, stamp, last_seq)
+                try:
+                    self.rules.batch(stamp.first_seq, batch)
+                except EventError as error:  # what comes before the event is read
+                    if error.seq is not None and error.seq > stamp.first_seq:
+                        head = batch.slice(0, error.seq - stamp.first_seq)
+                        yield upgrade_batch(head, version)
+                    raise
                 self._batch_notes.append(_notes_of(metadata))
                 last_seq = stamp.last_seq
                 self.valid_bytes = source.tell()

@@ -50,6 +50,7 @@ import pyarrow.ipc as ipc
 
 from rolloutlog.events.errors import EventError, LogError, LogSeqError, TornTailWarning
 from rolloutlog.events.log_reader import LogReader, TornTail
+from rolloutlog.events.log_rules import LogRules
 from rolloutlog.events.output_lock import holding
 from rolloutlog.events.schema import (
     KIND_NAMES,
@@ -144,6 +145,8 @@ class LogWriter:
         if self._check_events:
             validate_event(event)
         _check_place(event)
+        if self._check_events:
+            self._rules.event(seq, event.kind, getattr(event, "version", None))
         self._buffer.append(event)
         self._next_seq = seq + 1
         if len(self._buffer) >= self.batch_events:
@@ -225,6 +228,7 @@ class LogWriter:
 
     def _prepare(self, mode: WriteMode) -> tuple[TornTail | None, int]:
         """Place the file at its append point; returns the tail cut and the next seq."""
+        self._rules = LogRules()
         if mode != "append" or os.fstat(self._fd).st_size == 0:
             os.ftruncate(self._fd, 0)
             _write_all(self._fd, LOG_SCHEMA.serialize().to_pybytes())
@@ -248,6 +252,7 @@ class LogWriter:
                 TornTailWarning(f"{self.path}: appending after {info.torn_tail.describe()}"),
                 stacklevel=3,
             )
+        self._rules = reader.rules
         os.ftruncate(self._fd, info.valid_bytes)  # drops the end-of-stream marker and the tail
         os.lseek(self._fd, 0, os.SEEK_END)
         return info.torn_tail, info.events

@@ -61,11 +61,12 @@ def holding(path: str | os.PathLike[str]) -> Iterator[None]:
 
 
 def writer_of(path: str | os.PathLike[str]) -> str | None:
-    """Who writes `path` now (`process 1234`), or None when nobody does: a reader's
-    question, whether the log it reads is still being written."""
+    """Which other process writes `path` now (`process 1234`), or None when none does: a
+    reader's question, whether the log it reads is still being written. This process's
+    own hold is not such a writer (it reads what it wrote, as `train` reports its run)."""
     lock = lock_path(Path(os.path.abspath(path)))
     if lock in _HELD:
-        return _holder(os.getpid())
+        return None
     try:
         fd = os.open(lock, os.O_RDONLY)
     except OSError:
