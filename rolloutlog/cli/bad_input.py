@@ -94,13 +94,15 @@ def sole_writer(path: Path) -> Iterator[None]:
     """Hold the output `path`'s lock for the block (`events.output_lock`), for a command
     that writes it more than once (a sweep's table) or reads it before writing (a resumed
     run's log); a second writer gets one line naming the holder's pid. In a folder that
-    does not exist yet nobody writes it: the command's own checks name the folder."""
+    does not exist yet, or takes no file, nobody writes it: the command's own checks
+    name the folder."""
     with contextlib.ExitStack() as stack:
         try:
-            if path.absolute().parent.is_dir():
-                stack.enter_context(holding(path))
+            stack.enter_context(holding(path))
         except OutputBusy as error:
             raise BadInput(str(error)) from error
+        except OSError:
+            pass
         yield
 
 
@@ -116,8 +118,38 @@ def _usage_as_bad_input() -> Iterator[None]:
         raise BadInput(error.format_message()) from error
 
 
+def _refuse_repeated(params: list[click.Parameter], args: list[str]) -> None:
+    """An option that takes one value, given twice (`--scenario A --scenario B`), is
+    refused: click would silently keep the last."""
+    single = {
+        name: param
+        for param in params
+        if isinstance(param, click.Option) and not (param.multiple or param.count or param.is_flag)
+        for name in param.opts
+    }
+    seen: dict[str, list[str]] = {}
+    for arg in args:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0] if arg.startswith("--") else arg[:2]
+        param = single.get(name)
+        if param is not None and param.name is not None:
+            seen.setdefault(param.name, []).append(name)
+            if len(seen[param.name]) > 1:
+                raise click.UsageError(
+                    f"{' and '.join(dict.fromkeys(seen[param.name]))} given more than once; "
+                    "it takes one value"
+                )
+
+
 class OneLineCommand(click.Command):
-    """A command whose usage errors read as `rolloutlog: error: ...`, exit status 2."""
+    """A command whose usage errors read as `rolloutlog: error: ...`, exit status 2, and
+    that refuses a single-value option given twice."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with _usage_as_bad_input():
+            _refuse_repeated(self.get_params(ctx), args)
+        return super().parse_args(ctx, args)
 
     def make_context(
         self,

@@ -30,9 +30,15 @@ def duration(seconds: float) -> str:
     """A duration for people, in the unit that fits it, to three figures (one decimal at
     least): `0.42 s`, `42.0 s`, `5.50 min`, `3.01 h`, `100.0 h`. Every command prints
     durations with it; `--json` keeps plain seconds."""
-    name, _, size = duration_unit(seconds)
-    value = seconds / size
-    return f"{value:,.{2 if abs(value) < 10 else 1}f} {name}"
+    unit = duration_unit(seconds)
+    return f"{in_unit(seconds, unit)} {unit[0]}"
+
+
+def in_unit(seconds: float, unit: Unit) -> str:
+    """`seconds` in `unit`, to three figures (one decimal at least), without its name: a
+    column of durations shows every row in the unit its header names."""
+    value = seconds / unit[2]
+    return f"{value:,.{2 if abs(value) < 10 else 1}f}"
 
 
 def rate_unit(durations: Iterable[float | None]) -> Unit:
@@ -53,6 +59,11 @@ def per_unit(per_hour: float, unit: Unit) -> str:
 def emit_json(data: Any) -> None:
     """One JSON object on stdout, indented for people and parseable for scripts."""
     click.echo(json.dumps(data, indent=2))
+
+
+def say_next(*commands: str) -> None:
+    """The commands a user would run next on what this one wrote, on stderr."""
+    click.echo(f"rolloutlog: next: {'  |  '.join(commands)}", err=True)
 
 
 def warn_torn_tail(tail: TornTail | None, log: Path) -> None:

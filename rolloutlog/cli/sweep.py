@@ -30,7 +30,7 @@ from rolloutlog.cli.options import (
     set_option,
     steps_option,
 )
-from rolloutlog.cli.output import duration, per_unit, rate_unit
+from rolloutlog.cli.output import duration_unit, in_unit, per_unit, rate_unit
 from rolloutlog.cli.policies import bound_error, field_help, parse_policies
 from rolloutlog.cli.progress import progress
 from rolloutlog.core.config import ConfigError
@@ -141,6 +141,8 @@ def sweep_command(
     """Run a grid of simulations in parallel and collect every report in one Parquet table."""
     if workers is not None and address is not None:
         raise click.UsageError("--workers and --address exclude each other")
+    if output.suffix.lower() != ".parquet":
+        raise BadInput(f"-o {output}: the results table is Parquet: name it NAME.parquet")
     chosen = _engine(engine, address)
     presets = None if compare is None else parse_policies(compare, "--compare")
     try:
@@ -282,10 +284,12 @@ def _overview(found: Sequence[Configuration], title: str) -> Table:
     column folds onto the next line), so that two configurations that differ in one
     setting read differently at any terminal width."""
     unit = rate_unit(config.means.get("virtual_seconds") for config in found)
+    wasted = [config.means.get("rollout_seconds_wasted") or 0.0 for config in found]
+    waste_unit = duration_unit(max(wasted, default=0.0))  # one unit for the column
     table = Table(title=title, title_justify="left")
     for name in ("scenario", "configuration"):
         table.add_column(name, overflow="fold")
-    for name in ("seeds", f"trained / {unit[0]}", "discarded", "wasted"):
+    for name in ("seeds", f"trained / {unit[0]}", "discarded", f"wasted ({waste_unit[0]})"):
         table.add_column(name, justify="right", overflow="fold")
     for config in found:
         table.add_row(
@@ -294,7 +298,7 @@ def _overview(found: Sequence[Configuration], title: str) -> Table:
             str(config.seeds),
             _figure(config, "trained_episodes_per_hour", lambda v: per_unit(v, unit)),
             _figure(config, "finished_rollouts_discarded", "{:,.1f}".format),
-            _figure(config, "rollout_seconds_wasted", duration),
+            _figure(config, "rollout_seconds_wasted", lambda v: in_unit(v, waste_unit)),
         )
     return table
 

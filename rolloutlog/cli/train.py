@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 from click.core import ParameterSource
 
-from rolloutlog.cli.bad_input import fail, os_problem, sole_writer
+from rolloutlog.cli.bad_input import command, fail, os_problem, sole_writer
 from rolloutlog.cli.options import (
     missing_extra,
 )
-from rolloutlog.cli.output import emit_json
+from rolloutlog.cli.output import emit_json, say_next
 from rolloutlog.cli.policies import one_policy
-from rolloutlog.cli.progress import progress
+from rolloutlog.cli.progress import phase, progress
 from rolloutlog.cli.train_options import (
     NOT_WITH_RESUME,
     NOT_WITH_SAVE_INITIAL,
@@ -63,15 +63,17 @@ def default_log_path() -> Path:
 
 def _live() -> ModuleType:
     """`runs.train`, imported (with torch: seconds) only once the input is checked."""
-    from rolloutlog.runs import train
+    with phase("starting: importing torch"):
+        from rolloutlog.runs import train
 
     return train
 
 
 @contextmanager
-def _progress(steps: int, quiet: bool) -> Iterator[Callable[[StepStats], None]]:
-    """Step, mean reward, trained ages, stale cancels and drops, on stderr (cli.progress)."""
-    with progress("step", steps, quiet=quiet, first="starting inference ...") as update:
+def _progress(steps: int) -> Iterator[Callable[[StepStats], None]]:
+    """Step, mean reward, trained ages, stale cancels and drops, on stderr (cli.progress),
+    with `--json` too (it prints to stdout)."""
+    with progress("step", steps, first="starting inference ...") as update:
         yield lambda stats: update(stats.step, describe_step(stats))
 
 
@@ -90,7 +92,7 @@ def describe_step(stats: StepStats) -> str:
     )
 
 
-@click.command("train")
+@command("train")
 @train_options
 def train_command(
     steps: int,
@@ -204,7 +206,7 @@ def _run(live: ModuleType, option: str, as_json: bool, **run: Any) -> None:
     """Run (`runs.train.run_training`) with progress on stderr, then print the report."""
     log_path = run["log_path"]
     try:
-        with _progress(run["steps"], quiet=as_json) as on_step:
+        with _progress(run["steps"]) as on_step:
             report = live.run_training(**run, on_step=on_step, on_resumed=_say)
     except LogError as error:
         fail(f"{option} {log_path}: {error}")
@@ -212,7 +214,12 @@ def _run(live: ModuleType, option: str, as_json: bool, **run: Any) -> None:
         fail(
             os_problem(error) if option == "--log" else f"{option} {log_path}: {os_problem(error)}"
         )
-    except (live.ServerStartError, live.NothingRecorded) as error:
+    except live.NothingRecorded as error:
+        if error.stopped_by is not None:  # the user stopped it: the shell's status
+            _say(str(error))
+            raise SystemExit(128 + error.stopped_by) from error
+        fault(str(error))
+    except live.ServerStartError as error:
         fault(str(error))
     finish(report, as_json)
 
@@ -248,3 +255,5 @@ def finish(report: dict[str, Any], as_json: bool) -> None:
     broken = report["invariant_violations"] or report["replay_error"]
     if broken:  # the deciders never break a property; if the log does, say so loudly
         fault(f"the log breaks a property: {broken}")
+    log = Path(report["log"])
+    say_next(f"rolloutlog verify {log}", f"rolloutlog timeline {log} -o {log.with_suffix('.html')}")

@@ -29,6 +29,7 @@ from rolloutlog.cli.options import (
 )
 from rolloutlog.cli.output import emit_json, note_being_written, warn_torn_tail
 from rolloutlog.cli.policies import field_help, parse_policies, run_shown
+from rolloutlog.cli.progress import phase
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import InconsistentLogError
@@ -58,8 +59,9 @@ def fit_recorded(
     try:
         source = open_log(log)
         note_being_written(source, log)
-        fitted = fit_log(source.events(), seed=seed, name=log.stem)
-        report, metrics = recorded_report(source.events(), fitted)
+        with phase(f"fitting a world to {log}"):
+            fitted = fit_log(source.events(), seed=seed, name=log.stem)
+            report, metrics = recorded_report(source.events(), fitted)
     except LogError as error:  # its message names the log
         raise BadInput(str(error)) from error
     except OSError as error:

@@ -57,7 +57,12 @@ __all__ = [  # what `rolloutlog train` uses (`save_initial`, `ServerStartError` 
 
 
 class NothingRecorded(RuntimeError):
-    """A new run stopped before it recorded `run_started`; what it made is removed."""
+    """A new run stopped before it recorded `run_started`; what it made is removed.
+    `stopped_by`: the signal that stopped it (Ctrl-C, SIGTERM), if one did."""
+
+    def __init__(self, message: str, stopped_by: int | None = None) -> None:
+        super().__init__(message)
+        self.stopped_by = stopped_by
 
 
 def save_initial(settings: LiveSettings, seed: int, directory: Path) -> Path:
@@ -220,7 +225,10 @@ def run_training(
             raise
     if not log.opened and resume is None:  # nothing recorded: take back what the start made
         _remove_unstarted(log_path, weights_dir)
-        raise NothingRecorded(f"{result.finished_reason}: {result.error}; nothing was recorded")
+        raise NothingRecorded(
+            f"{result.finished_reason}: {result.error}; nothing was recorded",
+            stopped_by[0] if stopped_by else None,
+        )
     source = open_log(log_path)
     replay = replay_log(source)
     return {

@@ -39,10 +39,11 @@ def _limited(limit: int, *args: str, cwd: Path) -> subprocess.CompletedProcess[s
 
 def _one_line(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode == 2, result.stderr[-3000:]
-    lines = [line for line in result.stderr.splitlines() if line.startswith("rolloutlog: ")]
-    assert len(lines) == 1 and lines[0].startswith("rolloutlog: error: "), result.stderr
+    lines = result.stderr.splitlines()  # progress lines may come before the error
+    errors = [line for line in lines if line.startswith("rolloutlog: error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], result.stderr
     assert "Traceback" not in result.stderr
-    return lines[0]
+    return errors[0]
 
 
 def _files(folder: Path) -> list[str]:

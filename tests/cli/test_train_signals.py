@@ -78,6 +78,8 @@ def test_sigint_and_sigterm_stop_a_run_that_resume_continues(tmp_path: Path) -> 
         timeout=240,
     )
     assert finished.returncode == 0, finished.stderr[-3000:]
+    assert f"step {STEPS}/{STEPS}" in finished.stderr  # progress on stderr with --json too
+    assert "next: rolloutlog verify run.arrow" in finished.stderr
     report = json.loads(finished.stdout)
     assert report["finished_reason"] == "steps" and report["stopped_by"] is None
     assert report["steps_shipped"] == STEPS and report["restarts"] == 2
