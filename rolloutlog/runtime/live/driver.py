@@ -185,12 +185,14 @@ class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
         through what it owes before anything new."""
         path = self.trainer.broadcast.path(point.announced)
         await self.publisher.publish(path, point.announced, live=point.live)
+        # What the trainer owes goes first: feeding the restart can ship a batch at once
+        # from the folded queue, which must train after them (no await until the feed)
+        for batch in point.training_owed():
+            self._batches.put_nowait(batch)
         self._feed(point.resumed(self._now()))
         if point.live < point.announced:
             self._feed(VersionLive(t=self._now(), version=point.announced))
         self.version_live = point.announced
-        for batch in point.training_owed():
-            self._batches.put_nowait(batch)
         if point.shipped >= self.options.steps:
             self._stop("steps")
             self._finish()
