@@ -97,6 +97,8 @@ class _Lines:
                 self._say()
 
     def heartbeat(self) -> None:
+        if LINE_INTERVAL_S <= 0:  # a line at every update already
+            return
         while not self.stop.wait(LINE_INTERVAL_S / 2):
             with self.lock:
                 if self._due():
