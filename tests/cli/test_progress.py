@@ -70,5 +70,8 @@ def test_a_train_that_never_ships_is_not_silent_and_sigterm_ends_it(tmp_path: Pa
         waiting += [line] if line.startswith("step 0/1  starting inference") else []
     train.send_signal(signal.SIGTERM)
     _, stderr = train.communicate(timeout=120)
-    assert train.returncode == 143 and "nothing was recorded" in stderr, stderr[-2000:]
-    assert list(tmp_path.iterdir()) == []
+    assert train.returncode == 143 and "Traceback" not in stderr, stderr[-2000:]
+    if (tmp_path / "run.arrow").exists():  # its first commit came before the signal
+        assert "stopped by SIGTERM after 0 steps; next: rolloutlog train --resume" in stderr
+    else:  # nothing recorded: nothing left behind
+        assert "nothing was recorded" in stderr and list(tmp_path.iterdir()) == []
