@@ -6,6 +6,7 @@ the band of why the trainer waited under its row.
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from rolloutlog.runtime.sim.scenario import load_scenario
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "su.arrow"  # as `simulate --scenario slow-update --steps 20`
         run_policy(load_scenario("slow-update").with_steps(20), log_path=log)

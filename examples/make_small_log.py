@@ -11,6 +11,7 @@ own ids (`task-17/0`, ...); the log keeps `g<n>/<m>` and notes the mapping.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from rolloutlog import __version__
@@ -59,6 +60,7 @@ def record_small_run(path: Path) -> None:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help
     log = HERE / "small.arrow"
     record_small_run(log)
     with (HERE / "small.jsonl").open("w", encoding="utf-8") as out:

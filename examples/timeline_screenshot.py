@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -33,6 +34,7 @@ def shoot(log: Path, window: Window, title: str, picture: Path) -> None:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help
     log = ROOT / "examples/simulated.arrow"
     shoot(log, Window(), "simulated.arrow", ROOT / "docs/img/timeline.png")
 

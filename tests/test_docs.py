@@ -385,3 +385,33 @@ def test_every_section_a_file_names_is_a_heading_of_that_doc() -> None:
         if not section_resolves(REPO / source, doc, words)
     ]
     assert not missing, f"sections that are not headings of their doc: {missing}"
+
+
+def test_the_log_format_examples_run_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/log-format.md's Python examples, in a fresh folder, in order: the Recorder's run
+    (replayed as the text says), then the third-party checksum check and plain pyarrow
+    reading it. The checksum snippet used a helper defined further down."""
+    from rolloutlog.replay.log_replay import replay_log
+    from rolloutlog.replay.source import open_log
+
+    text = (REPO / "docs" / "log-format.md").read_text()
+    blocks = {
+        block.split("\n", 1)[0]: block
+        for block in PYTHON_BLOCK.findall(text)
+        if "run.arrow" in block
+    }
+    monkeypatch.chdir(tmp_path)
+    recorder = next(b for b in blocks.values() if "Recorder(" in b)
+    exec(compile(recorder, "log-format.md (Recorder)", "exec"), {})
+    summary = replay_log(open_log("run.arrow")).summary
+    assert (summary["events"], summary["steps_shipped"], summary["invariant_violations"]) == (
+        43,
+        2,
+        [],
+    )
+    assert "43 events, 2 steps shipped,\n4 groups finalized" in text
+    for block in blocks.values():
+        if block is not recorder:
+            exec(compile(block, "log-format.md", "exec"), {"print": lambda *a: None})

@@ -1,4 +1,8 @@
-"""How every command reports bad input: one line on stderr, exit status 2, no traceback."""
+"""How every command reports bad input: one line on stderr, exit status 2, no traceback;
+and how it ends on a signal: Ctrl-C (SIGINT) and SIGTERM unwind the command (a temporary
+removed, a lock released, a log closed) and exit 130 and 143, as shells expect; SIGXFSZ
+(a file-size limit, `ulimit -f`) is ignored, so that the write fails with an error the
+command reports like a full disk, instead of killing it with a core dump."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import errno
 import functools
 import os
 import re
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, NoReturn, ParamSpec, TypeVar
@@ -14,10 +19,18 @@ from typing import IO, Any, NoReturn, ParamSpec, TypeVar
 import click
 
 from rolloutlog.events.errors import EventError, JsonlError, LogError
+from rolloutlog.events.output_lock import OutputBusy, holding
 
 BAD_INPUT_EXIT = 2
 _TEMPORARY = re.compile(r"\.(.+)\.\d+\.tmp")
 BAD_INPUT_ERRORS = (LogError, EventError, JsonlError, OSError, UnicodeDecodeError)
+
+# a full disk, a quota, a file-size limit: the write failed, the command says where
+FULL = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file size limit reached (ulimit -f)",
+}
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,9 +52,12 @@ def os_problem(error: BaseException, path: str | os.PathLike[str] | None = None)
     if not isinstance(error, OSError) or error.strerror is None:
         return str(error)
     reason = "no such file" if error.errno == errno.ENOENT else error.strerror.lower()
+    full = FULL.get(error.errno or 0)
     if error.filename is None:
-        return reason
+        return full or reason
     filename = _written(Path(os.fsdecode(error.filename)))
+    if full is not None:
+        return f"{full} writing {filename}"
     named = path is not None and filename == Path(path)
     return reason if named else f"{filename}: {reason}"
 
@@ -74,6 +90,23 @@ def reports_bad_input(command: Callable[P, R]) -> Callable[P, R]:
 
 
 @contextlib.contextmanager
+def sole_writer(path: Path) -> Iterator[None]:
+    """Hold the output `path`'s lock for the block (`events.output_lock`), for a command
+    that writes it more than once (a sweep's table) or reads it before writing (a resumed
+    run's log); a second writer gets one line naming the holder's pid. In a folder that
+    does not exist yet, or takes no file, nobody writes it: the command's own checks
+    name the folder."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(holding(path))
+        except OutputBusy as error:
+            raise BadInput(str(error)) from error
+        except OSError:
+            pass
+        yield
+
+
+@contextlib.contextmanager
 def _usage_as_bad_input() -> Iterator[None]:
     """Click's usage errors (a bad option value, a missing argument, excluded options) as
     one line like every other bad input, instead of click's usage block."""
@@ -85,8 +118,38 @@ def _usage_as_bad_input() -> Iterator[None]:
         raise BadInput(error.format_message()) from error
 
 
+def _refuse_repeated(params: list[click.Parameter], args: list[str]) -> None:
+    """An option that takes one value, given twice (`--scenario A --scenario B`), is
+    refused: click would silently keep the last."""
+    single = {
+        name: param
+        for param in params
+        if isinstance(param, click.Option) and not (param.multiple or param.count or param.is_flag)
+        for name in param.opts
+    }
+    seen: dict[str, list[str]] = {}
+    for arg in args:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0] if arg.startswith("--") else arg[:2]
+        param = single.get(name)
+        if param is not None and param.name is not None:
+            seen.setdefault(param.name, []).append(name)
+            if len(seen[param.name]) > 1:
+                raise click.UsageError(
+                    f"{' and '.join(dict.fromkeys(seen[param.name]))} given more than once; "
+                    "it takes one value"
+                )
+
+
 class OneLineCommand(click.Command):
-    """A command whose usage errors read as `rolloutlog: error: ...`, exit status 2."""
+    """A command whose usage errors read as `rolloutlog: error: ...`, exit status 2, and
+    that refuses a single-value option given twice."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with _usage_as_bad_input():
+            _refuse_repeated(self.get_params(ctx), args)
+        return super().parse_args(ctx, args)
 
     def make_context(
         self,
@@ -103,8 +166,34 @@ class OneLineCommand(click.Command):
             return super().invoke(ctx)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, like `KeyboardInterrupt` for SIGINT."""
+
+
+def _terminated(signum: int, frame: object) -> NoReturn:
+    raise Terminated
+
+
 class OneLineGroup(OneLineCommand, click.Group):
-    """The command group: the usage errors of every command in it read as one line too."""
+    """The command group: the usage errors of every command in it read as one line too,
+    and a signal ends it as the module docstring says."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        before = (
+            signal.signal(signal.SIGTERM, _terminated),
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
+        )
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("rolloutlog: interrupted (SIGINT)", err=True)
+            raise click.exceptions.Exit(128 + signal.SIGINT) from None
+        except Terminated:
+            click.echo("rolloutlog: terminated (SIGTERM)", err=True)
+            raise click.exceptions.Exit(128 + signal.SIGTERM) from None
+        finally:
+            signal.signal(signal.SIGTERM, before[0])
+            signal.signal(signal.SIGXFSZ, before[1])
 
 
 def command(name: str) -> Callable[[Callable[..., Any]], click.Command]:

@@ -13,7 +13,8 @@ from rich.console import Console
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.foreign import import_foreign
 from rolloutlog.cli.options import FILE, NEW_LOG, OUTPUT, NamedPath, holds_arrow_log, json_option
-from rolloutlog.cli.output import emit_json, key_values, warn_torn_tail
+from rolloutlog.cli.output import emit_json, key_values, say_next, warn_torn_tail
+from rolloutlog.cli.progress import phase
 from rolloutlog.events.errors import JsonlError
 from rolloutlog.events.jsonl import import_lines, write_jsonl
 from rolloutlog.events.log_reader import LogInfo, LogReader
@@ -69,7 +70,11 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
     if output is None:
         write(sys.stdout)
     else:
-        with written_whole(output) as temporary, temporary.open("w", encoding="utf-8") as out:
+        with (
+            phase(f"exporting {log}"),
+            written_whole(output) as temporary,
+            temporary.open("w", encoding="utf-8") as out,
+        ):
             count = write(out)
         click.echo(f"exported {count} {what} to {output}", err=True)
     warn_torn_tail(reader.torn_tail, log)
@@ -99,6 +104,7 @@ def import_command(jsonl: Path, output: Path, force: bool, source: str) -> None:
     if source != "jsonl":
         count = import_foreign(jsonl, output, source)
         click.echo(f"imported {count} events into {output}")
+        say_next(f"rolloutlog replay {output}", f"rolloutlog whatif {output}")
         return
     if jsonl.is_dir():
         fail(f"{jsonl}: a folder, not JSON Lines (--from prime-rl or areal reads a run's folder)")
@@ -110,6 +116,7 @@ def import_command(jsonl: Path, output: Path, force: bool, source: str) -> None:
         except JsonlError as error:
             fail(f"{jsonl}: {error}")
     click.echo(f"imported {count} events into {output}")
+    say_next(f"rolloutlog replay {output}", f"rolloutlog verify {output}")
 
 
 def _print_info(info: LogInfo) -> None:

@@ -28,23 +28,25 @@ from rolloutlog.replay.explain import WAIT_COLUMNS
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics, with_waits
 from rolloutlog.replay.step_segments import PARTIAL_RATIO, SEGMENT_COLUMNS
 
+FORMATS = ("csv", "parquet", "jsonl")
+
 
 @command("metrics")
 @click.argument("log", type=FILE)
 @click.option(
     "--format",
     "form",
-    type=click.Choice(["csv", "parquet", "jsonl"]),
-    default="csv",
-    show_default=True,
-    help="csv and jsonl may go to stdout; parquet needs -o.",
+    type=click.Choice(FORMATS),
+    help="csv (stdout's default) and jsonl may go to stdout; parquet needs -o. With -o, "
+    "the file's suffix names the format.",
 )
-@click.option("-o", "--output", type=OUTPUT, help="Write to this file instead of stdout.")
+@click.option("-o", "--output", type=OUTPUT, help="Write to this file (.csv, .parquet, .jsonl).")
 @reports_bad_input
-def metrics_command(log: Path, form: str, output: Path | None) -> None:
+def metrics_command(log: Path, form: str | None, output: Path | None) -> None:
     """Write LOG's per-step table: step, time, trained, off_policy/* (the age split into
     in-flight and in-queue parts), dispatcher/off_policy/*, reward/mean, and the trainer's
     wait before the batch split into its causes (wait/*, as `rolloutlog explain`)."""
+    form = _format(form, output)
     if form == "parquet" and output is None:
         fail("--format parquet writes a binary file: name it with -o FILE")
     reader = LogReader(log, warn=False)
@@ -55,6 +57,19 @@ def metrics_command(log: Path, form: str, output: Path | None) -> None:
         return
     with written_whole(output) as temporary, temporary.open("wb") as out:
         _write(rows, form, out)
+
+
+def _format(form: str | None, output: Path | None) -> str:
+    """The table's format: `--format`, or the suffix of `-o` (which must name one, and the
+    same one), or csv on stdout."""
+    if output is None:
+        return form or "csv"
+    named = output.suffix.lower().removeprefix(".")
+    if named not in FORMATS:
+        fail(f"-o {output}: name the table's format by its suffix: .csv, .parquet or .jsonl")
+    if form is not None and form != named:
+        fail(f"--format {form} and -o {output} name different formats")
+    return named
 
 
 def _write(rows: list[dict[str, Any]], form: str, out: BinaryIO) -> None:

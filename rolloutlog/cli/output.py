@@ -14,7 +14,7 @@ from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.log_reader import TornTail
 from rolloutlog.events.types import RunStarted
-from rolloutlog.replay.source import LogSource
+from rolloutlog.replay.source import LogFile, LogSource
 
 # name in a value, name in a rate's label ("trained / h"), in words ("/ hour"), seconds
 DURATION_UNITS: Final = (("h", "hour", 3600.0), ("min", "minute", 60.0), ("s", "second", 1.0))
@@ -30,9 +30,15 @@ def duration(seconds: float) -> str:
     """A duration for people, in the unit that fits it, to three figures (one decimal at
     least): `0.42 s`, `42.0 s`, `5.50 min`, `3.01 h`, `100.0 h`. Every command prints
     durations with it; `--json` keeps plain seconds."""
-    name, _, size = duration_unit(seconds)
-    value = seconds / size
-    return f"{value:,.{2 if abs(value) < 10 else 1}f} {name}"
+    unit = duration_unit(seconds)
+    return f"{in_unit(seconds, unit)} {unit[0]}"
+
+
+def in_unit(seconds: float, unit: Unit) -> str:
+    """`seconds` in `unit`, to three figures (one decimal at least), without its name: a
+    column of durations shows every row in the unit its header names."""
+    value = seconds / unit[2]
+    return f"{value:,.{2 if abs(value) < 10 else 1}f}"
 
 
 def rate_unit(durations: Iterable[float | None]) -> Unit:
@@ -55,10 +61,26 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2))
 
 
+def say_next(*commands: str) -> None:
+    """The commands a user would run next on what this one wrote, on stderr."""
+    click.echo(f"rolloutlog: next: {'  |  '.join(commands)}", err=True)
+
+
 def warn_torn_tail(tail: TornTail | None, log: Path) -> None:
     """Say on stderr that LOG's unfinished last batch was cut (the rest was read)."""
     if tail is not None:
         click.echo(f"rolloutlog: warning: {log}: {tail.describe()}", err=True)
+
+
+def note_being_written(source: LogFile, log: Path) -> None:
+    """Say on stderr that LOG is still being written, so the command reads what was
+    committed when it opened it (`replay.source.LogFile`), not the run's end."""
+    if source.writer is not None:
+        click.echo(
+            f"rolloutlog: note: {log}: {source.writer} is still writing it; reading the "
+            f"{source.prefix_events} events it had committed",
+            err=True,
+        )
 
 
 def warn_no_event(events: int, log: Path) -> None:

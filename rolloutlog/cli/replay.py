@@ -26,11 +26,13 @@ from rolloutlog.cli.options import (
 from rolloutlog.cli.output import (
     emit_json,
     key_values,
+    note_being_written,
     warn_no_event,
     warn_torn_tail,
     warn_unstartable_config,
 )
 from rolloutlog.cli.policies import checked_tolerance, one_policy
+from rolloutlog.cli.progress import phase
 from rolloutlog.core.digest import event_payload
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.types import Event
@@ -53,6 +55,7 @@ def _open(path: Path) -> LogFile:
         source = open_log(path)
     except LogError as error:
         fail(str(error))
+    note_being_written(source, path)
     warn_unstartable_config(source, path)
     return source
 
@@ -67,7 +70,8 @@ def _open(path: Path) -> LogFile:
 def replay_command(log: Path, as_json: bool, plain: bool) -> None:
     """Fold LOG, check every property on every event and print the run summary."""
     source = _open(log)
-    replay = replay_log(source, columnar=not plain, age_split=True)
+    with phase(f"replaying {log}"):
+        replay = replay_log(source, columnar=not plain, age_split=True)
     warn_torn_tail(source.torn_tail, log)
     if replay.error is None:  # else the error says where the log stops
         warn_no_event(replay.events, log)
@@ -139,7 +143,8 @@ def verify_command(log: Path, policy: str | None, t_tolerance: float | None, as_
         preset, tolerance = one_policy(policy), checked_tolerance(t_tolerance)
         _conform(_open(log), log, preset, tolerance, as_json)
     source = _open(log)
-    verdict = verify_log(source)
+    with phase(f"verifying {log}"):
+        verdict = verify_log(source)
     _warn_read(source, log, verdict.events, verdict.error)
     divergence = verdict.divergence
     if as_json:

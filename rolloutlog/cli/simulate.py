@@ -27,7 +27,7 @@ from rolloutlog.cli.options import (
     set_option,
     steps_option,
 )
-from rolloutlog.cli.output import emit_json
+from rolloutlog.cli.output import emit_json, say_next
 from rolloutlog.cli.policies import field_help, one_policy, parse_policies, run_shown
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
@@ -158,6 +158,13 @@ def simulate_command(
         except (OSError, RuntimeError) as error:
             raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     _print(runs.reports, title, as_json=as_json, compare=compare is not None)
+    written = next((path for path in log_paths.values() if path is not None), None)
+    if written is not None:
+        say_next(
+            f"rolloutlog verify {written}",
+            f"rolloutlog timeline {written} -o {written.with_suffix('.html')}",
+            f"rolloutlog whatif {written}",
+        )
 
 
 def _print(

@@ -21,7 +21,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from rolloutlog.cli.bad_input import BadInput, command, os_problem
+from rolloutlog.cli.bad_input import BadInput, command, os_problem, sole_writer
 from rolloutlog.cli.options import (
     OUTPUT,
     check_option,
@@ -30,7 +30,7 @@ from rolloutlog.cli.options import (
     set_option,
     steps_option,
 )
-from rolloutlog.cli.output import duration, per_unit, rate_unit
+from rolloutlog.cli.output import duration_unit, in_unit, per_unit, rate_unit
 from rolloutlog.cli.policies import bound_error, field_help, parse_policies
 from rolloutlog.cli.progress import progress
 from rolloutlog.core.config import ConfigError
@@ -141,6 +141,8 @@ def sweep_command(
     """Run a grid of simulations in parallel and collect every report in one Parquet table."""
     if workers is not None and address is not None:
         raise click.UsageError("--workers and --address exclude each other")
+    if output.suffix.lower() != ".parquet":
+        raise BadInput(f"-o {output}: the results table is Parquet: name it NAME.parquet")
     chosen = _engine(engine, address)
     presets = None if compare is None else parse_policies(compare, "--compare")
     try:
@@ -159,17 +161,18 @@ def sweep_command(
         sample = probe_row(cells[0])
     except SimulationBoundError as error:
         raise bound_error(cells[0].scenario(), error) from error
-    rows = _table(output, cells, sample)
-    objective = None if best is None else _objective(best, cells, sample)
-    keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
-    finished = {row_key(row, keys) for row in rows}
-    to_run = [cell for cell in cells if cell.key(keys) not in finished]
-    errors = Console(stderr=True)
-    errors.print(
-        f"sweep: {len(cells)} cells, {len(cells) - len(to_run)} already in {output}, "
-        f"running {len(to_run)} on {chosen}"
-    )
-    _run(to_run, rows, output, chosen, workers or os.cpu_count() or 1, address)
+    with sole_writer(output):  # read, run and saved by this sweep alone
+        rows = _table(output, cells, sample)
+        objective = None if best is None else _objective(best, cells, sample)
+        keys = setting_columns([*rows, *(dict(c.settings) for c in cells)])
+        finished = {row_key(row, keys) for row in rows}
+        to_run = [cell for cell in cells if cell.key(keys) not in finished]
+        errors = Console(stderr=True)
+        errors.print(
+            f"sweep: {len(cells)} cells, {len(cells) - len(to_run)} already in {output}, "
+            f"running {len(to_run)} on {chosen}"
+        )
+        _run(to_run, rows, output, chosen, workers or os.cpu_count() or 1, address)
     grid_rows = _grid_rows(rows, cells, keys)
     found = configurations(grid_rows, keys)
     title = f"sweep of {len(cells)} cells: {', '.join(dict.fromkeys(c.name for c in cells))}"
@@ -281,10 +284,12 @@ def _overview(found: Sequence[Configuration], title: str) -> Table:
     column folds onto the next line), so that two configurations that differ in one
     setting read differently at any terminal width."""
     unit = rate_unit(config.means.get("virtual_seconds") for config in found)
+    wasted = [config.means.get("rollout_seconds_wasted") or 0.0 for config in found]
+    waste_unit = duration_unit(max(wasted, default=0.0))  # one unit for the column
     table = Table(title=title, title_justify="left")
     for name in ("scenario", "configuration"):
         table.add_column(name, overflow="fold")
-    for name in ("seeds", f"trained / {unit[0]}", "discarded", "wasted"):
+    for name in ("seeds", f"trained / {unit[0]}", "discarded", f"wasted ({waste_unit[0]})"):
         table.add_column(name, justify="right", overflow="fold")
     for config in found:
         table.add_row(
@@ -293,7 +298,7 @@ def _overview(found: Sequence[Configuration], title: str) -> Table:
             str(config.seeds),
             _figure(config, "trained_episodes_per_hour", lambda v: per_unit(v, unit)),
             _figure(config, "finished_rollouts_discarded", "{:,.1f}".format),
-            _figure(config, "rollout_seconds_wasted", duration),
+            _figure(config, "rollout_seconds_wasted", lambda v: in_unit(v, waste_unit)),
         )
     return table
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.options import FILE, OUTPUT
-from rolloutlog.cli.output import warn_torn_tail
+from rolloutlog.cli.output import note_being_written, warn_torn_tail
+from rolloutlog.cli.progress import phase
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.timeline_page import Window, WindowError, timeline_page
@@ -29,13 +29,16 @@ def timeline_command(
 
     The page works offline (everything is inlined): open it from disk in any browser.
     """
+    if output.suffix.lower() not in (".html", ".htm"):
+        fail(f"-o {output}: the timeline is an HTML page: name it NAME.html")
     try:
         window = Window(t_from, t_to, group)
     except WindowError as error:
         fail(str(error))
     source, title = open_log(log), f"rolloutlog · {log.name}"
+    note_being_written(source, log)
     try:
-        with Console(stderr=True).status(f"reading and replaying {log} …"):
+        with phase(f"reading and replaying {log}"):
             html, data = timeline_page(source, window, title)
     except WindowError as error:
         fail(f"{log}: {error}")

@@ -11,6 +11,7 @@ valid up to the fault) or replaying the log found a broken property, 2 for bad i
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,13 +22,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 from click.core import ParameterSource
 
-from rolloutlog.cli.bad_input import fail
+from rolloutlog.cli.bad_input import command, fail, os_problem, sole_writer
 from rolloutlog.cli.options import (
     missing_extra,
 )
-from rolloutlog.cli.output import emit_json
+from rolloutlog.cli.output import emit_json, say_next
 from rolloutlog.cli.policies import one_policy
-from rolloutlog.cli.progress import progress
+from rolloutlog.cli.progress import phase, progress
 from rolloutlog.cli.train_options import (
     NOT_WITH_RESUME,
     NOT_WITH_SAVE_INITIAL,
@@ -62,15 +63,17 @@ def default_log_path() -> Path:
 
 def _live() -> ModuleType:
     """`runs.train`, imported (with torch: seconds) only once the input is checked."""
-    from rolloutlog.runs import train
+    with phase("starting: importing torch"):
+        from rolloutlog.runs import train
 
     return train
 
 
 @contextmanager
-def _progress(steps: int, quiet: bool) -> Iterator[Callable[[StepStats], None]]:
-    """Step, mean reward, trained ages, stale cancels and drops, on stderr (cli.progress)."""
-    with progress("step", steps, quiet=quiet, first="starting inference ...") as update:
+def _progress(steps: int) -> Iterator[Callable[[StepStats], None]]:
+    """Step, mean reward, trained ages, stale cancels and drops, on stderr (cli.progress),
+    with `--json` too (it prints to stdout)."""
+    with progress("step", steps, first="starting inference ...") as update:
         yield lambda stats: update(stats.step, describe_step(stats))
 
 
@@ -89,7 +92,7 @@ def describe_step(stats: StepStats) -> str:
     )
 
 
-@click.command("train")
+@command("train")
 @train_options
 def train_command(
     steps: int,
@@ -133,20 +136,21 @@ def train_command(
             try:
                 written = _live().save_initial(settings, seed, initial_dir)
             except OSError as error:
-                fail(f"--save-initial {initial_dir}: {error.strerror or error}")
+                fail(f"--save-initial {initial_dir}: {os_problem(error)}")
             click.echo(f"wrote the v0 checkpoint to {written}")
             return
         if backend == "vllm" and (not urls or weights_dir is None):
             fail("--backend vllm needs --url (one per server) and --weights-dir")
         default_log = log_path is None
         log_path = log_path or default_log_path()
-        check_new_run(log_path, weights_dir, default_log=default_log)
-        live = _live()
-        if weights_dir is not None:
-            live.check_weights_dir(weights_dir)
-        run = dict(config=config, settings=settings, steps=steps, seed=seed, urls=urls)
-        weights = weights_dir or weights_beside(log_path)
-        _run(live, "--log", as_json, log_path=log_path, weights_dir=weights, **run)
+        with sole_writer(log_path):  # a second `train` on this log is one line
+            check_new_run(log_path, weights_dir, default_log=default_log)
+            live = _live()
+            if weights_dir is not None:
+                live.check_weights_dir(weights_dir)
+            run = dict(config=config, settings=settings, steps=steps, seed=seed, urls=urls)
+            weights = weights_dir or weights_beside(log_path)
+            _run(live, "--log", as_json, log_path=log_path, weights_dir=weights, **run)
     except RunRefused as error:
         fail(str(error))
 
@@ -163,9 +167,25 @@ def resume_command(
     refuse_beside("--resume", NOT_WITH_RESUME)
     explicit = click.get_current_context().get_parameter_source("steps")
     check_urls(urls)
+    with sole_writer(log_path):  # a run still writing it is refused, not misread
+        _resume(
+            log_path,
+            steps if explicit is ParameterSource.COMMANDLINE else None,
+            urls,
+            weights_dir,
+            as_json,
+        )
+
+
+def _resume(
+    log_path: Path,
+    chosen: int | None,
+    urls: tuple[str, ...],
+    weights_dir: Path | None,
+    as_json: bool,
+) -> None:
     run = read_crashed_run(log_path)
     live = _live()
-    chosen = steps if explicit is ParameterSource.COMMANDLINE else None
     resumed = live.resumable(log_path, run, weights_dir=weights_dir, steps=chosen)
     _run(
         live,
@@ -186,13 +206,20 @@ def _run(live: ModuleType, option: str, as_json: bool, **run: Any) -> None:
     """Run (`runs.train.run_training`) with progress on stderr, then print the report."""
     log_path = run["log_path"]
     try:
-        with _progress(run["steps"], quiet=as_json) as on_step:
+        with _progress(run["steps"]) as on_step:
             report = live.run_training(**run, on_step=on_step, on_resumed=_say)
     except LogError as error:
         fail(f"{option} {log_path}: {error}")
     except OSError as error:  # the message names the file
-        fail(str(error) if option == "--log" else f"{option} {log_path}: {error}")
-    except (live.ServerStartError, live.NothingRecorded) as error:
+        fail(
+            os_problem(error) if option == "--log" else f"{option} {log_path}: {os_problem(error)}"
+        )
+    except live.NothingRecorded as error:
+        if error.stopped_by is not None:  # the user stopped it: the shell's status
+            _say(str(error))
+            raise SystemExit(128 + error.stopped_by) from error
+        fault(str(error))
+    except live.ServerStartError as error:
         fault(str(error))
     finish(report, as_json)
 
@@ -208,11 +235,19 @@ def fault(message: str) -> NoReturn:
 
 
 def finish(report: dict[str, Any], as_json: bool) -> None:
-    """Print the report; exit 1 on a fault or a log that breaks a property."""
+    """Print the report; exit 1 on a fault or a log that breaks a property, 130 or 143
+    when Ctrl-C or SIGTERM stopped the run (resumable: no `run_finished`)."""
     if as_json:
         emit_json(report)
     else:
         print_report(report)
+    if report["stopped_by"] is not None:
+        number = signal.Signals[report["stopped_by"]]
+        _say(
+            f"stopped by {number.name} after {report['steps_shipped']} steps; "
+            f"next: rolloutlog train --resume {report['log']}"
+        )
+        raise SystemExit(128 + number)
     if report["error"] is not None:
         resumable = report["run_finished"] is None and report["events"] > 0
         then = f"; continue it with: rolloutlog train --resume {report['log']}" if resumable else ""
@@ -220,3 +255,5 @@ def finish(report: dict[str, Any], as_json: bool) -> None:
     broken = report["invariant_violations"] or report["replay_error"]
     if broken:  # the deciders never break a property; if the log does, say so loudly
         fault(f"the log breaks a property: {broken}")
+    log = Path(report["log"])
+    say_next(f"rolloutlog verify {log}", f"rolloutlog timeline {log} -o {log.with_suffix('.html')}")

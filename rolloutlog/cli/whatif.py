@@ -27,8 +27,9 @@ from rolloutlog.cli.options import (
     set_option,
     steps_option,
 )
-from rolloutlog.cli.output import emit_json, warn_torn_tail
+from rolloutlog.cli.output import emit_json, note_being_written, warn_torn_tail
 from rolloutlog.cli.policies import field_help, parse_policies, run_shown
+from rolloutlog.cli.progress import phase
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import InconsistentLogError
@@ -57,8 +58,10 @@ def fit_recorded(
     """Fit LOG's world; the recorded run's `simulate --json` object and its waste series."""
     try:
         source = open_log(log)
-        fitted = fit_log(source.events(), seed=seed, name=log.stem)
-        report, metrics = recorded_report(source.events(), fitted)
+        note_being_written(source, log)
+        with phase(f"fitting a world to {log}"):
+            fitted = fit_log(source.events(), seed=seed, name=log.stem)
+            report, metrics = recorded_report(source.events(), fitted)
     except LogError as error:  # its message names the log
         raise BadInput(str(error)) from error
     except OSError as error:
@@ -170,7 +173,7 @@ def whatif_command(
         try:
             with written_whole(save_world) as temporary:
                 temporary.write_text(scenario_toml(base), encoding="utf-8")
-        except OSError as error:
+        except (OSError, LogError) as error:
             raise BadInput(f"--save-world {save_world}: {os_problem(error, save_world)}") from error
     fitted_rate = base.world.late_arrival_rate == fitted.scenario.world.late_arrival_rate
     races = fitted.races if fitted_rate else None

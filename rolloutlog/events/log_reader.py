@@ -39,6 +39,7 @@ from rolloutlog.events.errors import (
     LogTornTailError,
     TornTailWarning,
 )
+from rolloutlog.events.log_rules import LogRules
 from rolloutlog.events.schema import (
     KIND_NAMES,
     NOTE_PREFIX,
@@ -105,20 +106,31 @@ class LogReader:
     `strict=True` raises `LogTornTailError` on a torn tail instead of keeping what is
     complete. `warn=False` leaves reporting a torn tail to the caller, through `torn_tail`.
     `torn_tail`, `closed` and `valid_bytes` are set once an iteration has reached the end.
+    `upto`: read only the file's first `upto` bytes, each iteration the same ones (a log
+    that its writer is still appending to: the committed prefix, `valid_bytes` of a pass).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, strict: bool = False, warn: bool = True):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        strict: bool = False,
+        warn: bool = True,
+        upto: int | None = None,
+    ):
         self.path = Path(path)
         if not self.path.is_file():
             raise LogError(f"{self.path}: no such log file")
         self.strict = strict
         self.warn = warn
+        self.upto = upto
         self.schema_version: int | None = None
         self.kinds_known: int | None = None  # kinds in the log's dictionary (older: fewer)
         self.torn_tail: TornTail | None = None
         self.closed: bool | None = None
         self.valid_bytes: int | None = None
         self._batch_notes: list[dict[str, str]] = []  # per batch of the latest iteration
+        self.rules = LogRules()  # the rules between events, after the latest iteration
 
     def __iter__(self) -> Iterator[Event]:
         return self.events()
@@ -141,7 +153,8 @@ class LogReader:
         `LOG_SCHEMA` (`schema.upgrade_batch`), so readers see one schema.
         """
         self.torn_tail, self.closed, self._batch_notes = None, None, []
-        with pa.OSFile(str(self.path)) as source:
+        self.rules = LogRules()
+        with self._source() as source:
             stream = self._open_stream(source)
             try:
                 self.schema_version = version = check_schema(stream.schema)
@@ -166,6 +179,13 @@ class LogReader:
                         first_seq=last_seq + 1,
                     )
                 self._verify(batch, stamp, last_seq)
+                try:
+                    self.rules.batch(stamp.first_seq, batch)
+                except EventError as error:  # what comes before the event is read
+                    if error.seq is not None and error.seq > stamp.first_seq:
+                        head = batch.slice(0, error.seq - stamp.first_seq)
+                        yield upgrade_batch(head, version)
+                    raise
                 self._batch_notes.append(_notes_of(metadata))
                 last_seq = stamp.last_seq
                 self.valid_bytes = source.tell()
@@ -202,6 +222,13 @@ class LogReader:
             valid_bytes=_known(self.valid_bytes),
             torn_tail=self.torn_tail,
         )
+
+    def _source(self) -> pa.NativeFile:
+        """The file to read: all of it, or its first `upto` bytes (mapped, not copied)."""
+        if self.upto is None:
+            return pa.OSFile(str(self.path))
+        with pa.memory_map(str(self.path)) as mapped:
+            return pa.BufferReader(mapped.read_buffer(min(self.upto, mapped.size())))
 
     def _open_stream(self, source: pa.NativeFile) -> ipc.RecordBatchStreamReader:
         """The stream reader, past the schema; a file without a readable schema is no log."""

@@ -27,7 +27,10 @@ commit, it returns text stored in that batch's custom metadata under `rolloutlog
 Appending to an existing log (`mode="append"`): the stream format has an end-of-stream
 marker, after which nothing may follow. Reopening verifies the whole log, truncates the
 marker (and a torn tail, with a `TornTailWarning`), continues at the next seq and writes
-the marker again on close. Only the writer that holds the file's lock may write it.
+the marker again on close. Only the writer that holds the file's lock may write it: the
+output's lock (`events.output_lock`, which names the holder's pid to a second process) and
+an exclusive `flock` on the file (which refuses a second writer in the same process).
+A failed write (a full disk) raises the `OSError` with the log's path as its filename.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import fcntl
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from operator import attrgetter
 from pathlib import Path
 from types import TracebackType
@@ -46,6 +50,8 @@ import pyarrow.ipc as ipc
 
 from rolloutlog.events.errors import EventError, LogError, LogSeqError, TornTailWarning
 from rolloutlog.events.log_reader import LogReader, TornTail
+from rolloutlog.events.log_rules import LogRules
+from rolloutlog.events.output_lock import holding
 from rolloutlog.events.schema import (
     KIND_NAMES,
     LOG_SCHEMA,
@@ -57,7 +63,7 @@ from rolloutlog.events.schema import (
 )
 from rolloutlog.events.types import UNSEQUENCED, Event, RunStarted, with_seq
 from rolloutlog.events.validate import validate_event
-from rolloutlog.events.whole_file import written_whole
+from rolloutlog.events.whole_file import naming, written_whole
 
 WriteMode = Literal["create", "append", "overwrite"]
 Compression = Literal["zstd", "lz4"] | None
@@ -100,11 +106,16 @@ class LogWriter:
         self._notes = notes
         self._buffer: list[Event] = []
         self._state: Literal["open", "failed", "closed"] = "open"
-        self._fd = _open_locked(self.path, mode)
+        self._held = ExitStack()  # the output's lock, released by `close()`
+        with ExitStack() as opening:
+            opening.enter_context(holding(self.path))
+            self._fd = _open_locked(self.path, mode)
+            self._held = opening.pop_all()
         try:
-            self.recovered_tail, self._next_seq = self._prepare(mode)
+            with naming(self.path):
+                self.recovered_tail, self._next_seq = self._prepare(mode)
         except BaseException:
-            os.close(self._fd)
+            self._release()
             raise
         self._outbox = _Outbox(keep_dictionaries=self._next_seq == 0)
         options = ipc.IpcWriteOptions(compression=compression)
@@ -134,6 +145,8 @@ class LogWriter:
         if self._check_events:
             validate_event(event)
         _check_place(event)
+        if self._check_events:
+            self._rules.event(seq, event.kind, getattr(event, "version", None))
         self._buffer.append(event)
         self._next_seq = seq + 1
         if len(self._buffer) >= self.batch_events:
@@ -196,7 +209,7 @@ class LogWriter:
                 self._guarded(self._stream.close, sync=True)
         finally:
             self._state = "closed"
-            os.close(self._fd)
+            self._release()
 
     def __enter__(self) -> LogWriter:
         return self
@@ -209,8 +222,13 @@ class LogWriter:
     ) -> None:
         self.close()  # appended events are facts, even when the caller then failed
 
+    def _release(self) -> None:
+        os.close(self._fd)
+        self._held.close()
+
     def _prepare(self, mode: WriteMode) -> tuple[TornTail | None, int]:
         """Place the file at its append point; returns the tail cut and the next seq."""
+        self._rules = LogRules()
         if mode != "append" or os.fstat(self._fd).st_size == 0:
             os.ftruncate(self._fd, 0)
             _write_all(self._fd, LOG_SCHEMA.serialize().to_pybytes())
@@ -234,6 +252,7 @@ class LogWriter:
                 TornTailWarning(f"{self.path}: appending after {info.torn_tail.describe()}"),
                 stacklevel=3,
             )
+        self._rules = reader.rules
         os.ftruncate(self._fd, info.valid_bytes)  # drops the end-of-stream marker and the tail
         os.lseek(self._fd, 0, os.SEEK_END)
         return info.torn_tail, info.events
@@ -245,10 +264,11 @@ class LogWriter:
         is unknown: refuse further writes, so that reopening in append mode recovers cleanly.
         """
         try:
-            write()
-            _write_all(self._fd, self._outbox.take())
-            if sync:
-                os.fsync(self._fd)
+            with naming(self.path):
+                write()
+                _write_all(self._fd, self._outbox.take())
+                if sync:
+                    os.fsync(self._fd)
         except BaseException:
             self._state = "failed"
             raise

@@ -339,6 +339,8 @@ class Recorder:
         The log then replays clean, and conforms where the run's decisions did.
         """
         call = "finish"
+        if self.finished:  # a run finishes once (docs/log-format.md)
+            raise RecordError(f"{call}: the run finished at t={self._t}")
         self._append(call, t, RunFinished(t=t, reason=reason))
         self.finished = True  # from here on, only this call's own events
         for group in self._groups.values():

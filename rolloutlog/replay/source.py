@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from rolloutlog.events.log_reader import LogReader, TornTail
 from rolloutlog.events.log_writer import DEFAULT_BATCH_EVENTS
+from rolloutlog.events.output_lock import writer_of
 from rolloutlog.events.schema import events_to_batch
 from rolloutlog.events.types import Event
 
@@ -58,11 +59,21 @@ class LogFile:
     its tail when a pass starts, and replay's later passes often stop early (the one event
     `show` and `diff` print, the state `verify` describes a divergence from): they must not
     hide a tail that an earlier, whole pass found.
+
+    A log that a process is still writing (it holds the log's lock, `events.output_lock`)
+    is read up to what was committed when it was opened, by every pass alike, so that the
+    passes agree: `writer` names that process and `prefix_events` counts the events read.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.reader = LogReader(path, warn=False)
         self.torn_tail: TornTail | None = None
+        self.writer = writer_of(path)
+        self.prefix_events: int | None = None
+        if self.writer is not None:
+            info = self.reader.info()
+            self.reader = LogReader(path, warn=False, upto=info.valid_bytes)
+            self.prefix_events = info.events
 
     def events(self) -> Iterator[Event]:
         yield from self.reader.events()

@@ -21,6 +21,7 @@ from rolloutlog.core.presets import BASES, FIELD, NAMED, RULES, preset_overrides
 from rolloutlog.events.errors import LogError
 from rolloutlog.events.log_writer import BATCH_EVENTS_MAX, DEFAULT_BATCH_EVENTS, LogWriter
 from rolloutlog.events.types import Event
+from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.step_metrics import StepMetrics
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimResult, SimulationBoundError, simulate
@@ -111,24 +112,29 @@ def _log_writer(
 ) -> Iterator[Callable[[list[Event]], None] | None]:
     """A function that appends events to the Arrow log at `path` (None: no log).
 
-    A simulated log is reproducible from its scenario and seed, so `--log` overwrites, and
-    commits stay in the OS cache until `close()` fsyncs once. The simulator hands over one
-    world event and everything it set off at a time, and a batch is committed only between
-    two such reactions, as the live driver does: a run killed at any moment leaves a log
-    whose every committed event is settled, so it verifies.
+    The log is written whole (`events.whole_file`): under the output's lock, beside `path`,
+    renamed onto it when the run is over, so the log recorded there before stays until the
+    new one is complete, and a run that fails (a full disk) leaves nothing behind. A
+    simulated log is reproducible from its scenario and seed, so commits stay in the OS
+    cache until `close()` fsyncs once. The simulator hands over one world event and
+    everything it set off at a time, and a batch is committed only between two such
+    reactions, as the live driver does.
     """
     if path is None:
         yield None
         return
-    with LogWriter(
-        path,
-        mode="overwrite",
-        batch_events=BATCH_EVENTS_MAX,
-        fsync=False,
-        check_events=check_events,
-    ) as writer:
+    with (
+        written_whole(path) as temporary,
+        LogWriter(
+            temporary,
+            mode="overwrite",
+            batch_events=BATCH_EVENTS_MAX,
+            fsync=False,
+            check_events=check_events,
+        ) as writer,
+    ):
         # The writer is handed a batch's worth at a time, since its per-call checks cost as
-        # much as buffering the events; what is pending is written even when the run fails.
+        # much as buffering the events.
         pending: list[Event] = []
 
         def write(events: list[Event]) -> None:
@@ -138,10 +144,8 @@ def _log_writer(
                 writer.commit()
                 pending.clear()
 
-        try:
-            yield write
-        finally:
-            writer.extend(pending)
+        yield write
+        writer.extend(pending)
 
 
 def policy_name(scenario: Scenario) -> str:

@@ -34,14 +34,17 @@ from rolloutlog.runs.train_inputs import CrashedRun, RunRefused, weights_beside
 from rolloutlog.runtime.live.broadcast import WeightBroadcast, new_run_id
 from rolloutlog.runtime.live.deferred_log import DeferredLog
 from rolloutlog.runtime.live.driver import RunOutputs, new_request_prefix
+from rolloutlog.runtime.live.model import CONFIG_FILE, WEIGHTS_FILE
 from rolloutlog.runtime.live.reports import LiveResult, StepStats
 from rolloutlog.runtime.live.resume import ResumeError, ResumePoint, prepare
 from rolloutlog.runtime.live.rollout_store import RolloutStore, store_path
-from rolloutlog.runtime.live.session import save_initial, train_live
+from rolloutlog.runtime.live.session import save_initial as _save_initial
+from rolloutlog.runtime.live.session import train_live
 from rolloutlog.runtime.live.settings import LiveSettings
 from rolloutlog.runtime.live.twin.launch import ServerStartError
 
 T = TypeVar("T")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 __all__ = [  # what `rolloutlog train` uses (`save_initial`, `ServerStartError` included)
     "NothingRecorded",
     "ServerStartError",
@@ -54,7 +57,27 @@ __all__ = [  # what `rolloutlog train` uses (`save_initial`, `ServerStartError` 
 
 
 class NothingRecorded(RuntimeError):
-    """A new run stopped before it recorded `run_started`; what it made is removed."""
+    """A new run stopped before it recorded `run_started`; what it made is removed.
+    `stopped_by`: the signal that stopped it (Ctrl-C, SIGTERM), if one did."""
+
+    def __init__(self, message: str, stopped_by: int | None = None) -> None:
+        super().__init__(message)
+        self.stopped_by = stopped_by
+
+
+def save_initial(settings: LiveSettings, seed: int, directory: Path) -> Path:
+    """`train --save-initial DIR`: the v0 checkpoint for an external server; a write that
+    fails (a full disk) takes back what it wrote, so that the same command can be retried."""
+    made = not directory.exists()
+    try:
+        return _save_initial(settings, seed, directory)
+    except BaseException:
+        for name in (WEIGHTS_FILE, CONFIG_FILE):
+            (directory / name).unlink(missing_ok=True)
+        if made:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
 
 
 def check_weights_dir(weights_dir: Path) -> None:
@@ -155,36 +178,41 @@ def run_training(
     store = RolloutStore(store_path(log_path), append=resume is not None)
     with contextlib.closing(log), contextlib.closing(store):
         if resume is None:
-            store.note(
-                seed=seed,
-                steps=steps,
-                settings=attrs.asdict(settings),
-                weights_dir=weights,
-                urls=list(urls),
-                run_id=run_id,
-            )
-        else:  # the next resume looks where this one publishes (an override, maybe)
-            store.note(weights_dir=weights, run_id=run_id)
+            store.note(seed=seed, steps=steps, settings=attrs.asdict(settings), urls=list(urls))
+        # the next resume looks where this one publishes (an override, maybe)
+        store.note(weights_dir=weights, run_id=run_id)
         store.sync()  # the run's id is durable before any checkpoint names it
-        result = asyncio.run(
-            _until_terminated(
-                train_live(
-                    config,
-                    settings,
-                    steps=steps,
-                    seed=seed,
-                    urls=urls,
-                    weights_dir=weights_dir,
-                    outputs=RunOutputs(log=log, on_events=on_events, on_step=on_step, store=store),
-                    resume=resume,
-                    run_id=run_id,
+        stopped_by: list[int] = []
+        try:
+            result = asyncio.run(
+                _until_terminated(
+                    train_live(
+                        config,
+                        settings,
+                        steps=steps,
+                        seed=seed,
+                        urls=urls,
+                        weights_dir=weights_dir,
+                        outputs=RunOutputs(
+                            log=log, on_events=on_events, on_step=on_step, store=store
+                        ),
+                        resume=resume,
+                        run_id=run_id,
+                    ),
+                    stopped_by,
                 )
             )
-        )
+        except BaseException:  # a full disk before the first event: the retry must work
+            if not log.opened and resume is None:
+                _remove_unstarted(log_path, weights_dir)
+            raise
     if not log.opened and resume is None:  # nothing recorded: take back what the start made
         _remove_unstarted(log_path, weights_dir)
-        raise NothingRecorded(f"{result.finished_reason}: {result.error}; nothing was recorded")
-    return _report(log_path, result, resumed_after_s, seed, settings)
+        raise NothingRecorded(
+            f"{result.finished_reason}: {result.error}; nothing was recorded",
+            stopped_by[0] if stopped_by else None,
+        )
+    return _report(log_path, result, resumed_after_s, seed, settings, stopped_by)
 
 
 def _resume_timer(
@@ -212,6 +240,7 @@ def _report(
     resumed_after_s: list[float],
     seed: int,
     settings: LiveSettings,
+    stopped_by: list[int],
 ) -> dict[str, Any]:
     """The `--json` report: the written log replayed, and what the run itself counted."""
     source = open_log(log_path)
@@ -235,6 +264,7 @@ def _report(
         "endpoints": list(result.endpoints),
         "seed": seed,
         "settings": attrs.asdict(settings),
+        "stopped_by": signal.Signals(stopped_by[0]).name if stopped_by else None,
     }
 
 
@@ -265,13 +295,22 @@ def _open_log(path: Path, *, append: bool) -> LogWriter:
         )
 
 
-async def _until_terminated(run: Coroutine[Any, Any, T]) -> T:
-    """Run `run`; SIGTERM cancels it as Ctrl-C does, so the driver records
-    `run_finished(interrupted)` and the log closes cleanly instead of just stopping."""
+async def _until_terminated(run: Coroutine[Any, Any, T], stopped_by: list[int]) -> T:
+    """Run `run`; Ctrl-C and SIGTERM cancel it, so the driver stops at its next settled
+    point and closes the log without `run_finished` (resumable); the signal is appended to
+    `stopped_by`, for the command's exit status."""
     task = asyncio.ensure_future(run)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+
+    def stop(number: int) -> None:
+        if not stopped_by:  # a second Ctrl-C while stopping does not start over
+            stopped_by.append(number)
+            task.cancel()
+
+    for number in STOP_SIGNALS:
+        loop.add_signal_handler(number, stop, number)
     try:
         return await task
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for number in STOP_SIGNALS:
+            loop.remove_signal_handler(number)

@@ -142,7 +142,9 @@ def test_steps_past_the_bound_are_refused_in_every_command(
     assert error.endswith(f"'--steps': {steps} is not in the range 1<=x<={MAX_STEPS}."), error
 
 
-@pytest.mark.parametrize("command", [["replay"], ["info"], ["whatif"], ["timeline", "-o", "x"]])
+@pytest.mark.parametrize(
+    "command", [["replay"], ["info"], ["whatif"], ["timeline", "-o", "x.html"]]
+)
 def test_a_jsonl_export_given_for_a_log_says_to_import_it(command: list[str]) -> None:
     jsonl = EXAMPLE.with_suffix(".jsonl")
     assert one_line_error(run(command[0], str(jsonl), *command[1:])).endswith(
@@ -210,10 +212,10 @@ def test_import_of_a_log_says_it_is_one(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", [b"", b"steps = 2\n"])
 def test_sweep_into_a_file_that_is_no_table_says_so(tmp_path: Path, text: bytes) -> None:
-    (tmp_path / "results.toml").write_bytes(text)
-    error = one_line_error(run("sweep", *SMOKE, "-o", str(tmp_path / "results.toml")))
-    assert error.endswith("results.toml: not a sweep results table (not a Parquet file)"), error
-    assert (tmp_path / "results.toml").read_bytes() == text
+    (tmp_path / "results.parquet").write_bytes(text)
+    error = one_line_error(run("sweep", *SMOKE, "-o", str(tmp_path / "results.parquet")))
+    assert error.endswith("results.parquet: not a sweep results table (not a Parquet file)"), error
+    assert (tmp_path / "results.parquet").read_bytes() == text
 
 
 def test_a_failed_write_names_the_file_not_its_temporary() -> None:

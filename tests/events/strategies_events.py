@@ -184,7 +184,27 @@ def events() -> st.SearchStrategy[Event]:
 
 @st.composite
 def event_lists(draw: st.DrawFn, min_size: int = 0, max_size: int = 40) -> list[Event]:
-    """A valid log's events: run_started at seq 0, then arbitrary events, seqs gap-free."""
+    """A valid log's events: run_started at seq 0, then arbitrary events that keep the
+    rules between events (`events.log_rules`), seqs gap-free."""
     opening = draw(event_of_kind("run_started"))
     rest = draw(st.lists(events(), min_size=min_size, max_size=max_size))
-    return [with_seq(event, seq) for seq, event in enumerate([opening, *rest])]
+    return [with_seq(event, seq) for seq, event in enumerate([opening, *_ruled(rest)])]
+
+
+def _ruled(drawn: list[Event]) -> list[Event]:
+    """`drawn` with the log rules kept: a later run_finished left out, and a version that
+    goes live announced just before unless it was."""
+    kept: list[Event] = []
+    announced, finished = {0}, False
+    for event in drawn:
+        if isinstance(event, RunFinished):
+            if finished:
+                continue
+            finished = True
+        elif isinstance(event, VersionPending):
+            announced.add(event.version)
+        elif isinstance(event, VersionLive) and event.version not in announced:
+            kept.append(VersionPending(t=event.t, version=event.version))
+            announced.add(event.version)
+        kept.append(event)
+    return kept

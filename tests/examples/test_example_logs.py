@@ -7,6 +7,8 @@ commit: a recorded log that no longer verifies is a behaviour change.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -31,3 +33,14 @@ def test_the_hand_written_example_replays_clean():
     replayed = CliRunner().invoke(main, ["replay", "--json", str(EXAMPLES / "small.arrow")])
     assert replayed.exit_code == 0, replayed.output
     assert '"invariant_violations": []' in replayed.output
+
+
+def test_the_example_scripts_take_help_and_rewrite_nothing(tmp_path):
+    """`examples/make_small_log.py --help` rewrote the committed examples."""
+    before = {p.name: p.read_bytes() for p in EXAMPLES.iterdir() if p.is_file()}
+    for script in sorted(EXAMPLES.glob("*.py")):
+        shown = subprocess.run(
+            [sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert shown.returncode == 0 and "usage:" in shown.stdout, (script, shown.stderr)
+    assert {p.name: p.read_bytes() for p in EXAMPLES.iterdir() if p.is_file()} == before

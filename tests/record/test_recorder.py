@@ -95,6 +95,7 @@ def test_time_going_backwards_is_refused_naming_the_call_and_both_times(tmp_path
             lambda r: r.finish(1.0) or r.version_pending(2.0, 1),
             "version_pending: the run finished at t=1.0",
         ),
+        (lambda r: r.finish(1.0) or r.finish(2.0), "finish: the run finished at t=1.0"),
     ],
 )
 def test_misuse_is_one_line_naming_the_call(tmp_path: Path, call, message: str) -> None:

@@ -88,7 +88,7 @@ def test_replay_prints_a_table(tmp_path: Path) -> None:
 
 def test_replay_exits_1_on_a_violation(tmp_path: Path) -> None:
     log = small_log()
-    log.insert(9, attrs.evolve(log[14], seq=9))  # run_finished early: dispatch after it
+    log.insert(9, log.pop(14))  # run_finished early: dispatch after it (and only one)
     log = [attrs.evolve(e, seq=i) for i, e in enumerate(log)]
     result = run("replay", "--json", written(tmp_path, log))
     assert result.exit_code == 1, result.output

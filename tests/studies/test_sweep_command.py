@@ -85,7 +85,9 @@ def test_a_second_run_skips_finished_cells_and_adds_the_new(tmp_path: Path) -> N
     again = sweep(*GRID, "--engine", "processes", "-o", str(output))
     assert "4 already in" in again.stderr and "running 0" in again.stderr
     assert pq.read_table(output).equals(before)
-    wider = sweep(*GRID[:-1], "3", "--seeds", "0-1", "--engine", "processes", "-o", str(output))
+    seeds = GRID.index("--seeds") + 1
+    wider_grid = [*GRID[:seeds], "0-1", *GRID[seeds + 1 :]]  # --seeds takes one value
+    wider = sweep(*wider_grid, "--engine", "processes", "-o", str(output))
     assert wider.exit_code == 0, wider.stderr
     assert "4 already in" in wider.stderr and "running 4" in wider.stderr
     after = pq.read_table(output).to_pylist()
@@ -118,7 +120,7 @@ def test_best_and_plot(tmp_path: Path) -> None:
         (["--seeds", "4-1"], "--seeds '4-1'"),
         (["--set", "group_size=4,many"], "mixes"),
         (["--compare", "per-episode+turbo"], "unknown rule 'turbo'"),
-        (["--address", "127.0.0.1:1", "--engine", "processes"], "runs on a Ray cluster"),
+        (["--address", "127.0.0.1:1"], "runs on a Ray cluster"),  # with --engine processes
         (["--address", "127.0.0.1:1", "--workers", "2"], "exclude each other"),
         (["--best", "max speed"], "unknown metric 'speed'"),
         (["--best", "max trained_per_hour where"], "the 'where' clause is empty"),
@@ -302,11 +304,13 @@ def test_an_address_where_no_cluster_answers_is_refused_at_once(tmp_path: Path) 
 
 def test_its_overview_prints_waste_and_rate_as_simulate_does(tmp_path: Path) -> None:
     cell = ["--scenario", "smoke", "--compare", "per-episode", "--steps", "5"]
-    result = sweep(*cell, "--engine", "processes", "--workers", "1", "-o", str(tmp_path / "r"))
+    output = str(tmp_path / "r.parquet")
+    result = sweep(*cell, "--engine", "processes", "--workers", "1", "-o", output)
     assert result.exit_code == 0, result.stderr
     simulated = CliRunner().invoke(simulate_command, ["--scenario", "smoke"])
     assert "1.71 min (40.2%)" in simulated.stdout
-    assert "1.71 min" in result.stdout and "trained / s" in result.stdout
+    assert "wasted (min)" in result.stdout and "trained / s" in result.stdout
+    assert "1.71" in result.stdout
 
 
 def test_rays_own_info_and_warning_lines_stay_out_of_its_output(tmp_path: Path) -> None:

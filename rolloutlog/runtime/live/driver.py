@@ -86,8 +86,9 @@ TICK_POLL_S: Final = 0.5  # how often the smoothing timer asks the core whether 
 # Ends decided by the log itself finish at the event that decided them, so the log ends
 # exactly there; a fault first gives answers already on their way a moment to arrive.
 FINISH_AT_ONCE: Final = frozenset({"steps", "zero_output"})
-# Ends that leave the run resumable: no run_finished is recorded (inference may come back).
-RESUMABLE: Final = frozenset({"inference_lost"})
+# Ends that leave the run resumable: no run_finished is recorded (inference may come back;
+# Ctrl-C and SIGTERM, a scheduler's pre-emption, stop the process, not the run).
+RESUMABLE: Final = frozenset({"inference_lost", "interrupted"})
 _log = logging.getLogger(__name__)
 
 
@@ -191,12 +192,14 @@ class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
         through what it owes before anything new."""
         path = self.trainer.broadcast.path(point.announced)
         await self.publisher.publish(path, point.announced, live=point.live)
+        # What the trainer owes goes first: feeding the restart can ship a batch at once
+        # from the folded queue, which must train after them (no await until the feed)
+        for batch in point.training_owed():
+            self._batches.put_nowait(batch)
         self._feed(point.resumed(self._now()))
         if point.live < point.announced:
             self._feed(VersionLive(t=self._now(), version=point.announced))
         self.version_live = point.announced
-        for batch in point.training_owed():
-            self._batches.put_nowait(batch)
         if point.shipped >= self.options.steps:
             self._stop("steps")
             self._finish()

@@ -23,10 +23,11 @@ from typing import Any
 
 import attrs
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import nn
 from torch.nn import functional
 
+from rolloutlog.events.whole_file import naming
 from rolloutlog.runtime.live.digits import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE
 
 CONFIG_FILE = "config.json"
@@ -233,10 +234,12 @@ def build_model(config: ModelConfig | None = None, seed: int = 0) -> LlamaForCau
 
 def save_checkpoint(model: LlamaForCausalLM, directory: Path) -> None:
     """Write `config.json` and `model.safetensors` (Hugging Face names) into `directory`,
-    both mode 0644."""
+    both mode 0644. The bytes are written by Python, so a full disk is an `OSError` naming
+    the file (safetensors' own writer raises an error that names neither)."""
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
-    save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
+    with naming(directory / WEIGHTS_FILE):
+        (directory / WEIGHTS_FILE).write_bytes(save(tensors, metadata={"format": "pt"}))
     (directory / CONFIG_FILE).write_text(json.dumps(model.config.to_hf(), indent=2) + "\n")
     for name in (WEIGHTS_FILE, CONFIG_FILE):
         (directory / name).chmod(CHECKPOINT_FILE_MODE)

@@ -210,8 +210,8 @@ class _Fold:
                 raise ResumeError(
                     f"the run finished at seq {event.seq} ({event.reason}); "  # type: ignore[union-attr]
                     "a log ends at run_finished, so there is nothing to resume (--resume "
-                    "continues a run whose process died without one, as SIGKILL or a "
-                    "crash leaves it; Ctrl-C and SIGTERM finish the run): start a new run"
+                    "continues a run whose process stopped without one: Ctrl-C, SIGTERM, "
+                    "SIGKILL or a crash): start a new run"
                 )
             self._book(event, stored)
             self.t_end = event.t

@@ -39,7 +39,7 @@ def recorded_report(
     """The recorded run's `simulate --json` keys (replay summary + simulator metrics)."""
     trace = fitted.trace
     tasks = TraceTasks(trace)
-    recorded = {e.episode_id: e for e in trace.episodes}
+    recorded = _Recorded({e.episode_id: e for e in trace.episodes})
     groups: dict[str, tuple[str, bool]] = {}
     plans: dict[str, EpisodePlan] = {}
     racing: dict[str, str] = {}  # cancelled episodes that arrive late: their cancel reason
@@ -79,6 +79,14 @@ def recorded_report(
     metrics.on_finished(fitted.virtual_seconds, [])
     figures = metrics.as_dict(fitted.virtual_seconds, fitted.trainer_busy_s)
     return {**fold.summary(), **ages.run_values(), **figures}, metrics
+
+
+class _Recorded(dict[str, RecordedEpisode]):
+    """The fitted trace's episodes by id; one the trace lacks is a `FitError` naming it
+    (the events read differ from those fitted), not a `KeyError`."""
+
+    def __missing__(self, episode_id: str) -> RecordedEpisode:
+        raise FitError(f"episode {episode_id} is not in the fitted trace")
 
 
 def _plan(episode: RecordedEpisode, tasks: TraceTasks, task_id: str, train: bool) -> EpisodePlan:

@@ -114,7 +114,7 @@ def test_a_run_killed_at_every_point_resumes_into_one_log_that_verifies(tmp_path
 
     again = runner.invoke(main, ["train", "--resume", str(log)])
     assert again.exit_code == 2 and "nothing to resume" in again.stderr
-    assert "Ctrl-C and SIGTERM finish the run" in " ".join(again.stderr.split())
+    assert "stopped without one: Ctrl-C, SIGTERM" in " ".join(again.stderr.split())
 
 
 def test_resume_refuses_what_the_run_already_fixed(tmp_path: Path) -> None:
