@@ -283,7 +283,9 @@ _APPLIERS: Final[dict[str, Applier]] = {
     "episode_interrupted": _partial,
     "episode_resumed": _partial,
 }
-# World kinds whose reactions the checker examines once they have settled.
+# World kinds whose reactions the checker examines once they have settled. Any world event
+# settles too while a group that reached G still owes members (`redundant_due`): that check
+# holds only at the world event it is due at, not at a later settled point.
 _SETTLED_KINDS: Final = frozenset({"version_pending", "run_finished", "run_resumed"})
 if set(_APPLIERS) != set(PAYLOAD_FIELDS):
     raise ImportError("columnar fold: every event kind needs a row applier")
@@ -383,7 +385,7 @@ class ColumnarFold:
             seq += 1
             apply, next_values, world = rows[kind]
             if world:
-                if last_world in _SETTLED_KINDS:
+                if last_world is not None and (last_world in _SETTLED_KINDS or state.redundant_due):
                     state.settle(seq, last_world)
                 last_world = kind
                 state.now = t  # a reaction's events carry its world event's time

@@ -17,7 +17,7 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.schema import LOG_SCHEMA, BatchStamp, batch_checksum, events_to_batch
-from rolloutlog.events.types import Event
+from rolloutlog.events.types import EpisodeCompleted, Event
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog, open_log
@@ -30,7 +30,7 @@ from rolloutlog.testing.equivalence import (
 )
 from rolloutlog.testing.scripted_world import ScriptedWorld
 from rolloutlog.testing.strategies import Tampered, equivalence_logs, tampered_logs
-from tests.replay.replay_helpers import small_log, unfinished_log
+from tests.replay.replay_helpers import small_log, small_run, unfinished_log
 
 
 # The columnar fold hands a log with interruptions to the plain one (replay/columnar.py):
@@ -45,6 +45,27 @@ def test_the_columnar_fold_equals_the_plain_fold(log: list[Event]) -> None:
 def test_the_columnar_fold_equals_the_plain_fold_on_damaged_logs(tampered: Tampered) -> None:
     """Whatever the plain fold reports (an error, a violation), the replay reports too."""
     assert_equivalent(tampered.log, PLAIN_FOLD, COLUMNAR_FOLD)
+
+
+# Caught the columnar fold settling only some world events: a world event between a G-th
+# arrival and its redundant cancellation went unreported (the plain fold reports two).
+def test_a_redundant_cancel_after_the_next_world_event_is_reported_on_both_paths() -> None:
+    run = RunConfig.from_mapping(
+        {"group_size": 2, "max_inflight": 3, "batch_size": 2, "group_redundancy": 1}
+    )
+    log = small_run(run)
+    index = next(
+        i for i, e in enumerate(log) if isinstance(e, EpisodeCompleted) and e.episode_id == "g1/1"
+    )
+    assert log[index + 1].kind == "episodes_cancelled"  # g1/2, owed at the G-th arrival
+    duplicated = [*log[: index + 1], log[index], *log[index + 1 :]]
+    damaged = [attrs.evolve(event, seq=seq) for seq, event in enumerate(duplicated)]
+    violations = PLAIN_FOLD(damaged).summary["invariant_violations"]
+    assert [v.split(":")[0] for v in violations] == [
+        f"seq {index} (episode_completed)",
+        f"seq {index + 2} (episodes_cancelled)",
+    ]
+    assert_equivalent(damaged, PLAIN_FOLD, COLUMNAR_FOLD)
 
 
 @given(equivalence_logs())
