@@ -1,5 +1,8 @@
-"""A `simulate --log` killed at any moment leaves a log that verifies: commits fall only
-between two settled reactions (one world event and everything it set off)."""
+"""A `simulate --log` killed at any moment: commits fall only between two settled reactions
+(one world event and everything it set off), so the log as far as it was written verifies.
+The log is written whole (beside its path, renamed onto it at the end): SIGTERM unwinds
+and leaves nothing; SIGKILL leaves the temporary, which verifies (the next writer of the
+path removes it)."""
 
 from __future__ import annotations
 
@@ -52,15 +55,22 @@ def test_a_killed_simulate_leaves_a_log_that_verifies(tmp_path: Path, sig: signa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    # where the log is written until the run is over: `.NAME.PID.tmp` beside it
+    written = log.with_name(f".{log.name}.{process.pid}.tmp")
     try:
         deadline = time.monotonic() + WAIT_S
-        while _committed_events(log) < 3 * 4096 and time.monotonic() < deadline:
+        while _committed_events(written) < 3 * 4096 and time.monotonic() < deadline:
             assert process.poll() is None, "the run ended before it was killed"
             time.sleep(0.05)
         process.send_signal(sig)
     finally:
         process.wait()
+    assert not log.exists()  # never renamed into place: no log half-written at the path
+    if sig == signal.SIGTERM:
+        assert process.returncode == 128 + signal.SIGTERM
+        assert not written.exists()  # unwound: no leftovers
+        return
     assert process.returncode == -sig
-    verification = verify_log(open_log(log))
+    verification = verify_log(open_log(written))
     assert verification.ok, verification.divergence or verification.error
     assert verification.events >= 3 * 4096
