@@ -47,7 +47,9 @@ PATH = re.compile(r"(?<![\w./~-])((?:\.ci|\.?[\w-]+)/[\w./-]*[\w/](?:::\w+)?)")
 FILE_NAME = re.compile(r"(?<![\w./-])([\w-]+\.(?:py|md|sh|toml|txt|js|css))(?![\w/])")
 QUALIFIED = re.compile(r"(?<![\w./])(rolloutlog(?:\.\w+)+)")
 DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
-DATA_FILE = re.compile(r"\.(?:json|safetensors|arrow|jsonl|png|svg|pdf|html|csv|log|yaml|yml|toml)$")
+DATA_FILE = re.compile(
+    r"\.(?:json|safetensors|arrow|jsonl|png|svg|pdf|html|csv|log|yaml|yml|toml)$"
+)
 SETTINGS: dict[str, type] = {"run": RunConfig, "world": WorldConfig, "live": LiveSettings}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 SECTION = re.compile(r"([\w./-]+\.md)\s*§\s*((?:[^\n]|\n[\s#]*)[^\n]{0,80})")
