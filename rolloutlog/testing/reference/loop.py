@@ -8,8 +8,9 @@ from collections.abc import Iterable
 import attrs
 
 from rolloutlog.events.types import WORLD_KINDS, Event
-from rolloutlog.testing.reference import dispatcher, sink
+from rolloutlog.testing.reference.dispatcher import decide as decide_dispatcher
 from rolloutlog.testing.reference.record import Record
+from rolloutlog.testing.reference.sink import decide as decide_sink
 
 
 def reference_log(events: Iterable[Event]) -> list[Event]:
@@ -22,8 +23,8 @@ def reference_log(events: Iterable[Event]) -> list[Event]:
         return event
 
     def settle(event: Event) -> None:
-        answered = [append(e) for e in sink.decide(record, event)]
-        answered += [append(e) for e in dispatcher.decide(record, event)]
+        answered = [append(e) for e in decide_sink(record, event)]
+        answered += [append(e) for e in decide_dispatcher(record, event)]
         for answer in answered:
             settle(answer)
 
