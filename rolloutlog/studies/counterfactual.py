@@ -11,8 +11,7 @@ differs is the cause alone, not the fit. Each removal is one row of `REMOVALS`:
   takes the 99th percentile;
 - `gate`: the gate and the ship hold at the widest lag the bound allows (`target_lag =
   max_off_policy_steps`, `gate_lag = "target-lag"`: wider, work would go out stale);
-- `pause`: every weight update takes no time (a microsecond: the simulator's interrupt and
-  drain rules need one under way), so inference never pauses for one;
+- `pause`: every weight update takes no time, so inference never pauses for one;
 - `drops`: the bound one step wider (`max_off_policy_steps + 1`), the gate left as it was;
 - `failures`: every failed rollout completes in the same time, with the run's median
   reward and tokens.
@@ -40,9 +39,6 @@ WORLD: Final = (
     "rollout takes its recorded time whatever else runs beside it"
 )
 STRAGGLER_QUANTILE: Final = 0.99
-# An "instantaneous" weight update takes a microsecond (one that took no time stays so):
-# the simulator's interrupt and drain rules need an update under way to work around.
-INSTANT_UPDATE_S: Final = 1e-6
 
 
 def _trace(scenario: Scenario) -> Trace:
@@ -70,13 +66,10 @@ def without_gate(scenario: Scenario) -> Scenario:
 
 
 def without_pause(scenario: Scenario) -> Scenario:
-    """Every weight update takes no time (a microsecond, `INSTANT_UPDATE_S`)."""
+    """Every weight update takes no time."""
     trace = _trace(scenario)
-    batches = tuple(
-        attrs.evolve(b, update_s=min(b.update_s, INSTANT_UPDATE_S)) for b in trace.batches
-    )
-    instant = min(scenario.world.weight_update_s, INSTANT_UPDATE_S)
-    world = attrs.evolve(scenario.world, weight_update_s=instant)
+    batches = tuple(attrs.evolve(b, update_s=0.0) for b in trace.batches)
+    world = attrs.evolve(scenario.world, weight_update_s=0.0)
     return attrs.evolve(scenario, trace=attrs.evolve(trace, batches=batches), world=world)
 
 
