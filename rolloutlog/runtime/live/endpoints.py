@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, TypeVar
 
 import attrs
 
+from rolloutlog.runtime.affinity import GroupAffinity
 from rolloutlog.runtime.live.protocol import (
     GenerateRequest,
     Generation,
@@ -40,7 +40,6 @@ from rolloutlog.runtime.live.protocol import (
     PauseMode,
 )
 
-GROUPS_REMEMBERED_MAX: Final = 65536  # affinity entries kept; the oldest are forgotten
 RECOVERY_POLL_S: Final = 0.5  # how often lost endpoints are health-checked while none is left
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -87,7 +86,7 @@ class EndpointPool:
         if not backends:
             raise ValueError("an endpoint pool needs at least one backend")
         self.endpoints = [Endpoint(i, b) for i, b in enumerate(backends)]
-        self._groups: OrderedDict[str, Endpoint] = OrderedDict()
+        self._affinity: GroupAffinity[Endpoint] = GroupAffinity()
         self._where: dict[str, Endpoint] = {}
         self._on_lost = on_lost
         self.live_version: str | None = None
@@ -107,22 +106,18 @@ class EndpointPool:
 
     def place(self, group_id: str) -> Endpoint:
         """The group's endpoint; a new (or orphaned) group goes to the least loaded."""
-        endpoint = self._groups.get(group_id)
-        if endpoint is not None and endpoint.alive:
-            self._groups.move_to_end(group_id)
+        endpoint = self._affinity.recall(group_id, lambda e: e.alive)
+        if endpoint is not None:
             return endpoint
         candidates = self.alive()
         if not candidates:
             raise self._none_left()
-        endpoint = min(candidates, key=lambda e: (len(e.inflight), e.index))
-        self._groups[group_id] = endpoint
-        while len(self._groups) > GROUPS_REMEMBERED_MAX:
-            self._groups.popitem(last=False)
-        return endpoint
+        least = min(candidates, key=lambda e: (len(e.inflight), e.index))
+        return self._affinity.remember(group_id, least)
 
     def forget_group(self, group_id: str) -> None:
         """Drop a finished group's affinity."""
-        self._groups.pop(group_id, None)
+        self._affinity.forget(group_id)
 
     async def generate(self, group_id: str, request: GenerateRequest) -> Generation:
         """Generate on the group's endpoint; `EndpointLost` if that endpoint is lost."""

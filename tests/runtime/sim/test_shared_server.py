@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from rolloutlog.runtime.sim.clock import EventQueue
-from rolloutlog.runtime.sim.router import GROUPS_REMEMBERED_MAX, Router
+from rolloutlog.runtime.sim.router import Router
 from rolloutlog.runtime.sim.server import DecodeCurve, Request, Server, ServerSpec
 from rolloutlog.runtime.sim.world import EpisodePlan, Task
 
@@ -272,15 +272,12 @@ def test_a_full_cache_preempts_the_newest_and_it_finishes_later() -> None:
 
 
 def test_the_router_keeps_a_group_together_and_sends_new_groups_to_the_least_loaded() -> None:
-    from rolloutlog.runtime.live import endpoints
-
     router = Router(3)
     assert router.place("g0", [2, 0, 0].__getitem__) == 1
     assert router.place("g0", [0, 5, 0].__getitem__) == 1  # affinity wins over load
     assert router.place("g1", [1, 1, 1].__getitem__) == 0  # ties: the lowest index
     router.forget("g0")
     assert router.place("g0", [0, 5, 0].__getitem__) == 0
-    assert GROUPS_REMEMBERED_MAX == endpoints.GROUPS_REMEMBERED_MAX  # the live pool's bound
 
 
 def test_a_resubmitted_request_holds_its_whole_tokens_at_any_clock() -> None:
