@@ -84,13 +84,15 @@ def import_areal(folder: str | os.PathLike[str], output: str | os.PathLike[str])
     config, facts = _run_config(root, members)
     samples = {m: o for m, o in outcomes.items() if isinstance(o, Sample)}
     steps = _steps(config, members, samples, facts)
+    versions = _version_counts(dumps.values())
+    exact, interpolated = _version_facts(versions)
     note = {
         "source": "areal",
         "folder": str(root),
-        "reconstructed": list(RECONSTRUCTED),
-        "assumed": [*facts, *ASSUMED],
+        "reconstructed": [*RECONSTRUCTED, *exact],
+        "assumed": [*facts, *interpolated, *ASSUMED],
         "unchecked": UNCHECKED,
-        "versions": _version_counts(dumps.values()),
+        "versions": versions,
         "steps": [{"step": s.step, "tasks": list(s.tasks)} for s in steps],
     }
     _record(output, _log_config(config), note, members, outcomes, steps)
@@ -321,6 +323,35 @@ def _version_counts(samples: Any) -> dict[str, int]:
         "spanning_versions": len(spans),
         "newest_tail_version": max((s.tail for s in samples), default=-1),
     }
+
+
+def _version_facts(counts: Mapping[str, int]) -> tuple[list[str], list[str]]:
+    """What of the samples' versions is exact (their own `version_rle`), and what is
+    interpolated (the samples without it), as lines for the note and stderr."""
+    exact = counts["with_version_rle"]
+    rest = counts["samples"] - exact
+    said = (
+        [
+            f"versions of {exact} of {counts['samples']} samples, exactly: each one's "
+            "dispatch stamp is its own head_version and its tokens under each version are "
+            "its version_rle"
+        ]
+        if exact
+        else []
+    )
+    assumed = (
+        [
+            f"versions of {rest} of {counts['samples']} samples (no version_rle), "
+            "interpolated: each one's dispatch stamp is the reconstructed version at its "
+            "session's submission, bounded only by its task's head_version and "
+            "tail_version (over the whole task, prompt tokens included); its tokens at an "
+            "update are all of them where the task's tail_version is older, else its "
+            "share of its generate time"
+        ]
+        if rest
+        else []
+    )
+    return said, assumed
 
 
 def _arrive(rec: Recorder, now: float, session: Session, outcome: Outcome) -> None:

@@ -16,8 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from rolloutlog.events.log_reader import read_log
+from rolloutlog.cli import main
+from rolloutlog.events.log_reader import LogReader, read_log
 from rolloutlog.events.types import (
     EpisodeCompleted,
     EpisodeFailed,
@@ -26,6 +28,7 @@ from rolloutlog.events.types import (
     RunStarted,
 )
 from rolloutlog.importers import import_areal
+from rolloutlog.importers.prime_rl import IMPORT_NOTE
 from rolloutlog.record import read_foreign_ids
 from tests.importers.one_line import bad_input
 from tests.record.clean import replay_problems
@@ -202,3 +205,26 @@ def test_a_bad_config_field_is_one_line(old: str, new: str, expected: str, tmp_p
     (run / CONFIG).write_text(text.replace(f"\n{old}\n", f"\n{new}\n", 1))
     line = bad_input(["import", "--from", "areal", str(run), "-o", str(tmp_path / "x")])
     assert line == f"rolloutlog: error: {run / CONFIG}: {expected}"
+
+
+@pytest.mark.parametrize(("name", "exact"), [("pr-1350", True), ("areal-1.0.4", False)])
+def test_what_of_the_versions_is_exact_and_what_interpolated_is_said(
+    name: str, exact: bool, tmp_path: Path
+) -> None:
+    """With version_rle every sample's versions are its own (reconstructed, exactly);
+    without it they are interpolated (assumed): on stderr and in the log's note."""
+    log = tmp_path / "run.arrow"
+    result = CliRunner().invoke(
+        main, ["import", "--from", "areal", str(DATA / name), "-o", str(log)]
+    )
+    assert result.exit_code == 0, result.output
+    note = json.loads(LogReader(log).notes(IMPORT_NOTE)[0])
+    samples = note["versions"]["samples"]
+    line = f"versions of {samples} of {samples} samples"
+    said = "reconstructed" if exact else "assumed"
+    other = "assumed" if exact else "reconstructed"
+    assert [f for f in note[said] if f.startswith(line)] != []
+    assert [f for f in note[other] if f.startswith("versions of")] == []
+    assert f"rolloutlog: {said}: {line}" in result.stderr
+    word = "exactly" if exact else "interpolated"
+    assert f"{line}{'' if exact else ' (no version_rle)'}, {word}" in result.stderr
