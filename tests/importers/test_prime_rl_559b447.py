@@ -247,6 +247,33 @@ def test_verify_checks_what_an_import_knows_and_says_what_it_cannot(tmp_path: Pa
     assert unchecked.startswith("rolloutlog: not checked: when and in which order it dispatched")
 
 
+def test_verify_on_a_tampered_import_fails_on_what_it_checks(folder: Path) -> None:
+    """The folder with one trained group's records moved two versions back (as if prime-rl
+    had trained it past max_off_policy_steps): verify exits 1 on the ages and the ship
+    hold the import now holds, and still says in one line what it cannot check."""
+    effective = folder / "rollouts" / "step_6" / "train" / "effective" / "traces.jsonl"
+    group = json.loads(effective.read_text().splitlines()[0])["group"]["id"]
+    moved = 0
+    for path in (folder / "rollouts").glob("step_*/train/*/traces.jsonl"):
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        for record in records:
+            if record["group"]["id"] == group:
+                policy = record["run"]["work"]["policy"]
+                assert policy["start"] >= 2
+                policy["start"] -= 2
+                moved += 1
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert moved > 0
+    log = folder / "tampered.arrow"
+    import_prime_rl(folder, log)
+    result = CliRunner().invoke(main, ["verify", str(log), "--policy", "prime-rl", "--json"])
+    assert result.exit_code == 1, result.output
+    found = json.loads(result.stdout)
+    assert not found["ok"] and found["error"] is None
+    assert any(re.search(r"shipped at age [2-9]", p) for p in found["problems"]), found
+    assert found["unchecked"].startswith("not checked: when and in which order it dispatched")
+
+
 def test_verify_on_an_import_fails_on_a_stale_cancellation_of_a_fresh_group(
     tmp_path: Path,
 ) -> None:
