@@ -1,7 +1,7 @@
 """A verifiers v1 taskset that loads nothing: reverse a short string, 40 fixed tasks.
 
-prime-rl's orchestrator loads its tasks client-side (`vf.load_taskset`); this one needs no
-dataset download. Its reward is scored by the environment stand-in of `run.py`.
+prime-rl's orchestrator loads its tasks client-side (`vf.load_taskset`) and its env server
+scores them (the reward below); this one needs no dataset download.
 """
 
 import verifiers.v1 as vf
@@ -14,7 +14,13 @@ class ReverseData(vf.TaskData):
 
 
 class ReverseTask(vf.Task[ReverseData]):
-    pass
+    @vf.reward
+    async def reversed_chars(self, trace: vf.Trace) -> float:
+        """The share of the answer's characters the last reply has in place."""
+        replies = trace.assistant_messages
+        said = str(replies[-1].content or "") if replies else ""
+        answer = self.data.answer
+        return sum(a == b for a, b in zip(said, answer, strict=False)) / len(answer)
 
 
 class ReverseCharsTaskset(vf.Taskset[ReverseTask, vf.TasksetConfig]):

@@ -1,28 +1,33 @@
-"""Make a prime-rl output folder with prime-rl's own code, on CPU, in about a minute.
+"""Make a prime-rl output folder with prime-rl's own code, on CPU, in a few minutes.
 
     PRIME_RL=CHECKOUT VENV/bin/python scripts/prime-rl-run/run.py OUT [--record LOG]
 
-CHECKOUT is a prime-rl checkout (read at 559b447); VENV has its orchestrator's imports
-(docs/foreign-runs.md says which). What runs is prime-rl's: its launcher's `--dry-run`
-writes the configs from `rl.toml`, and its `orchestrator.main()` runs unmodified (its
-dispatcher, sinks, watcher, concurrency controller, file monitor and filesystem rollout
-transport), except for what cannot run here:
+CHECKOUT is a prime-rl checkout (read at 559b447); VENV has its orchestrator's and env
+server's imports and `uv` (docs/foreign-runs.md says which). What runs is prime-rl's: its
+launcher's `--dry-run` writes the configs from `rl.toml`; its env server (`env-server @
+configs/envs/train/reverse.json`) runs unmodified, verifiers' `null` harness running each
+episode's program through `uv` in a local subprocess runtime (its packages as of
+`PROGRAM_PACKAGES_BEFORE`, by `UV_EXCLUDE_NEWER`: `openai` 2.38.0, prime-rl's locked
+version); and its `orchestrator.main()` runs unmodified (its dispatcher, sinks, watcher,
+concurrency controller, file monitor and filesystem rollout transport). Replaced is only
+what cannot run here:
 
 - `prime_rl.trainer.model` (imported for `setup_tokenizer` only, it pulls in the GPU
   trainer's kernels) is a stub whose `setup_tokenizer` builds a char-level tokenizer
-  locally, and the GPU weight broadcasters' package `__init__`s are empty;
+  locally, and the GPU weight broadcasters' package `__init__`s are empty; the env server's
+  renderer loads the same tokenizer from a folder `char-reverse/` in its working directory
+  (the model's name), so nothing is downloaded;
 - inference is a fake server on loopback (`/health`, `/v1/models`, `/pause`, `/resume`,
   `/update_weights`, `/metrics`, `/inference/v1/generate`) that answers each generation
-  after a seeded delay;
-- the environment server is not run: verifiers' `EnvClient` in prime-rl's `envs` module
-  is a stand-in that asks the fake inference for a reply and returns a verifiers episode
-  for the `reverse_chars` taskset here (a reward per matching character; one run in 20
-  fails, answered as an env server answers a failed run: `ok` false, no trace);
+  after a seeded delay (one in `STRAGGLE_EVERY` a straggler, so that groups go stale) with
+  the prompt's word reversed, each character wrong with a seeded chance; one generation in
+  `FAIL_EVERY` is refused (HTTP 400: the episode fails as verifiers fails it);
 - the trainer is a thread that waits for `rollouts/step_N/rank_0.bin`, sleeps
   `TRAIN_S`, writes `broadcasts/step_N/STABLE` and its timing row (prime-rl's file monitor).
 
-The orchestrator runs in its own process, its output in `logs/attempt_1/orchestrator.log`,
-as prime-rl's launcher runs it.
+The env server and the orchestrator run in their own processes, their output in
+`logs/attempt_1/envs/train/reverse.log` and `logs/attempt_1/orchestrator.log`, as prime-rl's
+launcher runs them.
 
 With `--record LOG`, `rolloutlog.integrations.prime_rl.enable()` records the run live
 into LOG (rolloutlog must be importable: its checkout on PYTHONPATH).
@@ -34,8 +39,10 @@ import argparse
 import asyncio
 import os
 import random
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -45,7 +52,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 TRAIN_S = 2.5  # the fake trainer's step
 GENERATE_S = (0.3, 3.0)  # the fake inference's delay per generation, uniform
-FAIL_EVERY = 20  # the stand-in environment fails one run in this many (seeded)
+STRAGGLE_EVERY, STRAGGLE_S = 8, (40.0, 80.0)  # one in 8 takes this long: its group goes stale
+WRONG_CHAR = 0.4  # the fake inference's chance to get a character of the reversal wrong
+FAIL_EVERY = 20  # the fake inference fails one generation in this many (seeded)
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+CHARS = ["<pad>", "<eos>", *LETTERS, *"<>/_: \n"]  # the char-level tokenizer's vocabulary
+# The null harness program's packages as of this date: openai 2.38.0, prime-rl's locked
+# version (the latest, on httpx2, rejects the httpx timeout verifiers' program gives it).
+PROGRAM_PACKAGES_BEFORE = "2026-06-01T00:00:00Z"
 
 
 def main() -> None:
@@ -54,41 +68,80 @@ def main() -> None:
     parser.add_argument("--record", type=Path, help="record the run live into this log")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--orchestrator", metavar="URL", help=argparse.SUPPRESS)  # the child
+    parser.add_argument("--env-server", action="store_true", help=argparse.SUPPRESS)  # the child
     args = parser.parse_args()
     checkout = Path(os.environ.get("PRIME_RL") or sys.exit("PRIME_RL names no prime-rl checkout"))
     sys.path[:0] = [str(HERE), f"{checkout}/src", f"{checkout}/packages/prime-rl-configs/src"]
     os.environ.setdefault("PRIME_LOG_LEVEL", "debug")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model name is made up: no look-up
-    if args.orchestrator is not None:
-        orchestrate(args.out, args.orchestrator, args.record, args.seed)
+    if args.env_server:
+        serve_environment(args.out)
         return
-    run_dir = write_configs(args.out)
+    if args.orchestrator is not None:
+        orchestrate(args.out, args.orchestrator, args.record)
+        return
+    run_dir = write_configs(args.out, free_port())
     port = serve_inference(random.Random(args.seed))
     threading.Thread(target=train, args=(run_dir,), daemon=True).start()
     sys.exit(launch(run_dir, f"http://127.0.0.1:{port}", args))
 
 
+def free_port() -> int:
+    """A loopback port free now, for the env server (prime-rl's default, 5000, may be taken)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def launch(run_dir: Path, inference: str, args: argparse.Namespace) -> int:
-    """The orchestrator in its own process, its output in `logs/attempt_1/orchestrator.log`
-    as prime-rl's launcher writes it (colored, `LOGURU_FORCE_COLORS=1`)."""
+    """The env server and the orchestrator in their own processes, their output in
+    `logs/attempt_1/` as prime-rl's launcher writes it (the orchestrator's colored,
+    `LOGURU_FORCE_COLORS=1`)."""
     from prime_rl.utils.pathing import create_attempt_log_dir
 
     log_dir = create_attempt_log_dir(run_dir)
-    command = [sys.executable, __file__, str(run_dir), "--orchestrator", inference]
-    command += ["--seed", str(args.seed)]
-    if args.record is not None:
-        command += ["--record", str(args.record)]
-    with open(log_dir / "orchestrator.log", "w") as log:
-        env = {**os.environ, "LOGURU_FORCE_COLORS": "1"}
-        code = subprocess.run(command, stdout=log, stderr=log, env=env, check=False).returncode
+    env_log = log_dir / "envs" / "train" / "reverse.log"
+    env_log.parent.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as home, open(env_log, "w") as log:
+        char_tokenizer().save_pretrained(Path(home) / "char-reverse")
+        # uv's own cache here: a script environment cached elsewhere may hold newer packages
+        env = {**os.environ, "UV_EXCLUDE_NEWER": PROGRAM_PACKAGES_BEFORE}
+        env["UV_CACHE_DIR"] = f"{home}/uv-cache"
+        env["PYTHONPATH"] = os.pathsep.join([*sys.path[:3], env.get("PYTHONPATH", "")])
+        config = run_dir / "configs" / "envs" / "train" / "reverse.json"
+        command = [sys.executable, __file__, str(config), "--env-server"]
+        server = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=home)
+        try:
+            code = orchestrate_process(run_dir, inference, args, log_dir)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
     print(run_dir)
     return code
 
 
-def orchestrate(run_dir: Path, inference: str, record: Path | None, seed: int) -> None:
-    """prime-rl's `orchestrator.main()`, after the stubs and the environment stand-in."""
+def orchestrate_process(
+    run_dir: Path, inference: str, args: argparse.Namespace, log_dir: Path
+) -> int:
+    command = [sys.executable, __file__, str(run_dir), "--orchestrator", inference]
+    if args.record is not None:
+        command += ["--record", str(args.record)]
+    with open(log_dir / "orchestrator.log", "w") as log:
+        env = {**os.environ, "LOGURU_FORCE_COLORS": "1"}
+        return subprocess.run(command, stdout=log, stderr=log, env=env, check=False).returncode
+
+
+def serve_environment(config: Path) -> None:
+    """prime-rl's env server, `env-server @ CONFIG`, unmodified."""
+    from prime_rl.entrypoints import env_server
+
+    sys.argv = ["env-server", "@", str(config)]
+    env_server.main()
+
+
+def orchestrate(run_dir: Path, inference: str, record: Path | None) -> None:
+    """prime-rl's `orchestrator.main()`, after the stubs."""
     stub_gpu_modules()
-    stand_in_environment(random.Random(seed + 1), inference)
     if record is not None:
         os.environ["ROLLOUTLOG_PRIME_RL_LOG"] = str(record)
         from rolloutlog.integrations import prime_rl
@@ -102,12 +155,13 @@ def orchestrate(run_dir: Path, inference: str, record: Path | None, seed: int) -
     orchestrator.main()
 
 
-def write_configs(out: Path) -> Path:
+def write_configs(out: Path, env_port: int) -> Path:
     """prime-rl's launcher, `rl @ rl.toml --dry-run`: the run folder with its configs."""
     from prime_rl.entrypoints import rl
 
     saved = sys.argv
     sys.argv = ["rl", "@", str(HERE / "rl.toml"), "--dry-run", "--output-dir", str(out)]
+    sys.argv += ["--orchestrator.env-server-base-port", str(env_port)]
     try:
         rl.main()
     finally:
@@ -132,12 +186,12 @@ def stub_gpu_modules() -> None:
 
 def char_tokenizer() -> Any:
     """A tokenizer of single characters, built here (nothing is downloaded)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    chars = ["<pad>", "<eos>", *"abcdefghijklmnopqrstuvwxyz<>/_: \n"]
-    core = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars)}, unk_token="<pad>"))
+    core = Tokenizer(models.WordLevel({c: i for i, c in enumerate(CHARS)}, unk_token="<pad>"))
     core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    core.decoder = decoders.Fuse()  # characters joined as they are, no spaces between
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>")
     tokenizer.chat_template = (
         "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
@@ -160,12 +214,19 @@ def serve_inference(rng: random.Random) -> int:
         return web.Response(text="vllm:num_requests_running 0.0\nvllm:num_requests_waiting 0.0\n")
 
     async def generate(request: web.Request) -> web.Response:
+        """vLLM's token-in/token-out generate, as verifiers' renderer client reads it."""
         body = await request.json()
-        await asyncio.sleep(rng.uniform(*GENERATE_S))
-        n = int(body.get("max_tokens") or 4)
-        token_ids = [rng.randrange(2, 28) for _ in range(n)]
+        slow = rng.randrange(STRAGGLE_EVERY) == 0
+        await asyncio.sleep(rng.uniform(*(STRAGGLE_S if slow else GENERATE_S)))
+        if rng.randrange(FAIL_EVERY) == 0:  # a 4xx: the client does not retry it
+            return web.json_response({"error": "fake inference: refused"}, status=400)
+        prompt = body["token_ids"]
+        token_ids = [*reply(prompt, rng), CHARS.index("<eos>")]
         logprobs = [{"token": f"token_id:{t}", "logprob": -1.0} for t in token_ids]
-        return web.json_response({"token_ids": token_ids, "logprobs": logprobs})
+        choice = {"token_ids": token_ids, "logprobs": {"content": logprobs}}
+        usage = {"prompt_tokens": len(prompt), "completion_tokens": len(token_ids)}
+        choice["finish_reason"] = "stop"
+        return web.json_response({"choices": [choice], "prompt_token_ids": prompt, "usage": usage})
 
     app = web.Application()
     app.router.add_get("/health", ok)
@@ -189,6 +250,14 @@ def serve_inference(rng: random.Random) -> int:
     while not ready:
         time.sleep(0.01)
     return ready[0]
+
+
+def reply(prompt: list[int], rng: random.Random) -> list[int]:
+    """The prompt's last user word reversed, each character wrong with `WRONG_CHAR`."""
+    text = "".join(CHARS[t] for t in prompt if 0 <= t < len(CHARS))
+    word = text.rpartition("<user>")[2].partition("<")[0]
+    letters = [c if rng.random() >= WRONG_CHAR else rng.choice(LETTERS) for c in word[::-1]]
+    return [CHARS.index(c) for c in letters or rng.choice(LETTERS)]
 
 
 def train(run_dir: Path) -> None:
@@ -216,91 +285,6 @@ def train(run_dir: Path) -> None:
             asyncio.run(monitor.log_metrics(timing, step=step))
         published = time.perf_counter()
         step += 1
-
-
-def stand_in_environment(rng: random.Random, inference: str) -> None:
-    """verifiers' `EnvClient`, as prime-rl's `envs` module sees it, replaced by one that
-    runs each episode here against the fake inference."""
-    import httpx
-    import verifiers.v1 as vf
-    from prime_rl.orchestrator import envs
-
-    class StandInEnvClient:
-        def __init__(self, address: str) -> None:
-            self.address = address
-
-        async def wait_for_server_startup(self, timeout: float | None = None) -> None:
-            return None
-
-        async def close(self) -> None:
-            return None
-
-        async def run(self, *, task_data: dict, client: Any, model: str, sampling: Any) -> Any:
-            start = time.time()
-            if rng.randrange(FAIL_EVERY) == 0:  # as an env server answers a failed run
-                return failed_episode(vf, task_data)
-            prompt = [ord(c) - ord("a") + 2 for c in task_data["prompt"]]
-            async with httpx.AsyncClient(base_url=inference, timeout=60) as http:
-                reply = await http.post(
-                    "/inference/v1/generate",
-                    json={"prompt_token_ids": prompt, "max_tokens": len(prompt)},
-                )
-            token_ids = reply.json()["token_ids"]
-            return episode(vf, task_data, prompt, token_ids, start)
-
-    envs.EnvClient = StandInEnvClient  # type: ignore[attr-defined,misc]
-
-
-def trace_task(vf: Any, task_data: dict) -> Any:
-    """The task as the env server echoes it (prime-rl checks its key and hash)."""
-    from reverse_chars import ReverseData, ReverseTask
-
-    task = ReverseTask(ReverseData(**task_data), vf.TasksetConfig().task)
-    data = vf.WireTaskData(**task_data)
-    return vf.TraceTask(type="ReverseTask", data=data, key=task.key, hash=task.hash)
-
-
-def failed_episode(vf: Any, task_data: dict) -> Any:
-    error = vf.Error(type="SandboxError", message="stand-in environment: the sandbox did not start")
-    return vf.WireEpisode(
-        env=vf.EnvInfo(id="reverse"), task=trace_task(vf, task_data), ok=False, errors=[error]
-    )
-
-
-def episode(vf: Any, task_data: dict, prompt: list[int], reply: list[int], start: float) -> Any:
-    """One verifiers episode of one trace: the prompt node, the sampled reply node, its
-    model call's usage and times, and its reward (the share of characters reversed)."""
-    task = trace_task(vf, task_data)
-    answer = "".join(chr(t - 2 + ord("a")) for t in reply)
-    nodes = [
-        vf.MessageNode(
-            message=vf.UserMessage(content=task_data["prompt"]),
-            token_ids=prompt,
-            mask=[False] * len(prompt),
-        ),
-        vf.MessageNode(
-            parent=0,
-            message=vf.AssistantMessage(content=answer),
-            sampled=True,
-            token_ids=reply,
-            mask=[True] * len(reply),
-            logprobs=[-1.0] * len(reply),
-        ),
-    ]
-    end = time.time()
-    usage = vf.Usage(prompt_tokens=len(prompt), completion_tokens=len(reply))
-    call = vf.ModelCall(
-        node=1, usage=usage, time=vf.TimeSpan(start=start, end=end), finish_reason="stop"
-    )
-    agent = vf.AgentInfo(config=vf.configs.agent.WireAgentConfig())
-    trace = vf.WireTrace(
-        task=task, agent=agent, nodes=nodes, calls=[call], ok=True, is_completed=True
-    )
-    trace.timing.start = start
-    trace.timing.agent.start, trace.timing.agent.end = start, end
-    matched = sum(a == b for a, b in zip(answer, task_data["answer"], strict=False))
-    trace.record_reward("reversed", matched / len(task_data["answer"]))
-    return vf.WireEpisode(env=vf.EnvInfo(id="reverse"), task=task, ok=True, traces=[trace])
 
 
 if __name__ == "__main__":

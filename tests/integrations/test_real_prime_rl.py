@@ -2,15 +2,16 @@
 
 `scripts/prime-rl-run/run.py` runs prime-rl's `orchestrator.main()` unmodified (its main
 loop, dispatcher and watcher tasks, concurrency controller with its float limits, sinks and
-file monitor) against fake inference and a fake trainer on loopback, under a bound of one
+file monitor) and its env server unmodified (verifiers' null harness in a local subprocess
+runtime), against fake inference and a fake trainer on loopback, under a bound of one
 stale step, so that groups are cancelled and queued traces swept as stale; the recorder is
 enabled in its process as a user would enable it. The run must go on unharmed, and the log
 must be finished, replay clean, and hold what prime-rl itself reported in its log.
 
 Runs only where ROLLOUTLOG_PRIME_RL names a prime-rl checkout (read at 559b447) and
-ROLLOUTLOG_PRIME_RL_PYTHON a Python with its orchestrator's imports (docs/foreign-runs.md
-says which); elsewhere it is skipped, and the scripted stand-in of
-test_prime_rl_recorder.py runs in its place.
+ROLLOUTLOG_PRIME_RL_PYTHON a Python with its orchestrator's and env server's imports and
+`uv` beside it (docs/foreign-runs.md says which); elsewhere it is skipped, and the
+scripted stand-in of test_prime_rl_recorder.py runs in its place.
 """
 
 from __future__ import annotations
@@ -47,13 +48,14 @@ def run_prime_rl(tmp_path: Path) -> tuple[Path, Path, str]:
     """(the run folder, the recorded log, the orchestrator's log without colors)."""
     log = tmp_path / "recorded.arrow"
     env = {**os.environ, "PRIME_RL": str(CHECKOUT), "PYTHONPATH": str(ROOT)}
+    env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"  # its uv
     script = ROOT / "scripts" / "prime-rl-run" / "run.py"
     done = subprocess.run(
         [PYTHON, str(script), str(tmp_path / "out"), "--record", str(log)],
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1500,  # 5 to 8 minutes on 2 shared cores
         check=False,
     )
     (run_dir,) = (tmp_path / "out").iterdir()
