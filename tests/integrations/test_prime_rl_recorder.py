@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -328,3 +331,36 @@ def test_the_log_is_committed_on_a_timer_while_the_run_goes_on(tmp_path: Path) -
         wrapped.restore()
         recording.end(None)
     assert durable == [3]  # run_started, group_opened, episode_dispatched
+
+
+EXITS_MID_RUN = """
+import asyncio, sys, types, uuid
+from tests.integrations import scripted_prime_rl as S
+classes = {"dispatcher": {"Dispatcher": S.Dispatcher}, "train_sink": {"TrainSink": S.TrainSink},
+           "orchestrator": {"Orchestrator": S.Orchestrator}}
+for name, attributes in classes.items():  # the stand-in, under prime-rl's module names
+    module = types.ModuleType(f"prime_rl.orchestrator.{name}")
+    vars(module).update(attributes)
+    sys.modules[module.__name__] = module
+from rolloutlog.integrations import prime_rl
+assert prime_rl.enable() is not None
+async def run():
+    dispatcher = S.Dispatcher(initial_max_inflight=4, max_off_policy_steps=1)
+    gid = uuid.uuid4()
+    group = dispatcher.groups[gid] = S.GroupState("train", "env", S.Task("t"), 1, 2, 2)
+    await dispatcher.schedule_group_episode(gid, group)
+asyncio.run(run())
+"""
+
+
+def test_enable_commits_the_log_when_the_process_exits_mid_run(tmp_path: Path) -> None:
+    """`enable()` as a user calls it, in a process that exits before the run ends (nobody
+    calls finish, commit or close): what was recorded is committed, the log unfinished."""
+    path = tmp_path / "exits.arrow"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, prime_rl.LOG_VARIABLE: str(path), "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_MID_RUN], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert [e.kind for e in read_log(path)] == ["run_started", "group_opened", "episode_dispatched"]
