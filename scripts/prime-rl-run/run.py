@@ -114,10 +114,19 @@ def launch(run_dir: Path, inference: str, args: argparse.Namespace) -> int:
         try:
             code = orchestrate_process(run_dir, inference, args, log_dir)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            stop(server)
     print(run_dir)
     return code
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    """The env server stopped: SIGTERM, then SIGKILL if it hangs past a minute."""
+    server.terminate()
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 def orchestrate_process(

@@ -55,7 +55,7 @@ def run_prime_rl(tmp_path: Path) -> tuple[Path, Path, str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=1500,  # 5 to 8 minutes on 2 shared cores
+        timeout=1500,  # 8 to 13 minutes on 2 busy shared cores
         check=False,
     )
     (run_dir,) = (tmp_path / "out").iterdir()
