@@ -129,9 +129,10 @@ class Server:
     def submit(self, now: float, request: Request) -> None:
         """A request arrives: it waits, and is admitted when the batch and cache allow."""
         self.advance(now)
-        request.server, request.phase = self.index, "waiting"
-        self.waiting.append(request)
-        self._admit(now)
+        request.server = self.index
+        if self.waiting or not self._take(request, now):  # the queue first, in order
+            request.phase = "waiting"
+            self.waiting.append(request)
         self.reschedule(now)
 
     def remove(self, now: float, request: Request) -> float:
@@ -250,27 +251,31 @@ class Server:
 
     def _admit(self, t: float) -> None:
         """Admit waiting requests in order while the batch and the cache have room."""
-        spec, waiting, groups = self.spec, self.waiting, self.groups
-        running = len(self.running)
-        while waiting and running < spec.max_running:
-            request = waiting[0]
-            held = groups.get(request.group_id, 0)
-            need = request.done + (0 if spec.prefix_caching and held else request.prompt)
-            limit = spec.kv_capacity_tokens
-            if running:
-                limit *= 1.0 - KV_WATERMARK
-            if self.kv + need > limit:
-                return
+        waiting = self.waiting
+        while waiting and self._take(waiting[0], t):
             waiting.popleft()
-            self.kv += need
-            groups[request.group_id] = held + 1
-            if need:  # decoding waits for this prefill, after the pause and the backlog
-                start = self._resumes()
-                if t > start:
-                    start = t
-                self.prefill_until = start + need * spec.prefill_s_per_token * self.slowdown
-            self._join(request)
-            running += 1
+
+    def _take(self, request: Request, t: float) -> bool:
+        """Admit `request` at `t` if the batch and the cache have room for it."""
+        spec, groups, running = self.spec, self.groups, len(self.running)
+        if running >= spec.max_running:
+            return False
+        held = groups.get(request.group_id, 0)
+        need = request.done + (0 if spec.prefix_caching and held else request.prompt)
+        limit = spec.kv_capacity_tokens
+        if running:
+            limit *= 1.0 - KV_WATERMARK
+        if self.kv + need > limit:
+            return False
+        self.kv += need
+        groups[request.group_id] = held + 1
+        if need:  # decoding waits for this prefill, after the pause and the backlog
+            start = self._resumes()
+            if t > start:
+                start = t
+            self.prefill_until = start + need * spec.prefill_s_per_token * self.slowdown
+        self._join(request)
+        return True
 
     def _join(self, request: Request) -> None:
         request.phase, request.mark = "running", self.clock
