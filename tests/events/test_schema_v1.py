@@ -2,7 +2,8 @@
 
 `data/schema-v1.arrow` was written by rolloutlog before the rename, with
 `rolloutlog simulate --scenario smoke --set frozen_fraction=0.5 --set eval_interval=2
---steps 3 --seed 7 --log tests/data/schema-v1.arrow` (frozen, live and eval groups).
+--steps 3 --seed 7 --log tests/data/schema-v1.arrow` (frozen, live and eval groups), when
+the smoke scenario's world was the independent one (today: `--set inference=independent`).
 `data/schema-v1.jsonl` is the version-1 export of `examples/small.arrow`.
 """
 
@@ -29,6 +30,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 V1_LOG = DATA / "schema-v1.arrow"
 V1_COMMAND = (
     "simulate --scenario smoke --set frozen_fraction=0.5 --set eval_interval=2 --steps 3 --seed 7"
+    " --set inference=independent"
 )
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -2,7 +2,8 @@
 
 `data/schema-v2.arrow` was written by rolloutlog before version 3, with
 `rolloutlog simulate --scenario smoke --steps 3 --seed 7 --set eval_interval=2 --log
-tests/data/schema-v2.arrow`; `data/schema-v2.jsonl` is its version-2 export.
+tests/data/schema-v2.arrow`, when the smoke scenario's world was the independent one (today:
+`--set inference=independent`); `data/schema-v2.jsonl` is its version-2 export.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from rolloutlog.events.types import BatchShipped
 DATA = Path(__file__).resolve().parents[1] / "data"
 V2_LOG = DATA / "schema-v2.arrow"
 V2_EXPORT = DATA / "schema-v2.jsonl"
-V2_COMMAND = "simulate --scenario smoke --steps 3 --seed 7 --set eval_interval=2"
+V2_COMMAND = (
+    "simulate --scenario smoke --steps 3 --seed 7 --set eval_interval=2 --set inference=independent"
+)
 
 
 def test_the_fixture_is_a_version_2_log_that_ships_batches() -> None:

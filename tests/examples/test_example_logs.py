@@ -1,7 +1,8 @@
 """The logs shipped under examples/ stay readable and, for the simulated one, re-derivable.
 
 If a change to the deciders makes `examples/simulated.arrow` diverge, regenerate it with
-`rolloutlog simulate --scenario smoke --log examples/simulated.arrow` and say why in the
+`rolloutlog simulate --scenario smoke --set inference=independent --log
+examples/simulated.arrow` (the world it was recorded in) and say why in the
 commit: a recorded log that no longer verifies is a behaviour change.
 """
 

@@ -308,9 +308,9 @@ def test_its_overview_prints_waste_and_rate_as_simulate_does(tmp_path: Path) -> 
     result = sweep(*cell, "--engine", "processes", "--workers", "1", "-o", output)
     assert result.exit_code == 0, result.stderr
     simulated = CliRunner().invoke(simulate_command, ["--scenario", "smoke"])
-    assert "1.71 min (40.2%)" in simulated.stdout
-    assert "wasted (min)" in result.stdout and "trained / s" in result.stdout
-    assert "1.71" in result.stdout
+    assert "3.77 min (53.5%)" in simulated.stdout and "/ minute" in simulated.stdout
+    assert "wasted (min)" in result.stdout and "trained / min" in result.stdout
+    assert "3.77" in result.stdout and "16.1" in result.stdout
 
 
 def test_rays_own_info_and_warning_lines_stay_out_of_its_output(tmp_path: Path) -> None:

@@ -19,9 +19,8 @@ from click.testing import CliRunner
 from rolloutlog.cli import main
 from rolloutlog.cli.whatif import fit_recorded, run_whatif
 from rolloutlog.runs.simulate import run_policy
-from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.studies.whatif.fit import observed_races
-from tests.studies.whatif_runs import FIGURES, recorded_log, relative_errors
+from tests.studies.whatif_runs import FIGURES, independent_scenario, recorded_log, relative_errors
 
 # --- validation ------------------------------------------------------------------------
 
@@ -80,7 +79,7 @@ def test_whatif_lands_near_simulating_the_other_policy_on_the_true_world(
     log, _ = recorded_log(tmp_path, scenario, recorded_policy, steps)
     fitted, _, _ = fit_recorded(log, seed=1)  # seed 0 would share the truth's races
     runs, _ = run_whatif(fitted.scenario.with_steps(steps), [what_if])
-    truth, _ = run_policy(load_scenario(scenario).with_steps(steps).with_policy(what_if))
+    truth, _ = run_policy(independent_scenario(scenario).with_steps(steps).with_policy(what_if))
     got = runs[what_if]
     errors = relative_errors(got, truth)
     assert errors["trained_episodes_per_hour"] <= 0.10, errors
@@ -131,7 +130,7 @@ def test_whatif_refuses_a_missing_log_and_a_bad_override(tmp_path):
 @pytest.mark.parametrize("paused", [True, False])
 def test_the_fit_reads_from_the_log_whether_inference_paused_for_updates(tmp_path, paused):
     path = tmp_path / "run.arrow"
-    truth = load_scenario("default").with_steps(12)
+    truth = independent_scenario("default").with_steps(12)
     world = attrs.evolve(truth.world, pause_inference_on_update=paused)
     run_policy(attrs.evolve(truth, world=world), log_path=path)
     fitted, replayed, _ = fit_recorded(path, seed=0)
@@ -175,7 +174,7 @@ def test_the_title_says_when_the_what_if_runs_other_steps_than_were_recorded(tmp
 
 def test_whatif_of_a_short_run_labels_its_clock_and_keeps_its_rate_in_range(tmp_path):
     log = tmp_path / "smoke.arrow"
-    CliRunner().invoke(main, ["simulate", "--scenario", "smoke", "--log", str(log)])
+    CliRunner().invoke(main, ["simulate", "--scenario", "smoke", "--steps", "3", "--log", str(log)])
     result = CliRunner().invoke(main, ["whatif", str(log)])
     assert result.exit_code == 0, result.output
     assert "run time" in result.output and "virtual time" not in result.output
@@ -197,7 +196,7 @@ def test_a_recorded_run_that_interrupts_reports_its_token_split_beside_the_polic
     """The recorded column has the recorded log's partial ratio and token split (replay's
     own), and each simulated policy its own: only those that segment episodes have one."""
     path = tmp_path / "interrupt.arrow"
-    truth = load_scenario("smoke", {"world.weight_update_s": 4.0}).with_steps(8)
+    truth = independent_scenario("smoke", {"world.weight_update_s": 4.0}).with_steps(8)
     report, _ = run_policy(truth.with_policy("per-episode+interrupt"), log_path=path)
     fitted, recorded, _ = fit_recorded(path, seed=0)
     for key in ("partial_ratio", "trained_token_age_histogram", "off_policy/token_age/mean"):

@@ -16,7 +16,7 @@ import pytest
 from rolloutlog.cli.whatif import fit_recorded
 from rolloutlog.core.config import ConfigError
 from rolloutlog.runs.simulate import run_policy
-from rolloutlog.runtime.sim.scenario import load_scenario, scenario_from_mapping
+from rolloutlog.runtime.sim.scenario import scenario_from_mapping
 from rolloutlog.runtime.sim.scenario_toml import scenario_toml
 from rolloutlog.runtime.sim.streams import RandomStreams
 from rolloutlog.runtime.sim.trace import RecordedEpisode, Trace
@@ -29,7 +29,7 @@ from rolloutlog.runtime.sim.trace_world import (
 from rolloutlog.runtime.sim.world import WorldModel
 from rolloutlog.runtime.sim.world_config import WorldConfig
 from rolloutlog.studies.whatif.fit import late_arrival_rate, observed_races
-from tests.studies.whatif_runs import recorded_log
+from tests.studies.whatif_runs import independent_scenario, recorded_log
 
 # --- the fitted world ------------------------------------------------------------------
 
@@ -210,7 +210,7 @@ def test_the_fitted_late_arrival_rate_is_the_lost_share_of_the_races_the_log_wat
 
     monkeypatch.setattr(WorldModel, "plan", recording)
     path = tmp_path / "run.arrow"
-    truth = attrs.evolve(load_scenario("default").with_steps(200), seed=world_seed)
+    truth = attrs.evolve(independent_scenario("default").with_steps(200), seed=world_seed)
     run_policy(truth.with_policy("per-episode"), log_path=path)
     fitted, _, _ = fit_recorded(path, seed=world_seed + 1)
     watched = [

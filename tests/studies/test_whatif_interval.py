@@ -21,7 +21,6 @@ from rolloutlog.cli import main
 from rolloutlog.cli.whatif import INTERVAL_KEY, discarded_interval_for, fit_recorded
 from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.metrics import SimMetrics
-from rolloutlog.runtime.sim.scenario import load_scenario
 from rolloutlog.runtime.sim.streams import RandomStreams
 from rolloutlog.runtime.sim.trace import RecordedEpisode, Trace
 from rolloutlog.runtime.sim.trace_world import TraceWorld
@@ -34,6 +33,7 @@ from rolloutlog.studies.whatif.interval import (
     lost_races_interval,
     rate_interval,
 )
+from tests.studies.whatif_runs import independent_scenario
 
 
 def episode(episode_id: str, seconds: float, outcome: str = "completed", **fields):  # type: ignore[no-untyped-def]
@@ -162,7 +162,7 @@ def test_the_discarded_interval_under_all_holds_the_truth_in_most_worlds(tmp_pat
     """
     covered = covered_known_rate = 0
     for world in COVERAGE_WORLDS:
-        truth = attrs.evolve(load_scenario("tight").with_steps(COVERAGE_STEPS), seed=world)
+        truth = attrs.evolve(independent_scenario("tight").with_steps(COVERAGE_STEPS), seed=world)
         log = tmp_path / f"world{world}.arrow"
         run_policy(truth.with_policy("per-episode"), log_path=log)
         want = run_policy(truth.with_policy("all"))[0]["finished_rollouts_discarded"]
@@ -188,7 +188,8 @@ def test_the_discarded_interval_under_all_holds_the_truth_in_most_worlds(tmp_pat
 
 def test_whatif_prints_the_interval_under_straggler_cuts_only(tmp_path) -> None:
     log = tmp_path / "run.arrow"
-    run_policy(load_scenario("default").with_steps(10).with_policy("per-episode"), log_path=log)
+    truth = independent_scenario("default").with_steps(10).with_policy("per-episode")
+    run_policy(truth, log_path=log)
     result = CliRunner().invoke(main, ["whatif", str(log), "--compare", "per-episode,all"])
     assert result.exit_code == 0, result.output
     assert "(95%: " in result.stdout and "races seen (95%: " in result.stdout

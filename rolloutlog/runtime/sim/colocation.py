@@ -20,7 +20,7 @@ class Colocation:
 
     def training_started(self, now: float) -> float:
         """A batch starts training: slow the servers; the factor on its training time."""
-        factor = 1.0 + self.coupling * self.inference.busy_fraction()
+        factor = 1.0 + self.coupling * self.inference.busy_fraction(now)
         self.inference.slow(now, 1.0 + self.coupling)
         return factor
 

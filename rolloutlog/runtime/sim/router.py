@@ -25,6 +25,8 @@ class Router:
 
     def place(self, group_id: str, load: Callable[[int], int]) -> int:
         """The group's server; a new group goes to the server of least `load(index)`."""
+        if self.servers == 1:  # nothing to choose, nothing to remember
+            return 0
         server = self._affinity.recall(group_id)
         if server is not None:
             return server

@@ -7,6 +7,16 @@ advances `elapsed / step(n)` tokens: a single token clock per server
 (`clock`, tokens per sequence since it started) tells every request's progress, and the
 next finish is the smallest finishing mark, found in a heap. Nothing ticks per token.
 
+The server moves lazily. A finished request is seen off the server only when it arrives,
+after its environment seconds, so the server's happening falls at the earliest time any
+of its requests could arrive: the next finish (or full cache), plus the time the clock
+needs, at the fastest step there is (`step(1)`), to reach the least arrival mark (a
+request's finishing mark plus its environment seconds in such steps; a second heap), and
+no later than that plus the fewest environment seconds of a waiting request. Finishes
+before it are handled together, retroactively and in order, when it comes due or when
+the server is next touched (whoever reads a server brings it to the present first:
+`SharedInference`).
+
 - **Prefill** costs `prefill_s_per_token` per prompt token computed. An admitted request
   joins the batch at once, but nothing decodes until the server's prefill backlog clears
   (`prefill_until`: vLLM's scheduler runs a waiting prefill before the next decode), so a
@@ -108,6 +118,8 @@ class Server:
         self._serial = 0
         self._steps: list[float] = []  # step seconds by batch size, at the present slowdown
         self._entry: Entry | None = None
+        self._arrivals: list[tuple[float, int, Request]] = []  # finish + environment marks
+        self._fastest = spec.curve.step(1)  # seconds of the fastest step (no slowdown is < 1)
 
     @property
     def load(self) -> int:
@@ -117,14 +129,20 @@ class Server:
     def submit(self, now: float, request: Request) -> None:
         """A request arrives: it waits, and is admitted when the batch and cache allow."""
         self.advance(now)
-        request.server, request.phase = self.index, "waiting"
-        self.waiting.append(request)
-        self._admit(now)
+        request.server = self.index
+        if self.waiting or not self._take(request, now):  # the queue first, in order
+            request.phase = "waiting"
+            self.waiting.append(request)
         self.reschedule(now)
 
     def remove(self, now: float, request: Request) -> float:
         """Take a request off the server (cancelled or interrupted): its tokens so far."""
         self.advance(now)
+        if request.server != self.index or request.phase not in ("waiting", "running"):
+            raise ValueError(
+                f"{request.episode_id} is not on server {self.index} at t={now} "
+                f"(it is {request.phase})"
+            )
         tokens = self.tokens(request)
         if request.phase == "waiting":
             self.waiting.remove(request)
@@ -161,10 +179,13 @@ class Server:
         t = self.synced
         if t == now:
             return
-        while True:  # each pass finishes or preempts a request, or stops
-            resumes = self._resumes()
-            start = t if t > resumes else resumes
-            if not self.running or start > now:
+        running = self.running
+        while running:  # each pass finishes or preempts a request, or stops
+            paused, prefill = self.paused_until, self.prefill_until  # `_resumes`, inline
+            start = paused if paused > prefill else prefill
+            if t > start:
+                start = t
+            if start > now:
                 break
             reached = self._decode(start, now)
             if reached is None or reached >= now:  # what fell due at `now` is all handled
@@ -206,11 +227,12 @@ class Server:
             if request.serial != serial:
                 continue
             del self.running[request.episode_id]
-            self._release(request, self.tokens(request))
+            self._release(request, self._tokens_running(request))
             request.done, request.phase, request.serial = float(request.target), "env", -1
             self.finished.append((t, request))
         self._rebase()
-        self._admit(t)
+        if self.waiting:
+            self._admit(t)
 
     def _preempt(self) -> None:
         """The cache is full: preempt the newest running requests until the others can grow
@@ -229,23 +251,31 @@ class Server:
 
     def _admit(self, t: float) -> None:
         """Admit waiting requests in order while the batch and the cache have room."""
-        spec = self.spec
-        while self.waiting and len(self.running) < spec.max_running:
-            request = self.waiting[0]
-            cached = spec.prefix_caching and self.groups.get(request.group_id, 0) > 0
-            need = request.done + (0 if cached else request.prompt)
-            limit = spec.kv_capacity_tokens
-            if self.running:
-                limit *= 1.0 - KV_WATERMARK
-            if self.kv + need > limit:
-                return
-            self.waiting.popleft()
-            self.kv += need
-            self.groups[request.group_id] = self.groups.get(request.group_id, 0) + 1
-            resumes = self._resumes()
-            start = t if t > resumes else resumes
+        waiting = self.waiting
+        while waiting and self._take(waiting[0], t):
+            waiting.popleft()
+
+    def _take(self, request: Request, t: float) -> bool:
+        """Admit `request` at `t` if the batch and the cache have room for it."""
+        spec, groups, running = self.spec, self.groups, len(self.running)
+        if running >= spec.max_running:
+            return False
+        held = groups.get(request.group_id, 0)
+        need = request.done + (0 if spec.prefix_caching and held else request.prompt)
+        limit = spec.kv_capacity_tokens
+        if running:
+            limit *= 1.0 - KV_WATERMARK
+        if self.kv + need > limit:
+            return False
+        self.kv += need
+        groups[request.group_id] = held + 1
+        if need:  # decoding waits for this prefill, after the pause and the backlog
+            start = self._resumes()
+            if t > start:
+                start = t
             self.prefill_until = start + need * spec.prefill_s_per_token * self.slowdown
-            self._join(request)
+        self._join(request)
+        return True
 
     def _join(self, request: Request) -> None:
         request.phase, request.mark = "running", self.clock
@@ -253,6 +283,8 @@ class Server:
         self.running[request.episode_id] = request
         finish = self.clock + max(request.target - request.done, 0.0)
         heapq.heappush(self._heap, (finish, request.serial, request))
+        arrival = finish + request.env_s / self._fastest
+        heapq.heappush(self._arrivals, (arrival, request.serial, request))
 
     def tokens(self, request: Request) -> float:
         """Tokens decoded so far (a running request's grow with the clock)."""
@@ -278,20 +310,35 @@ class Server:
         if not self.running:
             self.clock = 0.0
             self._heap.clear()
+            self._arrivals.clear()
             self.kv = 0.0  # nothing holds the cache: no rounding carried over
             return
         if len(self._heap) > 2 * len(self.running) + 16:
             self._heap = [e for e in self._heap if e[2].serial == e[1]]
             heapq.heapify(self._heap)
+        if len(self._arrivals) > 2 * len(self.running) + 16:
+            self._arrivals = [e for e in self._arrivals if e[2].serial == e[1]]
+            heapq.heapify(self._arrivals)
 
     def next_due(self, now: float) -> float | None:
-        """When the next happening on this server falls (None: nothing will happen)."""
+        """When the next happening on this server falls (None: nothing will happen): the
+        earliest any request on it could arrive (the module's docstring)."""
         if not self.running:
             return None
         finish, room, step_s, _ = self._ahead()
         resumes = self._resumes()
         tokens = finish if finish < room else room
-        return (now if now > resumes else resumes) + (tokens if tokens > 0.0 else 0.0) * step_s
+        if tokens < 0.0:
+            tokens = 0.0
+        start = now if now > resumes else resumes
+        arrivals = self._arrivals
+        while arrivals[0][2].serial != arrivals[0][1]:  # a request that left the batch
+            heapq.heappop(arrivals)
+        lag = (arrivals[0][0] - self.clock - tokens) * self._fastest
+        for request in self.waiting:
+            if request.env_s < lag:
+                lag = request.env_s
+        return start + tokens * step_s + (lag if lag > 0.0 else 0.0)
 
     def _resumes(self) -> float:
         """When decoding may go on: after the pause and the prefill backlog."""
@@ -305,8 +352,10 @@ class Server:
         if heap[0][2].serial != heap[0][1]:
             self._skip_dead()
         n = len(self.running)
-        steps = self._steps
-        step_s = steps[n] if n < len(steps) else self._step_s(n)
+        try:
+            step_s = self._steps[n]
+        except IndexError:
+            step_s = self._step_s(n)
         room = (self.spec.kv_capacity_tokens - self.kv) / n
         return heap[0][0] - self.clock, room if room > 0.0 else 0.0, step_s, n
 

@@ -28,6 +28,8 @@ from rolloutlog.runtime.sim.server import DecodeCurve, Request, Server, ServerSp
 from rolloutlog.runtime.sim.world import EpisodePlan
 from rolloutlog.runtime.sim.world_config import WorldConfig
 
+ARRIVAL_EPSILON_S = 1e-9  # an arrival this close after a server's present falls at it
+
 
 def server_spec(world: WorldConfig) -> ServerSpec:
     """The servers a world config describes."""
@@ -106,11 +108,11 @@ class SharedInference:
         request.plan.work_s = now - request.started  # its seconds are an outcome of the world
         return request, outcome(now, episode_id, request.plan, request.prompt)
 
-    def serve(self, now: float, server: int) -> None:
-        """A server's happening came due: bring it to `now`, collect what finished decoding."""
-        self.servers[server].advance(now)
-        self.servers[server].reschedule(now)
-        self._collect(self.servers[server])
+    def serve(self, now: float, server: int) -> str | None:
+        """A server's happening came due: bring it to `now`, collect what finished decoding.
+        The episode whose arrival falls at `now` (the happening is due at the first
+        finish plus its environment seconds) arrives in this happening: its id, or None."""
+        return self._sync(now, self.servers[server], deliver=True)
 
     def pause(self, now: float, duration_s: float) -> None:
         """A weight update: every server pauses for `duration_s`."""
@@ -126,9 +128,9 @@ class SharedInference:
             server.slow(now, factor)
             self._collect(server)
 
-    def busy_fraction(self) -> float:
-        """The fraction of servers with requests on them."""
-        return sum(1 for server in self.servers if server.load) / len(self.servers)
+    def busy_fraction(self, now: float) -> float:
+        """The fraction of servers with requests on them at `now`."""
+        return sum(1 for i in range(len(self.servers)) if self._load(now, i)) / len(self.servers)
 
     def interrupt(self, now: float, episode_id: str) -> int | None:
         """Stop an episode: its whole tokens so far, or None if it is not in flight (it
@@ -171,12 +173,14 @@ class SharedInference:
         self.router.forget(group_id)
 
     def _submit(self, now: float, request: Request) -> None:
-        index = self.router.place(request.group_id, lambda i: self.servers[i].load)
+        index = self.router.place(request.group_id, lambda i: self._load(now, i))
         self.servers[index].submit(now, request)
         self._collect(self.servers[index])
 
     def _leave(self, now: float, request: Request) -> float:
         """Take a request out of inference wherever it is: its tokens so far."""
+        if request.server >= 0:  # it may have finished decoding since its server last moved
+            self._sync(now, self.servers[request.server])
         if request.entry is not None:  # decoded, in its environment: its arrival goes
             self.queue.cancel(request.entry)
             request.entry = None
@@ -187,17 +191,36 @@ class SharedInference:
         self._collect(server)
         return tokens
 
-    def _collect(self, server: Server) -> None:
-        """Schedule the arrivals of what finished decoding: after its environment seconds."""
-        if not server.finished:
-            return
+    def _load(self, now: float, index: int) -> int:
+        """Requests on a server at `now` (what finished since it last moved is off it)."""
+        server = self.servers[index]
+        self._sync(now, server)
+        return server.load
+
+    def _sync(self, now: float, server: Server, *, deliver: bool = False) -> str | None:
+        """Bring a server to `now`, schedule the arrivals of what finished, and its next
+        happening (a server moves lazily: `runtime.sim.server`); see `_collect`."""
+        server.advance(now)
+        arrived = self._collect(server, deliver=deliver)
+        server.reschedule(now)
+        return arrived
+
+    def _collect(self, server: Server, *, deliver: bool = False) -> str | None:
+        """Schedule the arrivals of what finished decoding: after its environment seconds.
+        With `deliver`, the first one due at the server's present is not scheduled but
+        returned (its id), to arrive in the happening that found it."""
+        arrived = None
         for t, request in server.finished:
             request.server = -1
             due = t + request.env_s
-            if due < server.synced:  # never before the server's present
+            if due < server.synced + ARRIVAL_EPSILON_S:  # never before the server's present
+                if deliver and arrived is None:
+                    arrived = request.episode_id
+                    continue
                 due = server.synced
             request.entry = self.queue.push(due, ("episode", request.episode_id))
         server.finished.clear()
+        return arrived
 
     def _request(self, episode_id: str) -> Request:
         request = self.flights.get(episode_id)

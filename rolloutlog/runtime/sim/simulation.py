@@ -24,6 +24,8 @@ from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.core.rules.group_shape import members
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
+    EpisodeCompleted,
+    EpisodeFailed,
     Event,
     LimitSet,
     RunFinished,
@@ -214,17 +216,13 @@ class Simulation:
     def _happen(self, entry: Entry) -> Event | None:
         """The world event of a happening that came due (None: the trainer skipped a publish)."""
         kind, key = entry.item
-        if kind == "server":  # a shared server's batch moved on: no world event of its own
+        if kind == "server":  # a shared server's batch moved on; an episode may arrive
             if not isinstance(self.inference, SharedInference):
                 raise ValueError("a server happening, but inference is not shared")
-            self.inference.serve(self.now, key)
-            return None
+            arrived = self.inference.serve(self.now, key)
+            return None if arrived is None else self._arrive(arrived)
         if kind == "episode":
-            flight, event = self.inference.arrive(self.now, key)
-            self.metrics.on_arrived(key, flight.plan, flight.cancelled)
-            if self.drainer is not None:
-                self.drainer.left(self.now, key)
-            return event
+            return self._arrive(key)
         if kind == "trained":
             publish = self.trainer.trained(self.now, key)
             if publish is None:
@@ -247,6 +245,14 @@ class Simulation:
             happen = self.interrupter.interrupt if kind == "interrupt" else self.interrupter.resume
             return happen(self.now, key)
         return self.controller.fire(self.now, kind)
+
+    def _arrive(self, episode_id: str) -> EpisodeCompleted | EpisodeFailed:
+        """An episode's outcome arrives: the world event to feed."""
+        flight, event = self.inference.arrive(self.now, episode_id)
+        self.metrics.on_arrived(episode_id, flight.plan, flight.cancelled)
+        if self.drainer is not None:
+            self.drainer.left(self.now, episode_id)
+        return event
 
     def _frozen(self, episode_id: str) -> bool:
         """Whether an in-flight episode's group samples from a frozen source."""

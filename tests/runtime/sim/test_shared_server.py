@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import math
 
+import attrs
 from hypothesis import given, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from rolloutlog.runtime.sim.clock import EventQueue
+from rolloutlog.runtime.sim.clock import Entry, EventQueue
 from rolloutlog.runtime.sim.router import Router
 from rolloutlog.runtime.sim.server import DecodeCurve, Request, Server, ServerSpec
+from rolloutlog.runtime.sim.shared_inference import SharedInference
 from rolloutlog.runtime.sim.world import EpisodePlan, Task
+from rolloutlog.runtime.sim.world_config import WorldConfig
 
 TOLERANCE = 1e-6
 
@@ -35,7 +38,9 @@ def _plan() -> EpisodePlan:
     )
 
 
-def _request(name: str, group: str, prompt: int, target: int, now: float = 0.0) -> Request:
+def _request(
+    name: str, group: str, prompt: int, target: int, now: float = 0.0, env_s: float = 0.0
+) -> Request:
     return Request(
         episode_id=name,
         group_id=group,
@@ -43,7 +48,7 @@ def _request(name: str, group: str, prompt: int, target: int, now: float = 0.0) 
         started=now,
         prompt=prompt,
         target=target,
-        env_s=0.0,
+        env_s=env_s,
     )
 
 
@@ -106,6 +111,89 @@ def test_throughput_does_not_fall_as_the_batch_grows(
     assert throughput(small + more) >= throughput(small) * (1 - 1e-9)
 
 
+Work = list[tuple[int, int, float, float]]  # (group, tokens, gap before it, environment s)
+
+
+def _eager_finishes(curve: DecodeCurve, capacity: int, work: Work) -> dict[str, float]:
+    """When each request finishes decoding on a server woken at every finish (all
+    environments 0 s, so its happening falls at the finish itself)."""
+    queue = EventQueue()
+    server = Server(0, ServerSpec(curve, 1e-4, float(capacity), 6, True), queue)
+    now = 0.0
+    for i, (group, target, gap_s, _) in enumerate(work):
+        while (entry := queue.pop()) is not None and entry.t <= now + gap_s:
+            server.advance(entry.t)
+            server.reschedule(entry.t)
+        if entry is not None:
+            queue.push(entry.t, entry.item)  # not yet due: back in the queue
+        now += gap_s
+        server.submit(now, _request(f"g{group}/{i}", f"g{group}", 100, target, now))
+    _drive(server, queue)
+    return {request.episode_id: t for t, request in server.finished}
+
+
+def _lazy_arrivals(curve: DecodeCurve, capacity: int, work: Work) -> dict[str, float]:
+    """When each request arrives through `SharedInference`, whose servers wake only when
+    an arrival may fall due (the driver's loop, without the deciders)."""
+    world = WorldConfig(
+        inference="shared",
+        decode_step_s=curve.step_s,
+        decode_s_per_seq=curve.s_per_seq,
+        decode_compute_s_per_seq=curve.compute_s_per_seq,
+        prefill_tokens_per_s=1e4,
+        kv_capacity_tokens=capacity,
+        max_running=6,
+        prompt_tokens=100,
+        max_completion_tokens=400,
+    )
+    queue = EventQueue()
+    inference = SharedInference(queue, world)
+    arrivals: dict[str, float] = {}
+
+    def happen(entry: Entry) -> None:
+        kind, key = entry.item
+        arrived = inference.serve(entry.t, key) if kind == "server" else key
+        if arrived is not None:
+            inference.arrive(entry.t, arrived)
+            arrivals[arrived] = entry.t
+
+    now = 0.0
+    for i, (group, target, gap_s, env_s) in enumerate(work):
+        while (entry := queue.pop()) is not None and entry.t <= now + gap_s:
+            happen(entry)
+        if entry is not None:
+            queue.push(entry.t, entry.item)
+        now += gap_s
+        plan = attrs.evolve(_plan(), completion_tokens=target, env_s=env_s)
+        inference.start(now, f"g{group}/{i}", plan)
+    while (entry := queue.pop()) is not None:
+        happen(entry)
+    return arrivals
+
+
+@given(
+    curve=curves,
+    capacity=st.integers(1200, 6000),
+    work=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(1, 400), st.floats(0.0, 3.0), st.floats(0.0, 5.0)),
+        min_size=1,
+        max_size=24,
+    ),
+)
+def test_a_lazy_server_delays_no_arrival(curve: DecodeCurve, capacity: int, work: Work) -> None:
+    """A server's happening falls at the earliest arrival its requests allow, so finishes
+    are handled late and retroactively; every request still arrives exactly at its finish
+    on a server woken at each finish, plus its environment seconds (a small cache's
+    preemptions included)."""
+    finishes = _eager_finishes(curve, capacity, work)
+    arrivals = _lazy_arrivals(curve, capacity, work)
+    assert arrivals.keys() == finishes.keys() == {f"g{g}/{i}" for i, (g, *_) in enumerate(work)}
+    for i, (group, _, _, env_s) in enumerate(work):
+        name = f"g{group}/{i}"
+        note(f"{name}: finished {finishes[name]}, arrived {arrivals[name]}, env {env_s}")
+        assert math.isclose(arrivals[name], finishes[name] + env_s, rel_tol=1e-9, abs_tol=1e-7)
+
+
 class ServerMachine(RuleBasedStateMachine):
     """Arrivals, removals (cancel or interrupt), resubmissions, pauses and the passing of
     time on one small server, whose cache is small enough to preempt."""
@@ -141,10 +229,15 @@ class ServerMachine(RuleBasedStateMachine):
         self.server = Server(0, self.spec, self.queue)
 
     @precondition(lambda self: self.server is not None)
-    @rule(group=st.integers(0, 3), tokens=st.integers(1, 400), wait_s=st.floats(0.0, 2.0))
-    def arrive(self, group: int, tokens: int, wait_s: float) -> None:
+    @rule(
+        group=st.integers(0, 3),
+        tokens=st.integers(1, 400),
+        wait_s=st.floats(0.0, 2.0),
+        env_s=st.sampled_from([0.0, 0.5, 3.0]),
+    )
+    def arrive(self, group: int, tokens: int, wait_s: float, env_s: float) -> None:
         self._pass(wait_s)
-        request = _request(f"g{group}/{self.count}", f"g{group}", 100, tokens, self.now)
+        request = _request(f"g{group}/{self.count}", f"g{group}", 100, tokens, self.now, env_s)
         self.count += 1
         self.base[request.episode_id] = 0.0
         self._server().submit(self.now, request)

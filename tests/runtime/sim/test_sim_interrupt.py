@@ -56,9 +56,12 @@ def test_a_resumed_episode_completes_with_every_token_it_had() -> None:
 
 def test_the_prefill_of_resuming_costs_time_and_freeze_pays_none() -> None:
     """Decisions are the same under both rules (nothing is freed or restamped), so only
-    the prefill separates them: at a slow prefill rate an interrupting run takes longer."""
-    _, frozen_s = slow_update_run(0)
-    interrupt = {"run.weight_update": "interrupt"}
+    the prefill separates them: at a slow prefill rate an interrupting run takes longer.
+    In the independent world, where a rollout's seconds do not depend on what else runs
+    (in the shared world a resubmitted request also changes its place in the batch)."""
+    independent = {"world.inference": "independent"}
+    _, frozen_s = slow_update_run(0, **independent)
+    interrupt = {"run.weight_update": "interrupt", **independent}
     _, fast_s = slow_update_run(0, **interrupt, **{"world.prefill_tokens_per_s": 1e9})
     _, slow_s = slow_update_run(0, **interrupt, **{"world.prefill_tokens_per_s": 50.0})
     assert fast_s == pytest.approx(frozen_s, rel=1e-6)
@@ -67,8 +70,13 @@ def test_the_prefill_of_resuming_costs_time_and_freeze_pays_none() -> None:
 
 def test_a_shared_prefill_queues_the_resumptions_of_one_update() -> None:
     """Each resumption alone pays its own tokens; sharing one engine's prefill rate, the
-    k-th waits for those before it, so the same run takes longer."""
-    interrupt = {"run.weight_update": "interrupt", "world.prefill_tokens_per_s": 500.0}
+    k-th waits for those before it, so the same run takes longer (`prefill_shared` is the
+    independent world's: a shared world's server queues its prefills anyway)."""
+    interrupt = {
+        "run.weight_update": "interrupt",
+        "world.prefill_tokens_per_s": 500.0,
+        "world.inference": "independent",
+    }
     alone, alone_s = slow_update_run(0, **interrupt)
     shared, shared_s = slow_update_run(0, **interrupt, **{"world.prefill_shared": True})
     assert shared_s > alone_s
