@@ -12,7 +12,15 @@ from rich.console import Console
 
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.foreign import import_foreign
-from rolloutlog.cli.options import FILE, NEW_LOG, OUTPUT, NamedPath, holds_arrow_log, json_option
+from rolloutlog.cli.options import (
+    FILE,
+    NEW_LOG,
+    OUTPUT,
+    NamedPath,
+    holds_arrow_log,
+    json_option,
+    output_format,
+)
 from rolloutlog.cli.output import emit_json, key_values, say_next, warn_torn_tail
 from rolloutlog.cli.progress import phase
 from rolloutlog.events.errors import JsonlError
@@ -23,6 +31,7 @@ from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.chrome_trace import write_chrome_trace
 from rolloutlog.replay.spans import read_spans
 
+EXPORT_FORMATS = {".jsonl": "jsonl", ".json": "chrome-trace"}  # by the suffix of -o
 STRICT = click.option(
     "--strict", is_flag=True, help="Fail on a torn tail instead of keeping the complete batches."
 )
@@ -45,22 +54,24 @@ def info_command(log: Path, as_json: bool, strict: bool) -> None:
 
 @command("export")
 @click.argument("log", type=FILE)
-@click.option("-o", "--output", type=OUTPUT, help="Write to this file instead of stdout.")
+@click.option(
+    "-o", "--output", type=OUTPUT, help="Write to this file (.jsonl, or .json for chrome-trace)."
+)
 @click.option(
     "--format",
     "form",
-    type=click.Choice(["jsonl", "chrome-trace"]),
-    default="jsonl",
-    show_default=True,
-    help="jsonl: one object per event. chrome-trace: Trace Event Format for Perfetto.",
+    type=click.Choice(list(EXPORT_FORMATS.values())),
+    help="jsonl (stdout's default): one object per event. chrome-trace: Trace Event Format "
+    "for Perfetto. With -o, the file's suffix names the format.",
 )
 @STRICT
 @reports_bad_input
-def export_command(log: Path, output: Path | None, form: str, strict: bool) -> None:
+def export_command(log: Path, output: Path | None, form: str | None, strict: bool) -> None:
     """Write LOG as JSON Lines (one object per event, with kind, seq, t and its fields), or as
     a Trace Event Format JSON that Perfetto and chrome://tracing open (--format chrome-trace:
     a track per inference slot, one for the trainer, instants for versions and ships).
     """
+    form = output_format(form, output, EXPORT_FORMATS, "jsonl")
     reader = LogReader(log, strict=strict, warn=False)
     write: Callable[[TextIO], int]
     if form == "jsonl":
