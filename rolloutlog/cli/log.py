@@ -44,7 +44,8 @@ STRICT = click.option(
 @reports_bad_input
 def info_command(log: Path, as_json: bool, strict: bool) -> None:
     """Summarize LOG: schema version, seq range, config and event counts by kind."""
-    info = LogReader(log, strict=strict, warn=False).info()
+    with phase(f"reading {log}"):
+        info = LogReader(log, strict=strict, warn=False).info()
     warn_torn_tail(info.torn_tail, log)
     if as_json:
         emit_json(info.to_json())
@@ -79,7 +80,8 @@ def export_command(log: Path, output: Path | None, form: str | None, strict: boo
     else:
         write, what = (lambda out: write_chrome_trace(read_spans(reader), out)), "trace events"
     if output is None:
-        write(sys.stdout)
+        with phase(f"exporting {log}"):
+            write(sys.stdout)
     else:
         with (
             phase(f"exporting {log}"),
@@ -121,7 +123,7 @@ def import_command(jsonl: Path, output: Path, force: bool, source: str) -> None:
         fail(f"{jsonl}: a folder, not JSON Lines (--from prime-rl or areal reads a run's folder)")
     if holds_arrow_log(jsonl):
         fail(f"{jsonl}: a rolloutlog log, not JSON Lines (rolloutlog export writes its JSON Lines)")
-    with jsonl.open("rb") as lines:
+    with jsonl.open("rb") as lines, phase(f"importing {jsonl}"):
         try:
             count = write_log(output, import_lines(lines), overwrite=True)
         except JsonlError as error:

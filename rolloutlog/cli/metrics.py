@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.options import FILE, OUTPUT, output_format
 from rolloutlog.cli.output import warn_torn_tail
+from rolloutlog.cli.progress import phase
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.explain import WAIT_COLUMNS
@@ -50,7 +51,8 @@ def metrics_command(log: Path, form: str | None, output: Path | None) -> None:
     if form == "parquet" and output is None:
         fail("--format parquet writes a binary file: name it with -o FILE")
     reader = LogReader(log, warn=False)
-    rows = with_waits(StepMetrics.from_batches(reader.batches()).rows, reader.batches())
+    with phase(f"reading {log}"):
+        rows = with_waits(StepMetrics.from_batches(reader.batches()).rows, reader.batches())
     warn_torn_tail(reader.torn_tail, log)
     if output is None:
         _write(rows, form, sys.stdout.buffer)
