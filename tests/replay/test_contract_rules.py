@@ -21,7 +21,6 @@ from rolloutlog.events.types import (
     EpisodeInterrupted,
     EpisodeResumed,
     Event,
-    GroupOpened,
     RunFinished,
     RunResumed,
     VersionLive,
@@ -85,17 +84,7 @@ RULES: dict[str, Callable[[], tuple[list[Event], int]]] = {
         9, completion("g9/0")
     ),
     "nothing is opened after run_finished": lambda: appended(
-        GroupOpened(
-            t=T_END,
-            group_id="g16",
-            work="train",
-            env="main",
-            task_id="t1",
-            group_size=4,
-            policy_version=3,
-            step=6,
-            frozen=False,
-        )
+        attrs.evolve(EVENTS[1], t=T_END, group_id="g16", step=6)  # g1's opening, renamed
     ),
     "nothing is dispatched after run_finished": lambda: inserted(END + 1, dispatch("g13/1", 1)),
     "nothing ships after run_finished": lambda: appended(
