@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from rolloutlog.cli.bad_input import fail
+from rolloutlog.events.output_lock import busy, writer_of
 from rolloutlog.events.validate import INT64_MAX
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,6 +53,9 @@ class WrittenFile(NamedPath):
         folder = Path(path).parent
         if not folder.is_dir():
             self.fail(f"{click.format_filename(path)}: no directory {folder}", param, ctx)
+        holder = writer_of(path)  # refused now, not after the work (the write checks again)
+        if holder is not None:
+            self.fail(busy(path, holder), param, ctx)
         return path
 
 

@@ -186,7 +186,7 @@ def whatif_command(
             plot_runs(
                 {"recorded": recorded, **runs}, {"recorded": recorded_series, **series}, plot, title
             )
-        except (OSError, RuntimeError) as error:
+        except (OSError, RuntimeError, LogError) as error:
             raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     if as_json:
         emit_json({"recorded": recorded, "policies": runs})

@@ -97,6 +97,7 @@ SIMULATED = Path(__file__).resolve().parents[2] / "examples" / "simulated.arrow"
         (["export", "{log}", "-o", "{tmp}/e.jsonl"], "exporting"),
         (["timeline", "{log}", "-o", "{tmp}/t.html"], "reading and replaying"),
         (["import", "{tmp}/e.jsonl", "-o", "{tmp}/i.arrow"], "importing"),
+        (["whatif", "{log}", "--steps", "2", "--json"], "fitting a world to"),
     ],
 )
 def test_every_phase_that_reads_a_whole_log_says_so_on_stderr(
