@@ -98,15 +98,17 @@ class NewLog(WrittenFile):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
-        suffix = Path(path).suffix
-        if suffix.lower() in NOT_A_LOG:
-            self.fail(
-                f"{click.format_filename(path)}: a log is an Arrow stream, not {suffix}: "
-                "name it NAME.arrow",
-                param,
-                ctx,
-            )
+        problem = not_a_log(Path(path))
+        if problem is not None:
+            self.fail(problem, param, ctx)
         return path
+
+
+def not_a_log(path: Path) -> str | None:
+    """Why a log may not be written at `path` (a suffix that says another format), or None."""
+    if path.suffix.lower() not in NOT_A_LOG:
+        return None
+    return f"{path}: a log is an Arrow stream, not {path.suffix}: name it NAME.arrow"
 
 
 class SuffixedFile(OutputFile):

@@ -60,6 +60,7 @@ def test_metrics_on_stdout_is_csv_unless_told(tmp_path: Path) -> None:
         ),
         (["whatif", str(SIMULATED), "--save-world", "w.json"], "format by its suffix: .toml"),
         (["simulate", *SMOKE, "--log", "r.jsonl"], "a log is an Arrow stream, not .jsonl"),
+        (["train", "--steps", "1", "--log", "r.json"], "--log r.json: a log is an Arrow stream"),
         (
             ["import", str(EXAMPLE.with_suffix(".jsonl")), "-o", "r.parquet"],
             "a log is an Arrow stream, not .parquet: name it NAME.arrow",
