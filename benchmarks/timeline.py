@@ -4,13 +4,16 @@ headless Chromium takes to show it.
     .venv/bin/python benchmarks/timeline.py                      # simulates the log once, cached
     .venv/bin/python benchmarks/timeline.py --log run.arrow      # any log
     .venv/bin/python benchmarks/timeline.py --screenshot docs/img/timeline-1m.png
+    .venv/bin/python benchmarks/timeline.py --memory --log big.arrow   # the command's peak RSS
 
 The log is `rolloutlog simulate --steps 4890` (the default scenario, seed 0): 1.00M events.
 Reports: the seconds to build the page (read the spans, replay for the summary, encode;
 wall clock and this process's CPU time, which a busy machine inflates less);
 the HTML size; then, over `--rounds` fresh page loads in headless Chromium, the time to
 first draw (from navigation start to the end of the first frame, the page's own clock),
-and the time one frame takes to draw the whole run and a 1% window of it.
+and the time one frame takes to draw the whole run and a 1% window of it. `--memory`
+instead runs `rolloutlog timeline LOG` (its default, sampled view past 200,000 episodes,
+then `--max-episodes 0`, every episode) and reports each run's peak resident memory.
 """
 
 from __future__ import annotations
@@ -46,7 +49,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="page loads to time")
     parser.add_argument("--html", type=Path, help="keep the page here")
     parser.add_argument("--screenshot", type=Path, help="save a 0.5%% window of the run as PNG")
+    parser.add_argument("--memory", action="store_true", help="the command's peak memory")
     args = parser.parse_args()
+    if args.memory:
+        measure_memory(args.log or ensure_log(DEFAULT_LOG))
+        return
     chromium = find_chromium()
     if chromium is None:
         sys.exit("no Chromium on PATH (apt-get install chromium, or set ROLLOUTLOG_CHROMIUM)")
@@ -89,6 +96,39 @@ def main() -> None:
             f"one frame: whole run {statistics.median(whole):.0f} ms, "
             f"1% window {statistics.median(window):.1f} ms (medians)"
         )
+
+
+# runs the command given and prints its peak resident memory (KiB) and CPU seconds: a
+# fresh parent per measurement, since a process's children's peak is over all of them
+_PEAK = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+    "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(usage.ru_maxrss, usage.ru_utime + usage.ru_stime)\n"
+)
+
+
+def measure_memory(log: Path) -> None:
+    """Peak resident memory of `rolloutlog timeline LOG`, sampled and whole, each in a
+    fresh process."""
+    print(f"log: {log}, {LogReader(log).info().events:,} events")
+    for extra in ([], ["--max-episodes", "0"]):
+        with tempfile.TemporaryDirectory() as scratch:
+            page = Path(scratch) / "t.html"
+            command = [sys.executable, "-m", "rolloutlog", "timeline", str(log), "-o", str(page)]
+            run = subprocess.run(
+                [sys.executable, "-c", _PEAK, *command, *extra],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            peak_kib, cpu = run.stdout.split()
+            sampled = [line for line in run.stderr.splitlines() if "drew every" in line]
+            print(
+                f"timeline {' '.join(extra) or '(default)'}: peak {int(peak_kib) / 1024:.0f} MB, "
+                f"{float(cpu):.1f} s CPU, page {page.stat().st_size / 1e6:.1f} MB"
+                + (f"; {sampled[0].split(': ', 2)[-1]}" if sampled else "")
+            )
 
 
 def redraw(browser: HeadlessChromium, t_min: float, t_max: float) -> float:

@@ -18,6 +18,7 @@ from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.foreign import log_of
 from rolloutlog.cli.options import NamedPath, json_option, seed_option
 from rolloutlog.cli.output import emit_json, warn_torn_tail
+from rolloutlog.cli.progress import phase
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.log_reader import LogReader, read_log
@@ -100,7 +101,8 @@ def explain_command(
         if episode is not None:
             _tell_episode(log, source, episode, as_json)
             return
-        explanation = explain_log(source, trace_step=step)
+        with phase(f"explaining {log}"):
+            explanation = explain_log(source, trace_step=step)
         if step is not None:
             _tell_step(log, source, explanation, step, as_json)
             return

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from rolloutlog.cli.bad_input import BadInput
+from rolloutlog.cli.progress import phase
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.importers import IMPORTERS, ForeignRunError, detect
@@ -17,7 +18,7 @@ def import_foreign(folder: Path, output: Path, source: str = "prime-rl") -> int:
     """Import the `source` run in `folder` as the log `output` (all or nothing); says on
     stderr what was reconstructed and what assumed. Returns the number of events."""
     try:
-        with written_whole(output) as temporary:
+        with written_whole(output) as temporary, phase(f"importing the {source} run {folder}"):
             note = IMPORTERS[source](folder, temporary)
     except ForeignRunError as error:
         raise BadInput(str(error)) from error

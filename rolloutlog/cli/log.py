@@ -12,7 +12,15 @@ from rich.console import Console
 
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
 from rolloutlog.cli.foreign import import_foreign
-from rolloutlog.cli.options import FILE, NEW_LOG, OUTPUT, NamedPath, holds_arrow_log, json_option
+from rolloutlog.cli.options import (
+    FILE,
+    NEW_LOG,
+    OUTPUT,
+    NamedPath,
+    holds_arrow_log,
+    json_option,
+    output_format,
+)
 from rolloutlog.cli.output import emit_json, key_values, say_next, warn_torn_tail
 from rolloutlog.cli.progress import phase
 from rolloutlog.events.errors import JsonlError
@@ -23,6 +31,7 @@ from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.chrome_trace import write_chrome_trace
 from rolloutlog.replay.spans import read_spans
 
+EXPORT_FORMATS = {".jsonl": "jsonl", ".json": "chrome-trace"}  # by the suffix of -o
 STRICT = click.option(
     "--strict", is_flag=True, help="Fail on a torn tail instead of keeping the complete batches."
 )
@@ -35,7 +44,8 @@ STRICT = click.option(
 @reports_bad_input
 def info_command(log: Path, as_json: bool, strict: bool) -> None:
     """Summarize LOG: schema version, seq range, config and event counts by kind."""
-    info = LogReader(log, strict=strict, warn=False).info()
+    with phase(f"reading {log}"):
+        info = LogReader(log, strict=strict, warn=False).info()
     warn_torn_tail(info.torn_tail, log)
     if as_json:
         emit_json(info.to_json())
@@ -45,22 +55,24 @@ def info_command(log: Path, as_json: bool, strict: bool) -> None:
 
 @command("export")
 @click.argument("log", type=FILE)
-@click.option("-o", "--output", type=OUTPUT, help="Write to this file instead of stdout.")
+@click.option(
+    "-o", "--output", type=OUTPUT, help="Write to this file (.jsonl, or .json for chrome-trace)."
+)
 @click.option(
     "--format",
     "form",
-    type=click.Choice(["jsonl", "chrome-trace"]),
-    default="jsonl",
-    show_default=True,
-    help="jsonl: one object per event. chrome-trace: Trace Event Format for Perfetto.",
+    type=click.Choice(list(EXPORT_FORMATS.values())),
+    help="jsonl (stdout's default): one object per event. chrome-trace: Trace Event Format "
+    "for Perfetto. With -o, the file's suffix names the format.",
 )
 @STRICT
 @reports_bad_input
-def export_command(log: Path, output: Path | None, form: str, strict: bool) -> None:
+def export_command(log: Path, output: Path | None, form: str | None, strict: bool) -> None:
     """Write LOG as JSON Lines (one object per event, with kind, seq, t and its fields), or as
     a Trace Event Format JSON that Perfetto and chrome://tracing open (--format chrome-trace:
     a track per inference slot, one for the trainer, instants for versions and ships).
     """
+    form = output_format(form, output, EXPORT_FORMATS, "jsonl")
     reader = LogReader(log, strict=strict, warn=False)
     write: Callable[[TextIO], int]
     if form == "jsonl":
@@ -68,7 +80,8 @@ def export_command(log: Path, output: Path | None, form: str, strict: bool) -> N
     else:
         write, what = (lambda out: write_chrome_trace(read_spans(reader), out)), "trace events"
     if output is None:
-        write(sys.stdout)
+        with phase(f"exporting {log}"):
+            write(sys.stdout)
     else:
         with (
             phase(f"exporting {log}"),
@@ -110,7 +123,7 @@ def import_command(jsonl: Path, output: Path, force: bool, source: str) -> None:
         fail(f"{jsonl}: a folder, not JSON Lines (--from prime-rl or areal reads a run's folder)")
     if holds_arrow_log(jsonl):
         fail(f"{jsonl}: a rolloutlog log, not JSON Lines (rolloutlog export writes its JSON Lines)")
-    with jsonl.open("rb") as lines:
+    with jsonl.open("rb") as lines, phase(f"importing {jsonl}"):
         try:
             count = write_log(output, import_lines(lines), overwrite=True)
         except JsonlError as error:

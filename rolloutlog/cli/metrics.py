@@ -20,8 +20,9 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from rolloutlog.cli.bad_input import command, fail, reports_bad_input
-from rolloutlog.cli.options import FILE, OUTPUT
+from rolloutlog.cli.options import FILE, OUTPUT, output_format
 from rolloutlog.cli.output import warn_torn_tail
+from rolloutlog.cli.progress import phase
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.explain import WAIT_COLUMNS
@@ -46,30 +47,18 @@ def metrics_command(log: Path, form: str | None, output: Path | None) -> None:
     """Write LOG's per-step table: step, time, trained, off_policy/* (the age split into
     in-flight and in-queue parts), dispatcher/off_policy/*, reward/mean, and the trainer's
     wait before the batch split into its causes (wait/*, as `rolloutlog explain`)."""
-    form = _format(form, output)
+    form = output_format(form, output, {f".{name}": name for name in FORMATS}, "csv")
     if form == "parquet" and output is None:
         fail("--format parquet writes a binary file: name it with -o FILE")
     reader = LogReader(log, warn=False)
-    rows = with_waits(StepMetrics.from_batches(reader.batches()).rows, reader.batches())
+    with phase(f"reading {log}"):
+        rows = with_waits(StepMetrics.from_batches(reader.batches()).rows, reader.batches())
     warn_torn_tail(reader.torn_tail, log)
     if output is None:
         _write(rows, form, sys.stdout.buffer)
         return
     with written_whole(output) as temporary, temporary.open("wb") as out:
         _write(rows, form, out)
-
-
-def _format(form: str | None, output: Path | None) -> str:
-    """The table's format: `--format`, or the suffix of `-o` (which must name one, and the
-    same one), or csv on stdout."""
-    if output is None:
-        return form or "csv"
-    named = output.suffix.lower().removeprefix(".")
-    if named not in FORMATS:
-        fail(f"-o {output}: name the table's format by its suffix: .csv, .parquet or .jsonl")
-    if form is not None and form != named:
-        fail(f"--format {form} and -o {output} name different formats")
-    return named
 
 
 def _write(rows: list[dict[str, Any]], form: str, out: BinaryIO) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from rolloutlog.cli.bad_input import fail
+from rolloutlog.events.output_lock import busy, writer_of
 from rolloutlog.events.validate import INT64_MAX
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,6 +53,9 @@ class WrittenFile(NamedPath):
         folder = Path(path).parent
         if not folder.is_dir():
             self.fail(f"{click.format_filename(path)}: no directory {folder}", param, ctx)
+        holder = writer_of(path)  # refused now, not after the work (the write checks again)
+        if holder is not None:
+            self.fail(busy(path, holder), param, ctx)
         return path
 
 
@@ -72,10 +77,66 @@ class OutputFile(WrittenFile):
         return path
 
 
+# suffixes of the other formats rolloutlog reads or writes: a log named so is refused
+NOT_A_LOG = (
+    ".jsonl",
+    ".json",
+    ".csv",
+    ".parquet",
+    ".html",
+    ".htm",
+    ".toml",
+    ".png",
+    ".pdf",
+    ".svg",
+)
+
+
+class NewLog(WrittenFile):
+    """A log that the command writes: an Arrow stream, so a name whose suffix says another
+    format (`import run.jsonl -o out.jsonl`) is refused rather than filled with Arrow."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        problem = not_a_log(Path(path))
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return path
+
+
+def not_a_log(path: Path) -> str | None:
+    """Why a log may not be written at `path` (a suffix that says another format), or None."""
+    if path.suffix.lower() not in NOT_A_LOG:
+        return None
+    return f"{path}: a log is an Arrow stream, not {path.suffix}: name it NAME.arrow"
+
+
+class SuffixedFile(OutputFile):
+    """An output whose suffix names its format, one of `suffixes`, checked before the
+    command starts (which would otherwise write another format under the name, or fail
+    only after the work)."""
+
+    def __init__(self, suffixes: tuple[str, ...], what: str) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+        self.suffixes, self.what = suffixes, what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        if Path(path).suffix.lower() not in self.suffixes:
+            self.fail(
+                f"{click.format_filename(path)}: name the {self.what}'s format by its suffix: "
+                f"{', '.join(self.suffixes)}",
+                param,
+                ctx,
+            )
+        return path
+
+
 FILE = NamedPath(dir_okay=False, path_type=Path)  # a file to read, as a Path
 FOLDER = NamedPath(file_okay=False, path_type=Path)
-NEW_LOG = WrittenFile(dir_okay=False, path_type=Path)  # a log that the command writes
+NEW_LOG = NewLog(dir_okay=False, path_type=Path)  # a log that the command writes
 OUTPUT = OutputFile(dir_okay=False, path_type=Path)
+SCENARIO_FILE = SuffixedFile((".toml",), "scenario file")  # `whatif --save-world`
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
@@ -88,26 +149,18 @@ def missing_extra(what: str, extra: str, modules: tuple[str, ...]) -> str | None
     return None
 
 
-class PlotFile(OutputFile):
+class PlotFile(SuffixedFile):
     """A figure to write, its format named by its suffix, with matplotlib installed: both
     checked before the run, since drawing fails only once the run is over."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        path = super().convert(value, param, ctx)
         problem = missing_extra("drawing", "plot", ("matplotlib",))
         if problem is not None:
             self.fail(problem, param, ctx)
-        if Path(path).suffix.lower() not in PLOT_FORMATS:
-            self.fail(
-                f"{click.format_filename(path)}: name the figure's format by its suffix: "
-                f"{', '.join(PLOT_FORMATS)}",
-                param,
-                ctx,
-            )
-        return path
+        return super().convert(value, param, ctx)
 
 
-PLOT = PlotFile(dir_okay=False, path_type=Path)
+PLOT = PlotFile(PLOT_FORMATS, "figure")
 
 
 def file_option(
@@ -162,3 +215,25 @@ def plot_option(help: str) -> Callable[[F], F]:
 
 
 PLOT_HELP = "Draw trained ages and cumulative waste to this figure (.png, .pdf or .svg)."
+
+
+def output_format(
+    form: str | None, output: Path | None, suffixes: Mapping[str, str], default: str
+) -> str:
+    """A written file's format: `--format`, or the suffix of `-o` (which must name one of
+    `suffixes`, {".csv": "csv", ...}, and the same one as `--format`), or `default` on
+    stdout: the file is what its name says, never another format under it."""
+    if output is None:
+        return form or default
+    named = suffixes.get(output.suffix.lower())
+    if named is None:
+        listed = [
+            suffix if suffix[1:] == name else f"{suffix} ({name})"
+            for suffix, name in suffixes.items()
+        ]
+        fail(
+            f"-o {output}: name the format by its suffix: {', '.join(listed[:-1])} or {listed[-1]}"
+        )
+    if form is not None and form != named:
+        fail(f"--format {form} and -o {output} name different formats")
+    return named

@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import click
 
 from rolloutlog.cli.bad_input import BadInput, os_problem
 from rolloutlog.cli.progress import progress
 from rolloutlog.core.config import ConfigError
-from rolloutlog.core.presets import ALIASES, FIELD_SET, NAMED, RULES, field_set, parse_policy_list
+from rolloutlog.core.presets import FIELD_SET, NAMED, field_set, parse_policy_list
 from rolloutlog.runs.simulate import OnStep, PolicyRunError, PolicyRuns, policy_name, run_policies
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.runtime.sim.simulation import SimulationBoundError
@@ -32,24 +31,7 @@ def parse_policies(text: str, option: str) -> list[str]:
         raise click.BadParameter(
             f"{error} (presets: {', '.join(NAMED)}; {field_help()})", param_hint=option
         ) from None
-    for preset in presets:
-        _refuse_contradictions(preset, option)
     return presets
-
-
-def _refuse_contradictions(preset: str, option: str) -> None:
-    """Two `+RULE` parts that set one key to different values (`+drain+interrupt`) are
-    refused: the last would silently win."""
-    setters: dict[str, tuple[str, Any]] = {}
-    for rule in ALIASES.get(preset, preset).split("+")[1:]:
-        for key, value in RULES[rule].items():
-            earlier = setters.setdefault(key, (rule, value))
-            if earlier[1] != value:
-                raise click.BadParameter(
-                    f"{preset!r}: rules {earlier[0]!r} and {rule!r} contradict each other "
-                    f"({key} = {earlier[1]!r} or {value!r}); name one",
-                    param_hint=option,
-                )
 
 
 def one_policy(text: str, others: str = "") -> str:

@@ -65,10 +65,16 @@ def phase(what: str) -> Iterator[None]:
 
     else:
 
+        def say() -> None:
+            click.echo(f"rolloutlog: {what} ... ({time.monotonic() - started:.0f} s)", err=True)
+
+        if PHASE_QUIET_S <= 0:  # at once, before the work: every phase says what it does
+            say()
+
         def show() -> None:
-            wait = PHASE_QUIET_S
+            wait = PHASE_QUIET_S if PHASE_QUIET_S > 0 else LINE_INTERVAL_S
             while not done.wait(wait):
-                click.echo(f"rolloutlog: {what} ... ({time.monotonic() - started:.0f} s)", err=True)
+                say()
                 wait = LINE_INTERVAL_S
 
     shower = threading.Thread(target=show, daemon=True)

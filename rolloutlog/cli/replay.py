@@ -179,7 +179,8 @@ def _warn_read(source: LogFile, log: Path, events: int, error: object) -> None:
 def _verify_import(source: LogFile, log: Path, as_json: bool) -> None:
     """`verify` on another stack's imported run: what the import knows, checked; what it
     reconstructed, said in one line and not checked (exit 1 only on what is checked)."""
-    verdict = check_import(source)
+    with phase(f"checking the import {log}"):
+        verdict = check_import(source)
     unchecked = import_unchecked(source)
     _warn_read(source, log, verdict.checked, verdict.error)
     if as_json:
@@ -209,7 +210,8 @@ def _verify_import(source: LogFile, log: Path, as_json: bool) -> None:
 
 def _conform(source: LogFile, log: Path, policy: str, tolerance: float, as_json: bool) -> None:
     """`verify --policy`: the conformance verdict, as `verify` reports its own."""
-    verdict = check_conformance(source, policy, t_tolerance=tolerance)
+    with phase(f"checking {log} against {policy}"):
+        verdict = check_conformance(source, policy, t_tolerance=tolerance)
     _warn_read(source, log, verdict.events, verdict.error)
     broken = verdict.nonconformity
     if as_json:
@@ -288,10 +290,11 @@ def show_command(
         raise click.UsageError("give exactly one of --at, --group, --episode")
     source = _open(log)
     try:
-        if at_seq is not None:
-            _show_state(source, at_seq, as_json)
-        else:
-            _show_timeline(source, group_id, episode_id, as_json)
+        with phase(f"reading {log}"):
+            if at_seq is not None:
+                _show_state(source, at_seq, as_json)
+            else:
+                _show_timeline(source, group_id, episode_id, as_json)
     except (EventError, LogError) as error:
         fail(str(error))
     finally:  # also before the error: "past the end" may be past a torn tail
@@ -402,7 +405,8 @@ def _print_timeline(target: str, moments: list[Moment]) -> None:
 def diff_command(a: Path, b: Path, as_json: bool, ignore_config: bool) -> None:
     """The first event where logs A and B diverge, by bisection over their digest chains."""
     source_a, source_b = _open(a), _open(b)
-    result = diff_logs(source_a, source_b, ignore_config=ignore_config)
+    with phase(f"comparing {a} and {b}"):
+        result = diff_logs(source_a, source_b, ignore_config=ignore_config)
     warn_torn_tail(source_a.torn_tail, a)
     warn_torn_tail(source_b.torn_tail, b)
     if as_json:

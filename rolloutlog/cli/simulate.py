@@ -32,6 +32,7 @@ from rolloutlog.cli.policies import field_help, one_policy, parse_policies, run_
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED
+from rolloutlog.events.errors import LogError
 from rolloutlog.runs.simulate import policy_name
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.scenario import (
@@ -155,7 +156,7 @@ def simulate_command(
         try:
             draw = plot_compare if compare is not None else plot_runs
             draw(runs.reports, runs.series, plot, title)
-        except (OSError, RuntimeError) as error:
+        except (OSError, RuntimeError, LogError) as error:
             raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     _print(runs.reports, title, as_json=as_json, compare=compare is not None)
     written = next((path for path in log_paths.values() if path is not None), None)

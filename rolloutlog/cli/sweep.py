@@ -35,6 +35,7 @@ from rolloutlog.cli.policies import bound_error, field_help, parse_policies
 from rolloutlog.cli.progress import progress
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED
+from rolloutlog.events.errors import LogError
 from rolloutlog.runtime.sim.scenario import scenario_names
 from rolloutlog.runtime.sim.simulation import SimulationBoundError
 from rolloutlog.studies.best import (
@@ -179,7 +180,7 @@ def sweep_command(
     if plot is not None:
         try:
             plot_sweep(found, plot, title)
-        except (OSError, RuntimeError) as error:
+        except (OSError, RuntimeError, LogError) as error:
             raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     console = Console()
     console.print(_overview(found, title))

@@ -12,7 +12,11 @@ from rolloutlog.cli.output import note_being_written, warn_torn_tail
 from rolloutlog.cli.progress import phase
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
-from rolloutlog.replay.timeline_page import Window, WindowError, timeline_page
+from rolloutlog.replay.timeline_page import Window, WindowError, page_parts, timeline_data
+
+# the most episodes a page draws unsampled: a 2M-event log so drawn peaks under 200 MB
+# (benchmarks/RESULTS.md, benchmarks/timeline.py --memory)
+MAX_EPISODES = 200_000
 
 
 @command("timeline")
@@ -21,30 +25,52 @@ from rolloutlog.replay.timeline_page import Window, WindowError, timeline_page
 @click.option("--from", "t_from", type=float, help="Start of the time range (log seconds).")
 @click.option("--to", "t_to", type=float, help="End of the time range (log seconds).")
 @click.option("--group", "group", help="Draw only this group's episodes.")
+@click.option(
+    "--max-episodes",
+    type=click.IntRange(min=0),
+    default=MAX_EPISODES,
+    show_default=True,
+    help="Past this many episodes in the range, draw every k-th group (a sampled view, "
+    "in bounded memory); 0 draws every episode.",
+)
 @reports_bad_input
 def timeline_command(
-    log: Path, output: Path, t_from: float | None, t_to: float | None, group: str | None
+    log: Path,
+    output: Path,
+    t_from: float | None,
+    t_to: float | None,
+    group: str | None,
+    max_episodes: int,
 ) -> None:
     """Draw LOG as an HTML timeline: episodes by group and version, drops, versions, trainer.
 
-    The page works offline (everything is inlined): open it from disk in any browser.
+    The page works offline (everything is inlined): open it from disk in any browser. A
+    log of millions of events is drawn sampled (--max-episodes), or a part of it in full
+    (--from, --to, --group).
     """
     if output.suffix.lower() not in (".html", ".htm"):
         fail(f"-o {output}: the timeline is an HTML page: name it NAME.html")
     try:
-        window = Window(t_from, t_to, group)
+        window = Window(t_from, t_to, group, max_episodes)
     except WindowError as error:
         fail(str(error))
     source, title = open_log(log), f"rolloutlog · {log.name}"
     note_being_written(source, log)
     try:
         with phase(f"reading and replaying {log}"):
-            html, data = timeline_page(source, window, title)
+            data = timeline_data(source, window, title)
     except WindowError as error:
         fail(f"{log}: {error}")
-    with written_whole(output) as temporary:
-        temporary.write_text(html, encoding="utf-8")
+    with written_whole(output) as temporary, temporary.open("w", encoding="utf-8") as page:
+        page.writelines(page_parts(data))
     warn_torn_tail(source.torn_tail, log)
+    if data["sample_every"] > 1:
+        click.echo(
+            f"rolloutlog: note: more than {max_episodes:,} episodes in the range: drew every "
+            f"{data['sample_every']}th group (--from/--to/--group draw a part in full, "
+            "--max-episodes 0 everything)",
+            err=True,
+        )
     size = output.stat().st_size
     click.echo(
         f"wrote {output}: {data['episodes']} episodes on {data['rows']} rows, {size / 1e6:.1f} MB",

@@ -25,6 +25,7 @@ from click.core import ParameterSource
 from rolloutlog.cli.bad_input import command, fail, os_problem, sole_writer
 from rolloutlog.cli.options import (
     missing_extra,
+    not_a_log,
 )
 from rolloutlog.cli.output import emit_json, say_next
 from rolloutlog.cli.policies import one_policy
@@ -141,6 +142,9 @@ def train_command(
             return
         if backend == "vllm" and (not urls or weights_dir is None):
             fail("--backend vllm needs --url (one per server) and --weights-dir")
+        problem = None if log_path is None else not_a_log(log_path)
+        if problem is not None:
+            fail(f"--log {problem}")
         default_log = log_path is None
         log_path = log_path or default_log_path()
         with sole_writer(log_path):  # a second `train` on this log is one line

@@ -16,8 +16,8 @@ from rich.console import Console
 from rolloutlog.cli.bad_input import BadInput, command, os_problem
 from rolloutlog.cli.foreign import log_of
 from rolloutlog.cli.options import (
-    OUTPUT,
     PLOT_HELP,
+    SCENARIO_FILE,
     NamedPath,
     check_option,
     file_option,
@@ -144,8 +144,8 @@ def discarded_interval_for(
 @check_option("Check the invariants on every simulated event.")
 @file_option(
     "--save-world",
-    help="Write the fitted world as a scenario file (simulate --scenario FILE).",
-    kind=OUTPUT,
+    help="Write the fitted world as a scenario file, NAME.toml (simulate --scenario FILE).",
+    kind=SCENARIO_FILE,
 )
 def whatif_command(
     log: Path,
@@ -186,7 +186,7 @@ def whatif_command(
             plot_runs(
                 {"recorded": recorded, **runs}, {"recorded": recorded_series, **series}, plot, title
             )
-        except (OSError, RuntimeError) as error:
+        except (OSError, RuntimeError, LogError) as error:
             raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
     if as_json:
         emit_json({"recorded": recorded, "policies": runs})

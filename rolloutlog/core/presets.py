@@ -253,8 +253,24 @@ def preset_overrides(name: str) -> dict[str, Any]:
             )
         if rule in rules[:n]:
             raise ConfigError(f"policy {name!r}: names rule {rule!r} twice")
+    _refuse_contradictions(name, rules)
+    for rule in rules:
         overrides.update(RULES[rule])
     return overrides
+
+
+def _refuse_contradictions(name: str, rules: list[str]) -> None:
+    """Two `+RULE` parts that set one key to different values (`+drain+interrupt`) are
+    refused: the last would silently win."""
+    setters: dict[str, tuple[str, Any]] = {}
+    for rule in rules:
+        for key, value in RULES[rule].items():
+            earlier = setters.setdefault(key, (rule, value))
+            if earlier[1] != value:
+                raise ConfigError(
+                    f"policy {name!r}: rules {earlier[0]!r} and {rule!r} contradict each "
+                    f"other ({key} = {earlier[1]!r} or {value!r}); name one"
+                )
 
 
 def field_set() -> list[str]:

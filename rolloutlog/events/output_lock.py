@@ -27,11 +27,16 @@ class OutputBusy(LogError):
     """Another process writes this output now; `pid` is its process id (None if unknown)."""
 
     def __init__(self, path: Path, pid: int | None) -> None:
-        super().__init__(
-            f"{path}: {_holder(pid)} is writing it (one writer per output); wait for it to end "
-            "or choose another path"
-        )
+        super().__init__(busy(path, _holder(pid)))
         self.pid = pid
+
+
+def busy(path: str | os.PathLike[str], holder: str) -> str:
+    """The one line that refuses a second writer of `path`, naming its `holder`."""
+    return (
+        f"{os.fspath(path)}: {holder} is writing it (one writer per output); wait for it to "
+        "end or choose another path"
+    )
 
 
 def lock_path(path: Path) -> Path:

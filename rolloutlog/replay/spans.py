@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
@@ -24,7 +25,7 @@ import attrs
 import numpy as np
 
 from rolloutlog.core.staleness import rollout_age
-from rolloutlog.events.schema import iter_batch_columns
+from rolloutlog.events.schema import KIND_NAMES, iter_batch_columns
 from rolloutlog.events.types import CANCEL_REASONS
 from rolloutlog.replay.source import LogSource
 
@@ -108,22 +109,50 @@ class Spans:
         return len(self.episode_ids)
 
 
+@attrs.frozen
+class Sample:
+    """Which episodes to read: those of every `every`-th group opened (in opening order),
+    or of `group` alone, dispatched by `until` (log seconds). What is left out costs no
+    memory, so a page of a log of millions of events can be drawn from a bounded part."""
+
+    every: int = 1
+    group: str | None = None
+    until: float | None = None
+
+    def keeps(self, ordinal: int, group_id: str) -> bool:
+        """Whether the `ordinal`-th group opened (from 0), `group_id`, is read."""
+        return group_id == self.group if self.group is not None else ordinal % self.every == 0
+
+
+def episodes_dispatched(source: LogSource, until: float | None = None) -> int:
+    """How many episodes the log dispatches (by `until`), from its kind and t columns."""
+    code, count = KIND_NAMES.index("episode_dispatched"), 0
+    for batch in source.batches():
+        hits = batch.column("kind").indices.to_numpy(zero_copy_only=False) == code
+        if until is not None:
+            hits &= batch.column("t").to_numpy(zero_copy_only=False) <= until
+        count += int(hits.sum())
+    return count
+
+
 class _Builder:
     """Folds the rows of a log into growing Python lists; `finish` turns them into columns."""
 
-    def __init__(self) -> None:
+    def __init__(self, sample: Sample) -> None:
+        self.sample = sample
+        self.opened_count = 0
+        self.left_out: set[str] = set()  # groups the sample does not read
         self.t_start: float | None = None
         self.t_end = 0.0
         self.groups: dict[str, int] = {}
         self.group_work: list[str] = []
         self.index: dict[str, int] = {}
         self.ids: list[str] = []
-        self.cols: dict[str, list[Any]] = {
-            name: []
-            for name in ("group", "member", "version", "start", "end", "outcome", "reason", "age")
+        # typed arrays, not lists: a list of a million floats holds a million objects
+        self.cols: dict[str, array[Any]] = {
+            name: array(code) for name, code in _COLUMN_CODES.items()
         }
-        self.cols["step"], self.cols["late"] = [], []
-        self.markers: tuple[list[float], list[int], list[int]] = ([], [], [])
+        self.markers = (array("d"), array("B"), array("i"))
         self.pending: list[tuple[float, int]] = []
         self.live: list[tuple[float, int]] = []
         self.ships: list[tuple[float, int, int, int]] = []
@@ -139,10 +168,17 @@ class _Builder:
             handler(self, t, c, r)
 
     def opened(self, t: float, c: dict[str, list[Any]], r: int) -> None:
-        self.groups[c["group_id"][r]] = len(self.group_work)
+        group_id, self.opened_count = c["group_id"][r], self.opened_count + 1
+        if not self.sample.keeps(self.opened_count - 1, group_id):
+            self.left_out.add(group_id)
+            return
+        self.groups[group_id] = len(self.group_work)
         self.group_work.append(c["work"][r])
 
     def dispatched(self, t: float, c: dict[str, list[Any]], r: int) -> None:
+        until = self.sample.until
+        if c["group_id"][r] in self.left_out or (until is not None and t > until):
+            return
         episode_id = c["episode_id"][r]
         self.index[episode_id] = len(self.ids)
         self.ids.append(episode_id)
@@ -260,6 +296,20 @@ class _Builder:
         )
 
 
+# each episode column's type while it is read (`array` codes), then its numpy dtype
+_COLUMN_CODES: Final = {
+    "group": "i",
+    "member": "i",
+    "version": "i",
+    "start": "d",
+    "end": "d",
+    "outcome": "B",
+    "reason": "b",
+    "age": "h",
+    "step": "i",
+    "late": "B",
+}
+
 _HANDLERS: Final[dict[str, Any]] = {
     "group_opened": _Builder.opened,
     "episode_dispatched": _Builder.dispatched,
@@ -276,9 +326,10 @@ _HANDLERS: Final[dict[str, Any]] = {
 }
 
 
-def read_spans(source: LogSource) -> Spans:
-    """The spans of every episode in `source`, from one columnar pass over its batches."""
-    builder = _Builder()
+def read_spans(source: LogSource, sample: Sample = Sample()) -> Spans:
+    """The spans of every episode in `source` that `sample` reads (all by default), from
+    one columnar pass over its batches; versions, ships and the trainer's spans whole."""
+    builder = _Builder(sample)
     for columns in iter_batch_columns(source.batches()):
         kinds, times = columns["kind"], columns["t"]
         for r, kind in enumerate(kinds):

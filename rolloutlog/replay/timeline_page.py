@@ -16,7 +16,7 @@ import base64
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from typing import Any, Final
 
@@ -33,7 +33,9 @@ from rolloutlog.replay.spans import (
     MARKERS,
     OUTCOMES,
     TRAINER_SPANS,
+    Sample,
     Spans,
+    episodes_dispatched,
     pack_lanes,
     read_spans,
 )
@@ -52,11 +54,14 @@ class WindowError(ValueError):
 
 @attrs.frozen
 class Window:
-    """What part of the run to draw: a time range (log seconds) and optionally one group."""
+    """What part of the run to draw: a time range (log seconds), optionally one group, and
+    at most `max_episodes` episodes (0: all): past it, every k-th group is drawn, the
+    fewest groups left out that bring the episodes under it (a sampled view)."""
 
     t_from: float | None = None
     t_to: float | None = None
     group: str | None = None
+    max_episodes: int = 0
 
     def __attrs_post_init__(self) -> None:
         """Refuse a range before the log is read: ends must be finite (the page's data is
@@ -69,12 +74,32 @@ class Window:
 
 
 def timeline_page(source: LogSource, window: Window, title: str) -> tuple[str, dict[str, Any]]:
-    """The page of the log `source` and the data in it; the summary is `replay`'s."""
-    spans = read_spans(source)
-    replay = replay_log(source)
-    summary = {**replay.summary, "error": None if replay.error is None else str(replay.error)}
-    data = page_data(spans, summary, window, title, causes=cause_bands(source))
+    """The page of the log `source` and the data in it (`timeline_data`)."""
+    data = timeline_data(source, window, title)
     return render_page(data), data
+
+
+def timeline_data(source: LogSource, window: Window, title: str) -> dict[str, Any]:
+    """What the page of the log `source` draws; the summary is `replay`'s, of the whole
+    log. `data["sample_every"]` is k of a sampled view (1: every group drawn)."""
+    replay = replay_log(source)  # before the spans, so that the two peaks do not add up
+    summary = {**replay.summary, "error": None if replay.error is None else str(replay.error)}
+    causes = cause_bands(source)
+    sample = _sample(source, window)
+    if sample.every > 1:
+        title = f"{title} (sampled: every {sample.every}th group)"
+    data = page_data(read_spans(source, sample), summary, window, title, causes=causes)
+    return {**data, "sample_every": sample.every}
+
+
+def _sample(source: LogSource, window: Window) -> Sample:
+    """What to read of `source` for `window`: its group alone, or every k-th group with k
+    the smallest that keeps the episodes dispatched by its end within `max_episodes`."""
+    every = 1
+    if window.max_episodes > 0 and window.group is None:
+        dispatched = episodes_dispatched(source, window.t_to)
+        every = max(1, math.ceil(dispatched / window.max_episodes))
+    return Sample(every, window.group, window.t_to)
 
 
 def summary_rows(summary: dict[str, Any]) -> list[list[str]]:
@@ -224,16 +249,34 @@ def _pause_columns(
 
 def render_page(data: dict[str, Any]) -> str:
     """The HTML page: the template with uPlot, our script and `data` inlined."""
+    return "".join(page_parts(data))
+
+
+def page_parts(data: dict[str, Any]) -> Iterator[str]:
+    """The HTML page in pieces, to write one after another: a page of tens of megabytes
+    is never one string (nor the JSON of its data)."""
     assets = resources.files(ASSETS)
-    parts = {
-        "TITLE": _html_text(data["title"]),
-        "UPLOT_CSS": assets.joinpath("uPlot.min.css").read_text(encoding="utf-8"),
-        "UPLOT_JS": _script_text(assets.joinpath("uPlot.iife.min.js").read_text(encoding="utf-8")),
-        "TIMELINE_JS": _script_text(assets.joinpath("timeline.js").read_text(encoding="utf-8")),
-        "DATA": json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c"),
+    parts: dict[str, Callable[[], Iterable[str]]] = {
+        "TITLE": lambda: [_html_text(data["title"])],
+        "UPLOT_CSS": lambda: [assets.joinpath("uPlot.min.css").read_text(encoding="utf-8")],
+        "UPLOT_JS": lambda: [
+            _script_text(assets.joinpath("uPlot.iife.min.js").read_text(encoding="utf-8"))
+        ],
+        "TIMELINE_JS": lambda: [
+            _script_text(assets.joinpath("timeline.js").read_text(encoding="utf-8"))
+        ],
+        "DATA": lambda: (
+            chunk.replace("<", "\\u003c")
+            for chunk in json.JSONEncoder(separators=(",", ":"), allow_nan=False).iterencode(data)
+        ),
     }
     template = assets.joinpath("timeline.html").read_text(encoding="utf-8")
-    return _PLACEHOLDER.sub(lambda match: parts[match.group(1)], template)
+    at = 0
+    for match in _PLACEHOLDER.finditer(template):
+        yield template[at : match.start()]
+        yield from parts[match.group(1)]()
+        at = match.end()
+    yield template[at:]
 
 
 def _selected(spans: Spans, window: Window) -> np.ndarray[Any, np.dtype[np.bool_]]:

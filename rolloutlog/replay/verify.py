@@ -42,6 +42,7 @@ from rolloutlog.events.types import (
     RunStarted,
     VersionPending,
 )
+from rolloutlog.events.validate import t_order_problem
 from rolloutlog.replay.fold import BAD_LOG_ERRORS, BadLog, fold_events
 from rolloutlog.replay.source import LogFile, LogSource
 from rolloutlog.replay.state_view import relevant_state
@@ -143,11 +144,18 @@ def verify_log(
 
 
 def without_gaps(events: Iterable[Event]) -> Iterator[Event]:
-    """The events in order, refusing the first whose seq is not the next one."""
+    """The events in order, refusing the first whose seq is not the next one, or whose `t`
+    is before the previous event's (the deciders never read `t`, so re-deciding alone would
+    pass a log whose world events and decisions went back in time together)."""
+    previous_t = 0.0
     for expected_seq, event in enumerate(events):
         if event.seq != expected_seq:
             problem = f"seq gap: expected seq {expected_seq}"
             raise InconsistentLogError(event.seq, event.kind, problem)
+        went_back = t_order_problem(previous_t, event.t)
+        if went_back is not None:
+            raise InconsistentLogError(event.seq, event.kind, f"t {went_back}")
+        previous_t = event.t
         yield event
 
 

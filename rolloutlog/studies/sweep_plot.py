@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from rolloutlog.runtime.sim.plot import pyplot
+from rolloutlog.runtime.sim.plot import pyplot, save_figure
 from rolloutlog.studies.best import Configuration
 
 X_KEY = "finished_rollouts_discarded"
@@ -42,7 +42,7 @@ def label(config: Configuration) -> str:
 
 
 def plot_sweep(found: Sequence[Configuration], path: Path, title: str) -> None:
-    """Draw one panel per scenario to `path` (PNG, or any format matplotlib infers)."""
+    """Draw one panel per scenario to `path` (its suffix names the format: .png, .pdf, .svg)."""
     plt = pyplot()
     scenarios = list(dict.fromkeys(c.scenario for c in found))
     figure, axes = plt.subplots(1, len(scenarios), figsize=(6 * len(scenarios), 4.8), squeeze=False)
@@ -57,7 +57,7 @@ def plot_sweep(found: Sequence[Configuration], path: Path, title: str) -> None:
     figure.tight_layout()
     for axis, labelled in zip(axes[0], panels, strict=True):  # once the axes are laid out
         place_labels(axis, *labelled)
-    figure.savefig(path, dpi=120)
+    save_figure(figure, path)
     plt.close(figure)
 
 

@@ -28,6 +28,16 @@ def test_metrics_writes_the_format_its_suffix_names(
     assert (tmp_path / name).read_bytes().startswith(opens)
 
 
+def test_export_writes_the_format_its_suffix_names(tmp_path: Path) -> None:
+    """`export -o x.json` wrote JSON Lines under a name that says JSON (chrome-trace)."""
+    for name in ("e.jsonl", "e.json"):
+        result = run("export", str(SIMULATED), "-o", str(tmp_path / name))
+        assert result.exit_code == 0, result.output
+    lines = (tmp_path / "e.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["kind"] == "run_started"
+    assert json.loads((tmp_path / "e.json").read_text())["traceEvents"]
+
+
 def test_metrics_on_stdout_is_csv_unless_told(tmp_path: Path) -> None:
     assert run("metrics", str(SIMULATED)).stdout.startswith('"step"')
     first = run("metrics", str(SIMULATED), "--format", "jsonl").stdout.splitlines()[0]
@@ -43,6 +53,18 @@ def test_metrics_on_stdout_is_csv_unless_told(tmp_path: Path) -> None:
             "--format parquet and -o m.csv name different formats",
         ),
         (["timeline", str(SIMULATED), "-o", "t.png"], "an HTML page: name it NAME.html"),
+        (["export", str(SIMULATED), "-o", "e.txt"], "suffix: .jsonl or .json (chrome-trace)"),
+        (
+            ["export", str(SIMULATED), "-o", "e.json", "--format", "jsonl"],
+            "--format jsonl and -o e.json name different formats",
+        ),
+        (["whatif", str(SIMULATED), "--save-world", "w.json"], "format by its suffix: .toml"),
+        (["simulate", *SMOKE, "--log", "r.jsonl"], "a log is an Arrow stream, not .jsonl"),
+        (["train", "--steps", "1", "--log", "r.json"], "--log r.json: a log is an Arrow stream"),
+        (
+            ["import", str(EXAMPLE.with_suffix(".jsonl")), "-o", "r.parquet"],
+            "a log is an Arrow stream, not .parquet: name it NAME.arrow",
+        ),
         (["sweep", *SMOKE, "-o", "r.csv"], "Parquet: name it NAME.parquet"),
         (["simulate", "--scenario", "smoke", "--scenario", "default"], "--scenario given more"),
         (["simulate", *SMOKE, "--steps=3"], "--steps given more than once"),

@@ -61,6 +61,8 @@ def _leftovers(folder: Path) -> list[str]:
         ("out.csv", ["metrics", str(EXAMPLE), "-o"]),
         ("out.jsonl", ["export", str(EXAMPLE), "-o"]),
         ("out.toml", ["whatif", str(EXAMPLE), "--save-world"]),
+        ("out.png", ["simulate", *SMOKE, "--plot"]),  # a figure: written in place before
+        ("out.svg", ["whatif", str(EXAMPLE), "--steps", "2", "--plot"]),
         ("out.arrow", ["train", "--steps", "1", "--log"]),
         ("out.arrow", ["train", "--resume"]),
     ],

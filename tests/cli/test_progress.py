@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from rolloutlog.cli import progress as progress_module
+from rolloutlog.cli.main import main
 from rolloutlog.cli.progress import phase, progress
 
 
@@ -75,3 +77,40 @@ def test_a_train_that_never_ships_is_not_silent_and_sigterm_ends_it(tmp_path: Pa
         assert "stopped by SIGTERM after 0 steps; next: rolloutlog train --resume" in stderr
     else:  # nothing recorded: nothing left behind
         assert "nothing was recorded" in stderr and list(tmp_path.iterdir()) == []
+
+
+SIMULATED = Path(__file__).resolve().parents[2] / "examples" / "simulated.arrow"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["replay", "{log}"], "replaying"),
+        (["verify", "{log}"], "verifying"),
+        (["verify", "{log}", "--policy", "per-episode"], "checking {log} against per-episode"),
+        (["show", "{log}", "--group", "g1"], "reading"),
+        (["diff", "{log}", "{log}"], "comparing"),
+        (["explain", "{log}"], "explaining"),
+        (["metrics", "{log}"], "reading"),
+        (["info", "{log}"], "reading"),
+        (["export", "{log}"], "exporting"),
+        (["export", "{log}", "-o", "{tmp}/e.jsonl"], "exporting"),
+        (["timeline", "{log}", "-o", "{tmp}/t.html"], "reading and replaying"),
+        (["import", "{tmp}/e.jsonl", "-o", "{tmp}/i.arrow"], "importing"),
+        (["whatif", "{log}", "--steps", "2", "--json"], "fitting a world to"),
+    ],
+)
+def test_every_phase_that_reads_a_whole_log_says_so_on_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], says: str
+) -> None:
+    """`verify --policy`, `show`, `diff`, `explain`, `metrics`, `info`, `export` to stdout
+    and `import` of a log of millions of events worked for many seconds without a word;
+    with no quiet time, each phase says what it does at once (off a terminal, as here)."""
+    monkeypatch.setattr(progress_module, "PHASE_QUIET_S", 0.0)
+    (tmp_path / "e.jsonl").write_text(
+        CliRunner().invoke(main, ["export", str(SIMULATED)]).stdout, encoding="utf-8"
+    )
+    fill = {"log": str(SIMULATED), "tmp": str(tmp_path)}
+    result = CliRunner().invoke(main, [arg.format(**fill) for arg in args])
+    assert result.exit_code in (0, 1), result.output
+    assert f"rolloutlog: {says.format(**fill)}" in result.stderr, result.stderr

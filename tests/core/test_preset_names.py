@@ -34,18 +34,36 @@ OFF = {
 }
 
 
+def _contradicting(rules: list[str]) -> bool:
+    """Whether two of `rules` set one key to different values (`drain`, `interrupt`)."""
+    values: dict[str, set[object]] = {}
+    for rule in rules:
+        for key, value in RULES[rule].items():
+            values.setdefault(key, set()).add(value)
+    return any(len(each) > 1 for each in values.values())
+
+
 @given(st.sampled_from(BASES), st.lists(st.sampled_from(sorted(RULES)), unique=True))
 def test_a_preset_sets_its_base_and_exactly_its_rules(base: str, rules: list[str]) -> None:
+    """...or is refused when two of its rules set one key two ways (`+drain+interrupt` ran
+    `+interrupt`, the last part silently winning)."""
+    name = "+".join([base, *rules])
+    if _contradicting(rules):
+        with pytest.raises(ConfigError, match=r"contradict each other \(weight_update = "):
+            preset_overrides(name)
+        return
     expected = {"staleness": base, **OFF}
     for rule in rules:
         expected.update(RULES[rule])
-    assert preset_overrides("+".join([base, *rules])) == expected
+    assert preset_overrides(name) == expected
 
 
 PRESET_NAMES = st.builds(
     lambda base, rules: "+".join([base, *rules]),
     st.sampled_from(BASES),
-    st.lists(st.sampled_from(sorted(RULES)), unique=True),
+    st.lists(st.sampled_from(sorted(RULES)), unique=True).filter(
+        lambda rules: not _contradicting(rules)
+    ),
 )
 SPACE = st.sampled_from(["", " ", "  ", "\t"])
 

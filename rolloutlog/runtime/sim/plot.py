@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rolloutlog.events.whole_file import written_whole
+
 
 def pyplot() -> Any:
     """matplotlib's pyplot, drawing off-screen; a clear error without the `plot` extra."""
@@ -55,8 +57,15 @@ def plot_runs(
     figure.tight_layout()
     if laid_out is not None:
         laid_out()
-    figure.savefig(path, dpi=120)
+    save_figure(figure, path)
     plt.close(figure)
+
+
+def save_figure(figure: Any, path: Path) -> None:
+    """Write `figure` to `path` in the format its suffix names, whole or not at all and
+    under the output's lock (`events.whole_file`), as every other output."""
+    with written_whole(Path(path)) as temporary:
+        figure.savefig(temporary, dpi=120, format=Path(path).suffix[1:].lower() or "png")
 
 
 def _draw_ages(axis: Any, runs: Mapping[str, Mapping[str, Any]]) -> None:
