@@ -2,10 +2,12 @@
 
     .venv/bin/python benchmarks/predict.py --quick           # 2 presets x 2 settings, 10 steps
     .venv/bin/python benchmarks/predict.py --out runs/predict # 6 presets x 3 settings, 25 steps
+    .venv/bin/python benchmarks/predict.py --targets cross    # each probe's row and column only
 
 Each probe is a short live run (`rolloutlog train`, the CPU twin) of one preset at one
 `max_inflight`; its log is fitted (`whatif`'s shared world, `studies.whatif.shared_fit`)
-and simulated under every setting of the grid (every preset at every `max_inflight`).
+and simulated under every setting of the grid (every preset at every `max_inflight`;
+`--targets cross`: its preset at every `max_inflight` and every preset at its own).
 Each prediction is held against the live probe of that setting on five figures: trained
 episodes per second, the median rollout latency (dispatch to completion), the trainer's
 idle fraction, stale drops and the mean trained age. Printed: the median absolute error
@@ -116,6 +118,13 @@ def predict(log: Path, targets: Sequence[Setting], seed: int) -> dict[Setting, d
     return predicted
 
 
+def targets(grid: Sequence[Setting], source: Setting, which: str) -> list[Setting]:
+    """The settings a probe's log is what-if'd into (`--targets`)."""
+    if which == "all":
+        return list(grid)
+    return [s for s in grid if s[0] == source[0] or s[1] == source[1]]
+
+
 def error(figure: str, got: float, live: dict[str, float]) -> float:
     """The error of one predicted figure against the live one (the module's definitions)."""
     want = live[figure]
@@ -160,8 +169,8 @@ def summarize(
     groups: dict[str, dict[str, list[float]]] = {
         name: {figure: [] for figure in FIGURES} for name in ("reproduce", "same", "other", "all")
     }
-    for source, targets in predicted.items():
-        for target, got in targets.items():
+    for source, by_target in predicted.items():
+        for target, got in by_target.items():
             kind = "reproduce" if target == source else (
                 "same" if target[0] == source[0] else "other")  # fmt: skip
             for figure in FIGURES:
@@ -175,11 +184,12 @@ def summarize(
     }
     rho = {
         f"{source[0]}-mi{source[1]}": {
-            m: spearman([targets[(p, m)]["trained_per_s"] for p in presets],
+            m: spearman([got[(p, m)]["trained_per_s"] for p in presets],
                         [live[(p, m)]["trained_per_s"] for p in presets])
             for m in inflight
+            if all((p, m) in got for p in presets)
         }
-        for source, targets in predicted.items()
+        for source, got in predicted.items()
     }  # fmt: skip
     return {"median_abs_error": mae, "rank_correlation": rho}
 
@@ -212,6 +222,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/predict"))
+    parser.add_argument(
+        "--targets",
+        choices=("all", "cross"),
+        default="all",
+        help="all: every setting of the grid; cross: the probe's preset at every max_inflight "
+        "and every preset at its max_inflight (its row and column, a third of the work)",
+    )
     args = parser.parse_args(argv)
     presets = QUICK["presets"] if args.quick else tuple(args.presets.split(","))
     inflight = QUICK["inflight"] if args.quick else tuple(map(int, args.inflight.split(",")))
@@ -227,11 +244,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     predicted = {}
     for setting, log in logs.items():
         print(f"what-if from {setting[0]}-mi{setting[1]}", file=sys.stderr, flush=True)
-        predicted[setting] = predict(log, grid, 0)
+        predicted[setting] = predict(log, targets(grid, setting, args.targets), 0)
     summary = summarize(live, predicted, presets, inflight)
     print_summary(summary, live)
     rows = [{"source": list(s), "target": list(t), "predicted": p, "live": live[t]}
-            for s, targets in predicted.items() for t, p in targets.items()]  # fmt: skip
+            for s, got in predicted.items() for t, p in got.items()]  # fmt: skip
     (out / "predict.json").write_text(json.dumps({"rows": rows, **summary}, indent=1) + "\n")
 
 
