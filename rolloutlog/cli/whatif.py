@@ -255,7 +255,7 @@ def whatif_command(
     policies = [recorded["policy"]] if chosen is None else chosen
     if save_world is not None:
         save_scenario(base, save_world)
-    warnings = [] if shared is None else _warnings(shared, base, policies)
+    warnings = [] if shared is None else _warnings(shared, base, policies, recorded["policy"])
     fitted_rate = base.world.late_arrival_rate == fitted.scenario.world.late_arrival_rate
     races = fitted.races if fitted_rate else None
     runs, series = run_whatif(base, policies, quiet=False, check=check, races=races)
@@ -292,10 +292,12 @@ def save_scenario(scenario: Scenario, path: Path) -> None:
         raise BadInput(f"--save-world {path}: {os_problem(error, path)}") from error
 
 
-def _warnings(fit: SharedFit, base: Scenario, policies: list[str]) -> list[str]:
+def _warnings(fit: SharedFit, base: Scenario, policies: list[str], recorded: str) -> list[str]:
     """The range warnings of every policy, each also printed on stderr as it is found."""
     lines = [
-        line for name in policies for line in range_warnings(fit, base.with_policy(name), name)
+        line
+        for name in policies
+        for line in range_warnings(fit, base.with_policy(name), name, recorded=name == recorded)
     ]
     for line in lines:
         click.echo(f"rolloutlog: warning: {line}", err=True)

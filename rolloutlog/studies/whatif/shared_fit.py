@@ -246,14 +246,19 @@ def _parameters(
     )  # fmt: skip
 
 
-def range_warnings(fit: SharedFit, scenario: Scenario, policy: str) -> list[str]:
+def range_warnings(
+    fit: SharedFit, scenario: Scenario, policy: str, *, recorded: bool = False
+) -> list[str]:
     """One line per figure the simulated `policy` (its scenario) takes outside the log's
-    range (the KV cache only above it)."""
+    range (the KV cache only above it). A policy may keep up to `max_inflight` running;
+    the `recorded` one keeps what the log shows, scaled by its `max_inflight` (its gate
+    may hold it below)."""
     run, world = scenario.run, scenario.world
     servers = world.inference_servers
     scale = run.max_inflight / max(fit.recorded_max_inflight, 1) * fit.decode.servers / servers
+    running = fit.ranges[0].high * scale if recorded else run.max_inflight / servers
     expected = {
-        "running requests per server": run.max_inflight / servers,
+        "running requests per server": running,
         "trained tokens per batch": fit.ranges[1].high * (run.batch_size or 0)
         / max(fit.recorded_batch_size, 1),
         "KV tokens per server": fit.ranges[2].high * scale,
