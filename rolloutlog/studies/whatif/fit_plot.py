@@ -16,6 +16,7 @@ import numpy as np
 from rolloutlog.studies.whatif.shared_fit import SharedFit
 
 CURVE_POINTS = 200
+BINS = 12  # bins of running requests, by quantile: the medians show the log's trend
 
 
 def decode_panel(fit: SharedFit, reach: float) -> Callable[[Any], Callable[[], object]]:
@@ -27,7 +28,10 @@ def decode_panel(fit: SharedFit, reach: float) -> Callable[[Any], Callable[[], o
         kept = decoding > 0
         left = rows.seconds - decode.overhead_s - decode.prefill_s_per_token * rows.prompt
         per_token = left[kept] / decoding[kept]
-        axis.scatter(rows.running[kept], per_token * 1e3, s=4, alpha=0.25, label="log: episodes")
+        running = rows.running[kept]
+        axis.scatter(running, per_token * 1e3, s=4, alpha=0.2, label="log: episodes")
+        centres, medians = _binned_medians(running, per_token)
+        axis.plot(centres, medians * 1e3, "o", color="tab:red", label="log: median per bin")
         running_range = fit.ranges[0]
         axis.axvspan(running_range.low, running_range.high, alpha=0.12, color="grey",
                      label="the log's range")  # fmt: skip
@@ -40,3 +44,14 @@ def decode_panel(fit: SharedFit, reach: float) -> Callable[[Any], Callable[[], o
         return lambda: None
 
     return draw
+
+
+def _binned_medians(running: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The median of `values` in each quantile bin of `running` (bins of one value merge)."""
+    edges = np.unique(np.quantile(running, np.linspace(0.0, 1.0, BINS + 1)))
+    if len(edges) < 2:
+        return np.array([running.mean()]), np.array([np.median(values)])
+    index = np.clip(np.searchsorted(edges, running, side="right") - 1, 0, len(edges) - 2)
+    kept = [i for i in range(len(edges) - 1) if np.any(index == i)]
+    centres = np.array([np.median(running[index == i]) for i in kept])
+    return centres, np.array([np.median(values[index == i]) for i in kept])
