@@ -223,6 +223,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/predict"))
     parser.add_argument(
+        "--from-rows",
+        action="store_true",
+        help="summarize the rows an earlier run wrote to OUT/predict_rows.jsonl",
+    )
+    parser.add_argument(
         "--targets",
         choices=("all", "cross"),
         default="all",
@@ -232,24 +237,55 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     presets = QUICK["presets"] if args.quick else tuple(args.presets.split(","))
     inflight = QUICK["inflight"] if args.quick else tuple(map(int, args.inflight.split(",")))
-    steps = QUICK["steps"] if args.quick else args.steps
+    args.steps = QUICK["steps"] if args.quick else args.steps
     out = args.out / "quick" if args.quick else args.out
     out.mkdir(parents=True, exist_ok=True)
     grid: list[Setting] = list(itertools.product(presets, inflight))  # type: ignore[arg-type]
-    logs = {setting: probe_log(out, setting, steps, args.seed) for setting in grid}
+    rows_path = out / "predict_rows.jsonl"
+    if args.from_rows:
+        live, predicted = read_rows(rows_path)
+    else:
+        live, predicted = run_grid(out, grid, args, rows_path)
+    summary = summarize(live, predicted, presets, inflight)
+    print_summary(summary, live)
+    (out / "predict.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
+def run_grid(
+    out: Path, grid: list[Setting], args: argparse.Namespace, rows_path: Path
+) -> tuple[dict[Setting, dict[str, float]], dict[Setting, dict[Setting, dict[str, Any]]]]:
+    """The probes, then each probe's what-ifs, each source's rows appended to `rows_path`
+    as they come (a run cut short keeps what it did: `--from-rows`)."""
+    logs = {setting: probe_log(out, setting, args.steps, args.seed) for setting in grid}
     live = {}
     for setting, log in logs.items():
         _, recorded, _ = fit_recorded(log, 0)
         live[setting] = figures(recorded, log)
+    rows_path.write_text("")
     predicted = {}
     for setting, log in logs.items():
         print(f"what-if from {setting[0]}-mi{setting[1]}", file=sys.stderr, flush=True)
         predicted[setting] = predict(log, targets(grid, setting, args.targets), 0)
-    summary = summarize(live, predicted, presets, inflight)
-    print_summary(summary, live)
-    rows = [{"source": list(s), "target": list(t), "predicted": p, "live": live[t]}
-            for s, got in predicted.items() for t, p in got.items()]  # fmt: skip
-    (out / "predict.json").write_text(json.dumps({"rows": rows, **summary}, indent=1) + "\n")
+        with rows_path.open("a", encoding="utf-8") as rows:
+            for target, got in predicted[setting].items():
+                row = {"source": setting, "target": target, "predicted": got,
+                       "live": live[target]}  # fmt: skip
+                rows.write(json.dumps(row) + "\n")
+    return live, predicted
+
+
+def read_rows(
+    path: Path,
+) -> tuple[dict[Setting, dict[str, float]], dict[Setting, dict[Setting, dict[str, Any]]]]:
+    """The live figures and predictions of the rows a run wrote."""
+    live: dict[Setting, dict[str, float]] = {}
+    predicted: dict[Setting, dict[Setting, dict[str, Any]]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        source, target = tuple(row["source"]), tuple(row["target"])
+        live[target] = row["live"]  # type: ignore[index]
+        predicted.setdefault(source, {})[target] = row["predicted"]  # type: ignore[index]
+    return live, predicted
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ COUPLINGS = tuple(0.05 * i for i in range(81))  # the scan of `k`: 0 to 4
 # simulated logs of uncoupled worlds a gain of up to 4, coupled ones 9 and more
 COUPLING_GAIN = 5.0
 STEP_FLOOR_S = 1e-9  # `decode_step_s` of a compute-bound fit (the world's least)
+PER_SEQ_FLOOR_S = 1e-6  # the least decode seconds per running sequence a fit gives
 
 
 @attrs.frozen(kw_only=True)
@@ -169,9 +170,14 @@ def _least_squares(
 
 def _non_negative(design: np.ndarray, target: np.ndarray, used: list[bool]) -> np.ndarray:
     """Least squares with every coefficient >= 0: a column whose coefficient comes out
-    negative is dropped (held at 0) and the rest refitted (the parameters are seconds)."""
+    negative is dropped (held at 0) and the rest refitted (the parameters are seconds).
+    The last column, the decode time per running sequence, is dropped last: where it
+    alone comes out negative, the prefill column (which shares its load) goes first, and
+    at the end it is held at `PER_SEQ_FLOOR_S`, never 0 (a server that decodes in no
+    time is no model of one)."""
     active = list(used)
     coefficients = np.zeros(design.shape[1])
+    last = design.shape[1] - 1
     while any(active):
         columns = [i for i, on in enumerate(active) if on]
         solved, *_ = np.linalg.lstsq(design[:, columns], target, rcond=None)
@@ -180,7 +186,11 @@ def _non_negative(design: np.ndarray, target: np.ndarray, used: list[bool]) -> n
         negative = [i for i in columns if coefficients[i] < 0.0]
         if not negative:
             break
-        active[min(negative, key=lambda i: coefficients[i])] = False
+        others = [i for i in negative if i != last] or [i for i in columns if 0 < i < last]
+        if not others:
+            break
+        active[min(others, key=lambda i: coefficients[i])] = False
+    coefficients[last] = max(coefficients[last], PER_SEQ_FLOOR_S)
     return coefficients
 
 
