@@ -49,6 +49,8 @@ def os_problem(error: BaseException, path: str | os.PathLike[str] | None = None)
     """An OS error in the words every command uses: `PATH: no such file`, not `[Errno 2] No
     such file or directory: 'PATH'`; the file is named unless it is `path`, which the
     message names already."""
+    if isinstance(error, OutputBusy) and path is not None and error.path == Path(path):
+        return error.reason
     if not isinstance(error, OSError) or error.strerror is None:
         return str(error)
     reason = "no such file" if error.errno == errno.ENOENT else error.strerror.lower()

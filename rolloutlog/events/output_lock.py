@@ -28,14 +28,21 @@ class OutputBusy(LogError):
 
     def __init__(self, path: Path, pid: int | None) -> None:
         super().__init__(busy(path, _holder(pid)))
+        self.path = path
         self.pid = pid
+        self.reason = busy_reason(_holder(pid))  # the line without the path, for a caller
+        # that names the path already (`--plot PATH: ...`)
 
 
 def busy(path: str | os.PathLike[str], holder: str) -> str:
     """The one line that refuses a second writer of `path`, naming its `holder`."""
+    return f"{os.fspath(path)}: {busy_reason(holder)}"
+
+
+def busy_reason(holder: str) -> str:
+    """Why a second writer is refused, naming the `holder` (`process 1234`)."""
     return (
-        f"{os.fspath(path)}: {holder} is writing it (one writer per output); wait for it to "
-        "end or choose another path"
+        f"{holder} is writing it (one writer per output); wait for it to end or choose another path"
     )
 
 
