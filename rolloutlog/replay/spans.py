@@ -119,6 +119,11 @@ class Sample:
     group: str | None = None
     until: float | None = None
 
+    @property
+    def partial(self) -> bool:
+        """Whether some groups are left out: then only the episodes of groups it read are."""
+        return self.every > 1 or self.group is not None
+
     def keeps(self, ordinal: int, group_id: str) -> bool:
         """Whether the `ordinal`-th group opened (from 0), `group_id`, is read."""
         return group_id == self.group if self.group is not None else ordinal % self.every == 0
@@ -140,8 +145,7 @@ class _Builder:
 
     def __init__(self, sample: Sample) -> None:
         self.sample = sample
-        self.opened_count = 0
-        self.left_out: set[str] = set()  # groups the sample does not read
+        self.opened_count = 0  # the groups it leaves out are counted, never kept
         self.t_start: float | None = None
         self.t_end = 0.0
         self.groups: dict[str, int] = {}
@@ -169,21 +173,19 @@ class _Builder:
 
     def opened(self, t: float, c: dict[str, list[Any]], r: int) -> None:
         group_id, self.opened_count = c["group_id"][r], self.opened_count + 1
-        if not self.sample.keeps(self.opened_count - 1, group_id):
-            self.left_out.add(group_id)
-            return
-        self.groups[group_id] = len(self.group_work)
-        self.group_work.append(c["work"][r])
+        if self.sample.keeps(self.opened_count - 1, group_id):
+            self.groups[group_id] = len(self.group_work)
+            self.group_work.append(c["work"][r])
 
     def dispatched(self, t: float, c: dict[str, list[Any]], r: int) -> None:
-        until = self.sample.until
-        if c["group_id"][r] in self.left_out or (until is not None and t > until):
+        until, group = self.sample.until, self.groups.get(c["group_id"][r], -1)
+        if (group < 0 and self.sample.partial) or (until is not None and t > until):
             return
         episode_id = c["episode_id"][r]
         self.index[episode_id] = len(self.ids)
         self.ids.append(episode_id)
         cols = self.cols
-        cols["group"].append(self.groups.get(c["group_id"][r], -1))
+        cols["group"].append(group)
         cols["member"].append(c["member"][r])
         cols["version"].append(c["policy_version"][r])
         cols["start"].append(t)

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import attrs
 import numpy as np
+import pyarrow as pa
 
 from rolloutlog.events.types import CANCEL_REASONS
 from rolloutlog.replay.explain import cause_bands
@@ -84,7 +85,10 @@ def timeline_data(source: LogSource, window: Window, title: str) -> dict[str, An
     log. `data["sample_every"]` is k of a sampled view (1: every group drawn)."""
     replay = replay_log(source)  # before the spans, so that the two peaks do not add up
     summary = {**replay.summary, "error": None if replay.error is None else str(replay.error)}
+    del replay
+    pa.default_memory_pool().release_unused()  # each pass's batches, given back before the next
     causes = cause_bands(source)
+    pa.default_memory_pool().release_unused()
     sample = _sample(source, window)
     if sample.every > 1:
         title = f"{title} (sampled: every {sample.every}th group)"
@@ -138,13 +142,50 @@ def _trainer_marks(
     """Versions pending and live, batches shipped, the trainer's spans and the causes of
     its waits (`replay.explain`) within lo..hi."""
     return {
-        "pending": [[t - lo, v] for t, v in spans.pending if lo <= t <= hi],
-        "live": [[t - lo, v] for t, v in spans.live if lo <= t <= hi],
-        "ships": [[t - lo, *rest] for t, *rest in spans.ships if lo <= t <= hi],
+        "pending": _instants(spans.pending, lo, hi),
+        "live": _instants(spans.live, lo, hi),
+        "ships": _instants(spans.ships, lo, hi),
         "trainer": _clipped(spans.trainer, lo, hi),
         "cause_kinds": list(CAUSES),
         "causes": _clipped(causes, lo, hi),
     }
+
+
+class Rows:
+    """Rows of a table kept as numpy columns until the page is written, each then one JSON
+    list: a long run has a few per step (versions, ships, the trainer's spans, its waits),
+    and 25,000 steps of them as Python lists took tens of megabytes for the whole write."""
+
+    def __init__(self, *columns: np.ndarray[Any, Any]) -> None:
+        self.columns = columns
+
+    def tolist(self) -> list[list[Any]]:
+        return [list(row) for row in zip(*(c.tolist() for c in self.columns), strict=True)]
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to the same rows, as `Rows` or as the lists the page reads."""
+        return self.tolist() == (other.tolist() if isinstance(other, Rows) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _json_value(value: object) -> object:
+    """What the page's JSON writes for a value json does not know: a `Rows` as its rows."""
+    if isinstance(value, Rows):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not drawn by the page")
+
+
+def _column_of(rows: Sequence[tuple[Any, ...]], at: int, dtype: type) -> np.ndarray[Any, Any]:
+    return np.fromiter((row[at] for row in rows), dtype=dtype, count=len(rows))
+
+
+def _instants(rows: Sequence[tuple[Any, ...]], lo: float, hi: float) -> Rows:
+    """Instants (t, then whole numbers) within lo..hi, t from lo."""
+    width = len(rows[0]) if rows else 2
+    t = _column_of(rows, 0, float)
+    keep = _within(t, lo, hi)
+    return Rows(t[keep] - lo, *(_column_of(rows, k, int)[keep] for k in range(1, width)))
 
 
 def page_data(
@@ -217,9 +258,12 @@ def page_data(
     }
 
 
-def _clipped(spans: Iterable[tuple[float, float, int]], lo: float, hi: float) -> list[list[float]]:
+def _clipped(spans: Sequence[tuple[float, float, int]], lo: float, hi: float) -> Rows:
     """Spans (start, end, kind) that overlap the window, clipped to it, from its start."""
-    return [[max(s, lo) - lo, min(e, hi) - lo, k] for s, e, k in spans if e >= lo and s <= hi]
+    start, end = _column_of(spans, 0, float), _column_of(spans, 1, float)
+    keep = (end >= lo) & (start <= hi)
+    kind = _column_of(spans, 2, int)[keep]
+    return Rows(np.maximum(start[keep], lo) - lo, np.minimum(end[keep], hi) - lo, kind)
 
 
 def _pause_columns(
@@ -267,7 +311,9 @@ def page_parts(data: dict[str, Any]) -> Iterator[str]:
         ],
         "DATA": lambda: (
             chunk.replace("<", "\\u003c")
-            for chunk in json.JSONEncoder(separators=(",", ":"), allow_nan=False).iterencode(data)
+            for chunk in json.JSONEncoder(
+                separators=(",", ":"), allow_nan=False, default=_json_value
+            ).iterencode(data)
         ),
     }
     template = assets.joinpath("timeline.html").read_text(encoding="utf-8")

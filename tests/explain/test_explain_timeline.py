@@ -27,4 +27,6 @@ def test_the_band_holds_every_wait_and_the_page_carries_it() -> None:
     assert seconds["pause"] >= totals["pause"] == 7.5  # the tail may hold an update too
     _, data = timeline_page(source, Window(), "t")
     assert data["cause_kinds"] == list(CAUSES)
-    assert data["causes"] == [[s - data["origin"], e - data["origin"], k] for s, e, k in bands]
+    assert data["causes"].tolist() == [
+        [s - data["origin"], e - data["origin"], k] for s, e, k in bands
+    ]

@@ -94,7 +94,7 @@ def test_a_window_keeps_one_group_or_one_time_range(chaos_log: Path) -> None:
     overlapping = (spans.end >= t_from) & (spans.start <= t_to)
     assert part["episodes"] == int(overlapping.sum()) < whole["episodes"]
     assert part["origin"] == t_from and part["range"][1] == pytest.approx(t_to - t_from)
-    assert all(0 <= t <= t_to - t_from for t, _ in part["pending"] + part["live"])
+    assert all(0 <= t <= t_to - t_from for t, _ in part["pending"].tolist() + part["live"].tolist())
     with pytest.raises(WindowError, match="no group 'nope'"):
         data_for(chaos_log, Window(group="nope"))
     with pytest.raises(WindowError, match="not before"):
