@@ -14,7 +14,7 @@ from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.timeline_page import Window, WindowError, page_parts, timeline_data
 
-# the most episodes a page draws unsampled: a 5M-event log so drawn peaks under 200 MB
+# the most episodes a page draws unsampled: a 5M-event log so drawn peaked at 198,056 KiB
 # (benchmarks/RESULTS.md, benchmarks/timeline.py --memory)
 MAX_EPISODES = 200_000
 
