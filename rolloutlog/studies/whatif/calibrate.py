@@ -3,7 +3,7 @@
 The decode fit (`decode_fit`) regresses each episode's seconds on its tokens, the prompts
 dispatched during its life and the sequences beside it; least squares matches the mean
 seconds, not the rate at which the servers finished episodes, and on the CPU twin's quiet
-probes the fitted servers, re-running the recorded policy, completed 1-15% more episodes
+probes the fitted servers, re-running the recorded policy, trained up to 15% more episodes
 per second than the log (benchmarks/RESULTS.md § benchmarks/predict.py). That excess sets
 the balance between inference and the trainer, hence the trainer's idle time and how many
 rollouts wait long enough to go stale, so every what-if inherits it.
@@ -12,7 +12,7 @@ rollouts wait long enough to go stale, so every what-if inherits it.
 environment seconds off the server) by one factor so that the recorded policy, re-run on
 the fitted world, completes episodes at the log's rate: a first re-run gives the rate at
 the fitted costs, a second at costs scaled by the ratio, and the factor is then
-interpolated between the two (the rate falls with the costs, less than in proportion
+interpolated between the two (the rate falls as the costs grow, less than in proportion
 where the servers were not always busy). The factor stays within `SCALE_BOUNDS`: a run
 whose rate its servers do not set (a trainer-bound one) is not bent out of shape.
 """
