@@ -24,6 +24,11 @@ held-out reward and reports batches and CPU seconds to the held-out reward `--ta
 the training-batch reward and wall seconds stay as diagnostics, beside the trained ages,
 the importance ratio's ESS, the clip fraction and KL(behaviour ‖ current) per step. The
 `long-gen` settings set raises the twin's per-token time so that rollouts span updates.
+Then the sweep's contrasts (mask against drop, a correction against none, each bound and
+the synchronous baseline against bound 1), each a difference of means with its 95%
+interval over the runs, and the learning model (`rolloutlog.studies.learning_model`)
+fitted on the sweep's cells and tested leaving one cell out. Runs go seed by seed, so a
+sweep cut short keeps whole seeds.
 
 Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--compare P,Q]
 [--seeds 0 1 2] [--steps 60] [--settings default,contended,long,hard,study,long-gen]
@@ -56,9 +61,11 @@ from learning_report import (
     Row,
     final_reward,
     label,
+    model_report,
     plot,
     plot_eval,
     report,
+    sweep_effects,
     sweep_report,
 )
 
@@ -91,12 +98,16 @@ SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
     # at lr 1e-3 learn the most per wall second of the pilots (RESULTS.md § learning.py)
     "study": ("hard_task_share=0.2", "batch_size=64", "learning_rate=1e-3"),
     # the staleness sweep's: a decode step of at least 0.25 s makes a 5-digit rollout last
-    # about 1.5 s and a hard one 3 s, several train steps of a batch of 64 (about 0.5 s)
+    # about 1.5 s and a hard one 3 s, several train steps of a batch of 64 (about 0.5 s);
+    # four optimizer steps a batch, AReaL's default `ppo_n_minibatches` (inclusionAI/AReaL
+    # 4aef98d8, areal/api/cli_args.py:1393-1395), so that `decoupled`'s clip around the
+    # proximal policy binds (with one, u = 1 and it never does)
     "long-gen": (
         "hard_task_share=0.2",
         "batch_size=64",
         "learning_rate=1e-3",
         "server_min_step_s=0.25",
+        "minibatches=4",
     ),
 }
 SYNC: Final = ("max_off_policy_steps=0", "weight_update=drain")  # the synchronous baseline
@@ -205,12 +216,12 @@ def study(
     compare = check_presets(compare, "--compare") if compare else list(presets)
     check_settings(settings)
     done = {run_key(row) for row in load_table(table)}
-    todo = [
+    todo = [  # seed by seed: a study cut short keeps whole seeds of every setting
         (name, variant, preset, seed)
+        for seed in seeds
         for name in settings
         for variant in variant_sets
         for preset in presets
-        for seed in seeds
         if run_key(_planned(name, preset, seed, steps, [*extra, *variant])) not in done
     ]
     progress(f"learning: {len(done)} runs in {table}, {len(todo)} to run")
@@ -349,6 +360,7 @@ def log_figures(log: Path, hard_share: float) -> Row:
         return difficulty[episode_id.rpartition("/")[0]]
 
     trained = [e for batch in batches for e in batch.trained_ids]
+    lengths = [tokens for e, (_, tokens) in completed.items() if e.rpartition("/")[0] in difficulty]
     late = [e for batch in batches[-WINDOW:] for e in batch.episode_ids]
     by_difficulty = {}
     for name in sorted(set(difficulty.values())):
@@ -361,6 +373,12 @@ def log_figures(log: Path, hard_share: float) -> Row:
     return {
         "batch_t": [round(batch.t, 2) for batch in batches],
         "trained_tokens": sum(completed[e][1] for e in trained),
+        # the simulator's `trained_length_ratio`: trained against completed train episodes
+        "trained_length_ratio": round(
+            statistics.fmean(completed[e][1] for e in trained) / statistics.fmean(lengths), 4
+        )
+        if trained and lengths and sum(lengths)
+        else None,
         "by_difficulty": by_difficulty,
     }
 
@@ -478,6 +496,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = [r for r in table if r["preset"] in presets]
     print(report(rows, args.steps))
     print(sweep_report(rows, args.steps, args.target))
+    print(sweep_effects(rows, args.steps))
+    swept = [r for r in rows if r["steps"] == args.steps and r.get("variant")]
+    if swept:
+        print(model_report(swept, args.target)[0])
     if args.plot:
         plot(rows, args.steps, args.plot)
     if args.eval_plot:
