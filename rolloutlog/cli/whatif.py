@@ -275,13 +275,8 @@ def whatif_command(
               title, shared, base, policies)  # fmt: skip
     if as_json:
         fit = None if shared is None else {**fit_report(shared), "warnings": warnings}
-        emit_json(
-            {
-                "recorded": recorded,
-                "policies": with_predictions(runs, rank_by, learning_model()),
-                "fit": fit,
-            }
-        )
+        ranked = with_predictions(runs, rank_by, learning_model())
+        emit_json({"recorded": recorded, "policies": ranked, "fit": fit})
         return
     console = Console()
     if shared is not None:
