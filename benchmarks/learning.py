@@ -16,23 +16,23 @@ Resumable: each finished run is appended to `--table` (JSON lines, one row per r
 run already there is not run again, so a study may be run in parts (a preset, a seed at a
 time); the table is what the report reads, and says which runs it holds.
 
-The staleness sweep (`--bounds`, `--stale`, `--corrections`, `--sync`): each combination
-is a variant of `--set` items applied after the preset's (a preset's own bound or rule
-gives way to the variant's), and every run scores the held-out tasks every `--eval-every`
-batches (`live.eval_every`). Its table (`learning_report.sweep_report`) ranks by the final
-held-out reward and reports batches and CPU seconds to the held-out reward `--target`;
-the training-batch reward and wall seconds stay as diagnostics, beside the trained ages,
-the importance ratio's ESS, the clip fraction and KL(behaviour ‖ current) per step. The
-`long-gen` settings set raises the twin's per-token time so that rollouts span updates.
-Then the sweep's contrasts (mask against drop, a correction against none, each bound and
-the synchronous baseline against bound 1), each a difference of means with its 95%
-interval over the runs, and the learning model (`rolloutlog.studies.learning_model`)
-fitted on the sweep's cells and tested leaving one cell out. Runs go seed by seed, so a
-sweep cut short keeps whole seeds.
+The staleness sweep (`--bounds`, `--stale`, `--corrections`, `--sync`, `--sync-batch`):
+each combination is a variant of `--set` items applied after the preset's (a preset's own
+bound or rule gives way to the variant's), and every run scores the held-out tasks every
+`--eval-every` batches (`live.eval_every`). Its table (`learning_report.sweep_report`)
+ranks by the final held-out reward and reports batches and CPU seconds to the held-out
+reward `--target`; the training-batch reward and wall seconds stay as diagnostics, beside
+the trained ages, the importance ratio's ESS, the clip fraction and KL(behaviour ‖
+current) per step. The `long-gen` settings set raises the twin's per-token time so that
+rollouts span updates. Then the sweep's contrasts (mask against drop, a correction against
+none, each bound and the synchronous baseline against bound 1), each a difference of means
+with its 95% interval over the runs, and the learning model
+(`rolloutlog.studies.learning_model`) fitted on the sweep's cells and tested leaving one
+cell out. Runs go seed by seed, so a sweep cut short keeps whole seeds.
 
 Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--compare P,Q]
 [--seeds 0 1 2] [--steps 60] [--settings default,contended,long,hard,study,long-gen]
-[--bounds 1,2,4,8] [--stale drop,mask] [--corrections none,decoupled] [--sync]
+[--bounds 1,2,4,8] [--stale drop,mask] [--corrections none,decoupled] [--sync] [--sync-batch 64]
 [--eval-every 5] [--target 0.5] [--eval-plot FILE] [--table FILE] [--plot FILE] [--set KEY=VALUE]
 [--backend twin|vllm] [--report-only]`. Progress goes to stderr.
 """
@@ -111,6 +111,14 @@ SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
     ),
 }
 SYNC: Final = ("max_off_policy_steps=0", "weight_update=drain")  # the synchronous baseline
+
+
+def sync_batch(inflight: int) -> tuple[str, ...]:
+    """The synchronous baseline that generates one batch per version: bound 0 and drain
+    with at most a batch in flight. Plain `SYNC` keeps `max_inflight` (128) in flight for
+    a batch of 64, and under long generations the slow half, stale once the batch ships,
+    is dropped: it trains the short, easy rollouts only."""
+    return (*SYNC, f"max_inflight={inflight}")
 
 
 class StudyError(ValueError):
@@ -456,6 +464,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--stale", default="", help="sweep stale_tokens: drop,mask")
     parser.add_argument("--corrections", default="", help="sweep is_correction: none,decoupled")
     parser.add_argument("--sync", action="store_true", help="add bound 0 with drain")
+    parser.add_argument(
+        "--sync-batch", type=int, metavar="B", help="add bound 0, drain, B in flight (the batch)"
+    )
     parser.add_argument("--eval-every", type=int, default=5, help="held-out eval period")
     parser.add_argument("--target", type=float, default=0.5, help="held-out reward to reach")
     parser.add_argument("--eval-plot", type=Path, help="draw held-out reward against CPU s")
@@ -472,6 +483,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             _names(args.corrections),
             args.sync,
         )
+        if args.sync_batch:
+            found = [variant for variant in found if variant] + [sync_batch(args.sync_batch)]
         check_variants(found, settings)
         if not args.report_only:
             with (
@@ -494,11 +507,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(2) from None
     table = reported(load_table(args.table), settings, args.seeds, args.extra)
     rows = [r for r in table if r["preset"] in presets]
-    print(report(rows, args.steps))
-    print(sweep_report(rows, args.steps, args.target))
-    print(sweep_effects(rows, args.steps))
     swept = [r for r in rows if r["steps"] == args.steps and r.get("variant")]
+    print(report([r for r in rows if not r.get("variant")], args.steps))  # the presets' study
+    print(sweep_report(rows, args.steps, args.target))
     if swept:
+        print(sweep_effects(swept, args.steps))
         print(model_report(swept, args.target)[0])
     if args.plot:
         plot(rows, args.steps, args.plot)

@@ -354,7 +354,8 @@ def variant_name(row: Row) -> str:
     """A run's sweep cell in short: `b4 drop decoupled`, `sync` (bound 0 with drain)."""
     items = dict(item.split("=", 1) for item in row.get("variant", []))
     if items.get("weight_update") == "drain" and items.get("max_off_policy_steps") == "0":
-        return "sync"
+        inflight = items.get("max_inflight")
+        return "sync" if inflight is None else f"sync, {inflight} in flight"
     parts = [
         f"b{items['max_off_policy_steps']}" if "max_off_policy_steps" in items else "",
         items.get("stale_tokens", ""),
