@@ -145,6 +145,7 @@ def test_the_sweep_variants_and_the_presets_items_they_override():
         ("max_off_policy_steps=0", "weight_update=drain"),
     ]
     assert learning.variants([], [], [], sync=False) == [()]  # no sweep: the plain runs
+    assert learning.sync_batch(64) == (*learning.SYNC, "max_inflight=64")
     assert learning.variants([2], [], [], sync=False) == [("max_off_policy_steps=2",)]
     learning.check_variants(found, ["long-gen", "study"])
     # the variant's rule wins over the preset's; eval_every is added unless named
@@ -217,6 +218,8 @@ def test_the_sweep_table_ranks_by_held_out_reward_and_reads_cpu_to_the_target(tm
     assert ranking.to_eval_target(high_train, 0.5) == (math.inf, math.inf)
     assert ranking.variant_name(high_train) == "b4 drop none"
     assert ranking.variant_name(best_eval) == "sync"
+    one_batch = {**best_eval, "variant": list(learning.sync_batch(64))}
+    assert ranking.variant_name(one_batch) == "sync, 64 in flight"
     assert ranking.eval_at_cpu(best_eval, 29.0) == 0.6  # the step-10 evaluation is at 30 s
     text = ranking.sweep_report([high_train, best_eval], 10, 0.5)
     lines = [line for line in text.splitlines() if line.startswith("| default")]
