@@ -219,11 +219,17 @@ def eval_final(row: Row, key: str = "greedy") -> float:
     return float(row["eval"][-1][key])
 
 
+EVALS: Final = 2  # evaluations in the mean that must reach a target (`eval_late` too)
+
+
 def to_eval_target(row: Row, target: float) -> tuple[float, float]:
-    """(batches, CPU seconds) until the held-out greedy reward first reached `target`,
-    read at the evaluations (every `eval_every` batches); (inf, inf) if it never did."""
-    for scored in row["eval"]:
-        if scored["greedy"] >= target:
+    """(batches, CPU seconds) until the held-out greedy reward, the mean of the last
+    `EVALS` evaluations (every `eval_every` batches; fewer at the first), first reached
+    `target`; (inf, inf) if it never did. One evaluation of 64 tasks moves by a few
+    hundredths from one to the next, so a single lucky one does not decide."""
+    greedy = [scored["greedy"] for scored in row["eval"]]
+    for index, scored in enumerate(row["eval"]):
+        if statistics.fmean(greedy[max(0, index - EVALS + 1) : index + 1]) >= target:
             step = scored["step"]
             cpu = row["batch_cpu_s"][step - 1] if step <= len(row["batch_cpu_s"]) else math.inf
             return float(step), float(cpu)
@@ -394,9 +400,8 @@ def eval_at_cpu(row: Row, cpu_s: float) -> float:
 
 
 def eval_late(row: Row) -> float:
-    """The mean greedy held-out reward of the last two evaluations: one evaluation of 64
-    tasks moves by a few hundredths from one to the next."""
-    return statistics.fmean(scored["greedy"] for scored in row["eval"][-2:])
+    """The mean greedy held-out reward of the last `EVALS` evaluations."""
+    return statistics.fmean(scored["greedy"] for scored in row["eval"][-EVALS:])
 
 
 T_975: Final = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31,

@@ -216,6 +216,9 @@ def test_the_sweep_table_ranks_by_held_out_reward_and_reads_cpu_to_the_target(tm
     assert ranking.to_eval_target(best_eval, 0.5) == (5.0, 15.0)
     assert ranking.reached(best_eval, 0.5) == (5.0, 320.0, 15.0)  # 5 batches of 64
     assert ranking.to_eval_target(high_train, 0.5) == (math.inf, math.inf)
+    lucky = _scored("c", [0.1, 0.45], train=0.1, variant=bound)  # one evaluation at 0.45
+    assert ranking.to_eval_target(lucky, 0.3) == (math.inf, math.inf)  # their mean 0.275
+    assert ranking.to_eval_target(lucky, 0.25) == (10.0, 30.0)
     assert ranking.variant_name(high_train) == "b4 drop none"
     assert ranking.variant_name(best_eval) == "sync"
     one_batch = {**best_eval, "variant": list(learning.sync_batch(64))}
@@ -285,7 +288,7 @@ def test_the_learning_model_is_fitted_and_tested_leaving_one_setting_out():
 
 def test_the_model_report_reads_its_cells_from_the_sweep_rows():
     rows = []
-    for bound, greedy in ((1, [0.2, 0.4]), (2, [0.1, 0.4]), (4, [0.1, 0.2])):
+    for bound, greedy in ((1, [0.2, 0.4]), (2, [0.25, 0.45]), (4, [0.1, 0.2])):
         variant = [f"max_off_policy_steps={bound}", "stale_tokens=drop", "is_correction=none"]
         rows += [_scored("p", greedy, 0.1, variant) for _ in range(2)]
     rows.append(_scored("p", [0.5, 0.6], 0.1, list(learning.SYNC)))
