@@ -259,7 +259,7 @@ def sweep_report(rows: Sequence[Row], steps: int, target: float) -> str:
     lines = [
         f"### held-out reward ({steps} batches; target {target}; common CPU {common:.0f} s)",
         "",
-        "| settings | preset | cell | seeds | held-out greedy (last 2) | sampled | "
+        "| settings | preset | cell | seeds | held-out greedy (last 2) | sampled (last 2) | "
         f"greedy at {common:.0f} CPU s | batches to target | episodes to target | "
         "CPU s to target | CPU s / batch | wall s / batch | trained ages | mean age | "
         "hard trained (opened) | length ratio | ratio ESS | clip fraction | KL(b‖θ) | "
@@ -279,7 +279,7 @@ def _sweep_line(key: tuple[str, str, str], runs: list[Row], target: float, commo
 
     return (
         f"| {' | '.join(key)} | {len(runs)} | {_mean_interval([eval_late(r) for r in runs])} | "
-        f"{_mean_interval([eval_final(r, 'sampled') for r in runs])} | "
+        f"{_mean_interval([eval_late(r, 'sampled') for r in runs])} | "
         f"{_mean_interval([eval_at_cpu(r, common) for r in runs])} | "
         f"{' | '.join(_spread([hit[i] for hit in hits]) for i in range(3))} | "
         f"{statistics.fmean(r['cpu_s'] / r['steps'] for r in runs):.2f} | "
@@ -399,9 +399,9 @@ def eval_at_cpu(row: Row, cpu_s: float) -> float:
     return float(value)
 
 
-def eval_late(row: Row) -> float:
-    """The mean greedy held-out reward of the last `EVALS` evaluations."""
-    return statistics.fmean(scored["greedy"] for scored in row["eval"][-EVALS:])
+def eval_late(row: Row, key: str = "greedy") -> float:
+    """The mean held-out reward (`greedy` or `sampled`) of the last `EVALS` evaluations."""
+    return statistics.fmean(scored[key] for scored in row["eval"][-EVALS:])
 
 
 T_975: Final = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31,

@@ -227,7 +227,7 @@ def test_the_sweep_table_ranks_by_held_out_reward_and_reads_cpu_to_the_target(tm
     text = ranking.sweep_report([high_train, best_eval], 10, 0.5)
     lines = [line for line in text.splitlines() if line.startswith("| default")]
     assert [line.split(" | ")[2] for line in lines] == ["sync", "b4 drop none"]
-    assert "| 1 | 0.650 | 0.350 | 0.700 | 5 (5-5) | 320 (320-320) | 15 (15-15) | 3.10 |" in lines[0]
+    assert "| 1 | 0.650 | 0.325 | 0.700 | 5 (5-5) | 320 (320-320) | 15 (15-15) | 3.10 |" in lines[0]
     assert (
         "| 0:0.50 1:0.50 | 0.50 | 0.00 (0.00) | 0.900 | 0.900 | 0.100 | 0.010 | 0.900 |" in lines[1]
     )
