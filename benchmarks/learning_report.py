@@ -440,8 +440,9 @@ CONTRASTS: Final = (  # (what, factor, level, against): pooled over the other fa
 
 
 def effects(rows: Sequence[Row], measures: Sequence[tuple[str, Any]]) -> str:
-    """The sweep's contrasts, each over every run of the two levels (the other factors
-    pooled), then each bound against bound 1 and the synchronous baseline against bound 1:
+    """The sweep's contrasts, each over the runs of the two levels in the cells (the other
+    factors' values) where both ran, then each bound above 1 against bound 1 the same way,
+    and each synchronous baseline against every bound-1 run:
     difference of means and its 95% interval, per measure; `resolved` where the interval
     leaves out 0."""
     pairs: list[tuple[str, list[Row], list[Row]]] = []
@@ -449,13 +450,16 @@ def effects(rows: Sequence[Row], measures: Sequence[tuple[str, Any]]) -> str:
         first, second = _matched(rows, factor, level, against)
         if first and second:
             pairs.append((what, first, second))
-    bound_one = [r for r in rows if _factor_of(r, "max_off_policy_steps") == "1"]
     bounds = sorted({int(b) for r in rows if (b := _factor_of(r, "max_off_policy_steps"))})
-    for bound in bounds:
-        if bound != 1 and bound_one:
-            mine = [r for r in rows if _factor_of(r, "max_off_policy_steps") == str(bound)]
-            name = "sync against bound 1" if bound == 0 else f"bound {bound} against bound 1"
-            pairs.append((name, mine, bound_one))
+    for bound in bounds[bounds.index(1) + 1 :] if 1 in bounds else []:
+        first, second = _matched(rows, "max_off_policy_steps", str(bound), "1")
+        if first:
+            pairs.append((f"bound {bound} against bound 1", first, second))
+    bound_one = [r for r in rows if _factor_of(r, "max_off_policy_steps") == "1"]
+    for name in sorted({variant_name(r) for r in rows if variant_name(r).startswith("sync")}):
+        if bound_one:  # every bound-1 cell: the baseline has no rule or correction of its own
+            mine = [r for r in rows if variant_name(r) == name]
+            pairs.append((f"{name} against bound 1", mine, bound_one))
     header = " | ".join(name for name, _ in measures)
     lines = [f"| contrast | runs | {header} |", "|---|---|" + "---|" * len(measures)]
     for what, first, second in pairs:
