@@ -506,7 +506,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"learning.py: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     table = reported(load_table(args.table), settings, args.seeds, args.extra)
-    rows = [r for r in table if r["preset"] in presets]
+    # a run stopped before its last batch (`ok` false: interrupted, failed) stays in the
+    # table but out of the report
+    rows = [r for r in table if r["preset"] in presets and r.get("ok", True)]
     swept = [r for r in rows if r["steps"] == args.steps and r.get("variant")]
     print(report([r for r in rows if not r.get("variant")], args.steps))  # the presets' study
     print(sweep_report(rows, args.steps, args.target))

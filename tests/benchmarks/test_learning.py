@@ -110,6 +110,7 @@ def test_the_report_shows_only_the_runs_of_its_command(tmp_path, capsys):
         run("study", study),
         run("study", [*study, "is_correction=tis"]),  # more items: a set of its own
         run("study", study, seed=7),  # a seed the command does not name
+        {**run("study", study, seed=1), "ok": False},  # stopped before its last batch
         run("study", study, steps=4),  # another length
         run("hard", ["hard_task_share=0.2", "batch_size=128"]),  # an older set
     ]
