@@ -42,6 +42,7 @@ from rolloutlog.events.types import EpisodeCompleted, EpisodeDispatched, Event
 from rolloutlog.replay.source import open_log
 from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import Scenario
+from rolloutlog.studies.learning_model import ranks
 from rolloutlog.studies.whatif.shared_fit import shared_scenario
 
 PRESETS = ("per-episode", "per-group", "all", "prime-rl", "areal", "tinker")
@@ -150,21 +151,7 @@ def error(figure: str, got: float, live: dict[str, float]) -> float:
 
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties)."""
-
-    def ranks(values: Sequence[float]) -> list[float]:
-        order = sorted(range(len(values)), key=lambda i: values[i])
-        out = [0.0] * len(values)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                out[order[k]] = (i + j) / 2.0
-            i = j + 1
-        return out
-
+    """Spearman's rank correlation (average ranks for ties), defined for two values too."""
     rx, ry = ranks(xs), ranks(ys)
     mx, my = statistics.fmean(rx), statistics.fmean(ry)
     num = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))

@@ -124,13 +124,14 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
         raise ValueError(f"spearman: {len(xs)} values against {len(ys)}")
     if len(xs) < 3:
         return math.nan
-    first, second = _ranks(xs), _ranks(ys)
+    first, second = ranks(xs), ranks(ys)
     if np.std(first) == 0 or np.std(second) == 0:
         return math.nan
     return float(np.corrcoef(first, second)[0, 1])
 
 
-def _ranks(values: Sequence[float]) -> list[float]:
+def ranks(values: Sequence[float]) -> list[float]:
+    """Each value's rank from 0, ties at their mean rank (as Spearman's correlation wants)."""
     order = sorted(range(len(values)), key=lambda i: values[i])
     ranks = [0.0] * len(values)
     start = 0
