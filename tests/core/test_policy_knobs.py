@@ -147,7 +147,8 @@ def test_oldest_first_ships_the_oldest_dispatch_versions_first():
     ],
 )
 def test_presets_set_every_policy_key(name, expected):
-    assert preset_overrides(name) == {**expected, **FIELD_RULES_OFF}
+    # Every preset turns prime-rl's smoothing off unless it sets it (core/presets._OFF).
+    assert preset_overrides(name) == {**expected, "admission_smoothing": False, **FIELD_RULES_OFF}
 
 
 # The keys field presets choose (tests/core/test_prime_rl_preset.py), at today's rules.
