@@ -12,8 +12,10 @@ mean trained age, the stale drops and the trainer's idle fraction, and `--plot` 
 trained episodes per hour against `max_inflight` (docs/simulator.md shows it).
 
 `--live DIR` sweeps the CPU twin instead: one `rolloutlog train` per `max_inflight` of
-`LIVE_INFLIGHT` (log and report kept in DIR; a rerun reuses the reports there), then the
-twin's world fitted from those logs (`twin_scenario`), simulated over the same grid, and
+`LIVE_INFLIGHT` (log and report kept in DIR; a report already there is reused, so the
+live runs of an earlier sweep, or a copy of them, are read, not run again), then the twin
+as `whatif` fits it (`twin_scenario`: the shared world fitted to the `--fit-from` log, its
+decode curve over all of them), simulated over the same grid under the live seed, and
 says whether the simulator's optimum is within one grid step of the live one. Live
 figures are per hour of wall time, on whatever else the machine is running.
 """
@@ -28,12 +30,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
+
+from rolloutlog.cli.whatif import fit_recorded, fit_shared_world, recorded_servers
 from rolloutlog.events.log_reader import read_log
-from rolloutlog.events.types import Event, VersionLive, VersionPending
 from rolloutlog.runs.simulate import run_policy
-from rolloutlog.runtime.live.settings import TRAIN_RUN_DEFAULTS
-from rolloutlog.runtime.sim.scenario import Scenario, load_scenario, scenario_from_mapping
+from rolloutlog.runtime.sim.scenario import Scenario, load_scenario
 from rolloutlog.studies.whatif.decode_fit import fit_decode
+from rolloutlog.studies.whatif.shared_fit import decode_keys, shared_scenario
 
 INFLIGHT = (32, 64, 128, 256, 512, 1024, 2048)
 LIVE_INFLIGHT = (16, 32, 64, 128, 256, 512)
@@ -41,12 +45,14 @@ COLUMNS = ("trained_episodes_per_hour", "mean_trained_age", "episodes_dropped_st
 Rows = dict[int, dict[str, float]]
 
 
-def sweep(base: Scenario, grid: Sequence[int], policy: str, steps: int, seeds: int) -> Rows:
+def sweep(
+    base: Scenario, grid: Sequence[int], policy: str, steps: int, seeds: Sequence[int]
+) -> Rows:
     """Per `max_inflight`, the seed means of the figures in `COLUMNS` and the idle fraction."""
     rows: Rows = {}
     for inflight in grid:
         reports = []
-        for seed in range(seeds):
+        for seed in seeds:
             scenario = base.with_policy(policy).with_seed(seed)
             scenario = scenario.with_run(max_inflight=inflight).with_steps(steps)
             reports.append(run_policy(scenario)[0])
@@ -94,69 +100,20 @@ def live_row(folder: Path, inflight: int) -> dict[str, float]:
     }
 
 
-def twin_scenario(folder: Path, grid: Sequence[int], steps: int) -> Scenario:
-    """The CPU twin as a shared world, from the live runs: its decode curve fitted over
-    every run's log (`studies.whatif.decode_fit`; the rest of an episode's seconds as
-    environment seconds), the trainer's seconds per step against its tokens, the weight
-    update and the episodes' tokens (medians). Colocation is not fitted (not colocated)."""
+def twin_scenario(folder: Path, grid: Sequence[int], steps: int, source: int) -> Scenario:
+    """The CPU twin as `whatif` fits it: the shared world fitted to the live log at
+    `max_inflight = source` (its outcomes, trainer, update pause), with the decode curve
+    fitted over every live log of the grid (`studies.whatif.decode_fit.fit_decode`: runs at
+    several `max_inflight` tell the step's fixed part from its part per sequence, where one
+    log cannot)."""
+    log = folder / f"live-{source}.arrow"
+    fitted, _, _ = fit_recorded(log, 0)
+    fit = fit_shared_world(log, fitted, recorded_servers(log))
     logs = [read_log(folder / f"live-{inflight}.arrow") for inflight in grid]
-    decode = fit_decode(logs)
-    steps_done = [
-        step
-        for inflight in grid
-        for step in json.loads((folder / f"live-{inflight}.json").read_text("utf-8"))["train_steps"]
-    ]
-    per_token = _slope([s["tokens"] for s in steps_done], [s["duration_s"] for s in steps_done])
-    per_token = max(per_token, 0.0)  # a step never takes less for more tokens
-    fixed = statistics.median(s["duration_s"] - per_token * s["tokens"] for s in steps_done)
-    completions = [
-        e.completion_tokens for log in logs for e in log if e.kind == "episode_completed"
-    ]
-    prompts = [e.prompt_tokens for log in logs for e in log if e.kind == "episode_completed"]
-    world = {
-        "inference": "shared",
-        "decode_step_s": max(decode.decode_step_s, 1e-6),
-        "decode_s_per_seq": max(decode.decode_s_per_seq, 0.0),
-        "episode_overhead_s": max(decode.overhead_s, 0.0),
-        "prompt_tokens": round(statistics.median(prompts)),
-        "task_length_tokens": round(statistics.median(completions)),
-        "task_length_sigma": 0.1,
-        "max_completion_tokens": max(completions),
-        "duration_shape": 0.01,
-        "max_running": 256,  # the twin engine's `max_batch`
-        "reward": "fractional",
-        "failure_rate": 0.0,
-        "train_step_s": max(fixed, 0.0),
-        "train_s_per_token": per_token,
-        "weight_update_s": statistics.median(_update_seconds(log) for log in logs),
-        "trainer_jitter": 0.0,
-    }
-    run = {key: value for key, value in TRAIN_RUN_DEFAULTS.items() if key != "max_inflight"}
-    data = {"description": "the CPU twin, fitted", "steps": steps, "run": run, "world": world}
-    print(f"twin world: {json.dumps(world)}", flush=True)
-    return scenario_from_mapping(data, name="cpu-twin", source=str(folder))
-
-
-def _slope(x: Sequence[float], y: Sequence[float]) -> float:
-    """The least-squares slope of y against x (0 when x does not vary)."""
-    mean_x, mean_y = statistics.fmean(x), statistics.fmean(y)
-    spread = sum((a - mean_x) ** 2 for a in x)
-    return (
-        sum((a - mean_x) * (b - mean_y) for a, b in zip(x, y, strict=True)) / spread
-        if spread
-        else 0.0
-    )
-
-
-def _update_seconds(events: list[Event]) -> float:
-    """The median seconds from a version's `version_pending` to its `version_live`."""
-    pending = {e.version: e.t for e in events if isinstance(e, VersionPending)}
-    gaps = [
-        e.t - pending[e.version]
-        for e in events
-        if isinstance(e, VersionLive) and e.version in pending
-    ]
-    return statistics.median(gaps) if gaps else 0.0
+    decode = fit_decode(logs, servers=fit.decode.servers)
+    fit = attrs.evolve(fit, world={**fit.world, **decode_keys(decode)}, decode=decode)
+    print(f"twin world: {json.dumps(decode_keys(decode))}", flush=True)
+    return shared_scenario(fitted, fit).with_steps(steps)
 
 
 def best(rows: Rows) -> int:
@@ -194,10 +151,18 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--live", type=Path, help="sweep the CPU twin; logs kept here")
     parser.add_argument("--live-seed", type=int, default=2)
+    parser.add_argument(
+        "--fit-from",
+        type=int,
+        default=64,
+        help="--live: the max_inflight whose live log gives the fitted twin its outcomes, "
+        "trainer and update pause (the decode curve comes from every live log)",
+    )
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args()
     if args.live is None:
-        rows = sweep(load_scenario(args.scenario), INFLIGHT, args.policy, args.steps, args.seeds)
+        seeds = range(args.seeds)
+        rows = sweep(load_scenario(args.scenario), INFLIGHT, args.policy, args.steps, seeds)
         print(f"the most trained episodes per hour at max_inflight = {best(rows)}")
         title = f"{args.scenario}, {args.policy}, {args.steps} steps, mean of {args.seeds} seeds"
         curves = {"simulated": rows}
@@ -208,15 +173,16 @@ def main() -> None:
             live_run(args.live, inflight, args.policy, args.steps, args.live_seed)
             live[inflight] = live_row(args.live, inflight)
             print_row("live", inflight, live[inflight])
-        twin = twin_scenario(args.live, LIVE_INFLIGHT, args.steps)
-        rows = sweep(twin, LIVE_INFLIGHT, args.policy, args.steps, args.seeds)
+        twin = twin_scenario(args.live, LIVE_INFLIGHT, args.steps, args.fit_from)
+        # the live run's seed: its groups' tasks, so the trace replays their outcomes
+        rows = sweep(twin, LIVE_INFLIGHT, args.policy, args.steps, [args.live_seed])
         steps_apart = abs(LIVE_INFLIGHT.index(best(rows)) - LIVE_INFLIGHT.index(best(live)))
         print(
             f"the most trained episodes per hour: live at max_inflight = {best(live)}, "
             f"simulated at {best(rows)}: {steps_apart} grid step(s) apart"
         )
         title = f"CPU twin, {args.policy}, {args.steps} steps, live seed {args.live_seed}"
-        curves = {"live (wall time)": live, f"simulated, fitted twin ({args.seeds} seeds)": rows}
+        curves = {"live (wall time)": live, "simulated, the twin fitted from them": rows}
     if args.plot is not None:
         plot(curves, title, args.plot)
 

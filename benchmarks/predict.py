@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from rolloutlog.cli.whatif import fit_recorded, fit_shared_world, recorded_servers
+from rolloutlog.core.config import RunConfig
+from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.types import EpisodeCompleted, EpisodeDispatched, Event
 from rolloutlog.replay.source import open_log
 from rolloutlog.runs.simulate import run_policy
@@ -103,6 +105,18 @@ def figures(report: dict[str, Any], log: Path) -> dict[str, float]:
     }
 
 
+def probe_scenario(base: Scenario, setting: Setting) -> Scenario:
+    """`base` run as the live probe of `setting` ran: `--policy P --set max_inflight=M` over
+    the run defaults. A policy key that some preset sets and P leaves alone is reset to its
+    default first, not kept at the recorded run's value (`preset_overrides` leaves
+    `admission_smoothing`, which prime-rl turns on, to the run)."""
+    preset, inflight = setting
+    defaults = RunConfig.from_mapping({}, "run")
+    keys = {key for name in PRESETS for key in preset_overrides(name)}
+    reset = base.with_run(**{key: getattr(defaults, key) for key in sorted(keys)})
+    return reset.with_policy(preset).with_run(max_inflight=inflight)
+
+
 def predict(log: Path, targets: Sequence[Setting], seed: int) -> dict[Setting, dict[str, Any]]:
     """Fit `log`'s shared world and simulate every target setting on it."""
     fitted, _, _ = fit_recorded(log, seed)
@@ -111,7 +125,7 @@ def predict(log: Path, targets: Sequence[Setting], seed: int) -> dict[Setting, d
     predicted: dict[Setting, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as folder:
         for preset, inflight in targets:
-            scenario = base.with_policy(preset).with_run(max_inflight=inflight)
+            scenario = probe_scenario(base, (preset, inflight))
             path = Path(folder) / f"{preset}-{inflight}.arrow"
             report, _ = run_policy(scenario, log_path=path)
             predicted[(preset, inflight)] = figures(report, path)

@@ -90,6 +90,7 @@ class DecodeFit:
     prefill_min: float  # prompt tokens dispatched per server during an episode's life
     prefill_max: float
     r_squared: float
+    calibration: float = 1.0  # the factor on the costs that holds the recorded rate
 
     @property
     def separated(self) -> bool:

@@ -20,15 +20,17 @@ Each parameter comes with the range of the log that identifies it (`Parameter.ba
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
-from rolloutlog.events.types import EpisodeCompleted
+from rolloutlog.events.types import EpisodeCompleted, Event
 from rolloutlog.runtime.sim.scenario import Scenario
+from rolloutlog.runtime.sim.simulation import simulate
 from rolloutlog.runtime.sim.world_config import WorldConfig
+from rolloutlog.studies.whatif.calibrate import calibrate
 from rolloutlog.studies.whatif.decode_fit import (
     DecodeFit,
     DecodeRows,
@@ -81,11 +83,12 @@ def fit_shared(collector: LogCollector, fitted: FittedRun, servers: int) -> Shar
     check_servers(servers)
     windows = train_windows(collector)
     rows = decode_rows(collector, windows, servers)
-    decode = fit_rows(rows, servers)
     inflight = Occupancy.of_flights(collector)
-    trainer = _fit_trainer(windows, inflight, servers, decode.coupling)
+    uncalibrated = fit_rows(rows, servers)
+    trainer = _fit_trainer(windows, inflight, servers, uncalibrated.coupling)
+    decode = calibrate(uncalibrated, _rerun(fitted, trainer), _recorded_rate(collector))
     kv_peak = _kv_peak(collector, servers)
-    world = _world_keys(decode, trainer, servers, fitted.scenario.world)
+    world = _world_keys(decode, trainer, fitted.scenario.world)
     run = fitted.scenario.run
     ranges = (
         LogRange(figure="running requests per server", low=decode.running_min,
@@ -107,8 +110,12 @@ def fit_shared(collector: LogCollector, fitted: FittedRun, servers: int) -> Shar
 
 def shared_scenario(fitted: FittedRun, fit: SharedFit) -> Scenario:
     """The fitted run's scenario in the fitted shared world (its trace kept for outcomes)."""
+    return _scenario(fitted, fit.world)
+
+
+def _scenario(fitted: FittedRun, keys: dict[str, Any]) -> Scenario:
     world = WorldConfig.from_mapping(
-        {**fitted.scenario.world.to_dict(), **fit.world}, where="fitted shared world"
+        {**fitted.scenario.world.to_dict(), **keys}, where="fitted shared world"
     )
     description = (
         f"{fitted.scenario.description} Inference is shared ([world] inference = "
@@ -116,6 +123,30 @@ def shared_scenario(fitted: FittedRun, fit: SharedFit) -> Scenario:
         "trainer (rolloutlog whatif's fit report names what identifies each)."
     )
     return attrs.evolve(fitted.scenario, world=world, description=description)
+
+
+def _recorded_rate(collector: LogCollector) -> float:
+    """Episodes the log completed per second of its run."""
+    completed = sum(isinstance(f.arrival, EpisodeCompleted) for f in collector.flights.values())
+    return completed / collector.end_t if collector.end_t > 0.0 else 0.0
+
+
+def _rerun(fitted: FittedRun, trainer: _TrainerFit) -> Callable[[DecodeFit], float]:
+    """Episodes completed per second when the recorded policy re-runs on the world of a
+    decode fit (`calibrate`'s measure)."""
+
+    def rate(decode: DecodeFit) -> float:
+        completed = 0
+
+        def count(events: Sequence[Event]) -> None:
+            nonlocal completed
+            completed += sum(isinstance(e, EpisodeCompleted) for e in events)
+
+        keys = _world_keys(decode, trainer, fitted.scenario.world)
+        result = simulate(_scenario(fitted, keys), on_events=count)
+        return completed / result.virtual_seconds if result.virtual_seconds > 0 else 0.0
+
+    return rate
 
 
 @attrs.frozen(kw_only=True)
@@ -170,13 +201,11 @@ def _kv_peak(collector: LogCollector, servers: int) -> float:
     return Occupancy(changes).peak() / servers
 
 
-def _world_keys(
-    decode: DecodeFit, trainer: _TrainerFit, servers: int, recorded: WorldConfig
-) -> dict[str, Any]:
-    """The world keys the fit sets."""
-    world: dict[str, Any] = {
+def decode_keys(decode: DecodeFit) -> dict[str, Any]:
+    """The world keys of a fitted decode curve (its servers, prefill, overhead, coupling)."""
+    return {
         "inference": "shared",
-        "inference_servers": servers,
+        "inference_servers": decode.servers,
         "decode_step_s": decode.decode_step_s,
         "decode_s_per_seq": decode.decode_s_per_seq,
         "decode_compute_s_per_seq": decode.decode_compute_s_per_seq,
@@ -189,8 +218,12 @@ def _world_keys(
         "episode_overhead_s": decode.overhead_s,
         "colocated": decode.coupling > 0.0,
         "colocation_coupling": decode.coupling,
-        "train_s_per_episode": 0.0,
     }
+
+
+def _world_keys(decode: DecodeFit, trainer: _TrainerFit, recorded: WorldConfig) -> dict[str, Any]:
+    """The world keys the fit sets."""
+    world: dict[str, Any] = {**decode_keys(decode), "train_s_per_episode": 0.0}
     if trainer.batches:
         world["train_step_s"] = trainer.fixed_s
         world["train_s_per_token"] = trainer.per_token_s
@@ -205,19 +238,20 @@ def _parameters(
     """Each fitted parameter with the range of the log it rests on."""
     running = f"{decode.running_min:.1f}-{decode.running_max:.1f} running per server"
     episodes = f"{decode.episodes:,} completed episodes"
+    held = f", scaled x{decode.calibration:.3f} to re-run at the log's episodes per second"
     curve = (
         (
             Parameter(key="decode_step_s", value=decode.decode_step_s, unit="s",
-                      basis=f"{episodes} at {running}"),
+                      basis=f"{episodes} at {running}{held}"),
             Parameter(key="decode_s_per_seq", value=decode.decode_s_per_seq, unit="s/seq",
-                      basis=f"{episodes} at {running}"),
+                      basis=f"{episodes} at {running}{held}"),
         )
         if decode.separated
         else (
             Parameter(key="decode_compute_s_per_seq", value=decode.decode_compute_s_per_seq,
                       unit="s/seq",
                       basis=f"{episodes} at {running}: too narrow to tell a from b, so the "
-                      "server is held at the throughput it measured (step = c·n)"),
+                      f"server is held at the throughput it measured (step = c·n){held}"),
         )
     )  # fmt: skip
     prefill = f"{decode.prefill_min:.0f}-{decode.prefill_max:.0f} prompt tokens per server"
@@ -225,7 +259,8 @@ def _parameters(
     return (
         *curve,
         Parameter(key="prefill_s_per_token", value=decode.prefill_s_per_token, unit="s/token",
-                  basis=f"{prefill} dispatched during an episode's life"),
+                  basis=f"{prefill} dispatched during an episode's life, scaled "
+                  f"x{decode.calibration:.3f} as the decode step"),
         Parameter(key="episode_overhead_s", value=decode.overhead_s, unit="s",
                   basis="the decode fit's intercept (environment, HTTP)"),
         Parameter(key="colocation_coupling", value=decode.coupling, unit="x",
