@@ -16,18 +16,23 @@ Resumable: each finished run is appended to `--table` (JSON lines, one row per r
 run already there is not run again, so a study may be run in parts (a preset, a seed at a
 time); the table is what the report reads, and says which runs it holds.
 
-The staleness sweep (`--bounds`, `--stale`, `--corrections`, `--sync`): each combination
-is a variant of `--set` items applied after the preset's (a preset's own bound or rule
-gives way to the variant's), and every run scores the held-out tasks every `--eval-every`
-batches (`live.eval_every`). Its table (`learning_report.sweep_report`) ranks by the final
-held-out reward and reports batches and CPU seconds to the held-out reward `--target`;
-the training-batch reward and wall seconds stay as diagnostics, beside the trained ages,
-the importance ratio's ESS, the clip fraction and KL(behaviour ‖ current) per step. The
-`long-gen` settings set raises the twin's per-token time so that rollouts span updates.
+The staleness sweep (`--bounds`, `--stale`, `--corrections`, `--sync`, `--sync-batch`):
+each combination is a variant of `--set` items applied after the preset's (a preset's own
+bound or rule gives way to the variant's), and every run scores the held-out tasks every
+`--eval-every` batches (`live.eval_every`). Its table (`learning_report.sweep_report`)
+ranks by the final held-out reward and reports batches and CPU seconds to the held-out
+reward `--target`; the training-batch reward and wall seconds stay as diagnostics, beside
+the trained ages, the importance ratio's ESS, the clip fraction and KL(behaviour ‖
+current) per step. The `long-gen` settings set raises the twin's per-token time so that
+rollouts span updates. Then the sweep's contrasts (mask against drop, a correction against
+none, each bound and the synchronous baseline against bound 1), each a difference of means
+with its 95% interval over the runs, and the learning model
+(`rolloutlog.studies.learning_model`) fitted on the sweep's cells and tested leaving one
+cell out. Runs go seed by seed, so a sweep cut short keeps whole seeds.
 
 Run: `python benchmarks/learning.py [--presets per-group,per-episode,all] [--compare P,Q]
 [--seeds 0 1 2] [--steps 60] [--settings default,contended,long,hard,study,long-gen]
-[--bounds 1,2,4,8] [--stale drop,mask] [--corrections none,decoupled] [--sync]
+[--bounds 1,2,4,8] [--stale drop,mask] [--corrections none,decoupled] [--sync] [--sync-batch 64]
 [--eval-every 5] [--target 0.5] [--eval-plot FILE] [--table FILE] [--plot FILE] [--set KEY=VALUE]
 [--backend twin|vllm] [--report-only]`. Progress goes to stderr.
 """
@@ -56,9 +61,11 @@ from learning_report import (
     Row,
     final_reward,
     label,
+    model_report,
     plot,
     plot_eval,
     report,
+    sweep_effects,
     sweep_report,
 )
 
@@ -91,15 +98,27 @@ SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
     # at lr 1e-3 learn the most per wall second of the pilots (RESULTS.md § learning.py)
     "study": ("hard_task_share=0.2", "batch_size=64", "learning_rate=1e-3"),
     # the staleness sweep's: a decode step of at least 0.25 s makes a 5-digit rollout last
-    # about 1.5 s and a hard one 3 s, several train steps of a batch of 64 (about 0.5 s)
+    # about 1.5 s and a hard one 3 s, several train steps of a batch of 64 (about 0.5 s);
+    # four optimizer steps a batch, AReaL's default `ppo_n_minibatches` (inclusionAI/AReaL
+    # 4aef98d8, areal/api/cli_args.py:1393-1395), so that `decoupled`'s clip around the
+    # proximal policy binds (with one, u = 1 and it never does)
     "long-gen": (
         "hard_task_share=0.2",
         "batch_size=64",
         "learning_rate=1e-3",
         "server_min_step_s=0.25",
+        "minibatches=4",
     ),
 }
 SYNC: Final = ("max_off_policy_steps=0", "weight_update=drain")  # the synchronous baseline
+
+
+def sync_batch(inflight: int) -> tuple[str, ...]:
+    """The synchronous baseline that generates one batch per version: bound 0 and drain
+    with at most a batch in flight. Plain `SYNC` keeps `max_inflight` (128) in flight for
+    a batch of 64, and under long generations the slow half, stale once the batch ships,
+    is dropped: it trains the short, easy rollouts only."""
+    return (*SYNC, f"max_inflight={inflight}")
 
 
 class StudyError(ValueError):
@@ -205,12 +224,12 @@ def study(
     compare = check_presets(compare, "--compare") if compare else list(presets)
     check_settings(settings)
     done = {run_key(row) for row in load_table(table)}
-    todo = [
+    todo = [  # seed by seed: a study cut short keeps whole seeds of every setting
         (name, variant, preset, seed)
+        for seed in seeds
         for name in settings
         for variant in variant_sets
         for preset in presets
-        for seed in seeds
         if run_key(_planned(name, preset, seed, steps, [*extra, *variant])) not in done
     ]
     progress(f"learning: {len(done)} runs in {table}, {len(todo)} to run")
@@ -349,6 +368,7 @@ def log_figures(log: Path, hard_share: float) -> Row:
         return difficulty[episode_id.rpartition("/")[0]]
 
     trained = [e for batch in batches for e in batch.trained_ids]
+    lengths = [tokens for e, (_, tokens) in completed.items() if e.rpartition("/")[0] in difficulty]
     late = [e for batch in batches[-WINDOW:] for e in batch.episode_ids]
     by_difficulty = {}
     for name in sorted(set(difficulty.values())):
@@ -361,6 +381,12 @@ def log_figures(log: Path, hard_share: float) -> Row:
     return {
         "batch_t": [round(batch.t, 2) for batch in batches],
         "trained_tokens": sum(completed[e][1] for e in trained),
+        # the simulator's `trained_length_ratio`: trained against completed train episodes
+        "trained_length_ratio": round(
+            statistics.fmean(completed[e][1] for e in trained) / statistics.fmean(lengths), 4
+        )
+        if trained and lengths and sum(lengths)
+        else None,
         "by_difficulty": by_difficulty,
     }
 
@@ -438,6 +464,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--stale", default="", help="sweep stale_tokens: drop,mask")
     parser.add_argument("--corrections", default="", help="sweep is_correction: none,decoupled")
     parser.add_argument("--sync", action="store_true", help="add bound 0 with drain")
+    parser.add_argument(
+        "--sync-batch", type=int, metavar="B", help="add bound 0, drain, B in flight (the batch)"
+    )
     parser.add_argument("--eval-every", type=int, default=5, help="held-out eval period")
     parser.add_argument("--target", type=float, default=0.5, help="held-out reward to reach")
     parser.add_argument("--eval-plot", type=Path, help="draw held-out reward against CPU s")
@@ -454,6 +483,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             _names(args.corrections),
             args.sync,
         )
+        if args.sync_batch:
+            found = [variant for variant in found if variant] + [sync_batch(args.sync_batch)]
         check_variants(found, settings)
         if not args.report_only:
             with (
@@ -475,9 +506,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"learning.py: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     table = reported(load_table(args.table), settings, args.seeds, args.extra)
-    rows = [r for r in table if r["preset"] in presets]
-    print(report(rows, args.steps))
+    # a run stopped before its last batch (`ok` false: interrupted, failed) stays in the
+    # table but out of the report
+    rows = [r for r in table if r["preset"] in presets and r.get("ok", True)]
+    swept = [r for r in rows if r["steps"] == args.steps and r.get("variant")]
+    print(report([r for r in rows if not r.get("variant")], args.steps))  # the presets' study
     print(sweep_report(rows, args.steps, args.target))
+    if swept:
+        print(sweep_effects(swept, args.steps))
+        print(model_report(swept, args.target)[0])
     if args.plot:
         plot(rows, args.steps, args.plot)
     if args.eval_plot:

@@ -15,6 +15,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
+
+from rolloutlog.studies.learning_model import LearningModel, LearningPoint, constant, fit, loso
+
 WINDOW: Final = 10  # batches in the moving mean that must reach a target
 TARGETS: Final = (0.5, 0.8)
 Row = dict[str, Any]
@@ -215,11 +219,17 @@ def eval_final(row: Row, key: str = "greedy") -> float:
     return float(row["eval"][-1][key])
 
 
+EVALS: Final = 2  # evaluations in the mean that must reach a target (`eval_late` too)
+
+
 def to_eval_target(row: Row, target: float) -> tuple[float, float]:
-    """(batches, CPU seconds) until the held-out greedy reward first reached `target`,
-    read at the evaluations (every `eval_every` batches); (inf, inf) if it never did."""
-    for scored in row["eval"]:
-        if scored["greedy"] >= target:
+    """(batches, CPU seconds) until the held-out greedy reward, the mean of the last
+    `EVALS` evaluations (every `eval_every` batches; fewer at the first), first reached
+    `target`; (inf, inf) if it never did. One evaluation of 64 tasks moves by a few
+    hundredths from one to the next, so a single lucky one does not decide."""
+    greedy = [scored["greedy"] for scored in row["eval"]]
+    for index, scored in enumerate(row["eval"]):
+        if statistics.fmean(greedy[max(0, index - EVALS + 1) : index + 1]) >= target:
             step = scored["step"]
             cpu = row["batch_cpu_s"][step - 1] if step <= len(row["batch_cpu_s"]) else math.inf
             return float(step), float(cpu)
@@ -232,59 +242,89 @@ def mean_age(row: Row) -> float:
 
 
 def sweep_report(rows: Sequence[Row], steps: int, target: float) -> str:
-    """One table of every run with held-out evaluations, per settings (the variant's
-    items included) and preset, best first by median final held-out reward (greedy)."""
+    """The sweep's table: one line per cell (settings, preset and sweep variant), best
+    first by the mean held-out greedy reward of the last two evaluations, with its 95%
+    interval over seeds; then batches, trained episodes and CPU seconds to `target`, the
+    held-out reward at the CPU second every run reached, and the diagnostics (trained
+    ages, task mix, ratio ESS, clip fraction, KL; training-batch reward and wall seconds)."""
     scored = [r for r in rows if r["steps"] == steps and r.get("eval")]
     if not scored:
         return ""
-    groups: dict[tuple[str, str], list[Row]] = {}
+    common = min(r["batch_cpu_s"][-1] for r in scored)
+    groups: dict[tuple[str, str, str], list[Row]] = {}
     for row in scored:
-        groups.setdefault((f"{row['settings']} ({label(row)})", row["preset"]), []).append(row)
-    order = sorted(groups, key=lambda key: -statistics.median(map(eval_final, groups[key])))
+        key = (row["settings"], row["preset"], variant_name(row))
+        groups.setdefault(key, []).append(row)
+    order = sorted(groups, key=lambda key: -statistics.fmean(map(eval_late, groups[key])))
     lines = [
-        f"### held-out reward ({steps} batches; target {target})",
+        f"### held-out reward ({steps} batches; target {target}; common CPU {common:.0f} s)",
         "",
-        "| settings | preset | seeds | eval greedy | eval sampled | batches to target | "
-        "CPU s to target | CPU s | train-batch reward | wall s | mean age | ratio ESS | "
-        "clip fraction | KL(b‖θ) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| settings | preset | cell | seeds | held-out greedy (last 2) | sampled (last 2) | "
+        f"greedy at {common:.0f} CPU s | batches to target | episodes to target | "
+        "CPU s to target | CPU s / batch | wall s / batch | trained ages | mean age | "
+        "hard trained (opened) | length ratio | ratio ESS | clip fraction | KL(b‖θ) | "
+        "train-batch reward |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for key in order:
-        lines.append(_sweep_line(*key, groups[key], target))
+    lines += [_sweep_line(key, groups[key], target, common) for key in order]
     return "\n".join(lines) + "\n"
 
 
-def _sweep_line(settings: str, preset: str, runs: list[Row], target: float) -> str:
-    reached = [to_eval_target(r, target) for r in runs]
+def _sweep_line(key: tuple[str, str, str], runs: list[Row], target: float, common: float) -> str:
+    hits = [reached(r, target) for r in runs]
     steps_diag = [d for r in runs for d in r["diagnostics"]]
 
-    def diag(key: str) -> str:
-        return _number(statistics.fmean(d[key] for d in steps_diag), 3) if steps_diag else "n/a"
+    def diag(name: str) -> str:
+        return _number(statistics.fmean(d[name] for d in steps_diag), 3)
 
     return (
-        f"| {settings} | {preset} | {len(runs)} | "
-        f"{_median_range([eval_final(r) for r in runs], 3)} | "
-        f"{_median_range([eval_final(r, 'sampled') for r in runs], 3)} | "
-        f"{_spread([b for b, _ in reached])} | {_spread([c for _, c in reached])} | "
-        f"{statistics.median(r['cpu_s'] for r in runs):.0f} | "
-        f"{statistics.median(map(final_reward, runs)):.3f} | "
-        f"{statistics.median(r['wall_s'] for r in runs):.0f} | "
-        f"{statistics.fmean(map(mean_age, runs)):.2f} | {diag('ratio_ess')} | "
-        f"{diag('clip_fraction')} | {diag('kl_behaviour')} |"
+        f"| {' | '.join(key)} | {len(runs)} | {_mean_interval([eval_late(r) for r in runs])} | "
+        f"{_mean_interval([eval_late(r, 'sampled') for r in runs])} | "
+        f"{_mean_interval([eval_at_cpu(r, common) for r in runs])} | "
+        f"{' | '.join(_spread([hit[i] for hit in hits]) for i in range(3))} | "
+        f"{statistics.fmean(r['cpu_s'] / r['steps'] for r in runs):.2f} | "
+        f"{statistics.fmean(r['wall_s'] / r['steps'] for r in runs):.2f} | "
+        f"{_age_shares(runs)} | {statistics.fmean(map(mean_age, runs)):.2f} | "
+        f"{_hard_share(runs)} | {_number(_mean_of(runs, 'trained_length_ratio'), 3)} | "
+        f"{diag('ratio_ess')} | {diag('clip_fraction')} | {diag('kl_behaviour')} | "
+        f"{statistics.fmean(map(final_reward, runs)):.3f} |"
     )
 
 
-def _median_range(values: list[float], digits: int) -> str:
-    """`median (min-max)` over seeds."""
-    return (
-        f"{statistics.median(values):.{digits}f} "
-        f"({min(values):.{digits}f}-{max(values):.{digits}f})"
-    )
+def _mean_interval(values: list[float]) -> str:
+    """`mean ± half` of the 95% t interval over seeds (the mean alone for one seed)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return f"{mean:.3f}"
+    half = t_975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return f"{mean:.3f} ± {half:.3f}"
+
+
+def _age_shares(runs: list[Row]) -> str:
+    ages: Counter[str] = Counter()
+    for run in runs:
+        ages.update(run["trained_ages"])
+    total = sum(ages.values()) or 1
+    return " ".join(f"{age}:{ages[age] / total:.2f}" for age in sorted(ages, key=int))
+
+
+def _hard_share(runs: list[Row]) -> str:
+    trained = sum(r["by_difficulty"].get("hard", {}).get("trained", 0) for r in runs)
+    sent = sum(r["by_difficulty"].get("hard", {}).get("dispatched", 0) for r in runs)
+    all_trained = sum(d["trained"] for r in runs for d in r["by_difficulty"].values())
+    all_sent = sum(d["dispatched"] for r in runs for d in r["by_difficulty"].values())
+    return f"{trained / (all_trained or 1):.2f} ({sent / (all_sent or 1):.2f})"
+
+
+def _mean_of(runs: list[Row], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.fmean(values) if values else None
 
 
 def plot_eval(rows: Sequence[Row], steps: int, path: Path) -> None:
-    """Held-out greedy reward against CPU seconds, one line per settings and preset
-    (median over seeds at each evaluation; its batch's CPU seconds, median too)."""
+    """Held-out greedy reward against batches and against CPU seconds, one line per
+    preset and sweep cell: the mean over seeds at each evaluation (its batch's CPU
+    seconds, the mean too)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -293,23 +333,268 @@ def plot_eval(rows: Sequence[Row], steps: int, path: Path) -> None:
     groups: dict[str, list[Row]] = {}
     for row in rows:
         if row["steps"] == steps and row.get("eval"):
-            variant = " ".join(row.get("variant", [])) or "no variant"
-            groups.setdefault(f"{row['preset']} {variant}", []).append(row)
-    figure, axis = pyplot.subplots(figsize=(7, 4.5))
+            groups.setdefault(f"{row['preset']} {variant_name(row)}", []).append(row)
+    figure, axes = pyplot.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for name, runs in sorted(groups.items()):
         evaluated = [e["step"] for e in runs[0]["eval"]]
-        points = [
+        scored = [
             (
-                statistics.median(r["batch_cpu_s"][step - 1] for r in runs),
-                statistics.median(
-                    e["greedy"] for r in runs for e in r["eval"] if e["step"] == step
-                ),
+                step,
+                statistics.fmean(e["greedy"] for r in runs for e in r["eval"] if e["step"] == step),
             )
             for step in evaluated
             if all(step <= len(r["batch_cpu_s"]) for r in runs)
         ]
-        axis.plot([x for x, _ in points], [y for _, y in points], marker=".", label=name)
-    axis.set(xlabel="CPU seconds", ylabel="held-out reward (greedy)")
-    axis.legend(fontsize=6)
+        cpu = [statistics.fmean(r["batch_cpu_s"][step - 1] for r in runs) for step, _ in scored]
+        (line,) = axes[0].plot([s for s, _ in scored], [g for _, g in scored], marker=".")
+        axes[1].plot(cpu, [g for _, g in scored], marker=".", color=line.get_color(), label=name)
+    axes[0].set(xlabel="batches", ylabel="held-out reward (greedy, mean over seeds)")
+    axes[1].set(xlabel="CPU seconds")
+    axes[1].legend(fontsize=6)
     figure.tight_layout()
     figure.savefig(path)
+
+
+# ---- the sweep's factors, with intervals over seeds ----------------------------------
+def variant_name(row: Row) -> str:
+    """A run's sweep cell in short: `b4 drop decoupled`, `sync` (bound 0 with drain)."""
+    items = dict(item.split("=", 1) for item in row.get("variant", []))
+    if items.get("weight_update") == "drain" and items.get("max_off_policy_steps") == "0":
+        inflight = items.get("max_inflight")
+        return "sync" if inflight is None else f"sync, {inflight} in flight"
+    parts = [
+        f"b{items['max_off_policy_steps']}" if "max_off_policy_steps" in items else "",
+        items.get("stale_tokens", ""),
+        items.get("is_correction", ""),
+    ]
+    return " ".join(part for part in parts if part) or "no variant"
+
+
+def episodes_by_step(row: Row) -> list[int]:
+    """Trained episodes after each step (the per-step age counts, summed)."""
+    total, out = 0, []
+    for step in row["diagnostics"]:
+        total += sum(step["ages"].values())
+        out.append(total)
+    return out
+
+
+def reached(row: Row, target: float) -> tuple[float, float, float]:
+    """(batches, trained episodes, CPU s) at the first evaluation whose greedy held-out
+    reward reached `target`; all inf if none did."""
+    batches, cpu = to_eval_target(row, target)
+    if math.isinf(batches):
+        return math.inf, math.inf, math.inf
+    return batches, float(episodes_by_step(row)[int(batches) - 1]), cpu
+
+
+def eval_at_cpu(row: Row, cpu_s: float) -> float:
+    """The greedy held-out reward of the last evaluation made by CPU second `cpu_s`
+    (the first evaluation's if none was)."""
+    value = row["eval"][0]["greedy"]
+    for scored in row["eval"]:
+        if row["batch_cpu_s"][scored["step"] - 1] > cpu_s:
+            break
+        value = scored["greedy"]
+    return float(value)
+
+
+def eval_late(row: Row, key: str = "greedy") -> float:
+    """The mean held-out reward (`greedy` or `sampled`) of the last `EVALS` evaluations."""
+    return statistics.fmean(scored[key] for scored in row["eval"][-EVALS:])
+
+
+T_975: Final = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31,
+                9: 2.26, 10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04}  # fmt: skip
+
+
+def t_975(df: float) -> float:
+    """Student's t at 97.5% for the table's df at or below `df` (so never too small)."""
+    return T_975[max(k for k in T_975 if k <= max(1.0, df))]
+
+
+def difference(first: Sequence[float], second: Sequence[float]) -> tuple[float, float, float]:
+    """mean(first) − mean(second) and its 95% Welch interval (t at the table's df at or
+    below Welch's, so never narrower); infinite bounds under two values a side."""
+    delta = statistics.fmean(first) - statistics.fmean(second)
+    if len(first) < 2 or len(second) < 2:
+        return delta, -math.inf, math.inf
+    a, b = (statistics.variance(x) / len(x) for x in (first, second))
+    if a + b == 0:
+        return delta, delta, delta
+    df = (a + b) ** 2 / (a * a / (len(first) - 1) + b * b / (len(second) - 1))
+    half = t_975(df) * math.sqrt(a + b)
+    return delta, delta - half, delta + half
+
+
+def _factor_of(row: Row, factor: str) -> str | None:
+    items = dict(item.split("=", 1) for item in row.get("variant", []))
+    return items.get(factor)
+
+
+CONTRASTS: Final = (  # (what, factor, level, against): pooled over the other factors
+    ("mask against drop", "stale_tokens", "mask", "drop"),
+    ("decoupled against none", "is_correction", "decoupled", "none"),
+    ("tis against none", "is_correction", "tis", "none"),
+)
+
+
+def effects(rows: Sequence[Row], measures: Sequence[tuple[str, Any]]) -> str:
+    """The sweep's contrasts, each over the runs of the two levels in the cells (the other
+    factors' values) where both ran, then each bound above 1 against bound 1 the same way,
+    and each synchronous baseline against every bound-1 run:
+    difference of means and its 95% interval, per measure; `resolved` where the interval
+    leaves out 0."""
+    pairs: list[tuple[str, list[Row], list[Row]]] = []
+    for what, factor, level, against in CONTRASTS:
+        first, second = _matched(rows, factor, level, against)
+        if first and second:
+            pairs.append((what, first, second))
+    bounds = sorted({int(b) for r in rows if (b := _factor_of(r, "max_off_policy_steps"))})
+    for bound in bounds[bounds.index(1) + 1 :] if 1 in bounds else []:
+        first, second = _matched(rows, "max_off_policy_steps", str(bound), "1")
+        if first:
+            pairs.append((f"bound {bound} against bound 1", first, second))
+    bound_one = [r for r in rows if _factor_of(r, "max_off_policy_steps") == "1"]
+    for name in sorted({variant_name(r) for r in rows if variant_name(r).startswith("sync")}):
+        if bound_one:  # every bound-1 cell: the baseline has no rule or correction of its own
+            mine = [r for r in rows if variant_name(r) == name]
+            pairs.append((f"{name} against bound 1", mine, bound_one))
+    header = " | ".join(name for name, _ in measures)
+    lines = [f"| contrast | runs | {header} |", "|---|---|" + "---|" * len(measures)]
+    for what, first, second in pairs:
+        cells = []
+        for _, measure in measures:
+            delta, low, high = difference([measure(r) for r in first], [measure(r) for r in second])
+            mark = " resolved" if low > 0 or high < 0 else ""
+            cells.append(f"{delta:+.3f} ({low:+.3f} to {high:+.3f}){mark}")
+        lines.append(f"| {what} | {len(first)} vs {len(second)} | {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _matched(
+    rows: Sequence[Row], factor: str, level: str, against: str
+) -> tuple[list[Row], list[Row]]:
+    """The runs at `level` and at `against` of `factor`, each only in the cells (the other
+    factors' values) where the other level ran too: a level tried at some bounds only is
+    compared at those."""
+
+    def others(row: Row) -> tuple[str, ...]:
+        return tuple(sorted(i for i in row.get("variant", []) if not i.startswith(f"{factor}=")))
+
+    first = [r for r in rows if _factor_of(r, factor) == level]
+    second = [r for r in rows if _factor_of(r, factor) == against]
+    common = {others(r) for r in first} & {others(r) for r in second}
+    return [r for r in first if others(r) in common], [r for r in second if others(r) in common]
+
+
+# ---- the learning model: episodes needed at the trained age and task mix -------------
+def model_cells(rows: Sequence[Row], target: float) -> tuple[list[Cell], list[str]]:
+    """Per sweep cell: its point (mean trained age, length ratio, median trained episodes
+    to `target` over seeds), its episodes per CPU second (median over seeds) and median
+    CPU seconds to `target`; and the cells left out because most seeds never got there."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.get("eval") and row.get("trained_length_ratio") is not None:
+            groups.setdefault(variant_name(row), []).append(row)
+    cells, censored = [], []
+    for name, runs in sorted(groups.items()):
+        hits = [reached(r, target) for r in runs]
+        episodes, cpu = (statistics.median(hit[i] for hit in hits) for i in (1, 2))
+        if math.isinf(episodes) or math.isinf(cpu):
+            censored.append(f"{name} ({sum(math.isfinite(h[1]) for h in hits)}/{len(runs)})")
+            continue
+        point = LearningPoint(
+            mean_age=statistics.fmean(map(mean_age, runs)),
+            length_ratio=statistics.fmean(r["trained_length_ratio"] for r in runs),
+            episodes=episodes,
+        )
+        rate = statistics.median(r["episodes_trained"] / r["cpu_s"] for r in runs)
+        wall_rate = statistics.median(r["episodes_trained"] / r["wall_s"] for r in runs)
+        wall = statistics.median(
+            r["batch_t"][int(hit[0]) - 1] if math.isfinite(hit[0]) else math.inf
+            for r, hit in zip(runs, hits, strict=True)
+        )
+        cells.append(Cell(name, point, rate, cpu, wall_rate, wall))
+    return cells, censored
+
+
+@attrs.frozen
+class Cell:
+    """One sweep cell as the model sees it (`model_cells`)."""
+
+    name: str
+    point: LearningPoint
+    rate: float  # trained episodes per CPU second
+    cpu_to_target: float
+    wall_rate: float  # per wall second: a diagnostic (the machine's load moves it)
+    wall_to_target: float
+
+
+def model_report(rows: Sequence[Row], target: float) -> tuple[str, LearningModel | None]:
+    """The learning model fitted on every cell, and its leave-one-setting-out test against
+    throughput alone (every cell needing the others' geometric mean of episodes): per cell
+    the measured and predicted CPU seconds to `target`; the median absolute relative error
+    and Spearman of each. The full fit carries the test's figures."""
+    cells, censored = model_cells(rows, target)
+    lines = [f"### learning model: CPU seconds to held-out greedy {target}", ""]
+    if censored:
+        lines += [f"Left out (most seeds never reached it): {', '.join(censored)}.", ""]
+    if len(cells) < 3:
+        return "\n".join(
+            [*lines, f"{len(cells)} cells reached it: too few to test a model.\n"]
+        ), None
+    points, rates = [c.point for c in cells], [c.rate for c in cells]
+    measured = [c.cpu_to_target for c in cells]
+    model_pred, model_err, model_rho = loso(points, rates, measured, target)
+    flat_pred, flat_err, flat_rho = loso(points, rates, measured, target, fitter=constant)
+    walls = [c.wall_to_target for c in cells]
+    _, wall_err, wall_rho = loso(points, [c.wall_rate for c in cells], walls, target)
+    _, wall_flat, wall_flat_rho = loso(
+        points, [c.wall_rate for c in cells], walls, target, fitter=constant
+    )
+    lines += [
+        "| cell | mean age | length ratio | episodes to target | episodes / CPU s | "
+        "CPU s to target | model (left out) | throughput only (left out) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for cell, mine, flat in zip(cells, model_pred, flat_pred, strict=True):
+        p = cell.point
+        lines.append(
+            f"| {cell.name} | {p.mean_age:.2f} | {p.length_ratio:.3f} | {p.episodes:.0f} | "
+            f"{cell.rate:.1f} | {cell.cpu_to_target:.0f} | {mine:.0f} | {flat:.0f} |"
+        )
+    full = attrs.evolve(
+        fit(points, target), loso_error=model_err, loso_spearman=model_rho,
+        settings=len(cells),
+    )  # fmt: skip
+    lines += [
+        "",
+        f"Leave one cell out, {len(cells)} cells: the model's median absolute error "
+        f"{100 * model_err:.0f}%, Spearman {model_rho:.2f}; throughput alone "
+        f"{100 * flat_err:.0f}%, Spearman {flat_rho:.2f}. In wall seconds (diagnostic): "
+        f"{100 * wall_err:.0f}%, {wall_rho:.2f}; throughput alone {100 * wall_flat:.0f}%, "
+        f"{wall_flat_rho:.2f}. Fitted on all: log episodes = "
+        f"{full.intercept:.3f} + {full.per_age:.3f}·age + {full.per_length:.3f}·(ratio − 1).",
+        "",
+    ]
+    return "\n".join(lines), full
+
+
+def sweep_effects(rows: Sequence[Row], steps: int) -> str:
+    """`effects` of the sweep's runs of `steps` batches on the held-out reward (the last two
+    evaluations, and at the CPU second every run reached), the CPU seconds per batch and
+    the mean trained age."""
+    scored = [r for r in rows if r["steps"] == steps and r.get("eval") and r.get("variant")]
+    if not scored:
+        return ""
+    common = min(r["batch_cpu_s"][-1] for r in scored)
+    measures = (
+        ("held-out greedy (last 2)", eval_late),
+        (f"greedy at {common:.0f} CPU s", lambda r: eval_at_cpu(r, common)),
+        ("CPU s / batch", lambda r: r["cpu_s"] / r["steps"]),
+        ("mean age", mean_age),
+    )
+    return f"### contrasts ({steps} batches; 95% Welch intervals over runs)\n\n" + effects(
+        scored, measures
+    )

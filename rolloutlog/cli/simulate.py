@@ -29,6 +29,12 @@ from rolloutlog.cli.options import (
 )
 from rolloutlog.cli.output import emit_json, say_next
 from rolloutlog.cli.policies import field_help, one_policy, parse_policies, run_shown
+from rolloutlog.cli.rank_by import (
+    learning_model,
+    print_ranking,
+    rank_by_option,
+    with_predictions,
+)
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.presets import NAMED
@@ -121,6 +127,7 @@ def _policies(
 @plot_option(f"{PLOT_HELP[:-1]}; with --compare, trained/h against discarded beside them.")
 @json_option("Print the report as JSON.")
 @check_option("Check the invariants on every event (and every written event's values).")
+@rank_by_option()
 def simulate_command(
     scenario: str,
     overrides: tuple[str, ...],
@@ -133,6 +140,7 @@ def simulate_command(
     plot: Path | None,
     as_json: bool,
     check: bool,
+    rank_by: str | None,
 ) -> None:
     """Simulate a seeded world in virtual time and report what each staleness policy costs."""
     if policy is not None and compare is not None:
@@ -158,7 +166,7 @@ def simulate_command(
             draw(runs.reports, runs.series, plot, title)
         except (OSError, RuntimeError, LogError) as error:
             raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
-    _print(runs.reports, title, as_json=as_json, compare=compare is not None)
+    _print(runs.reports, title, as_json=as_json, compare=compare is not None, rank_by=rank_by)
     written = next((path for path in log_paths.values() if path is not None), None)
     if written is not None:
         say_next(
@@ -169,10 +177,19 @@ def simulate_command(
 
 
 def _print(
-    runs: Mapping[str, Mapping[str, Any]], title: str, *, as_json: bool, compare: bool
+    runs: Mapping[str, Mapping[str, Any]],
+    title: str,
+    *,
+    as_json: bool,
+    compare: bool,
+    rank_by: str | None,
 ) -> None:
     if as_json:
-        payload: Any = dict(runs) if compare else next(iter(runs.values()))
+        ranked = with_predictions(runs, rank_by, learning_model())
+        payload: Any = ranked if compare else next(iter(ranked.values()))
         emit_json(payload)
         return
-    print_report(runs, title, Console())
+    console = Console()
+    print_report(runs, title, console)
+    if rank_by is not None:
+        print_ranking(runs, rank_by, console, learning_model())

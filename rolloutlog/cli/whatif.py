@@ -33,6 +33,12 @@ from rolloutlog.cli.options import (
 from rolloutlog.cli.output import emit_json, note_being_written, warn_torn_tail
 from rolloutlog.cli.policies import field_help, parse_policies, run_shown
 from rolloutlog.cli.progress import phase
+from rolloutlog.cli.rank_by import (
+    learning_model,
+    print_ranking,
+    rank_by_option,
+    with_predictions,
+)
 from rolloutlog.cli.sim_report import print_report
 from rolloutlog.core.config import ConfigError
 from rolloutlog.core.errors import InconsistentLogError
@@ -218,6 +224,7 @@ def discarded_interval_for(
     help="Write the fitted world as a scenario file, NAME.toml (simulate --scenario FILE).",
     kind=SCENARIO_FILE,
 )
+@rank_by_option()
 def whatif_command(
     log: Path,
     compare: str | None,
@@ -230,6 +237,7 @@ def whatif_command(
     plot: Path | None,
     check: bool,
     save_world: Path | None,
+    rank_by: str | None,
 ) -> None:
     """Fit a world to LOG and report what other staleness policies would have cost on it.
 
@@ -267,13 +275,16 @@ def whatif_command(
               title, shared, base, policies)  # fmt: skip
     if as_json:
         fit = None if shared is None else {**fit_report(shared), "warnings": warnings}
-        emit_json({"recorded": recorded, "policies": runs, "fit": fit})
+        ranked = with_predictions(runs, rank_by, learning_model())
+        emit_json({"recorded": recorded, "policies": ranked, "fit": fit})
         return
     console = Console()
     if shared is not None:
         print_fit(shared, console)
     # the recorded column is on the log's clock: wall time for a live run
     print_report({"recorded": recorded, **runs}, title, console, time_label="run time")
+    if rank_by is not None:
+        print_ranking(runs, rank_by, console, learning_model())
     if races is not None and any(run[INTERVAL_KEY] is not None for run in runs.values()):
         low, high = rate_interval(races)
         console.print(

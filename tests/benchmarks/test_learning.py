@@ -110,6 +110,7 @@ def test_the_report_shows_only_the_runs_of_its_command(tmp_path, capsys):
         run("study", study),
         run("study", [*study, "is_correction=tis"]),  # more items: a set of its own
         run("study", study, seed=7),  # a seed the command does not name
+        {**run("study", study, seed=1), "ok": False},  # stopped before its last batch
         run("study", study, steps=4),  # another length
         run("hard", ["hard_task_share=0.2", "batch_size=128"]),  # an older set
     ]
@@ -145,6 +146,7 @@ def test_the_sweep_variants_and_the_presets_items_they_override():
         ("max_off_policy_steps=0", "weight_update=drain"),
     ]
     assert learning.variants([], [], [], sync=False) == [()]  # no sweep: the plain runs
+    assert learning.sync_batch(64) == (*learning.SYNC, "max_inflight=64")
     assert learning.variants([2], [], [], sync=False) == [("max_off_policy_steps=2",)]
     learning.check_variants(found, ["long-gen", "study"])
     # the variant's rule wins over the preset's; eval_every is added unless named
@@ -183,32 +185,116 @@ def test_the_sweeps_smallest_budget_records_eval_diagnostics_and_cpu(tmp_path):
         assert 0.0 <= row["eval"][0]["greedy"] <= 1.0
         assert [d["step"] for d in row["diagnostics"]] == [1, 2]
         assert len(row["batch_cpu_s"]) == 2 and 0 < row["batch_cpu_s"][0] <= row["cpu_s"]
+        assert 0.5 < row["trained_length_ratio"] < 2.0  # trained against completed lengths
     assert all(d["ages"] == {"0": d_sum(d)} for d in rows[1]["diagnostics"])  # synchronous
     text = ranking.sweep_report(rows, 2, 0.5)
-    assert text.count("| hard (") == 2 and "CPU s to target" in text
+    assert "| hard | per-group | b1 decoupled | 1 |" in text and "CPU s to target" in text
+    assert "| hard | per-group | sync | 1 |" in text
+    assert "| sync against bound 1 | 1 vs 1 |" in ranking.sweep_effects(rows, 2)
+    assert ranking.model_report(rows, 0.5)[1] is None  # two cells test no model
 
 
 def d_sum(diagnostic: dict) -> int:
     return sum(diagnostic["ages"].values())
 
 
-def test_the_sweep_table_ranks_by_held_out_reward_and_reads_cpu_to_the_target(tmp_path):
-    def scored(preset: str, greedy: list[float], train: float) -> dict:
-        row = _row(preset, [train] * 10)
-        return {**row, "eval": [{"step": 5 * (i + 1), "greedy": g, "sampled": g / 2}
-                                for i, g in enumerate(greedy)],
-                "batch_cpu_s": [3.0 * (i + 1) for i in range(10)], "cpu_s": 31.0,
-                "wall_s": 12.0, "diagnostics": [{"ratio_ess": 0.9, "clip_fraction": 0.1,
-                                                  "kl_behaviour": 0.01}]}  # fmt: skip
+def _scored(preset: str, greedy: list[float], train: float, variant: list[str]) -> dict:
+    """A swept run of 10 batches of 64 (ages 0 and 1), evaluated every 5, 3 CPU s a batch."""
+    row = _row(preset, [train] * 10)
+    return {**row, "variant": variant, "trained_length_ratio": 0.9, "episodes_trained": 640,
+            "eval": [{"step": 5 * (i + 1), "greedy": g, "sampled": g / 2}
+                     for i, g in enumerate(greedy)],
+            "batch_cpu_s": [3.0 * (i + 1) for i in range(10)], "cpu_s": 31.0, "wall_s": 12.0,
+            "trained_ages": {"0": 320, "1": 320},
+            "diagnostics": [{"ratio_ess": 0.9, "clip_fraction": 0.1, "kl_behaviour": 0.01,
+                             "ages": {"0": 32, "1": 32}} for _ in range(10)]}  # fmt: skip
 
-    high_train = scored("a", [0.2, 0.4], train=0.9)  # best on its own batches
-    best_eval = scored("b", [0.6, 0.7], train=0.5)
+
+def test_the_sweep_table_ranks_by_held_out_reward_and_reads_cpu_to_the_target(tmp_path):
+    bound = ["max_off_policy_steps=4", "stale_tokens=drop", "is_correction=none"]
+    high_train = _scored("a", [0.2, 0.4], train=0.9, variant=bound)  # best on its own batches
+    best_eval = _scored("b", [0.6, 0.7], train=0.5, variant=list(learning.SYNC))
     assert ranking.to_eval_target(best_eval, 0.5) == (5.0, 15.0)
+    assert ranking.reached(best_eval, 0.5) == (5.0, 320.0, 15.0)  # 5 batches of 64
     assert ranking.to_eval_target(high_train, 0.5) == (math.inf, math.inf)
+    lucky = _scored("c", [0.1, 0.45], train=0.1, variant=bound)  # one evaluation at 0.45
+    assert ranking.to_eval_target(lucky, 0.3) == (math.inf, math.inf)  # their mean 0.275
+    assert ranking.to_eval_target(lucky, 0.25) == (10.0, 30.0)
+    assert ranking.variant_name(high_train) == "b4 drop none"
+    assert ranking.variant_name(best_eval) == "sync"
+    one_batch = {**best_eval, "variant": list(learning.sync_batch(64))}
+    assert ranking.variant_name(one_batch) == "sync, 64 in flight"
+    assert ranking.eval_at_cpu(best_eval, 29.0) == 0.6  # the step-10 evaluation is at 30 s
     text = ranking.sweep_report([high_train, best_eval], 10, 0.5)
     lines = [line for line in text.splitlines() if line.startswith("| default")]
-    assert [line.split(" | ")[1] for line in lines] == ["b", "a"]
-    assert "| 0.700 (0.700-0.700) | 0.350 (0.350-0.350) | 5 (5-5) | 15 (15-15) | 31 |" in lines[0]
-    assert "| 0.900 | 12 | 0.00 | 0.900 | 0.100 | 0.010 |" in lines[1]
+    assert [line.split(" | ")[2] for line in lines] == ["sync", "b4 drop none"]
+    assert "| 1 | 0.650 | 0.325 | 0.700 | 5 (5-5) | 320 (320-320) | 15 (15-15) | 3.10 |" in lines[0]
+    assert (
+        "| 0:0.50 1:0.50 | 0.50 | 0.00 (0.00) | 0.900 | 0.900 | 0.100 | 0.010 | 0.900 |" in lines[1]
+    )
     ranking.plot_eval([high_train, best_eval], 10, tmp_path / "eval.png")
     assert (tmp_path / "eval.png").stat().st_size > 0
+
+
+def test_a_contrast_is_resolved_only_where_its_interval_leaves_out_zero():
+    delta, _, high = ranking.difference([1.0, 2.0, 3.0], [0.0, 1.0, 2.0])
+    # Welch: variances 1/3 each, df 4, t 2.78: 1 ± 2.78·sqrt(2/3)
+    assert delta == pytest.approx(1.0) and high - delta == pytest.approx(2.78 * (2 / 3) ** 0.5)
+    assert ranking.difference([1.0], [0.0, 1.0])[1:] == (-math.inf, math.inf)
+
+    def run(bound: int, correction: str, greedy: float) -> dict:
+        variant = [f"max_off_policy_steps={bound}", "stale_tokens=drop",
+                   f"is_correction={correction}"]  # fmt: skip
+        return _scored("p", [greedy, greedy], 0.1, variant)
+
+    rows = [run(1, "none", g) for g in (0.30, 0.31, 0.32)]
+    rows += [run(1, "decoupled", g) for g in (0.40, 0.41, 0.42)]
+    rows += [run(4, "none", g) for g in (0.30, 0.35, 0.40)]  # no decoupled at bound 4
+    rows += [run(4, "tis", g) for g in (0.10, 0.35, 0.60)]
+    text = ranking.effects(rows, [("greedy", ranking.eval_late)])
+    assert "| decoupled against none | 3 vs 3 | +0.100 (" in text  # bound 1's cells only
+    assert text.split("decoupled against none")[1].split("\n")[0].endswith("resolved |")
+    tis = text.split("| tis against none | 3 vs 3 | ")[1].split("\n")[0]
+    assert tis.startswith("+0.000") and "resolved" not in tis
+    assert "| bound 4 against bound 1 | 3 vs 3 |" in text  # the cells both ran: drop none
+
+
+def test_the_learning_model_is_fitted_and_tested_leaving_one_setting_out():
+    from rolloutlog.studies import learning_model as model
+
+    truth = model.LearningModel(
+        target=0.3, intercept=8.0, per_age=0.2, per_length=-1.5,
+        loso_error=0.0, loso_spearman=1.0, settings=6, source="",
+    )  # fmt: skip
+    grid = [(0.0, 1.0), (1.0, 0.95), (2.0, 1.0), (3.0, 0.9), (4.0, 1.05), (1.5, 0.85)]
+    points = [
+        model.LearningPoint(mean_age=a, length_ratio=r, episodes=truth.episodes_needed(a, r))
+        for a, r in grid
+    ]
+    fitted = model.fit(points, 0.3)
+    assert (fitted.intercept, fitted.per_age, fitted.per_length) == pytest.approx((8.0, 0.2, -1.5))
+    rates = [10.0, 20.0, 15.0, 30.0, 12.0, 25.0]
+    measured = [p.episodes / rate for p, rate in zip(points, rates, strict=True)]
+    predicted, error, rho = model.loso(points, rates, measured, 0.3)
+    assert predicted == pytest.approx(measured) and error < 1e-9 and rho == pytest.approx(1.0)
+    _, flat_error, _ = model.loso(points, rates, measured, 0.3, fitter=model.constant)
+    assert flat_error > 0.2  # throughput alone misses the age's cost
+    report = {"trained_episodes_per_hour": 3600.0, "mean_trained_age": 1.0,
+              "trained_length_ratio": 0.95}  # fmt: skip
+    assert fitted.seconds_to_reward(report) == pytest.approx(truth.episodes_needed(1.0, 0.95))
+    assert fitted.seconds_to_reward({**report, "trained_episodes_per_hour": None}) is None
+    assert model.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(model.spearman([1, 2], [1, 2]))
+
+
+def test_the_model_report_reads_its_cells_from_the_sweep_rows():
+    rows = []
+    for bound, greedy in ((1, [0.2, 0.4]), (2, [0.25, 0.45]), (4, [0.1, 0.2])):
+        variant = [f"max_off_policy_steps={bound}", "stale_tokens=drop", "is_correction=none"]
+        rows += [_scored("p", greedy, 0.1, variant) for _ in range(2)]
+    rows.append(_scored("p", [0.5, 0.6], 0.1, list(learning.SYNC)))
+    text, fitted = ranking.model_report(rows, 0.3)
+    assert "Left out (most seeds never reached it): b4 drop none (0/2)." in text
+    assert "| b1 drop none | 0.50 | 0.900 | 640 | 20.6 | 30 |" in text  # 640 eps / 31 CPU s
+    assert "| sync | 0.50 | 0.900 | 320 | 20.6 | 15 |" in text
+    assert fitted is not None and fitted.settings == 3 and "Spearman" in text
