@@ -119,11 +119,7 @@ def _preset_line(preset: str, runs: list[Row], group: list[Row], common: float) 
     `common` is the wall second every run of `group` reached, where rewards compare at
     equal wall time (the final reward compares them at equal batches)."""
     times = [_spread([seconds_to(r, target) for r in runs]) for target in TARGETS]
-    ages: Counter[str] = Counter()
-    for run in runs:
-        ages.update(run["trained_ages"])
-    total = sum(ages.values()) or 1
-    histogram = " ".join(f"{age}:{ages[age] / total:.2f}" for age in sorted(ages, key=int))
+    histogram = _age_shares(runs)
     shares, rewards = [], []
     names = sorted({d for r in runs for d in r["by_difficulty"]})
     for name in names:

@@ -33,8 +33,9 @@ with r = ratio above, taken from the behaviour logprobs inference returned:
   `proximal_logprobs`, the clip, then `pg_loss * behave_imp_weight`), the weight
   π_prox/π_b and its token mask in `apply_rejection_sampling` (same file, 185-426); its
   proximal policy is the recomputed logprob of the trainer's weights before the update
-  (`areal/trainer/ppo/actor.py:176-191`, "one training step behind current policy",
-  `compute_prox_logp_approximations` at 604-684), and the cap is its former default
+  (`compute_logp`, `areal/trainer/ppo/actor.py:129-139`, read by the loss as `prox_logp`
+  at 176-191; "one training step behind current policy" in the docstring of
+  `compute_prox_logp_approximations`, 604-684), and the cap is its former default
   `behave_imp_weight_cap=5.0` in token-mask mode (`areal/api/cli_args.py:1555-1571`; at
   that commit the default `rejection_sampling=None` applies no weight w at all). This
   trainer's proximal policy is likewise its weights when the batch arrives. With one
