@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
+from rolloutlog.runtime.sim.world_config import WorldConfig
 from rolloutlog.studies.whatif.calibrate import SCALE_BOUNDS, calibrate, scaled
-from rolloutlog.studies.whatif.decode_fit import DecodeFit
+from rolloutlog.studies.whatif.decode_fit import STEP_FLOOR_S, DecodeFit
 
 FIT = DecodeFit(
     decode_step_s=0.01,
@@ -59,6 +61,14 @@ def test_only_the_servers_costs_scale() -> None:
     assert fit.prefill_s_per_token == pytest.approx(1.5e-4)
     assert fit.overhead_s == FIT.overhead_s  # off the server: not scaled
     assert fit.calibration == pytest.approx(1.5)
+
+
+def test_a_step_held_at_the_floor_stays_there_scaled_down() -> None:
+    """A compute-bound fit holds `a` at the world's least step; scaled below 1 it stays
+    there (a world refuses a smaller one: `whatif` on an areal log of the twin failed)."""
+    fit = scaled(attrs.evolve(FIT, decode_step_s=STEP_FLOOR_S), 0.7)
+    assert fit.decode_step_s == STEP_FLOOR_S
+    WorldConfig.from_mapping({"decode_step_s": fit.decode_step_s}, where="world")
 
 
 def test_a_rate_the_costs_do_not_move_is_held_within_bounds() -> None:

@@ -24,17 +24,18 @@ from collections.abc import Callable
 
 import attrs
 
-from rolloutlog.studies.whatif.decode_fit import DecodeFit
+from rolloutlog.studies.whatif.decode_fit import STEP_FLOOR_S, DecodeFit
 
 SCALE_BOUNDS = (0.5, 2.0)  # the least and most the servers' costs are scaled
 RESPONSE_BOUNDS = (0.1, 2.0)  # how the rate may follow the costs (1: in proportion)
 
 
 def scaled(decode: DecodeFit, factor: float) -> DecodeFit:
-    """The fit with every server cost `factor` times as large."""
+    """The fit with every server cost `factor` times as large (the step's fixed part no
+    less than the world's least, `STEP_FLOOR_S`, where the fit holds it there)."""
     return attrs.evolve(
         decode,
-        decode_step_s=decode.decode_step_s * factor,
+        decode_step_s=max(decode.decode_step_s * factor, STEP_FLOOR_S),
         decode_s_per_seq=decode.decode_s_per_seq * factor,
         decode_compute_s_per_seq=decode.decode_compute_s_per_seq * factor,
         prefill_s_per_token=decode.prefill_s_per_token * factor,
