@@ -188,7 +188,7 @@ CASES = [
             17,
             "departure: once batch 2 ships at version_live, the preset's dispatch gate "
             "(target_lag 0) holds g3; ROLL has no gate and sends while running + completed "
-            "< its budget, 3 after advance_step (generate_scheduler.py:223-253, 646-648)",
+            "< its budget, 3 after advance_step (generate_scheduler.py:223-253, 648-650)",
         ),
     ),
     Case(
