@@ -12,9 +12,10 @@ The capacity is AReaL's; when AReaL would submit is not only its capacity. AReaL
 exactly while the executor is not paused and its capacity is positive
 (workflow_executor.py:437-447), and the trainer pauses the executor for every weight update
 (trainer/rl_trainer.py:754, resumed at 859, once the update is done and `agenerate` has
-resubmitted the requests it aborted). Two tests check the preset's openings against
-that, each way; where the preset departs they are `xfail(strict=True)` naming the departure
-(docs/policies.md, the `areal` section), so they flip when the preset is fixed.
+resubmitted the requests it aborted). Three tests check the preset's openings against
+that: nothing opens while the executor is paused, and each way outside it; where the
+preset departs they are `xfail(strict=True)` naming the departure (docs/policies.md, the
+`areal` section), so they flip when the preset is fixed.
 """
 
 from __future__ import annotations
