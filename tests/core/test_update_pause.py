@@ -11,7 +11,14 @@ import pytest
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.presets import FIELD, preset_overrides
-from rolloutlog.events.types import EpisodeInterrupted, EpisodeResumed, Event, VersionLive
+from rolloutlog.events.types import (
+    EpisodeDispatched,
+    EpisodeInterrupted,
+    EpisodeResumed,
+    Event,
+    GroupOpened,
+    VersionLive,
+)
 from tests.core.test_scenarios import Run
 
 PAUSING = {"areal", "verl-fully-async", "verl-wait", "verl-drop", "slime-oversample"}
@@ -94,6 +101,41 @@ def test_the_account_reports_what_goes_out_during_a_paused_update(kind: str) -> 
     assert (
         account.violations[0] == f"seq {seq} ({kind}): {kind} while v1 is not live (update_pause)"
     )
+
+
+def test_the_account_reports_a_dispatch_before_the_interrupted_work_resumed() -> None:
+    """v1 is live but g6/0 and g7/0 still wait for their resumption: a train dispatch now is
+    reported (AReaL's executor resumes only after `agenerate` resubmitted them)."""
+    run = _run("until-live", weight_update="interrupt")
+    run.publish(1)
+    for episode_id in run.inflight():
+        run.feed(
+            EpisodeInterrupted(t=run.t, episode_id=episode_id, completion_tokens=2, reason="update")
+        )
+    _live(run, 1)
+    seq = len(run.log)
+    opened = GroupOpened(
+        t=run.t,
+        seq=seq,
+        group_id="g8",
+        work="train",
+        env="main",
+        task_id="t8",
+        group_size=1,
+        policy_version=1,
+        step=3,
+        frozen=False,
+    )
+    early = EpisodeDispatched(
+        t=run.t, seq=seq + 1, episode_id="g8/0", group_id="g8", member=0, policy_version=1
+    )
+    account = Account(run.config, raise_on_violation=False)
+    for event in [*run.log, opened, early]:
+        account.feed(event)
+    assert account.violations == [
+        f"seq {seq + 1} (episode_dispatched): episode_dispatched before the work the update "
+        "interrupted resumed"
+    ]
 
 
 def test_the_sources_that_pause_for_an_update_are_the_presets_that_do() -> None:
