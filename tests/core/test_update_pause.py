@@ -11,14 +11,8 @@ import pytest
 from rolloutlog.core.account import Account
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.presets import FIELD, preset_overrides
-from rolloutlog.events.types import (
-    EpisodeDispatched,
-    EpisodeInterrupted,
-    EpisodeResumed,
-    Event,
-    GroupOpened,
-    VersionLive,
-)
+from rolloutlog.events.types import EpisodeInterrupted, EpisodeResumed, Event, VersionLive
+from tests.core.core_events import dispatched, opened
 from tests.core.test_scenarios import Run
 
 PAUSING = {"areal", "verl-fully-async", "verl-wait", "verl-drop", "slime-oversample"}
@@ -114,23 +108,10 @@ def test_the_account_reports_a_dispatch_before_the_interrupted_work_resumed() ->
         )
     _live(run, 1)
     seq = len(run.log)
-    opened = GroupOpened(
-        t=run.t,
-        seq=seq,
-        group_id="g8",
-        work="train",
-        env="main",
-        task_id="t8",
-        group_size=1,
-        policy_version=1,
-        step=3,
-        frozen=False,
-    )
-    early = EpisodeDispatched(
-        t=run.t, seq=seq + 1, episode_id="g8/0", group_id="g8", member=0, policy_version=1
-    )
+    group = attrs.evolve(opened("g8", 1, 3, size=1), t=run.t, seq=seq)
+    early = attrs.evolve(dispatched("g8/0", 1), t=run.t, seq=seq + 1)
     account = Account(run.config, raise_on_violation=False)
-    for event in [*run.log, opened, early]:
+    for event in [*run.log, group, early]:
         account.feed(event)
     assert account.violations == [
         f"seq {seq + 1} (episode_dispatched): episode_dispatched before the work the update "
