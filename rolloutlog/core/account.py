@@ -36,6 +36,8 @@ It checks, each at the seq where it broke:
   cancellation, and exactly the scored stale members are withheld, none ships.
 - bounded queue (`core.account_eviction`): evictions only from a full queue, of the oldest,
   as few as make room, and the queue never above `queue_limit`.
+- update pause (`core.account_partial`): under `update_pause = "until-live"` no batch ships
+  and no train episode goes out while an update is under way.
 Which of the bound, no-stale-in-flight and admission properties a run keeps is its
 policy's (`core.account_properties`); what trains past the bound is counted either way.
 It also counts what `replay --json` reports, as it learns what each event means, in a
@@ -334,6 +336,8 @@ class Account(
             self._fail(seq, kind, f"stamped v{version}, dispatched when v{stamp} applies")
         if group.train and (self.gated or self.capacity):
             self._admit_train(seq, kind)
+        if group.train and self.update_pause:
+            self._paused_by_update(seq, kind, dispatch=True)
         group.dispatched += 1
         group.unscheduled -= 1
         group.inflight[episode_id] = (version, member)

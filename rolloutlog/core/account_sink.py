@@ -40,8 +40,11 @@ class _Books(Protocol):
     queued_at: dict[str, int]
     to_withhold: dict[str, int]
     unpublished: dict[int, set[str]]
+    update_pause: bool
 
     def _fail(self, seq: int, kind: str, problem: str) -> None: ...
+
+    def _paused_by_update(self, seq: int, kind: str, dispatch: bool) -> None: ...
 
     def _moved(self) -> None: ...
 
@@ -199,6 +202,8 @@ class SinkChecks:
             self._fail(seq, kind, "batch shipped after run_finished")
         if self.gated:  # at this batch's step: the ship hold has not lifted
             self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
+        if self.update_pause:
+            self._paused_by_update(seq, kind, dispatch=False)
         self._wait_shipped(seq, step)
         if OUTSTANDING in self.kept:
             self.unpublished = {s: g for s, g in self.unpublished.items() if s > self.version}

@@ -34,6 +34,7 @@ QueueSweep = Literal["at-ship", "at-next-check"]
 OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
 ShipWait = Literal["none", "last-chance"]
+UpdatePause = Literal["none", "until-live"]
 WeightUpdate = Literal["freeze", "interrupt", "drain"]
 StaleMember = Literal["cancel", "withhold", "run-on"]
 StaleTokens = Literal["drop", "mask"]
@@ -146,6 +147,9 @@ class RunConfig:
     )
     ship_wait: ShipWait = checked(
         "none", None, "a full batch ships at once, or waits for in-flight work at its last chance"
+    )
+    update_pause: UpdatePause = checked(
+        "none", None, "new train work and a held batch go at version_pending, or wait until live"
     )
     weight_update: WeightUpdate = checked(
         "freeze", None, "work in flight at an update: freeze, interrupt and resume, or drain"
@@ -376,6 +380,7 @@ FIELD_RULE_KEYS = (
     "staleness_threshold",
     "updates_per_sync",
     "ship_wait",
+    "update_pause",
     "weight_update",
     "recycle",
     "stale_tokens",

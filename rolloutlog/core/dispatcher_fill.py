@@ -27,10 +27,14 @@ def gated(rules: Rules, state: DispatcherState) -> bool:
     """Train dispatch pauses while the trainer lags the step by more than the run's lag
     (`target_lag`, or prime-rl's 1: `Rules.lag`), and, under `weight_update = drain`, while
     an update waits for the train work in flight; under `recycle`, until every recycled
-    episode is resumed (they go first)."""
-    if state.config.weight_update == "drain" and state.partial.live < state.version:
+    episode is resumed (they go first); under `update_pause = "until-live"`, until the
+    update is live and the work it interrupted resumed (`Rules.update_pause`)."""
+    partial = state.partial
+    if state.config.weight_update == "drain" and partial.live < state.version:
         return True
-    if state.partial.recycled:
+    if partial.recycled or rules.update_pause(
+        partial.live, state.version, len(partial.interrupted)
+    ):
         return True
     return trainer_lags(state.version, state.step, rules.lag(state.config))
 

@@ -31,6 +31,7 @@ from rolloutlog.core.rules import (
     composition,
     oversampling,
     shipping,
+    update_pause,
 )
 from rolloutlog.core.rules.table import Rules
 
@@ -158,6 +159,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "ship_wait": {
         "none": {"ship_waits": shipping.ship_at_once},
         "last-chance": {"ship_waits": shipping.waits_for_last_chance},
+    },
+    "update_pause": {
+        "none": {"update_pause": update_pause.never_paused, "checks_at_live": False},
+        "until-live": {"update_pause": update_pause.paused_until_live, "checks_at_live": True},
     },
     "stale_member": {
         "cancel": {

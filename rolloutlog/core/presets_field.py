@@ -49,8 +49,14 @@ FIELD: Final[dict[str, FieldPreset]] = {
         "areal/infra/workflow_executor.py, areal/infra/remote_inf_engine.py (agenerate: "
         "resubmits an aborted request with its tokens so far), areal/engine/fsdp_engine.py "
         "(pause_generation around every weight update)",
-        # interruptible generation is not an option there: every update aborts and resumes
-        keys={"staleness": "soft", "admission": "areal", "weight_update": "interrupt"},
+        # interruptible generation is not an option there: every update aborts and resumes;
+        # the executor is paused for the whole update (rl_trainer.py:754, 859)
+        keys={
+            "staleness": "soft",
+            "admission": "areal",
+            "weight_update": "interrupt",
+            "update_pause": "until-live",
+        },
     ),
     "tinker": FieldPreset(
         source=(
@@ -80,6 +86,7 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "staleness_threshold": 0.1,  # its yaml's defaults: θ, K and partial_rollout below
             "updates_per_sync": 4,  # trigger_parameter_sync_step
             "weight_update": "interrupt",  # partial_rollout: True
+            "update_pause": "until-live",  # reset_staleness after the replicas resume
         },
     ),
     "tinker-822": FieldPreset(
@@ -109,7 +116,13 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "THUDM/slime@624b824 slime/rollout/sglang_rollout.py (generate_rollout_async, "
             "abort), slime/utils/arguments.py (--over-sampling-batch-size), train.py"
         ),
-        keys={"staleness": "soft", "admission": "slime", "gate_lag": "zero", "leftovers": "abort"},
+        keys={
+            "staleness": "soft",
+            "admission": "slime",
+            "gate_lag": "zero",
+            "leftovers": "abort",
+            "update_pause": "until-live",  # train.py: the next rollout after update_weights
+        },
     ),
     "roll-flash": FieldPreset(
         source=(
@@ -121,6 +134,7 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "admission": "roll",
             "batch_order": "roll-window",
             "async_generation_ratio": 1.0,  # its examples' value (the code's default is 0)
+            "update_pause": "until-live",  # pause_sampling, model_update, then get_batch
         },
     ),
 }
@@ -143,6 +157,7 @@ _VERL_V1_KEYS: dict[str, Any] = {
     "admission": "outstanding",  # (num_warmup_batches = 1) + 1 batches of prompts not trained
     "gate_lag": "zero",  # weights sync at each step's end, before the next batch is put
     "batch_order": "oldest-first",  # _select_prompt_uids: oldest prompt step first
+    "update_pause": "until-live",  # the next step submits and samples after on_step_end's sync
 }
 FIELD["verl-wait"] = FieldPreset(
     source=_VERL_V1 + ", max_off_policy_strategy = wait",

@@ -230,6 +230,7 @@ class SinkState:
     admit: Curriculum
     step: int = 1
     version: int = 0
+    live: int = 0  # the version inference serves (`version_live`): the update pause reads it
     groups: dict[str, SinkGroup] = attrs.Factory(dict)
     inflight: dict[str, str] = attrs.Factory(dict)  # dispatched episode id -> group id
     queue: dict[str, Queued] = attrs.Factory(dict)  # in queue order, oldest first

@@ -129,11 +129,12 @@ def _startable(values: dict[str, Any], fixed: dict[str, Any]) -> None:
 _WEIGHT_UPDATES = ("freeze", "interrupt", "drain", "interrupt", "interrupt")
 _RECYCLES = (False, True, False, True)
 _STALE_TOKENS = ("drop", "mask")  # where episodes have segments
+_UPDATE_PAUSES = ("none", "until-live")
 
 
 def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
-    """`weight_update`, `recycle` and (where work is resumed) `stale_tokens` from
-    `values["seed"]`, within what starts (a drain stalls behind verl's and slime's budgets;
+    """`weight_update`, `recycle`, `update_pause` and (where work is resumed) `stale_tokens`
+    from `values["seed"]`, within what starts (a drain stalls behind verl's and slime's budgets;
     recycled work waits for the update, so not with a drain nor a sync of several updates:
     `RunConfig.startup_problems`; each is left as drawn and the rule falls back). A world
     with a last-chance wait (rare: it needs its cap reached) keeps the freeze it was drawn
@@ -151,6 +152,8 @@ def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
         values["recycle"] = (
             recycle and values["weight_update"] != "drain" and values["updates_per_sync"] == 1
         )
+    if "update_pause" not in fixed:
+        values["update_pause"] = _UPDATE_PAUSES[seed // 40 % len(_UPDATE_PAUSES)]
     partial = values["weight_update"] == "interrupt" or values["recycle"]
     if partial and "stale_tokens" not in fixed:  # segments exist only where work is resumed
         values["stale_tokens"] = _STALE_TOKENS[seed // 20 % len(_STALE_TOKENS)]

@@ -66,6 +66,7 @@ FIELD_TYPES: dict[str, object] = {
     "staleness_threshold": float,
     "updates_per_sync": int,
     "ship_wait": "literal",
+    "update_pause": "literal",
     "weight_update": "literal",
     "recycle": bool,
     "stale_tokens": "literal",

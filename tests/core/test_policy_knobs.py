@@ -162,6 +162,7 @@ FIELD_RULES_OFF = {
     "staleness_threshold": 0.1,  # verl admission's θ: read only under admission = "verl"
     "updates_per_sync": 1,
     "ship_wait": "none",
+    "update_pause": "none",
     "weight_update": "freeze",
     "recycle": False,
     "stale_tokens": "drop",

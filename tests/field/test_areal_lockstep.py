@@ -11,9 +11,11 @@ event AReaL's `get_capacity()` is compared with `admission_field.areal_groups` o
 The capacity is AReaL's; when AReaL would submit is not only its capacity. AReaL submits
 exactly while the executor is not paused and its capacity is positive
 (workflow_executor.py:437-447), and the trainer pauses the executor for every weight update
-(trainer/rl_trainer.py:754, resumed at 859). Two tests check the preset's openings against
-that, each way; where the preset departs they are `xfail(strict=True)` naming the departure
-(docs/policies.md, the `areal` section), so they flip when the preset is fixed.
+(trainer/rl_trainer.py:754, resumed at 859, once the update is done and `agenerate` has
+resubmitted the requests it aborted). Three tests check the preset's openings against
+that: nothing opens while the executor is paused, and each way outside it; where the
+preset departs they are `xfail(strict=True)` naming the departure (docs/policies.md, the
+`areal` section), so they flip when the preset is fixed.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class Lockstep:
     manager: Any = None
     ledger: TrainLedger = attrs.Factory(TrainLedger)
     version: int = 0  # the version AReaL's VersionProvider returns
-    paused: bool = False
+    updating: bool = False  # from version_pending to its version_live
+    interrupted: set[str] = attrs.Factory(set)  # aborted by the update, not yet resubmitted
     limit: int = 0
     inflight: set[str] = attrs.Factory(set)
     owed: dict[str, int] = attrs.Factory(dict)  # open group -> members not yet dispatched
@@ -85,7 +88,8 @@ class Lockstep:
         opens_train = isinstance(event, ev.GroupOpened) and event.work == "train"
         preset = areal_groups(self.config, self.ledger, self.version)
         capacity = self.manager.get_capacity()
-        return Moment(event.seq, event.kind, opens_train, capacity, preset, self.paused, room)
+        paused = self.updating or bool(self.interrupted)
+        return Moment(event.seq, event.kind, opens_train, capacity, preset, paused, room)
 
     def feed(self, event: Event) -> None:
         self.moments.append(self.moment(event))
@@ -103,9 +107,13 @@ class Lockstep:
                 done = self.manager.on_rollout_accepted if event.admitted else None
                 (done or self.manager.on_rollout_rejected)()
             case ev.VersionPending():
-                self.version, self.paused = event.version, True
+                self.version, self.updating = event.version, True
             case ev.VersionLive():
-                self.paused = False
+                self.updating = False
+            case ev.EpisodeInterrupted():
+                self.interrupted.add(event.episode_id)
+            case ev.EpisodeResumed():
+                self.interrupted.discard(event.episode_id)
             case _:
                 pass
 
@@ -123,6 +131,7 @@ class Lockstep:
                 self.inflight.discard(event.episode_id)
             case ev.EpisodesCancelled():
                 self.inflight.difference_update(event.episode_ids)
+                self.interrupted.difference_update(event.episode_ids)
                 self.owed[event.group_id] -= event.unscheduled
             case ev.GroupScored():
                 self.owed.pop(event.group_id, None)
@@ -175,9 +184,7 @@ def test_areal_capacity_is_the_presets_at_every_event(
 
 LIVENESS = (
     "departure: the preset opens a train group where AReaL would not submit: its liveness "
-    "exception with nothing running where AReaL's capacity is 0, and openings in the reaction "
-    "to version_pending while AReaL's executor is paused (workflow_executor.py:437-447, "
-    "rl_trainer.py:754, 859)"
+    "exception with nothing running where AReaL's capacity is 0 (workflow_executor.py:437-447)"
 )
 GATE = (
     "departure: the preset keeps rolloutlog's gate and ship hold (target_lag): at a settled "
@@ -192,7 +199,7 @@ def _departing(reason: str, runs: list[tuple[str, int, int]]) -> list[Any]:
     return [pytest.param(*run, marks=[xfail] if run in runs else []) for run in RUNS]
 
 
-# default and tight open past a zero capacity (liveness); default and loose during updates.
+# All three open past a zero capacity (liveness); none opens while the executor is paused.
 @pytest.mark.parametrize(("scenario", "seed", "steps"), _departing(LIVENESS, RUNS))
 def test_the_preset_opens_only_where_areal_would_submit(
     areal_module: types.ModuleType, scenario: str, seed: int, steps: int
@@ -211,3 +218,14 @@ def test_the_preset_opens_wherever_areal_would_submit(
     run = lockstep(areal_module, scenario, seed, steps)
     idle = [m for m in settled(run.moments) if m.room and m.areal > 0 and not m.paused]
     assert not idle, idle[:3]
+
+
+@pytest.mark.parametrize(("scenario", "seed", "steps"), RUNS)
+def test_the_preset_opens_nothing_while_areals_executor_is_paused(
+    areal_module: types.ModuleType, scenario: str, seed: int, steps: int
+) -> None:
+    """`update_pause = "until-live"`: from `version_pending` until the update is live and
+    the work it aborted resubmitted (rl_trainer.py:754-859), nothing opens."""
+    run = lockstep(areal_module, scenario, seed, steps)
+    paused = [m for m in run.moments if m.opens_train and m.paused]
+    assert not paused, paused[:3]

@@ -69,3 +69,6 @@ class Rules:
     masked: Callable[[Queued, int, int], int]  # (queued, step, bound) -> its tokens masked
     keeps_segments: bool  # an episode's segments are kept for its arrival (`stale_tokens`)
     goes_on_under: Callable[[DispatcherState, str, int], int]  # (state, id, stamp) -> version
+    # (live, version, interrupted not resumed) -> train work and the ship wait for the update
+    update_pause: Callable[[int, int, int], bool]
+    checks_at_live: bool  # the sink checks its queue at `version_live` (a batch the pause held)

@@ -212,14 +212,16 @@ def _free(record: Record) -> int:
 
 
 def _train_room(record: Record) -> int:
-    """Train episodes that may go out now: none past the gate or while a drained update
-    waits, else capacity's room."""
+    """Train episodes that may go out now: none past the gate, while a drained update
+    waits or while a paused one is under way, else capacity's room."""
     settings = record.config
     if (record.step - 1) - record.version > settings.lag:
         return 0
     if settings.weight_update == "drain" and record.live < record.version:
         return 0
     if record.recycled:  # recycled work resumes first
+        return 0
+    if settings.update_pause == "until-live" and record.updating():
         return 0
     if settings.admission != "capacity" and settings.admission not in FIELD_ROOMS:
         return UNLIMITED

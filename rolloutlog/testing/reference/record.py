@@ -125,6 +125,12 @@ class Record:
         queued = (self.episodes[e] for e in self.admitted)
         return [e for e in queued if not e.shipped and not e.dropped]
 
+    def updating(self) -> bool:
+        """A weight update is under way: announced and not live, or work it (or a recycle)
+        interrupted is in flight and not resumed."""
+        waiting = any(e.waiting and e.status == IN_FLIGHT for e in self.episodes.values())
+        return self.live < self.version or waiting
+
     def group_of(self, episode: Episode) -> Group:
         return self.groups[episode.group_id]
 

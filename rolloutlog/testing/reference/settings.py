@@ -51,6 +51,9 @@ class Settings:
     # (an interrupted episode keeps its permit and its dispatch stamp).
     weight_update: str = "freeze"
     recycle: bool = False  # recycled work holds train dispatch until it is resumed
+    # until-live: train dispatch and the ship wait for the update to go live (dispatch also
+    # for the work it interrupted to be resumed)
+    update_pause: str = "none"
     stale_tokens: str = "drop"  # mask: drops read an episode's end; old segments are masked
     stale_member: str = "cancel"
     max_lag: int = 0  # read only under admission = "max-lag"
