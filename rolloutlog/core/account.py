@@ -52,7 +52,7 @@ from typing import Any, Final, Protocol
 
 from rolloutlog.core.account_budget import BudgetChecks
 from rolloutlog.core.account_eviction import EvictionChecks
-from rolloutlog.core.account_group import Group, age
+from rolloutlog.core.account_group import NO_LAG, Group, age
 from rolloutlog.core.account_mask import MaskChecks
 from rolloutlog.core.account_oversample import LeftoverChecks
 from rolloutlog.core.account_partial import PartialChecks
@@ -139,13 +139,15 @@ class Account(
         self.bound: int = config.max_off_policy_steps
         # prime-rl's gate and hold allow a lag of one whatever the bound, slime's train.py
         # none (`gate_lag`); a version every K batches (`updates_per_sync`) adds K − 1
-        lags = {"one": 1, "zero": 0}
+        lags = {"one": 1, "zero": 0, "none": NO_LAG}
         lag = lags.get(config.gate_lag, config.target_lag)
-        self.target_lag: int = lag + config.updates_per_sync - 1
+        self.target_lag: int = lag + config.updates_per_sync - 1  # the ship hold's
+        self.gate_lag = self.target_lag if config.dispatch_gate else NO_LAG  # AReaL, ROLL: none
         self.group_size: int = config.group_size
         self.redundancy: int = config.group_redundancy
         self.redundant_due: set[str] = set()
         self.roll_used = 0  # train groups opened and not aborted (ROLL admission)
+        self.accepted_whole = 0  # train groups admitted with no failed member (AReaL's)
         self.batch_size: int | None = config.batch_size
         self.config = config
         self.kept = kept_properties(config)
@@ -291,7 +293,8 @@ class Account(
         if version != self.version or step != self.step:
             self._fail(seq, kind, f"opened at v{version} step {step}, not v{self.version}")
         if work == "train" and AREAL_ADMISSION in self.kept:
-            problem = areal_problem(self.config, self.version, self.groups.values(), self.run)
+            groups, accepted = self.groups.values(), self.accepted_whole
+            problem = areal_problem(self.config, self.version, groups, accepted)
             if problem:
                 self._fail(seq, kind, problem)
         if work == "train" and OUTSTANDING in self.kept:
@@ -346,12 +349,13 @@ class Account(
     def _admit_train(self, seq: int, kind: str) -> None:
         """The dispatch gate, and capacity admission's horizon (no train dispatch once the
         promised work fills it, unless none is in flight: the liveness exception)."""
-        if self.lags():
-            lag = age(self.version, self.step)
+        lag = age(self.version, self.step)
+        if lag > self.gate_lag:
             self._fail(seq, kind, f"train dispatch while the trainer lags {lag} > target_lag")
         if self.capacity:
             horizon = (self.bound + self.version + 1) * (self.batch_size or 0)
-            if self.train_promised >= horizon and self.train_inflight:
+            waits = self.train_inflight or not self.config.liveness
+            if self.train_promised >= horizon and waits:
                 self._fail(seq, kind, f"capacity: {self.train_promised} promised of {horizon}")
             self.train_promised += 1
             self.train_inflight += 1
@@ -410,6 +414,17 @@ class Account(
             self._fail(seq, "episodes_cancelled", "straggler cut without an arrival at risk")
         if not (set(group.inflight) <= set(episode_ids) and unscheduled == group.unscheduled):
             self._fail(seq, "episodes_cancelled", "straggler cut leaves members owed")
+
+    def _scored_room(self, group: Group, admitted: bool) -> None:
+        """A train group scored: admitted with no member failed, AReaL accepts it; with a
+        failed member it is AReaL's failed workflow (rejected) and ROLL's aborted prompt,
+        which gives its budget back."""
+        failed = any(reward is None for _, _, reward, _ in group.arrived.values())
+        if not group.train:
+            return
+        self.accepted_whole += admitted and not failed
+        if failed and not group.aborted:
+            self.roll_used -= 1
 
     def _close_if_done(self, group: Group) -> None:
         if group.owes and not group.inflight and not group.unscheduled:

@@ -25,14 +25,15 @@ _UNLIMITED = 1 << 62
 
 def gated(rules: Rules, state: DispatcherState) -> bool:
     """Train dispatch pauses while the trainer lags the step by more than the run's lag
-    (`target_lag`, or prime-rl's 1: `Rules.lag`), and, under `weight_update = drain`, while
+    (`target_lag`, or prime-rl's 1: `Rules.lag`; never where the source has no gate:
+    `Rules.gate_lag`), and, under `weight_update = drain`, while
     an update waits for the train work in flight; under `recycle`, until every recycled
     episode is resumed (they go first)."""
     if state.config.weight_update == "drain" and state.partial.live < state.version:
         return True
     if state.partial.recycled:
         return True
-    return trainer_lags(state.version, state.step, rules.lag(state.config))
+    return trainer_lags(state.version, state.step, rules.gate_lag(rules.lag(state.config)))
 
 
 def _free_permits(rules: Rules, state: DispatcherState) -> int:
@@ -40,11 +41,15 @@ def _free_permits(rules: Rules, state: DispatcherState) -> int:
 
 
 def _train_allowance(rules: Rules, state: DispatcherState) -> int:
-    """How many train episodes may go out now: none while gated, else capacity admission's."""
+    """How many train episodes may go out now: none while gated, else admission's, raised to
+    its idle floor where the run keeps the liveness exception (`Rules.live`)."""
     if gated(rules, state):
         return 0
-    left = rules.allowance(state.config, state.ledger, state.version)
-    return _UNLIMITED if left is None else left
+    config, ledger, version = state.config, state.ledger, state.version
+    left = rules.allowance(config, ledger, version)
+    if left is None:
+        return _UNLIMITED
+    return rules.live(left, rules.idle_floor(config, ledger, version))
 
 
 def fill(rules: Rules, state: DispatcherState, t: float) -> list[Event]:

@@ -68,6 +68,7 @@ class TrainLedger:
     pending: dict[str, int] = attrs.Factory(dict)  # group -> members queued or unpublished
     unpublished: dict[int, tuple[str, ...]] = attrs.Factory(dict)  # step -> its batch's ids
     opened_groups: int = 0  # train groups ever opened (max-lag admission)
+    failed: set[str] = attrs.Factory(set)  # open train groups a member failed in: room back
     updates: int = 0  # versions announced (max-lag admission)
     round_groups: dict[str, int] = attrs.Factory(dict)  # this step's train groups: size
     round_opened: int = 0  # their members (slime admission, `core.rules.oversampling`)

@@ -50,10 +50,10 @@ VERL_V1_AFTER_SYNC = (
     "version_pending; verl submits them when the next step begins, after on_step_end's "
     "sync and resume (trainer_base.py:509-517, trainer_colocate_async.py:48-53)"
 )
-VERL_V1_TWO_BATCHES = (
-    "departure: the preset's outstanding cap is (target_lag + 1) batches, target_lag <= "
-    "bound, so 1 batch at bound 0; verl keeps num_warmup_batches + 1 = 2 batches out "
-    "whatever its threshold (trainer_colocate_async.py:40-46, trainer_base.py:517)"
+ROLL_AFTER_UPDATE = (
+    "departure: the preset ships the held batch in the reaction to version_pending; ROLL "
+    "takes it in get_batch after the model update (rlvr_pipeline.py:516-546, "
+    "generate_scheduler.py:639-648)"
 )
 SLIME_AFTER_UPDATE = (
     "departure: the preset opens the next step's first round in the reaction to "
@@ -90,10 +90,10 @@ CASES = [
         "areal",
         "zero_capacity",
         Departure(
-            8,
-            "departure: the liveness exception opens a group with nothing running where "
-            "AReaL's capacity is 0 and it waits for the next version (staleness_manager.py:"
-            "99-113, workflow_executor.py:437-447)",
+            9,
+            "departure: the preset opens g2 in the reaction to version_pending; AReaL's "
+            "executor is paused for the whole update and submits it at resume() "
+            "(rl_trainer.py:754, 859)",
         ),
     ),
     Case(
@@ -152,26 +152,8 @@ CASES = [
     ),
     Case("verl-fully-async", "budget_in_groups"),
     Case("tinker-822", "last_chance_oldest_first"),
-    Case(
-        "tinker-822",
-        "depth_zero_no_stall",
-        Departure(
-            9,
-            "departure: the preset's liveness exception opens a group beyond PR #822's cap of "
-            "groups_per_batch at pipeline_depth 0 and the ship waits for it at its last chance "
-            "(the verl-wait / tinker-822 stall); the PR's workers block in acquire_slot "
-            "(train.py:996-1008, 1159-1162) and the batch goes",
-        ),
-    ),
-    Case(
-        "tinker-822",
-        "depth_zero_waits",
-        Departure(
-            10,
-            "departure: the liveness exception opens a group with none open where PR #822's "
-            "workers wait for the train step to release slots (train.py:996-1008, 1418)",
-        ),
-    ),
+    Case("tinker-822", "depth_zero_no_stall"),
+    Case("tinker-822", "depth_zero_waits"),
     Case("verl-wait", "first_step"),
     Case(
         "verl-wait",
@@ -185,8 +167,10 @@ CASES = [
         "verl-wait",
         "bound_zero_no_stall",
         Departure(
-            5,
-            VERL_V1_TWO_BATCHES,
+            19,
+            "departure: the preset ships batch 2 in the reaction to version_pending, before "
+            "the step's prompts go out; verl's step submits its batch first and then samples, "
+            "which at T = 1 waits for them (trainer_base.py:509-517, replay_buffer.py:533-539)",
         ),
     ),
     Case("verl-drop", "first_step"),
@@ -202,8 +186,10 @@ CASES = [
         "verl-drop",
         "bound_zero_evicts",
         Departure(
-            5,
-            VERL_V1_TWO_BATCHES,
+            15,
+            "departure: the preset drops g3, stale at step 2, when it finalizes; verl keeps it "
+            "in the buffer and evicts it when step 2 samples, after the sync (replay_buffer.py:"
+            "503-512, 576-589)",
         ),
     ),
     Case("slime-oversample", "filter_and_abort"),
@@ -239,35 +225,16 @@ CASES = [
     Case(
         "roll-flash",
         "batch_after_update",
-        Departure(
-            15,
-            "departure: the preset ships the held batch in the reaction to version_pending; "
-            "ROLL takes it in get_batch after the model update (rlvr_pipeline.py:516-546, "
-            "generate_scheduler.py:639-648)",
-        ),
+        Departure(15, ROLL_AFTER_UPDATE),
     ),
     Case(
         "roll-flash",
         "no_liveness",
-        Departure(
-            14,
-            "departure: with target_lag 1 the preset ships batch 2 at v0 and its liveness "
-            "exception sends a prompt past ROLL's budget; ROLL sends nothing while running + "
-            "completed >= its budget (generate_scheduler.py:245-253)",
-        ),
+        Departure(15, ROLL_AFTER_UPDATE),
     ),
     Case("pipelinerl", "update_in_flight"),
     Case("pipelinerl", "no_age_bound"),
-    Case(
-        "pipelinerl",
-        "no_gate",
-        Departure(
-            13,
-            "departure: the preset keeps rolloutlog's dispatch gate (target_lag); PipelineRL with "
-            "max_lag null keeps submitting whatever the trainer's version (actor.py:531-534, "
-            "559-575)",
-        ),
-    ),
+    Case("pipelinerl", "no_gate"),
     Case(
         "per-group",
         "stale_owed_members",
