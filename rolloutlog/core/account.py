@@ -147,7 +147,8 @@ class Account(
         self.redundancy: int = config.group_redundancy
         self.redundant_due: set[str] = set()
         self.roll_used = 0  # train groups opened and not aborted (ROLL admission)
-        self.accepted_whole = 0  # train groups admitted with no failed member (AReaL's)
+        self.accepted = 0  # train episodes admitted (AReaL's accepted, in groups of G)
+        self.roll_lost = 0  # train members failed in groups not aborted (ROLL's, in G's)
         self.batch_size: int | None = config.batch_size
         self.config = config
         self.kept = kept_properties(config)
@@ -293,7 +294,7 @@ class Account(
         if version != self.version or step != self.step:
             self._fail(seq, kind, f"opened at v{version} step {step}, not v{self.version}")
         if work == "train" and AREAL_ADMISSION in self.kept:
-            groups, accepted = self.groups.values(), self.accepted_whole
+            groups, accepted = self.groups.values(), self.accepted // self.group_size
             problem = areal_problem(self.config, self.version, groups, accepted)
             if problem:
                 self._fail(seq, kind, problem)
@@ -306,7 +307,8 @@ class Account(
                 self._fail(seq, kind, problem)
         if work == "train" and ROLL_ADMISSION in self.kept:
             running = sum(g.train for g in self.groups.values())
-            problem = roll_problem(self.config, self.version, self.roll_used, running)
+            used = self.roll_used - self.roll_lost // self.group_size
+            problem = roll_problem(self.config, self.version, used, running)
             if problem:
                 self._fail(seq, kind, problem)
         self.roll_used += work == "train"
@@ -415,16 +417,14 @@ class Account(
         if not (set(group.inflight) <= set(episode_ids) and unscheduled == group.unscheduled):
             self._fail(seq, "episodes_cancelled", "straggler cut leaves members owed")
 
-    def _scored_room(self, group: Group, admitted: bool) -> None:
-        """A train group scored: admitted with no member failed, AReaL accepts it; with a
-        failed member it is AReaL's failed workflow (rejected) and ROLL's aborted prompt,
-        which gives its budget back."""
-        failed = any(reward is None for _, _, reward, _ in group.arrived.values())
+    def _scored_room(self, group: Group, scored: int, admitted: bool) -> None:
+        """A train group scored: its admitted members count toward AReaL's accepted groups,
+        and its failed members toward ROLL's budget given back (each in whole groups of G)."""
         if not group.train:
             return
-        self.accepted_whole += admitted and not failed
-        if failed and not group.aborted:
-            self.roll_used -= 1
+        self.accepted += scored if admitted else 0
+        if not group.aborted:
+            self.roll_lost += sum(reward is None for _, _, reward, _ in group.arrived.values())
 
     def _close_if_done(self, group: Group) -> None:
         if group.owes and not group.inflight and not group.unscheduled:

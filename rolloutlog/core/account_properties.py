@@ -64,9 +64,9 @@ def areal_problem(
     """Why a train group may not open under AReaL admission now, or None: its capacity in
     groups, `min(max_inflight − running, (η + v + 1) × B − (accepted + running))`, must be
     at least one, unless none is running and the run keeps the liveness exception. Its own
-    arithmetic: `running` the open train groups, `accepted` the groups the curriculum
-    admitted so far with no member failed (AReaL rejects a failed workflow), `B = max(1,
-    batch_size // G)`."""
+    arithmetic: `running` the open train groups, `accepted` the episodes the curriculum
+    admitted so far in whole groups of G (a failed member leaves its group part of one),
+    `B = max(1, batch_size // G)`."""
     running = sum(group.train for group in open_groups)
     groups_per_batch = max(1, (config.batch_size or 0) // config.group_size)
     horizon = (config.max_off_policy_steps + version + 1) * groups_per_batch

@@ -66,7 +66,7 @@ class _Books(Protocol):
 
     def _leftover_dropped(self, seq: int, episode_id: str, group: Group | None) -> None: ...
 
-    def _scored_room(self, group: Group, admitted: bool) -> None: ...
+    def _scored_room(self, group: Group, scored: int, admitted: bool) -> None: ...
 
     def _leftover_scored(
         self, seq: int, group_id: str, scored: Sequence[str], admitted: bool
@@ -147,7 +147,7 @@ class SinkChecks:
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
             return self._fail(seq, kind, f"{problem} != G+r={self.members(group)}")
         self._requeue_whole(seq, group_id, group)
-        self._scored_room(group, admitted)
+        self._scored_room(group, len(episode_ids), admitted)
         self._leftover_scored(seq, group_id, episode_ids, admitted)
         fresh = sorted(
             (member, episode_id, reward)

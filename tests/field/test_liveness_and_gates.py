@@ -39,7 +39,7 @@ def test_each_preset_carries_its_sources_exception_and_gate(preset: str) -> None
 def test_without_the_exception_an_idle_run_opens_nothing_past_its_rule() -> None:
     """Nothing open and AReaL's capacity spent (2 groups accepted of (0 + 0 + 1) x 2): the
     preset opens nothing; with the exception set, one group of 4."""
-    ledger = TrainLedger(accepted_groups=2)
+    ledger = TrainLedger(accepted=8)
     for liveness, allowed in ((False, 0), (True, 4)):
         config = _config(
             "areal", group_size=4, batch_size=8, max_off_policy_steps=0, liveness=liveness

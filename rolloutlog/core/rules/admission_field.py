@@ -7,7 +7,10 @@ groups as AReaL counts workflow runs) opens a new train group only while
 
 `running` are the train groups opened and not yet scored, `accepted` the train groups ever
 scored and admitted (AReaL never takes an accepted rollout back off the count, and a group
-consumed by a batch stays counted), `B = max(1, episodes per batch // G)` the groups a
+consumed by a batch stays counted), counted as admitted episodes in whole groups of `G`: a
+request that fails fails AReaL's whole workflow, which is rejected and trains nothing
+(workflow_executor.py:1143-1144); rolloutlog trains the members that arrived, and counts
+them as the part of a group they are; `B = max(1, episodes per batch // G)` the groups a
 batch takes (AReaL's `consumer_batch_size` counts prompts), and `max_concurrent` is
 `max_inflight`: rolloutlog's permits count episodes and already bound what is in flight.
 A group the curriculum rejects, or one with nothing left to score, is AReaL's rejected
@@ -90,7 +93,7 @@ def areal_groups(config: RunConfig, ledger: TrainLedger, version: int) -> int | 
     return areal_capacity(
         max_concurrent=config.max_inflight,
         running=len(ledger.unscored),
-        accepted=ledger.accepted_groups,
+        accepted=ledger.accepted // config.group_size,
         version=version,
         max_off_policy_steps=config.max_off_policy_steps,
         batch_groups=per_batch // config.group_size,
@@ -108,12 +111,9 @@ def areal_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | No
 
 
 def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
-    """`evolve_ledger`, and the group counts AReaL admission reads: members owed by open
-    train groups, and train groups ever admitted whole. A group a member failed in is
-    AReaL's failed workflow, rejected (workflow_executor.py:1143-1144): not counted."""
-    if isinstance(event, EpisodeFailed) and event.episode_id in ledger.inflight:
-        ledger.failed.add(group_of(event.episode_id))  # before evolve_ledger forgets it
-    short = isinstance(event, GroupScored) and event.group_id in ledger.failed
+    """`evolve_ledger`, and the counts AReaL admission reads: members owed by open train
+    groups, and train episodes ever admitted (`areal_groups` counts them in whole groups of
+    `G`)."""
     evolve_ledger(ledger, event)
     match event:
         case GroupOpened(work="train"):
@@ -123,8 +123,7 @@ def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
         case EpisodesCancelled() if event.group_id in ledger.unscored:
             ledger.owed -= event.unscheduled
         case GroupScored():
-            ledger.failed.discard(event.group_id)
-            ledger.accepted_groups += event.admitted and not short
+            ledger.accepted += len(event.episode_ids) if event.admitted else 0
         case _:
             pass
 
@@ -223,16 +222,20 @@ def roll_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | Non
     per_batch = episodes_per_batch(config, ledger)
     if per_batch is None:
         return None
-    groups = roll_budget(config, per_batch, version) - ledger.roll_used
+    used = ledger.roll_used - ledger.roll_lost // config.group_size
+    groups = roll_budget(config, per_batch, version) - used
     return ledger.owed + max(0, groups) * (config.group_size + config.group_redundancy)
 
 
 def evolve_roll_ledger(ledger: TrainLedger, event: Event) -> None:
     """`evolve_group_ledger`, and ROLL's count of prompts begun and not aborted: a train
-    group opens one; its first stale cancellation (ROLL's `gc` abort) gives it back, and so
-    does a failed member (ROLL aborts a prompt whose processing raised,
-    generate_scheduler.py:853-863, 326-338)."""
-    short = isinstance(event, GroupScored) and event.group_id in ledger.failed
+    group opens one; its first stale cancellation (ROLL's `gc` abort) gives it back. ROLL
+    aborts a prompt whose processing raised (generate_scheduler.py:853-863, 326-338) and
+    trains nothing of it; rolloutlog trains the members that arrived, so the members that
+    failed give a group back for each `G` of them (`roll_left`)."""
+    if isinstance(event, EpisodeFailed) and event.episode_id in ledger.inflight:
+        group_id = group_of(event.episode_id)  # before evolve_ledger forgets it
+        ledger.failed[group_id] = ledger.failed.get(group_id, 0) + 1
     evolve_group_ledger(ledger, event)
     match event:
         case GroupOpened(work="train"):
@@ -242,7 +245,8 @@ def evolve_roll_ledger(ledger: TrainLedger, event: Event) -> None:
                 ledger.aborted.add(event.group_id)
                 ledger.roll_used -= 1
         case GroupScored():
-            ledger.roll_used -= short and event.group_id not in ledger.aborted
+            failed = ledger.failed.pop(event.group_id, 0)
+            ledger.roll_lost += failed if event.group_id not in ledger.aborted else 0
             ledger.aborted.discard(event.group_id)
         case _:
             pass

@@ -17,16 +17,17 @@ from rolloutlog.testing.reference.record import Group, Record
 
 
 def _roll_room(record: Record, per_batch: int) -> int:
-    """ROLL's budget, by groups (prompts): train groups opened and never aborted (cancelled
-    as stale, or scored with a failed member) may number `⌈α·B⌉ + (version + 1)·B`, `B =
+    """ROLL's budget, by groups (prompts): train groups opened and never cancelled as stale,
+    less one for each G members failed in scored groups, may number `⌈α·B⌉ + (version + 1)·B`, `B =
     max(1, per_batch // G)`; one more always may while none is open (with `liveness`). What
     open groups still owe may always go out."""
     settings = record.config
     groups = max(1, per_batch // settings.group_size)
     budget = math.ceil(settings.async_generation_ratio * groups) + (record.version + 1) * groups
     train = [g for g in record.groups.values() if g.train]
-    aborted = [any(c.reason == "stale" for c in g.cancellations) or _failed(g) for g in train]
-    used = len(train) - sum(aborted)
+    aborted = [any(c.reason == "stale" for c in g.cancellations) for g in train]
+    lost = sum(_failed(g) for g, out in zip(train, aborted, strict=True) if not out)
+    used = len(train) - sum(aborted) - lost // settings.group_size
     running = [g for g in train if not g.scored]
     may_open = budget - used if running or not settings.liveness else max(budget - used, 1)
     owed = sum(g.unscheduled() for g in running)
@@ -35,16 +36,17 @@ def _roll_room(record: Record, per_batch: int) -> int:
 
 def _areal_room(record: Record, per_batch: int) -> int:
     """AReaL's rule, by groups: a train group is running from its opening until it is
-    scored, accepted once scored and admitted with no member failed (for good: a batch does
-    not give it back; a failed member makes it AReaL's rejected rollout). A
+    scored, accepted once scored and admitted, counted as admitted episodes in whole groups of
+    G (for good: a batch does not give them back). A
     new group may open while fewer than `max_inflight` run and accepted + running stay
     under `(max_off_policy_steps + version + 1)` batches of `per_batch // G` groups (at
     least one); with `liveness`, one always may when none runs. What running groups still
     owe may always go out."""
     settings = record.config
     running = [g for g in record.groups.values() if g.train and not g.scored]
-    admitted = {record.episodes[e].group_id for e in record.admitted}
-    accepted = sum(not _failed(record.groups[g]) for g in admitted)
+    train = {g.group_id for g in record.groups.values() if g.train}
+    admitted = sum(record.episodes[e].group_id in train for e in record.admitted)
+    accepted = admitted // settings.group_size
     groups_per_batch = max(1, per_batch // settings.group_size)
     batches = settings.max_off_policy_steps + record.version + 1
     may_open = min(
@@ -105,10 +107,11 @@ def _outstanding_room(record: Record, per_batch: int) -> int:
     return owed + max(0, may_open) * settings.group_size
 
 
-def _failed(group: Group) -> bool:
-    """A member failed in flight: AReaL rejects the group, ROLL aborts the prompt (its room
-    comes back), once the group is scored."""
-    return group.scored and any(e.status == "failed" for e in group.members)
+def _failed(group: Group) -> int:
+    """The members that failed in flight, once the group is scored: ROLL aborts such a
+    prompt and trains nothing of it; rolloutlog trains the rest, and gives a group of the
+    budget back for each G failed."""
+    return sum(e.status == "failed" for e in group.members) if group.scored else 0
 
 
 def _outstanding_at(history: list[Event]) -> set[str]:
