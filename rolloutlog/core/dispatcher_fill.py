@@ -26,14 +26,14 @@ _UNLIMITED = 1 << 62
 def gated(rules: Rules, state: DispatcherState) -> bool:
     """Train dispatch pauses while the trainer lags the step by more than the run's lag
     (`target_lag`, or prime-rl's 1: `Rules.lag`; never where the source has no gate:
-    `Rules.gate_lag`), and, under `weight_update = drain`, while
+    `Rules.gate`), and, under `weight_update = drain`, while
     an update waits for the train work in flight; under `recycle`, until every recycled
     episode is resumed (they go first)."""
     if state.config.weight_update == "drain" and state.partial.live < state.version:
         return True
     if state.partial.recycled:
         return True
-    return trainer_lags(state.version, state.step, rules.gate_lag(rules.lag(state.config)))
+    return trainer_lags(state.version, state.step, rules.gate(rules.lag(state.config)))
 
 
 def _free_permits(rules: Rules, state: DispatcherState) -> int:

@@ -140,8 +140,8 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "none": {"lag": admission.no_lag},
     },
     "dispatch_gate": {
-        True: {"gate_lag": admission.gate_at_the_lag},
-        False: {"gate_lag": admission.no_gate},
+        True: {"gate": admission.gate_at_the_lag},
+        False: {"gate": admission.no_gate},
     },
     "stale_cancel": {
         "in-flight": {"stale_unscheduled": cancellation.unscheduled_kept},

@@ -69,7 +69,7 @@ class RunState:
         self.config = config
         rules = rules_for(config)
         self.lag = rules.lag(config)  # the ship hold's
-        self.gate_lag = rules.gate_lag(self.lag)  # the dispatch gate's (none: a lag never met)
+        self.gate_lag = rules.gate(self.lag)  # the dispatch gate's (none: a lag never met)
         self.bound = config.max_off_policy_steps
         self.soft = config.staleness == "soft"
         self.by_tokens = config.token_batch_size is not None

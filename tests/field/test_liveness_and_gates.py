@@ -32,7 +32,7 @@ def test_each_preset_carries_its_sources_exception_and_gate(preset: str) -> None
     config = _config(preset)
     rules = rules_for(config)
     assert config.liveness == (preset not in NO_LIVENESS)
-    gate = rules.gate_lag(rules.lag(config))
+    gate = rules.gate(rules.lag(config))
     assert (gate < admission.NO_LAG) == (preset not in NO_GATE)
 
 

@@ -53,7 +53,7 @@ class Rules:
     stale_in_flight: Callable[[Rules, DispatcherState, OpenGroup], tuple[str, ...]]  # to cancel
     batch_order: BatchOrder
     lag: Callable[[RunConfig], int]  # the lag the ship hold (and a gate) allows
-    gate_lag: Callable[[int], int]  # (the hold's lag) -> the gate's: the same, or no gate
+    gate: Callable[[int], int]  # (the hold's lag) -> the gate's: the same, or no gate
     stale_unscheduled: Callable[[Rules, DispatcherState, OpenGroup], int]  # to cancel as stale
     arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
     checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep
