@@ -154,13 +154,13 @@ def _gates_and_liveness(values: dict[str, Any], fixed: dict[str, Any]) -> None:
     shrinks to 0: rolloutlog's own rules)."""
     seed = values["seed"] // 40
     if "liveness" not in fixed:
-        values["liveness"] = (True, False)[seed % 2]
+        values["liveness"] = (True, True, True, False)[seed % 4]
     if "dispatch_gate" not in fixed:
-        values["dispatch_gate"] = (True, True, False)[seed // 2 % 3]
-    if "gate_lag" not in fixed and seed // 6 % 4 == 3:
+        values["dispatch_gate"] = (True, True, False)[seed // 4 % 3]
+    if "gate_lag" not in fixed and seed // 12 % 4 == 3:
         values["gate_lag"] = "none"
     if "outstanding_depth" not in fixed:
-        values["outstanding_depth"] = (None, None, 1)[seed // 24 % 3]
+        values["outstanding_depth"] = (None, None, 1)[seed // 48 % 3]
 
 
 def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
