@@ -3,11 +3,11 @@
 Under `admission = "verl"` a train group opens only while the train groups counted in the
 current sync window stay under `int(max(1, batch_size // G) × (1 + θ) × K)`, unless no
 train group is open, no sync is owed (no K-th batch shipped whose version is unannounced)
-and the queue holds less than a batch (the liveness exception). The account keeps its own
-window count: one per train group opened, restarted at each `version_pending` at the
-train groups it then holds open (opened, not yet scored) and those with an episode in its
-own queue. It reads nothing of the dispatcher's ledger. Kept with episode batches only
-(`core.account_properties.VERL_BUDGET`).
+and the queue holds less than a batch (the liveness exception, where the run keeps it).
+The account keeps its own window count: one per train group opened, restarted at each
+`version_pending` at the train groups it then holds open (opened, not yet scored) and
+those with an episode in its own queue. It reads nothing of the dispatcher's ledger. Kept
+with episode batches only (`core.account_properties.VERL_BUDGET`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ class BudgetChecks:
         shipped, k = self.shipped(), config.updates_per_sync
         owed = (shipped // k) * k > self.version  # a sync is coming
         full = len(self.queue) >= (config.batch_size or 0)  # a batch is coming
-        if (others or owed or full) and self.budget_window >= budget:
+        waits = others or owed or full or not config.liveness
+        if waits and self.budget_window >= budget:
             problem = f"{self.budget_window} groups counted this sync window, of {budget}"
             self._fail(seq, "group_opened", f"verl admission: {problem}")
         self.budget_window += 1

@@ -69,6 +69,8 @@ class _Books(Protocol):
 
     def _leftover_dropped(self, seq: int, episode_id: str, group: Group | None) -> None: ...
 
+    def _scored_room(self, group: Group, scored: int, admitted: bool) -> None: ...
+
     def _leftover_scored(
         self, seq: int, group_id: str, scored: Sequence[str], admitted: bool
     ) -> None: ...
@@ -148,6 +150,7 @@ class SinkChecks:
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
             return self._fail(seq, kind, f"{problem} != G+r={self.members(group)}")
         self._requeue_whole(seq, group_id, group)
+        self._scored_room(group, len(episode_ids), admitted)
         self._leftover_scored(seq, group_id, episode_ids, admitted)
         fresh = sorted(
             (member, episode_id, reward)
@@ -207,7 +210,7 @@ class SinkChecks:
         self._wait_shipped(seq, step)
         if OUTSTANDING in self.kept:
             self.unpublished = {s: g for s, g in self.unpublished.items() if s > self.version}
-            self.unpublished[step] = {e.rpartition("/")[0] for e in episode_ids}
+            self.unpublished[step] = set(episode_ids)
         cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)

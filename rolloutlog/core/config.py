@@ -26,7 +26,7 @@ AdmissionPolicy = Literal[
 ]
 BatchOrder = Literal["fifo", "oldest-first", "roll-window"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
-GateLag = Literal["target-lag", "one", "zero"]
+GateLag = Literal["target-lag", "one", "zero", "none"]
 Leftovers = Literal["run-on", "abort"]
 StaleCancel = Literal["in-flight", "open"]
 StaleCheck = Literal["at-finalize", "after-curriculum"]
@@ -121,7 +121,18 @@ class RunConfig:
         "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
     )
     gate_lag: GateLag = checked(
-        "target-lag", None, "gate and ship hold lag: target_lag, one, or zero (synchronous)"
+        "target-lag",
+        None,
+        "gate and ship hold lag: target_lag, one, zero (synchronous), or none (neither)",
+    )
+    dispatch_gate: bool = checked(
+        True, None, "train dispatch pauses past gate_lag (false: the lag holds only the ship)"
+    )
+    liveness: bool = checked(
+        True, None, "with no train group open one may open whatever admission says"
+    )
+    outstanding_depth: int | None = checked(
+        None, at_least(0), "outstanding admission: batches out past one (None: target_lag)"
     )
     stale_cancel: StaleCancel = checked(
         "in-flight", None, "version_pending cancels stale in-flight work, or stale open groups"
@@ -352,6 +363,26 @@ def _slime_without_redundancy(c: RunConfig) -> str | None:
     )
 
 
+def _whole_groups_without_liveness(c: RunConfig) -> str | None:
+    """AReaL's, ROLL's and PR #822's rules count `⌊B/G⌋` groups a batch; their sources train
+    whole groups, rolloutlog cuts batches of `B` episodes. Without the liveness exception
+    the groups such a rule lets out fall short of the batches they owe, for good."""
+    size, batch = c.group_size, c.batch_size
+    if c.liveness or batch is None or c.admission not in ("areal", "roll", "outstanding"):
+        return None
+    groups = max(1, batch // size)
+    depth = c.target_lag if c.outstanding_depth is None else c.outstanding_depth
+    whole = groups * size * (depth + 1 if c.admission == "outstanding" else 1)
+    if whole >= batch:
+        return None
+    return (
+        f"liveness: false with admission = {c.admission!r} needs batches of whole groups "
+        f"(batch_size {batch}, group_size {size}): its rule counts {groups} group(s) a batch "
+        f"and lets {whole} episodes out where batches of {batch} need more: the run would "
+        "starve (its source trains whole groups)"
+    )
+
+
 # In the order their reasons are listed.
 _STARTUP_CHECKS: tuple[Callable[[RunConfig], str | None], ...] = (
     _one_batch_size,
@@ -366,11 +397,15 @@ _STARTUP_CHECKS: tuple[Callable[[RunConfig], str | None], ...] = (
     _recycle_without_drain,
     _recycle_one_update,
     _slime_without_redundancy,
+    _whole_groups_without_liveness,
 )
 
 FIELD_RULE_KEYS = (
     "requeue",
     "gate_lag",
+    "dispatch_gate",
+    "liveness",
+    "outstanding_depth",
     "stale_cancel",
     "stale_check",
     "queue_sweep",

@@ -25,7 +25,8 @@ _UNLIMITED = 1 << 62
 
 def gated(rules: Rules, state: DispatcherState) -> bool:
     """Train dispatch pauses while the trainer lags the step by more than the run's lag
-    (`target_lag`, or prime-rl's 1: `Rules.lag`), and, under `weight_update = drain`, while
+    (`target_lag`, or prime-rl's 1: `Rules.lag`; never where the source has no gate:
+    `Rules.gate`), and, under `weight_update = drain`, while
     an update waits for the train work in flight; under `recycle`, until every recycled
     episode is resumed (they go first); under `update_pause = "until-live"`, until the
     update is live and the work it interrupted resumed (`Rules.update_pause`)."""
@@ -36,7 +37,7 @@ def gated(rules: Rules, state: DispatcherState) -> bool:
         partial.live, state.version, len(partial.interrupted)
     ):
         return True
-    return trainer_lags(state.version, state.step, rules.lag(state.config))
+    return trainer_lags(state.version, state.step, rules.gate(rules.lag(state.config)))
 
 
 def _free_permits(rules: Rules, state: DispatcherState) -> int:
@@ -44,11 +45,15 @@ def _free_permits(rules: Rules, state: DispatcherState) -> int:
 
 
 def _train_allowance(rules: Rules, state: DispatcherState) -> int:
-    """How many train episodes may go out now: none while gated, else capacity admission's."""
+    """How many train episodes may go out now: none while gated, else admission's, raised to
+    its idle floor where the run keeps the liveness exception (`Rules.live`)."""
     if gated(rules, state):
         return 0
-    left = rules.allowance(state.config, state.ledger, state.version)
-    return _UNLIMITED if left is None else left
+    config, ledger, version = state.config, state.ledger, state.version
+    left = rules.allowance(config, ledger, version)
+    if left is None:
+        return _UNLIMITED
+    return rules.live(left, rules.idle_floor(config, ledger, version))
 
 
 def fill(rules: Rules, state: DispatcherState, t: float) -> list[Event]:

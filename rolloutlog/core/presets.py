@@ -59,35 +59,50 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         },
     },
     "admission": {
-        "none": {"allowance": admission.unlimited, "follow_ledger": None},  # no ledger kept
+        "none": {  # no ledger kept
+            "allowance": admission.unlimited,
+            "follow_ledger": None,
+            "idle_floor": admission.no_floor,
+        },
         "capacity": {
             "allowance": admission.capacity_left,
             "follow_ledger": admission.evolve_ledger,
+            "idle_floor": admission.one_episode_when_none_in_flight,
         },
         "areal": {
             "allowance": admission_field.areal_left,
             "follow_ledger": admission_field.evolve_group_ledger,
+            "idle_floor": admission.one_group_when_none_open,
         },
         "verl": {
             "allowance": admission_budget.budget_left,
             "follow_ledger": admission_budget.evolve_budget_ledger,
+            "idle_floor": admission_budget.budget_idle_floor,
         },
         "outstanding": {
             "allowance": admission_field.outstanding_left,
             "follow_ledger": admission_field.evolve_outstanding_ledger,
+            "idle_floor": admission.group_size_when_none_open,
         },
         "max-lag": {
             "allowance": admission_field.max_lag_left,
             "follow_ledger": admission_field.evolve_lag_ledger,
+            "idle_floor": admission.group_size_when_none_open,
         },
         "slime": {
             "allowance": oversampling.slime_left,
             "follow_ledger": oversampling.evolve_round_ledger,
+            "idle_floor": oversampling.slime_idle_floor,
         },
         "roll": {
             "allowance": admission_field.roll_left,
             "follow_ledger": admission_field.evolve_roll_ledger,
+            "idle_floor": admission.one_group_when_none_open,
         },
+    },
+    "liveness": {
+        True: {"live": admission.with_exception},
+        False: {"live": admission.without_exception},
     },
     "admission_smoothing": {
         False: {"permits": admission.unsmoothed},
@@ -123,6 +138,11 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "target-lag": {"lag": admission.configured_lag},
         "one": {"lag": admission.lag_of_one},
         "zero": {"lag": admission.lag_of_zero},
+        "none": {"lag": admission.no_lag},
+    },
+    "dispatch_gate": {
+        True: {"gate": admission.gate_at_the_lag},
+        False: {"gate": admission.no_gate},
     },
     "stale_cancel": {
         "in-flight": {"stale_unscheduled": cancellation.unscheduled_kept},

@@ -26,6 +26,10 @@ class FieldPreset:
     keys: dict[str, Any]
 
 
+# No dispatch gate: the source's admission rule (or nothing) paces dispatch; its train loop
+# takes batch N once v N - 1 is announced, a ship hold of lag 0 (K - 1 with a sync every K).
+_NO_GATE: Final[dict[str, Any]] = {"dispatch_gate": False, "gate_lag": "zero"}
+
 # Name -> the field's rule; docs/policies.md gives each one's reading of its source.
 FIELD: Final[dict[str, FieldPreset]] = {
     "prime-rl": FieldPreset(
@@ -50,12 +54,15 @@ FIELD: Final[dict[str, FieldPreset]] = {
         "resubmits an aborted request with its tokens so far), areal/engine/fsdp_engine.py "
         "(pause_generation around every weight update)",
         # interruptible generation is not an option there: every update aborts and resumes;
-        # the executor is paused for the whole update (rl_trainer.py:754, 859)
+        # the executor is paused for the whole update (rl_trainer.py:754, 859). Its capacity
+        # is the only gate, with no liveness exception.
         keys={
             "staleness": "soft",
             "admission": "areal",
             "weight_update": "interrupt",
             "update_pause": "until-live",
+            "liveness": False,
+            **_NO_GATE,
         },
     ),
     "tinker": FieldPreset(
@@ -70,7 +77,13 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "THUDM/slime PR #2278 (draft, --max-policy-version-lag; read from its description) "
             "over slime/rollout/fully_async_rollout.py"
         ),
-        keys={"staleness": "per-group", "requeue": "at-completion"},
+        # its worker admits up to its concurrency; train_async runs one step ahead
+        keys={
+            "staleness": "per-group",
+            "requeue": "at-completion",
+            "dispatch_gate": False,
+            "gate_lag": "one",
+        },
     ),
     "verl-fully-async": FieldPreset(
         source=(
@@ -87,6 +100,7 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "updates_per_sync": 4,  # trigger_parameter_sync_step
             "weight_update": "interrupt",  # partial_rollout: True
             "update_pause": "until-live",  # reset_staleness after the replicas resume
+            **_NO_GATE,
         },
     ),
     "tinker-822": FieldPreset(
@@ -100,6 +114,8 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "admission": "outstanding",
             "ship_wait": "last-chance",
             "batch_order": "oldest-first",
+            "liveness": False,  # a worker waits in acquire_slot, even with no group open
+            **_NO_GATE,
         },
     ),
     "pipelinerl": FieldPreset(
@@ -109,7 +125,13 @@ FIELD: Final[dict[str, FieldPreset]] = {
         ),
         # Nothing cancelled or dropped for its age (its trainer counts old samples, and
         # trains them); samples wait in a ring buffer of 128 that drops its oldest when full.
-        keys={"staleness": "soft", "queue_limit": 128, "queue_eviction": "oldest-episode"},
+        # No gate and no ship hold: with max_lag null the actor submits however far ahead.
+        keys={
+            "staleness": "soft",
+            "queue_limit": 128,
+            "queue_eviction": "oldest-episode",
+            "gate_lag": "none",
+        },
     ),
     "slime-oversample": FieldPreset(
         source=(
@@ -135,6 +157,8 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "batch_order": "roll-window",
             "async_generation_ratio": 1.0,  # its examples' value (the code's default is 0)
             "update_pause": "until-live",  # pause_sampling, model_update, then get_batch
+            "liveness": False,  # nothing is sent while running + completed is at the budget
+            **_NO_GATE,  # each step updates the model, then get_batch takes its batch
         },
     ),
 }
@@ -155,6 +179,8 @@ _VERL_V1 = (
 )
 _VERL_V1_KEYS: dict[str, Any] = {
     "admission": "outstanding",  # (num_warmup_batches = 1) + 1 batches of prompts not trained
+    "outstanding_depth": 1,  # whatever the threshold
+    "liveness": False,  # nothing new is submitted until the next step begins
     "gate_lag": "zero",  # weights sync at each step's end, before the next batch is put
     "batch_order": "oldest-first",  # _select_prompt_uids: oldest prompt step first
     "update_pause": "until-live",  # the next step submits and samples after on_step_end's sync

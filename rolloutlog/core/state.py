@@ -62,12 +62,14 @@ class TrainLedger:
     redundancy: int = 0  # r: each group owes G + r members (`core.rules.group_shape`)
     roll_used: int = 0  # train groups opened and not aborted (ROLL admission)
     aborted: set[str] = attrs.Factory(set)  # open train groups cancelled as stale, once each
-    accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
+    accepted: int = 0  # train episodes ever admitted (AReaL admission: in groups of G)
     window_groups: int = 0  # train groups counted in this sync window (verl admission)
     queued_groups: dict[str, int] = attrs.Factory(dict)  # group -> episodes queued (verl)
     pending: dict[str, int] = attrs.Factory(dict)  # group -> members queued or unpublished
     unpublished: dict[int, tuple[str, ...]] = attrs.Factory(dict)  # step -> its batch's ids
     opened_groups: int = 0  # train groups ever opened (max-lag admission)
+    failed: dict[str, int] = attrs.Factory(dict)  # open train group -> members failed (ROLL)
+    roll_lost: int = 0  # members failed in scored groups not aborted (ROLL admission)
     updates: int = 0  # versions announced (max-lag admission)
     round_groups: dict[str, int] = attrs.Factory(dict)  # this step's train groups: size
     round_opened: int = 0  # their members (slime admission, `core.rules.oversampling`)

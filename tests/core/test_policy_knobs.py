@@ -153,6 +153,9 @@ def test_presets_set_every_policy_key(name, expected):
 # The keys field presets choose (tests/core/test_prime_rl_preset.py), at today's rules.
 FIELD_RULES_OFF = {
     "gate_lag": "target-lag",
+    "dispatch_gate": True,
+    "liveness": True,
+    "outstanding_depth": None,  # verl's num_warmup_batches: read only under outstanding
     "stale_cancel": "in-flight",
     "stale_check": "at-finalize",
     "queue_sweep": "at-ship",

@@ -42,6 +42,9 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
         "max_lag": 0,
         "group_redundancy": 0,  # ROLL's keys: prime-rl leaves them at rolloutlog's rule
         "async_generation_ratio": 0.0,
+        "dispatch_gate": True,  # its gate, at TARGET_LAG = 1 (gate_lag)
+        "liveness": True,  # no admission rule: the exception has nothing to raise
+        "outstanding_depth": None,
     }
     assert FIELD["prime-rl"].source.startswith("PrimeIntellect-ai/prime-rl@559b447 ")
 

@@ -5,17 +5,20 @@ manager (areal 1.0.4, loaded by path from its wheel: `tests.core.areal_wheel`) t
 callbacks AReaL's `WorkflowExecutor` makes for the same facts: a train group opened is a
 rollout enqueued and submitted (infra/workflow_executor.py:360-374), a train group scored is
 one accepted or rejected (workflow_executor.py:1114-1129), and `version_pending(v)` is the
-version the manager reads. The same events evolve the preset's own ledger, and after every
-event AReaL's `get_capacity()` is compared with `admission_field.areal_groups` on it.
+version the manager reads. A request that fails fails AReaL's whole workflow, rejected
+(workflow_executor.py:1143-1144); rolloutlog trains the members that arrived, and the
+preset counts admitted episodes in whole groups of G, so a scored group is fed as accepted
+when its admitted members complete another whole group, else as rejected. The same events
+evolve the preset's own ledger, and after every event AReaL's `get_capacity()` is compared
+with `admission_field.areal_groups` on it.
 
 The capacity is AReaL's; when AReaL would submit is not only its capacity. AReaL submits
 exactly while the executor is not paused and its capacity is positive
 (workflow_executor.py:437-447), and the trainer pauses the executor for every weight update
 (trainer/rl_trainer.py:754, resumed at 859, once the update is done and `agenerate` has
-resubmitted the requests it aborted). Three tests check the preset's openings against
-that: nothing opens while the executor is paused, and each way outside it; where the
-preset departs they are `xfail(strict=True)` naming the departure (docs/policies.md, the
-`areal` section), so they flip when the preset is fixed.
+resubmitted the requests it aborted). Four tests check the preset's openings against that:
+never past a zero capacity, nothing while the executor is paused, only where AReaL would
+submit, and wherever it would.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class Lockstep:
     inflight: set[str] = attrs.Factory(set)
     owed: dict[str, int] = attrs.Factory(dict)  # open group -> members not yet dispatched
     train: set[str] = attrs.Factory(set)
+    admitted: int = 0  # train episodes admitted so far: accepted rollouts in groups of G
     moments: list[Moment] = attrs.Factory(list)
 
     def get_version(self) -> int:
@@ -104,8 +108,14 @@ class Lockstep:
                 self.manager.on_rollout_enqueued()
                 self.manager.on_rollout_submitted()
             case ev.GroupScored() if event.group_id in self.train:
-                done = self.manager.on_rollout_accepted if event.admitted else None
-                (done or self.manager.on_rollout_rejected)()
+                size, before = self.config.group_size, self.admitted
+                self.admitted += len(event.episode_ids) if event.admitted else 0
+                accepted = self.admitted // size > before // size
+                (
+                    self.manager.on_rollout_accepted
+                    if accepted
+                    else self.manager.on_rollout_rejected
+                )()
             case ev.VersionPending():
                 self.version, self.updating = event.version, True
             case ev.VersionLive():
@@ -182,25 +192,18 @@ def test_areal_capacity_is_the_presets_at_every_event(
     assert not differ, differ[:3]
 
 
-LIVENESS = (
-    "departure: the preset opens a train group where AReaL would not submit: its liveness "
-    "exception with nothing running where AReaL's capacity is 0 (workflow_executor.py:437-447)"
-)
-GATE = (
-    "departure: the preset keeps rolloutlog's gate and ship hold (target_lag): at a settled "
-    "moment with a permit free, nothing owed and AReaL's capacity positive outside an update, "
-    "it opens nothing where AReaL would submit (workflow_executor.py:437-447)"
-)
+@pytest.mark.parametrize(("scenario", "seed", "steps"), RUNS)
+def test_the_preset_never_opens_past_areals_capacity(
+    areal_module: types.ModuleType, scenario: str, seed: int, steps: int
+) -> None:
+    """No liveness exception: with nothing running and capacity 0 the preset waits, as
+    AReaL's commit loop does."""
+    run = lockstep(areal_module, scenario, seed, steps)
+    beyond = [m for m in run.moments if m.opens_train and m.areal <= 0]
+    assert not beyond, beyond[:3]
 
 
-def _departing(reason: str, runs: list[tuple[str, int, int]]) -> list[Any]:
-    """`RUNS`, those in `runs` marked as departing for `reason`."""
-    xfail = pytest.mark.xfail(strict=True, reason=reason)
-    return [pytest.param(*run, marks=[xfail] if run in runs else []) for run in RUNS]
-
-
-# All three open past a zero capacity (liveness); none opens while the executor is paused.
-@pytest.mark.parametrize(("scenario", "seed", "steps"), _departing(LIVENESS, RUNS))
+@pytest.mark.parametrize(("scenario", "seed", "steps"), RUNS)
 def test_the_preset_opens_only_where_areal_would_submit(
     areal_module: types.ModuleType, scenario: str, seed: int, steps: int
 ) -> None:
@@ -209,9 +212,9 @@ def test_the_preset_opens_only_where_areal_would_submit(
     assert not beyond, beyond[:3]
 
 
-# Only on loose (eta 4 > target_lag 1 + 1) does the gate close with a permit free: 34 times
-# in 200 steps at seed 1, each at a lead of 2 (measured with this harness).
-@pytest.mark.parametrize(("scenario", "seed", "steps"), _departing(GATE, [RUNS[1]]))
+# The preset has no gate but AReaL's capacity. With rolloutlog's gate (target_lag 1), loose
+# (eta 4 > target_lag 1 + 1) closed it with a permit free 34 times in 200 steps at seed 1.
+@pytest.mark.parametrize(("scenario", "seed", "steps"), RUNS)
 def test_the_preset_opens_wherever_areal_would_submit(
     areal_module: types.ModuleType, scenario: str, seed: int, steps: int
 ) -> None:

@@ -76,16 +76,7 @@ CASES = [
     Case("prime-rl-withhold", "withheld"),
     Case("prime-rl-withhold", "step_sweep"),
     Case("prime-rl-withhold", "update_no_cancel"),
-    Case(
-        "areal",
-        "zero_capacity",
-        Departure(
-            8,
-            "departure: the liveness exception opens a group with nothing running where "
-            "AReaL's capacity is 0 and it waits for the next version (staleness_manager.py:"
-            "99-113, workflow_executor.py:437-447)",
-        ),
-    ),
+    Case("areal", "zero_capacity"),
     Case("areal", "update_paused"),
     Case("areal", "capacity_binds"),
     Case(
@@ -125,34 +116,19 @@ CASES = [
     Case("verl-fully-async", "sync_in_flight"),
     Case("verl-fully-async", "budget_in_groups"),
     Case("tinker-822", "last_chance_oldest_first"),
-    Case(
-        "tinker-822",
-        "depth_zero_no_stall",
-        Departure(
-            9,
-            "departure: the preset's liveness exception opens a group beyond PR #822's cap of "
-            "groups_per_batch at pipeline_depth 0 and the ship waits for it at its last chance "
-            "(the verl-wait / tinker-822 stall); the PR's workers block in acquire_slot "
-            "(train.py:996-1008, 1159-1162) and the batch goes",
-        ),
-    ),
-    Case(
-        "tinker-822",
-        "depth_zero_waits",
-        Departure(
-            10,
-            "departure: the liveness exception opens a group with none open where PR #822's "
-            "workers wait for the train step to release slots (train.py:996-1008, 1418)",
-        ),
-    ),
+    Case("tinker-822", "depth_zero_no_stall"),
+    Case("tinker-822", "depth_zero_waits"),
     Case("verl-wait", "first_step"),
     Case("verl-wait", "update_submits_after_sync"),
     Case(
         "verl-wait",
         "bound_zero_no_stall",
         Departure(
-            5,
-            VERL_V1_TWO_BATCHES,
+            20,
+            "departure: at version_live the preset opens nothing, where verl's step 2 submits "
+            "its batch of prompts before it samples (trainer_base.py:509-517, 1420-1422); "
+            "found where the update pause and the two outstanding batches meet, not yet "
+            "resolved",
         ),
     ),
     Case("verl-drop", "first_step"),
@@ -161,8 +137,10 @@ CASES = [
         "verl-drop",
         "bound_zero_evicts",
         Departure(
-            5,
-            VERL_V1_TWO_BATCHES,
+            15,
+            "departure: the preset drops g3, stale at step 2, when it finalizes; verl keeps it "
+            "in the buffer and evicts it when step 2 samples, after the sync (replay_buffer.py:"
+            "503-512, 576-589)",
         ),
     ),
     Case("slime-oversample", "filter_and_abort"),
@@ -181,38 +159,11 @@ CASES = [
     Case("slime-recycle", "two_rounds"),
     Case("slime-recycle", "sync_step"),
     Case("roll-flash", "budget_binds"),
-    Case(
-        "roll-flash",
-        "batch_after_update",
-        Departure(
-            17,
-            "departure: once batch 2 ships at version_live, the preset's dispatch gate "
-            "(target_lag 0) holds g3; ROLL has no gate and sends while running + completed "
-            "< its budget, 3 after advance_step (generate_scheduler.py:223-253, 648-650)",
-        ),
-    ),
-    Case(
-        "roll-flash",
-        "no_liveness",
-        Departure(
-            14,
-            "departure: with target_lag 1 the preset ships batch 2 at v0 and its liveness "
-            "exception sends a prompt past ROLL's budget; ROLL sends nothing while running + "
-            "completed >= its budget (generate_scheduler.py:245-253)",
-        ),
-    ),
+    Case("roll-flash", "batch_after_update"),
+    Case("roll-flash", "no_liveness"),
     Case("pipelinerl", "update_in_flight"),
     Case("pipelinerl", "no_age_bound"),
-    Case(
-        "pipelinerl",
-        "no_gate",
-        Departure(
-            13,
-            "departure: the preset keeps rolloutlog's dispatch gate (target_lag); PipelineRL with "
-            "max_lag null keeps submitting whatever the trainer's version (actor.py:531-534, "
-            "559-575)",
-        ),
-    ),
+    Case("pipelinerl", "no_gate"),
     Case(
         "per-group",
         "stale_owed_members",

@@ -57,10 +57,17 @@ def budget_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | N
     if per_batch is None:
         return None
     room = sync_budget(config, per_batch) - ledger.window_groups
-    coming = sync_owed(config, ledger.batches, version) or ledger.queued >= per_batch
-    if not ledger.unscored and not coming:
-        room = max(room, 1)  # liveness, see the module docstring
     return ledger.owed + max(0, room) * config.group_size
+
+
+def budget_idle_floor(config: RunConfig, ledger: TrainLedger, version: int) -> int:
+    """The exception (module docstring): `G` episodes while no train group is open, no sync
+    is owed and the queue holds less than a batch."""
+    per_batch = episodes_per_batch(config, ledger)
+    if per_batch is None or ledger.unscored:
+        return 0
+    coming = sync_owed(config, ledger.batches, version) or ledger.queued >= per_batch
+    return 0 if coming else config.group_size
 
 
 def evolve_budget_ledger(ledger: TrainLedger, event: Event) -> None:

@@ -64,9 +64,15 @@ def slime_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | No
     """Train episodes slime admission allows now: the members open groups owe, and what is
     left of the step's grant."""
     per_batch = episodes_per_batch(config, ledger)
-    left = ledger.owed + max(0, granted(config, per_batch, ledger.round_lost) - ledger.round_opened)
+    return ledger.owed + max(0, granted(config, per_batch, ledger.round_lost) - ledger.round_opened)
+
+
+def slime_idle_floor(config: RunConfig, ledger: TrainLedger, version: int) -> int:
+    """The exception (module docstring): one episode while no train group is open and the
+    queue is short of a batch: slime's next round, which its loop takes while the batch
+    is short."""
     short = config.batch_size is None or ledger.queued < config.batch_size
-    return max(left, 1) if short and not ledger.unscored else left  # liveness (docstring)
+    return 1 if short and not ledger.unscored else 0
 
 
 def evolve_round_ledger(ledger: TrainLedger, event: Event) -> None:

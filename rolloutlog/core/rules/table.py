@@ -34,6 +34,9 @@ class Rules:
 
     stamp: Callable[[int, int], int]  # (group start version, current version) -> carried
     allowance: Callable[[RunConfig, TrainLedger, int], int | None]  # train episodes, or None
+    # the train episodes the liveness exception lets out now (0 where it does not fire)
+    idle_floor: Callable[[RunConfig, TrainLedger, int], int]
+    live: Callable[[int, int], int]  # (allowance, idle floor) -> allowed: the exception or not
     # the ledger admission reads, after each event; None where no admission rule reads one
     follow_ledger: Callable[[TrainLedger, Event], None] | None
     permits: Callable[[int, RunConfig, int], int]  # (free, config, window growth) -> usable
@@ -49,7 +52,8 @@ class Rules:
     swept_reason: Callable[[], DropReason]
     stale_in_flight: Callable[[Rules, DispatcherState, OpenGroup], tuple[str, ...]]  # to cancel
     batch_order: BatchOrder
-    lag: Callable[[RunConfig], int]  # the lag the gate and the ship hold allow
+    lag: Callable[[RunConfig], int]  # the lag the ship hold (and a gate) allows
+    gate: Callable[[int], int]  # (the hold's lag) -> the gate's: the same, or no gate
     stale_unscheduled: Callable[[Rules, DispatcherState, OpenGroup], int]  # to cancel as stale
     arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
     checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep

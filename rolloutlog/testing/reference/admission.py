@@ -13,41 +13,47 @@ from collections.abc import Callable
 
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event, GroupOpened, GroupScored
 from rolloutlog.testing.reference.oversampling import slime_room
-from rolloutlog.testing.reference.record import Record
+from rolloutlog.testing.reference.record import Group, Record
 
 
 def _roll_room(record: Record, per_batch: int) -> int:
-    """ROLL's budget, by groups (prompts): train groups opened and never cancelled as stale
-    may number `⌈α·B⌉ + (version + 1)·B`, `B = max(1, per_batch // G)`; one more always may
-    while none is open. What open groups still owe may always go out."""
+    """ROLL's budget, by groups (prompts): train groups opened and never cancelled as stale,
+    less one for each G members failed in scored groups, may number `⌈α·B⌉ + (version + 1)·B`, `B =
+    max(1, per_batch // G)`; one more always may while none is open (with `liveness`). What
+    open groups still owe may always go out."""
     settings = record.config
     groups = max(1, per_batch // settings.group_size)
     budget = math.ceil(settings.async_generation_ratio * groups) + (record.version + 1) * groups
     train = [g for g in record.groups.values() if g.train]
-    used = sum(not any(c.reason == "stale" for c in g.cancellations) for g in train)
+    aborted = [any(c.reason == "stale" for c in g.cancellations) for g in train]
+    lost = sum(_failed(g) for g, out in zip(train, aborted, strict=True) if not out)
+    used = len(train) - sum(aborted) - lost // settings.group_size
     running = [g for g in train if not g.scored]
-    may_open = budget - used if running else max(budget - used, 1)
+    may_open = budget - used if running or not settings.liveness else max(budget - used, 1)
     owed = sum(g.unscheduled() for g in running)
     return owed + max(0, may_open) * (settings.group_size + settings.group_redundancy)
 
 
 def _areal_room(record: Record, per_batch: int) -> int:
     """AReaL's rule, by groups: a train group is running from its opening until it is
-    scored, accepted once scored and admitted (for good: a batch does not give it back). A
+    scored, accepted once scored and admitted, counted as admitted episodes in whole groups of
+    G (for good: a batch does not give them back). A
     new group may open while fewer than `max_inflight` run and accepted + running stay
     under `(max_off_policy_steps + version + 1)` batches of `per_batch // G` groups (at
-    least one); one always may when none runs. What running groups still owe may always
-    go out."""
+    least one); with `liveness`, one always may when none runs. What running groups still
+    owe may always go out."""
     settings = record.config
     running = [g for g in record.groups.values() if g.train and not g.scored]
-    accepted = len({record.episodes[e].group_id for e in record.admitted})
+    train = {g.group_id for g in record.groups.values() if g.train}
+    admitted = sum(record.episodes[e].group_id in train for e in record.admitted)
+    accepted = admitted // settings.group_size
     groups_per_batch = max(1, per_batch // settings.group_size)
     batches = settings.max_off_policy_steps + record.version + 1
     may_open = min(
         settings.max_inflight - len(running),
         batches * groups_per_batch - accepted - len(running),
     )
-    if not running:
+    if not running and settings.liveness:
         may_open = max(may_open, 1)
     owed = sum(g.unscheduled() for g in running)
     return owed + max(0, may_open) * (settings.group_size + settings.group_redundancy)
@@ -58,8 +64,8 @@ def _verl_room(record: Record, per_batch: int) -> int:
     groups opened, and those outstanding at the sync (opened and not yet scored, or with an
     admitted episode neither shipped nor dropped yet), count against `int(R × (1 + θ) × K)`,
     `R = per_batch // G` (at least one). A new group may open while the count is under it;
-    one always may when no train group is open, no K-th batch awaits its version and the
-    queue holds less than a batch. What open groups still owe may go out."""
+    with `liveness` one always may when no train group is open, no K-th batch awaits its
+    version and the queue holds less than a batch. What open groups still owe may go out."""
     settings = record.config
     syncs = [n for n, e in enumerate(record.history) if e.kind == "version_pending"]
     since = syncs[-1] if syncs else -1
@@ -73,29 +79,39 @@ def _verl_room(record: Record, per_batch: int) -> int:
     running = [g for g in record.groups.values() if g.train and not g.scored]
     k = settings.updates_per_sync
     sync_coming = record.batches // k * k > record.version or len(record.queue()) >= per_batch
-    may_open = budget - counted if running or sync_coming else max(budget - counted, 1)
+    waits = running or sync_coming or not settings.liveness
+    may_open = budget - counted if waits else max(budget - counted, 1)
     owed = sum(g.unscheduled() for g in running)
     return owed + max(0, may_open) * settings.group_size
 
 
 def _outstanding_room(record: Record, per_batch: int) -> int:
     """tinker-cookbook PR #822's cap: a new train group may open while fewer than
-    `groups per batch × (target_lag + 1)` train groups are outstanding: not yet scored, or
-    with a member queued, or in a batch whose version has not been announced. One always
-    may when no train group is open. What open groups owe may always go out."""
+    `groups per batch × (depth + 1)` train groups are outstanding (`outstanding_depth`, else
+    `target_lag`): not yet scored, and in whole groups of G the episodes queued or in a batch
+    whose version has not been announced. With `liveness` one always may when no train
+    group is open. What open groups owe may always go out."""
     settings = record.config
     running = [g for g in record.groups.values() if g.train and not g.scored]
-    outstanding = {g.group_id for g in running}
-    outstanding |= {e.group_id for e in record.queue()}
-    outstanding |= {
-        e.group_id for e in record.episodes.values() if e.shipped and e.shipped_at > record.version
-    }
-    cap = max(1, per_batch // settings.group_size) * (settings.target_lag + 1)
-    may_open = cap - len(outstanding)
-    if not running:
+    unpublished = [
+        e for e in record.episodes.values() if e.shipped and e.shipped_at > record.version
+    ]
+    outstanding = len(running) + (len(record.queue()) + len(unpublished)) // settings.group_size
+    depth = settings.outstanding_depth
+    depth = settings.target_lag if depth is None else depth
+    cap = max(1, per_batch // settings.group_size) * (depth + 1)
+    may_open = cap - outstanding
+    if not running and settings.liveness:
         may_open = max(may_open, 1)
     owed = sum(g.unscheduled() for g in running)
     return owed + max(0, may_open) * settings.group_size
+
+
+def _failed(group: Group) -> int:
+    """The members that failed in flight, once the group is scored: ROLL aborts such a
+    prompt and trains nothing of it; rolloutlog trains the rest, and gives a group of the
+    budget back for each G failed."""
+    return sum(e.status == "failed" for e in group.members) if group.scored else 0
 
 
 def _outstanding_at(history: list[Event]) -> set[str]:
@@ -121,14 +137,15 @@ def _outstanding_at(history: list[Event]) -> set[str]:
 def _max_lag_room(record: Record, per_batch: int) -> int:
     """PipelineRL's actor with `max_lag`: it may have submitted `ceil(max_lag / G)` groups
     plus `ceil(per_batch / G)` for the first update and as many for each version announced
-    since. One always may when none is open; what open groups owe may always go out."""
+    since. With `liveness` one always may when none is open; what open groups owe may
+    always go out."""
     settings, size = record.config, record.config.group_size
     train = [g for g in record.groups.values() if g.train]
     running = [g for g in train if not g.scored]
     updates = sum(event.kind == "version_pending" for event in record.history)
     allowed = math.ceil(settings.max_lag / size) + math.ceil(per_batch / size) * (updates + 1)
     may_open = allowed - len(train)
-    if not running:
+    if not running and settings.liveness:
         may_open = max(may_open, 1)
     owed = sum(g.unscheduled() for g in running)
     return owed + max(0, may_open) * size

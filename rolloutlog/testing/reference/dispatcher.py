@@ -215,7 +215,7 @@ def _train_room(record: Record) -> int:
     """Train episodes that may go out now: none past the gate, while a drained update
     waits or while a paused one is under way, else capacity's room."""
     settings = record.config
-    if (record.step - 1) - record.version > settings.lag:
+    if (record.step - 1) - record.version > settings.gate:
         return 0
     if settings.weight_update == "drain" and record.live < record.version:
         return 0
@@ -244,7 +244,7 @@ def _train_room(record: Record) -> int:
     queued = len(record.queue())
     batches_left = settings.max_off_policy_steps + record.version + 1 - record.batches
     room = batches_left * per_batch - (queued + unscored + in_flight)
-    return room if in_flight else max(room, 1)
+    return room if in_flight or not settings.liveness else max(room, 1)
 
 
 def _evals_owed(record: Record) -> int:

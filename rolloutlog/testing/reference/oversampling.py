@@ -4,7 +4,8 @@ A step's train groups are those opened at it (`group_opened.step`). They may sen
 `O × ceil((B + lost) / O)` episodes, `O` the round (`over_sampling_batch_size` groups, by
 default a batch's, of `G`), `B` the batch, `lost` what of the step's scored groups is not
 in the queue (never admitted, or dropped since); what open groups owe always may go, and
-with no train group unscored and the queue short of a batch one episode always may. Under
+with `liveness`, no train group unscored and the queue short of a batch one episode always
+may. Under
 `leftovers = "abort"` a shipped batch cancels what every train group owes (`leftover`),
 and the arrivals of train groups opened for a shipped batch and the queue the batch left
 are dropped (`leftover`).
@@ -30,7 +31,7 @@ def slime_room(record: Record, per_batch: int | None) -> int:
     running = [g for g in record.groups.values() if g.train and not g.scored]
     room = sum(g.unscheduled() for g in running) + max(0, granted - sum(g.size for g in step))
     short = settings.batch_size is None or len(queued) < settings.batch_size
-    return max(room, 1) if short and not running else room
+    return max(room, 1) if short and not running and settings.liveness else room
 
 
 def leftovers(record: Record, t: float) -> list[Event]:
