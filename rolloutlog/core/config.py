@@ -30,6 +30,8 @@ GateLag = Literal["target-lag", "one", "zero"]
 Leftovers = Literal["run-on", "abort"]
 StaleCancel = Literal["in-flight", "open"]
 StaleCheck = Literal["at-finalize", "after-curriculum"]
+StaleStep = Literal["current", "before-release"]
+GateCheck = Literal["every-event", "ship-and-live"]
 QueueSweep = Literal["at-ship", "at-next-check"]
 OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
@@ -124,6 +126,14 @@ class RunConfig:
     )
     stale_cancel: StaleCancel = checked(
         "in-flight", None, "version_pending cancels stale in-flight work, or stale open groups"
+    )
+    stale_step: StaleStep = checked(
+        "current",
+        None,
+        "version_pending's stale cancellation reads the step after a batch it releases, or before",
+    )
+    gate_check: GateCheck = checked(
+        "every-event", None, "the gate is read at every event, or only at a ship and version_live"
     )
     stale_check: StaleCheck = checked(
         "at-finalize", None, "stale arrivals drop at finalize, or at queueing after curriculum"
@@ -368,6 +378,8 @@ FIELD_RULE_KEYS = (
     "requeue",
     "gate_lag",
     "stale_cancel",
+    "stale_step",
+    "gate_check",
     "stale_check",
     "queue_sweep",
     "overload_count",

@@ -257,6 +257,7 @@ def _check_resumed(state: DispatcherState, event: RunResumed) -> None:
 
 def _on_batch_shipped(rules: Rules, state: DispatcherState, event: BatchShipped) -> None:
     state.step = event.step + 1
+    state.gate_version = state.version
     dispatcher_partial.on_shipped(state)
     interval = state.config.eval_interval
     if interval and event.step % interval == 0:
@@ -300,6 +301,12 @@ def _on_dropped(rules: Rules, state: DispatcherState, event: EpisodeDropped) -> 
 
 def _on_version_pending(rules: Rules, state: DispatcherState, event: VersionPending) -> None:
     state.version = event.version
+    state.update_step = state.step  # applied before the sink's answer: no batch released yet
+
+
+def _on_version_live(rules: Rules, state: DispatcherState, event: VersionLive) -> None:
+    state.gate_version = state.version
+    dispatcher_partial.on_version_live(rules, state, event)
 
 
 def _on_limit_set(rules: Rules, state: DispatcherState, event: LimitSet) -> None:
@@ -339,7 +346,7 @@ _APPLIES: Final = (
     .on(RunFinished, _on_run_finished)
     .on(EpisodeInterrupted, dispatcher_partial.on_interrupted)
     .on(EpisodeResumed, dispatcher_partial.on_resumed)
-    .on(VersionLive, dispatcher_partial.on_version_live)
+    .on(VersionLive, _on_version_live)
     .by_kind
 )
 

@@ -32,7 +32,7 @@ def gated(rules: Rules, state: DispatcherState) -> bool:
         return True
     if state.partial.recycled:
         return True
-    return trainer_lags(state.version, state.step, rules.lag(state.config))
+    return trainer_lags(rules.gate_version(state), state.step, rules.lag(state.config))
 
 
 def _free_permits(rules: Rules, state: DispatcherState) -> int:

@@ -127,6 +127,14 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "in-flight": {"stale_unscheduled": cancellation.unscheduled_kept},
         "open": {"stale_unscheduled": cancellation.unscheduled_if_stale},
     },
+    "stale_step": {
+        "current": {"stale_step": cancellation.current_step},
+        "before-release": {"stale_step": cancellation.step_before_release},
+    },
+    "gate_check": {
+        "every-event": {"gate_version": admission.gate_reads_version},
+        "ship-and-live": {"gate_version": admission.gate_reads_last_check},
+    },
     "stale_check": {
         "at-finalize": {"arrival_bound": acceptance.the_bound},
         "after-curriculum": {"arrival_bound": acceptance.no_bound_before_curriculum},
@@ -215,7 +223,11 @@ def rules_for(config: RunConfig) -> Rules:
 
 
 FIELD_SET = "field"
-BASES = ("per-episode", "per-group")
+# rolloutlog's bases and the keys each sets on top of `_OFF`: `per-group` is the seed's
+# "before", prime-rl main's rule, whose `drop_group` cancels everything a stale group owes,
+# unscheduled members too (docs/policies.md, "per-group and the seed's before").
+BASE_KEYS: dict[str, dict[str, Any]] = {"per-episode": {}, "per-group": {"stale_cancel": "open"}}
+BASES = tuple(BASE_KEYS)
 RULES: dict[str, dict[str, Any]] = {
     "capacity": {"admission": "capacity"},
     "straggler": {"straggler_cut": True},
@@ -241,7 +253,7 @@ def preset_overrides(name: str) -> dict[str, Any]:
     if base in FIELD:
         overrides: dict[str, Any] = {**_OFF, **FIELD[base].keys}
     elif base in BASES:
-        overrides = {"staleness": base, **_OFF}
+        overrides = {"staleness": base, **_OFF, **BASE_KEYS[base]}
     else:
         raise ConfigError(
             f"policy {name!r}: must start with one of {', '.join([*BASES, *FIELD])} (or be 'all')"

@@ -35,6 +35,8 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "staleness": "per-group",
             "gate_lag": "one",
             "stale_cancel": "open",
+            "stale_step": "before-release",  # its watcher's observers: dispatcher first
+            "gate_check": "ship-and-live",
             "stale_check": "after-curriculum",
             "queue_sweep": "at-next-check",
             "overload_count": "in-flight",

@@ -108,6 +108,8 @@ class DispatcherState:
     limit: int
     step: int = 1
     version: int = 0
+    update_step: int = 1  # the step the last version_pending found, before a batch it released
+    gate_version: int = 0  # the version at the last ship or version_live (prime-rl's gate)
     groups_opened: int = 0
     groups: dict[str, OpenGroup] = attrs.Factory(dict)  # in opening order
     owing: dict[str, None] = attrs.Factory(dict)  # groups with unscheduled members, in order

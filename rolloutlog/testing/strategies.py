@@ -75,6 +75,8 @@ def _drawn_keys(draw: st.DrawFn, group_size: int) -> dict[str, Any]:
         "requeue": draw(st.sampled_from(["none", "none", "at-ship", "at-completion"])),
         "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one", "zero"])),
         "stale_cancel": draw(st.sampled_from(["in-flight", "open"])),
+        "stale_step": draw(st.sampled_from(["current", "before-release"])),
+        "gate_check": draw(st.sampled_from(["every-event", "ship-and-live"])),
         "stale_check": draw(st.sampled_from(["at-finalize", "after-curriculum"])),
         "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check"])),
         "overload_count": draw(st.sampled_from(["owed", "in-flight"])),

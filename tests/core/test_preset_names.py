@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.presets import (
+    BASE_KEYS,
     BASES,
     CHOICES,
     FIELD,
@@ -36,7 +37,7 @@ OFF = {
 
 @given(st.sampled_from(BASES), st.lists(st.sampled_from(sorted(RULES)), unique=True))
 def test_a_preset_sets_its_base_and_exactly_its_rules(base: str, rules: list[str]) -> None:
-    expected = {"staleness": base, **OFF}
+    expected = {"staleness": base, **OFF, **BASE_KEYS[base]}
     for rule in rules:
         expected.update(RULES[rule])
     assert preset_overrides("+".join([base, *rules])) == expected

@@ -62,27 +62,9 @@ SLIME_AFTER_UPDATE = (
 )
 
 CASES = [
-    Case(
-        "prime-rl",
-        "update_order",
-        Departure(
-            29,
-            "departure: at version_pending prime-rl cancels stale groups at the step before "
-            "the held batch is released (watcher.py:130-132, orchestrator.py:427); the "
-            "preset releases first and cancels against the next step",
-        ),
-    ),
+    Case("prime-rl", "update_order"),
     Case("prime-rl", "stale_after_curriculum"),
-    Case(
-        "prime-rl",
-        "stale_open_groups",
-        Departure(
-            30,
-            "departure: the preset re-reads prime-rl's dispatch gate at version_pending and "
-            "opens a group there; prime-rl re-evaluates the gate only at a ship and at "
-            "on_new_version (orchestrator.py:690-691, 1002-1007)",
-        ),
-    ),
+    Case("prime-rl", "stale_open_groups"),
     Case("prime-rl-withhold", "withheld"),
     Case("prime-rl-withhold", "step_sweep"),
     Case("prime-rl-withhold", "update_no_cancel"),
@@ -268,16 +250,7 @@ CASES = [
             "559-575)",
         ),
     ),
-    Case(
-        "per-group",
-        "stale_owed_members",
-        Departure(
-            22,
-            "departure: per-group dispatches the unscheduled members of a group already stale at "
-            "version_pending (nothing of it in flight); the seed's before, prime-rl's drop_group, "
-            "cancels everything the group owes (dispatcher.py:383-392, 650-690)",
-        ),
-    ),
+    Case("per-group", "stale_owed_members"),
 ]
 
 

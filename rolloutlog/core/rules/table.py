@@ -50,6 +50,8 @@ class Rules:
     stale_in_flight: Callable[[Rules, DispatcherState, OpenGroup], tuple[str, ...]]  # to cancel
     batch_order: BatchOrder
     lag: Callable[[RunConfig], int]  # the lag the gate and the ship hold allow
+    gate_version: Callable[[DispatcherState], int]  # the version the gate reads
+    stale_step: Callable[[DispatcherState], int]  # the step version_pending's cancellation reads
     stale_unscheduled: Callable[[Rules, DispatcherState, OpenGroup], int]  # to cancel as stale
     arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
     checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep

@@ -114,6 +114,26 @@ class Record:
     def step(self) -> int:
         return self.batches + 1
 
+    def update_step(self) -> int:
+        """The step the last `version_pending` found, before any batch it released."""
+        shipped = step = 0
+        for event in self.history:
+            if event.kind == "batch_shipped":
+                shipped += 1
+            elif event.kind == "version_pending":
+                step = shipped + 1
+        return step
+
+    def gate_version(self) -> int:
+        """The version announced when a batch last shipped or a version last went live."""
+        version = checked = 0
+        for event in self.history:
+            if event.kind == "version_pending":
+                version = event.version  # type: ignore[union-attr]
+            elif event.kind in ("batch_shipped", "version_live"):
+                checked = version
+        return checked
+
     def open_groups(self) -> list[Group]:
         """Groups that still owe members: in flight or never dispatched."""
         return [g for g in self.groups.values() if g.accounted() < g.size]

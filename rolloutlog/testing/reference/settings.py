@@ -39,6 +39,8 @@ class Settings:
     # The field presets' keys; a log recorded before they existed decides as they default.
     gate_lag: str = "target-lag"
     stale_cancel: str = "in-flight"
+    stale_step: str = "current"  # before-release: prime-rl's dispatcher hears the update first
+    gate_check: str = "every-event"  # ship-and-live: prime-rl's gate, read only there
     stale_check: str = "at-finalize"
     queue_sweep: str = "at-ship"
     overload_count: str = "owed"
