@@ -72,6 +72,7 @@ class TrainLedger:
     round_groups: dict[str, int] = attrs.Factory(dict)  # this step's train groups: size
     round_opened: int = 0  # their members (slime admission, `core.rules.oversampling`)
     round_lost: int = 0  # their members that will not reach the queue (slime admission)
+    round_carried: dict[str, int] = attrs.Factory(dict)  # open at the ship: recycled, size
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""

@@ -198,16 +198,7 @@ CASES = [
             SLIME_AFTER_UPDATE,
         ),
     ),
-    Case(
-        "slime-recycle",
-        "recycled_count_in_round",
-        Departure(
-            32,
-            "departure: slime serves recycled groups first and counts them in the round "
-            "(data_source.py:177-189, sglang_rollout.py:149); the preset restarts the round at "
-            "the ship without them and opens a fresh group more",
-        ),
-    ),
+    Case("slime-recycle", "recycled_count_in_round"),
     Case("slime-recycle", "two_rounds"),
     Case(
         "slime-recycle",

@@ -19,11 +19,14 @@ groups open while the members opened this step stay below `granted`; members an 
 group still owes are always allowed, and with no train group open and the queue short of
 a batch one may always open (liveness: with token batches `B` is an estimate, and with
 any batch the queue may hold a step's episodes a drop left short). The counts restart when
-a batch ships. With `leftovers = "abort"`, the ship cancels what every train group still
-owes (reason `leftover`), and the sink drops the queued episodes the batch did not take
-and, at finalize, every arrival of a train group opened for a batch that has shipped
-(reason `leftover`): nothing of an aborted group, and no finished group past the batch,
-trains.
+a batch ships; under `recycle` (slime's `--partial-rollout`) a group the ship recycles
+counts in the next step's round, since `get_samples` serves the buffer's groups first and
+`remaining_batch_size` counts every group it returns (slime/rollout/data_source.py:177-189,
+sglang_rollout.py:149 at 624b824). With `leftovers = "abort"`, the ship cancels what every
+train group still owes (reason `leftover`), and the sink drops the queued episodes the
+batch did not take and, at finalize, every arrival of a train group opened for a batch
+that has shipped (reason `leftover`): nothing of an aborted group, and no finished group
+past the batch, trains.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from rolloutlog.core.state import DispatcherState, SinkGroup, TrainLedger
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDropped,
+    EpisodeInterrupted,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -83,8 +87,16 @@ def evolve_round_ledger(ledger: TrainLedger, event: Event) -> None:
         case EpisodeDropped() if queued and _group(event.episode_id) in ledger.round_groups:
             ledger.round_lost += 1
         case BatchShipped():
+            open_now = ledger.unscored
+            ledger.round_carried = {g: n for g, n in ledger.round_groups.items() if g in open_now}
             ledger.round_groups.clear()
             ledger.round_opened = ledger.round_lost = 0
+        case EpisodeInterrupted(reason="recycle") if (
+            _group(event.episode_id) in ledger.round_carried
+        ):
+            group = _group(event.episode_id)  # recycled: served first, counted in the round
+            ledger.round_groups[group] = size = ledger.round_carried.pop(group)
+            ledger.round_opened += size
         case _:
             pass
 

@@ -124,6 +124,16 @@ class Record:
                 step = shipped + 1
         return step
 
+    def recycled_since_ship(self) -> set[str]:
+        """Groups with a member recycled since the last batch shipped (slime's buffer)."""
+        groups: set[str] = set()
+        for event in self.history:
+            if event.kind == "batch_shipped":
+                groups = set()
+            elif event.kind == "episode_interrupted" and event.reason == "recycle":  # type: ignore[union-attr]
+                groups.add(event.episode_id.rpartition("/")[0])  # type: ignore[union-attr]
+        return groups
+
     def gate_version(self) -> int:
         """The version announced when a batch last shipped or a version last went live."""
         version = checked = 0
