@@ -22,10 +22,11 @@ from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
 AdmissionPolicy = Literal[
-    "none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime", "roll"
+    "none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime", "roll", "workers"
 ]
 BatchOrder = Literal["fifo", "oldest-first", "roll-window"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
+RequeueOrder = Literal["first", "behind-fresh"]
 GateLag = Literal["target-lag", "one", "zero"]
 Leftovers = Literal["run-on", "abort"]
 StaleCancel = Literal["in-flight", "open"]
@@ -112,7 +113,8 @@ class RunConfig:
         None,
         "capacity: cap train work ahead of trainer; areal: AReaL's, in groups; "
         "verl: a sample budget per weight sync; max-lag: PipelineRL's; "
-        "slime: rounds of over_sampling_batch_size groups per step; roll: ROLL's, in groups",
+        "slime: rounds of over_sampling_batch_size groups per step; roll: ROLL's, in groups; "
+        "workers: tinker's, a batch's groups open at once",
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked(
@@ -120,6 +122,9 @@ class RunConfig:
     )
     requeue: RequeuePolicy = checked(
         "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
+    )
+    requeue_order: RequeueOrder = checked(
+        "first", None, "a requeued task opens before any fresh one, or behind a batch's fresh ones"
     )
     gate_lag: GateLag = checked(
         "target-lag", None, "gate and ship hold lag: target_lag, one, or zero (synchronous)"
@@ -376,6 +381,7 @@ _STARTUP_CHECKS: tuple[Callable[[RunConfig], str | None], ...] = (
 
 FIELD_RULE_KEYS = (
     "requeue",
+    "requeue_order",
     "gate_lag",
     "stale_cancel",
     "stale_step",

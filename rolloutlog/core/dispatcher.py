@@ -93,6 +93,8 @@ def apply(rules: Rules, state: DispatcherState, event: Event) -> DispatcherState
     follow = rules.follow_ledger
     if follow is not None:  # a rule the run does not use costs nothing per event
         follow(state.ledger, event)
+    if rules.follow_requeue is not None:
+        rules.follow_requeue(state, event)
     return state
 
 
@@ -129,7 +131,7 @@ def _check_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         event.kind,
         f"expected group id g{number}, got {event.group_id}",
     )
-    if event.work == "train" and state.requeue:
+    if event.work == "train" and requeue_due(state):
         due = next(iter(state.requeue))
         task = state.task_of(due)
         require(
@@ -141,8 +143,14 @@ def _check_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         )
 
 
+def requeue_due(state: DispatcherState) -> bool:
+    """Whether the next train group takes the oldest requeue owed: the head of tinker's
+    builder queue where the run keeps one (`core.rules.requeue_order`), else any owed."""
+    return state.builders[0] if state.builders else bool(state.requeue)
+
+
 def _on_group_opened(rules: Rules, state: DispatcherState, event: GroupOpened) -> None:
-    if event.work == "train" and state.requeue:
+    if event.work == "train" and requeue_due(state):
         due = next(iter(state.requeue))
         del state.requeue[due]
         state.requeued_tasks[event.group_id] = state.task_of(due)

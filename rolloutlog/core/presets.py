@@ -30,6 +30,7 @@ from rolloutlog.core.rules import (
     cancellation,
     composition,
     oversampling,
+    requeue_order,
     shipping,
 )
 from rolloutlog.core.rules.table import Rules
@@ -75,6 +76,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "allowance": admission_field.outstanding_left,
             "follow_ledger": admission_field.evolve_outstanding_ledger,
         },
+        "workers": {
+            "allowance": admission_field.workers_left,
+            "follow_ledger": admission_field.evolve_group_ledger,
+        },
         "max-lag": {
             "allowance": admission_field.max_lag_left,
             "follow_ledger": admission_field.evolve_lag_ledger,
@@ -116,6 +121,13 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "requeue_group": acceptance.requeue_lagging_version,
             "swept_reason": acceptance.swept_as_stale,
             "stale_in_flight": cancellation.run_to_completion,
+        },
+    },
+    "requeue_order": {
+        "first": {"requeue_line": requeue_order.first_line, "follow_requeue": None},
+        "behind-fresh": {
+            "requeue_line": requeue_order.behind_fresh_line,
+            "follow_requeue": requeue_order.follow_builder_queue,
         },
     },
     "gate_lag": {

@@ -59,7 +59,13 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "thinking-machines-lab/tinker-cookbook@9dfcc3a tinker_cookbook/rl/train.py "
             "(do_async_training: filter_stale_trajectory_group)"
         ),
-        keys={"staleness": "per-group", "requeue": "at-ship"},
+        # groups_per_batch workers, one group each (train.py:1293-1297)
+        keys={
+            "staleness": "per-group",
+            "requeue": "at-ship",
+            "requeue_order": "behind-fresh",  # its builder queue (train.py:974-976, 1111-1116)
+            "admission": "workers",
+        },
     ),
     "slime-lag": FieldPreset(
         source=(

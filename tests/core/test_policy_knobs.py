@@ -154,6 +154,7 @@ def test_presets_set_every_policy_key(name, expected):
 
 # The keys field presets choose (tests/core/test_prime_rl_preset.py), at today's rules.
 FIELD_RULES_OFF = {
+    "requeue_order": "first",
     "gate_lag": "target-lag",
     "stale_cancel": "in-flight",
     "stale_step": "current",

@@ -20,6 +20,7 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
     keys = preset_overrides("prime-rl")
     assert keys["staleness"] == "per-group" and keys["admission_smoothing"] is True
     assert {k: keys[k] for k in FIELD_RULES_OFF} == {
+        "requeue_order": "first",  # prime-rl never requeues
         "gate_lag": "one",
         "stale_cancel": "open",
         "stale_step": "before-release",

@@ -88,26 +88,8 @@ CASES = [
         ),
     ),
     Case("areal", "capacity_binds"),
-    Case(
-        "tinker",
-        "one_group_per_slot",
-        Departure(
-            4,
-            "departure: tinker runs groups_per_batch workers, each starting its next group "
-            "only when its group is done (train.py:1031, 1293-1297); the preset opens a group "
-            "whenever permits are free",
-        ),
-    ),
-    Case(
-        "tinker",
-        "requeue_behind_fresh",
-        Departure(
-            17,
-            "departure: tinker puts a stale group's builder back at the end of its full builder "
-            "queue, behind fresh builders (train.py:974-976, 1111-1116); the preset reopens the "
-            "task before any fresh one",
-        ),
-    ),
+    Case("tinker", "one_group_per_slot"),
+    Case("tinker", "requeue_behind_fresh"),
     Case("tinker", "update_in_flight"),
     Case(
         "slime-lag",

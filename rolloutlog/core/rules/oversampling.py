@@ -81,24 +81,29 @@ def evolve_round_ledger(ledger: TrainLedger, event: Event) -> None:
         case GroupOpened(work="train"):
             ledger.round_groups[event.group_id] = event.group_size
             ledger.round_opened += event.group_size
+            ledger.open_sizes[event.group_id] = event.group_size
         case GroupScored() if event.group_id in ledger.round_groups:
             kept = len(event.episode_ids) if event.admitted else 0
             ledger.round_lost += ledger.round_groups[event.group_id] - kept
         case EpisodeDropped() if queued and _group(event.episode_id) in ledger.round_groups:
             ledger.round_lost += 1
         case BatchShipped():
-            open_now = ledger.unscored
-            ledger.round_carried = {g: n for g, n in ledger.round_groups.items() if g in open_now}
             ledger.round_groups.clear()
             ledger.round_opened = ledger.round_lost = 0
-        case EpisodeInterrupted(reason="recycle") if (
-            _group(event.episode_id) in ledger.round_carried
-        ):
+        case EpisodeInterrupted(reason="recycle") if _recycled(ledger, event.episode_id):
             group = _group(event.episode_id)  # recycled: served first, counted in the round
-            ledger.round_groups[group] = size = ledger.round_carried.pop(group)
+            ledger.round_groups[group] = size = ledger.open_sizes[group]
             ledger.round_opened += size
         case _:
             pass
+    if type(event) is GroupScored:  # closed, whatever its round
+        ledger.open_sizes.pop(event.group_id, None)
+
+
+def _recycled(ledger: TrainLedger, episode_id: str) -> bool:
+    """An open train group's member recycled, its group not yet in this step's round."""
+    group = _group(episode_id)
+    return group in ledger.open_sizes and group not in ledger.round_groups
 
 
 def abort_leftovers(state: DispatcherState, t: float) -> list[Event]:

@@ -270,7 +270,7 @@ def _fill(record: Record, t: float) -> list[Event]:
     train = _train_room(record)
     out: list[Event] = []
     number, evals = len(record.groups), _evals_owed(record)
-    owed = record.requeues_owed()
+    owed, turns = record.requeue_line()
     for only in ("eval", "train") if settings.eval_first else (None,):
         if free <= 0:
             break
@@ -289,7 +289,8 @@ def _fill(record: Record, t: float) -> list[Event]:
             work = "eval" if evals > 0 else "train"
             evals -= work == "eval"
             number += 1
-            if work == "train" and owed:  # a requeued task before a fresh one, oldest first
+            # a requeued task, oldest first: before a fresh one, or on its turn in the queue
+            if work == "train" and next(turns):
                 again = owed.pop(0)
                 task_id, env, frozen = again.task_id, again.env, again.frozen
             else:

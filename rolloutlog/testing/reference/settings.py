@@ -36,6 +36,7 @@ class Settings:
     straggler_cut: bool
     batch_order: str
     requeue: str = "none"  # a log recorded before the key existed never requeues
+    requeue_order: str = "first"  # behind-fresh: tinker's builder queue
     # The field presets' keys; a log recorded before they existed decides as they default.
     gate_lag: str = "target-lag"
     stale_cancel: str = "in-flight"
