@@ -69,8 +69,9 @@ FIELD: Final[dict[str, FieldPreset]] = {
     ),
     "slime-lag": FieldPreset(
         source=(
-            "THUDM/slime PR #2278 (draft, --max-policy-version-lag; read from its description) "
-            "over slime/rollout/fully_async_rollout.py"
+            "THUDM/slime PR #2278 (draft, --max-policy-version-lag; refs/pull/2278/head@54c4e38) "
+            "slime/rollout/fully_async_rollout.py (get_completed_groups: the lag read at the "
+            "pop from the output queue), slime/rollout/data_source.py, train_async.py"
         ),
         keys={"staleness": "per-group", "requeue": "at-completion"},
     ),
