@@ -103,6 +103,8 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     owed: list[str] = []  # groups discarded for requeue whose task no group took yet
     requeue_seen: set[str] = set()
     requeued = 0
+    task_of: dict[str, tuple[str, str]] = {}
+    behind = False  # tinker's builder queue: a fresh task may open while one is owed
     withholds, withheld, withheld_tokens = False, 0, 0
     tokens: dict[str, int] = {}
     resumed: dict[str, int] = {}  # in flight, resumed: the version of its last segment
@@ -122,11 +124,14 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                 segmenting = event.config.get("weight_update") == "interrupt"
                 segmenting = segmenting or bool(event.config.get("recycle"))
                 masking = event.config.get("stale_tokens") == "mask"
+                behind = event.config.get("requeue_order") == "behind-fresh"
             case GroupOpened():
                 size[event.group_id] = event.group_size
                 train[event.group_id] = event.work == "train"
                 frozen[event.group_id] = event.frozen
-                if event.work == "train" and owed:
+                task_of[event.group_id] = (event.task_id, event.env)
+                takes = not behind or (owed and task_of[owed[0]] == task_of[event.group_id])
+                if event.work == "train" and owed and takes:
                     owed.pop(0)
                     requeued += 1
             case EpisodeDropped(reason="requeue"):
