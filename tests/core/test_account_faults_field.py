@@ -43,20 +43,6 @@ def _requeue_skipped(account: Account, event: Event) -> Planted | None:
     return [wrong], f"skips the requeue of {due} ({owed}): opened {('t99999', event.env)}"
 
 
-def _requeue_ahead_of_its_turn(account: Account, event: Event) -> Planted | None:
-    """tinker's builder queue: a requeued task opened before the builders ahead of it."""
-    if not (isinstance(event, GroupOpened) and event.work == "train" and account.requeue):
-        return None
-    due, opened = next(iter(account.requeue.items()))
-    config = account.config
-    ahead = max(1, (config.batch_size or config.group_size) // config.group_size) + 1
-    task_id, env = account.tasks[due]
-    if opened >= ahead or (event.task_id, event.env) == (task_id, env):
-        return None
-    early = attrs.evolve(event, task_id=task_id, env=env)
-    return [early], f"reopens {due} after {opened} train groups, not behind {ahead} builders"
-
-
 def _requeue_against_the_rule(queued: bool) -> Plant:
     """A stale drop (from the queue, or of an arrival) recorded as a requeue."""
     where = "from the queue" if queued else "at completion"
@@ -345,7 +331,6 @@ WORLDS: dict[str, st.SearchStrategy[list[Event]]] = {}
 
 FAULTS: dict[str, tuple[str, Plant]] = {
     "requeue skipped": ("group_opened", _requeue_skipped),
-    "requeue ahead of its turn": ("group_opened", _requeue_ahead_of_its_turn),
     "requeue from the queue at completion": ("episode_dropped", _requeue_against_the_rule(True)),
     "requeue without a rule": ("episode_dropped", _requeue_against_the_rule(False)),
     "requeue keeps an arrival": ("group_scored", _requeue_keeps_an_arrival),
@@ -373,7 +358,6 @@ FAULTS: dict[str, tuple[str, Plant]] = {
 WORLDS.update(
     {
         "requeue skipped": _worlds("tinker", requeue_order="first"),
-        "requeue ahead of its turn": _worlds("tinker"),
         "requeue from the queue at completion": _worlds("slime-lag"),
         "requeue without a rule": _worlds("tinker", requeue="none"),
         "requeue keeps an arrival": _worlds("slime-lag"),
