@@ -158,7 +158,7 @@ class Account(
         self.capacity = CAPACITY in self.kept
         self.requeue_rule: str = config.requeue
         self.tasks: dict[str, tuple[str, str]] = {}
-        self.requeue: dict[str, None] = {}
+        self.requeue: dict[str, int] = {}  # owed -> train groups opened since its discard
         self.discarded: set[str] = set()
         self.withholds = config.stale_member == "withhold"  # stale members scored, not shipped
         self.runs_on = config.stale_member != "cancel"  # nothing cancelled for its age

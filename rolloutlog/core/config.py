@@ -22,14 +22,17 @@ from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
 AdmissionPolicy = Literal[
-    "none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime", "roll"
+    "none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime", "roll", "workers"
 ]
 BatchOrder = Literal["fifo", "oldest-first", "roll-window"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
+RequeueOrder = Literal["first", "behind-fresh"]
 GateLag = Literal["target-lag", "one", "zero", "none"]
 Leftovers = Literal["run-on", "abort"]
 StaleCancel = Literal["in-flight", "open"]
 StaleCheck = Literal["at-finalize", "after-curriculum"]
+StaleStep = Literal["current", "before-release"]
+GateCheck = Literal["every-event", "ship-and-live"]
 QueueSweep = Literal["at-ship", "at-next-check"]
 OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
@@ -111,7 +114,8 @@ class RunConfig:
         None,
         "capacity: cap train work ahead of trainer; areal: AReaL's, in groups; "
         "verl: a sample budget per weight sync; max-lag: PipelineRL's; "
-        "slime: rounds of over_sampling_batch_size groups per step; roll: ROLL's, in groups",
+        "slime: rounds of over_sampling_batch_size groups per step; roll: ROLL's, in groups; "
+        "workers: tinker's, a batch's groups open at once",
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked(
@@ -119,6 +123,9 @@ class RunConfig:
     )
     requeue: RequeuePolicy = checked(
         "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
+    )
+    requeue_order: RequeueOrder = checked(
+        "first", None, "a requeued task opens before any fresh one, or behind a batch's fresh ones"
     )
     gate_lag: GateLag = checked(
         "target-lag",
@@ -136,6 +143,14 @@ class RunConfig:
     )
     stale_cancel: StaleCancel = checked(
         "in-flight", None, "version_pending cancels stale in-flight work, or stale open groups"
+    )
+    stale_step: StaleStep = checked(
+        "current",
+        None,
+        "version_pending's stale cancellation reads the step after a batch it releases, or before",
+    )
+    gate_check: GateCheck = checked(
+        "every-event", None, "the gate is read at every event, or only at a ship and version_live"
     )
     stale_check: StaleCheck = checked(
         "at-finalize", None, "stale arrivals drop at finalize, or at queueing after curriculum"
@@ -402,11 +417,14 @@ _STARTUP_CHECKS: tuple[Callable[[RunConfig], str | None], ...] = (
 
 FIELD_RULE_KEYS = (
     "requeue",
+    "requeue_order",
     "gate_lag",
     "dispatch_gate",
     "liveness",
     "outstanding_depth",
     "stale_cancel",
+    "stale_step",
+    "gate_check",
     "stale_check",
     "queue_sweep",
     "overload_count",

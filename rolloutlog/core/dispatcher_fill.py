@@ -10,6 +10,7 @@ stamping each member as the run's staleness rule says.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 
 from rolloutlog.core.rules.group_shape import members
 from rolloutlog.core.rules.table import Rules
@@ -37,7 +38,7 @@ def gated(rules: Rules, state: DispatcherState) -> bool:
         partial.live, state.version, len(partial.interrupted)
     ):
         return True
-    return trainer_lags(state.version, state.step, rules.gate(rules.lag(state.config)))
+    return trainer_lags(rules.gate_version(state), state.step, rules.gate(rules.lag(state.config)))
 
 
 def _free_permits(rules: Rules, state: DispatcherState) -> int:
@@ -64,16 +65,15 @@ def fill(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
         return []
     train = _train_allowance(rules, state)
     out: list[Event] = []
-    stamp = rules.stamp
     for work in rules.fill_passes(state):
-        free, train = _fill_pass(stamp, state, work, free, train, t, out)
+        free, train = _fill_pass(rules, state, work, free, train, t, out)
         if free <= 0:
             break
     return out
 
 
 def _fill_pass(
-    stamp: Stamp,
+    rules: Rules,
     state: DispatcherState,
     work: Work | None,
     free: int,
@@ -89,16 +89,17 @@ def _fill_pass(
         count = min(free, group.unscheduled, train if group.train else free)
         if count <= 0:
             continue
-        _dispatch_members(stamp, state, group, group.start_version, group.dispatched, count, t, out)
+        first = group.dispatched
+        _dispatch_members(rules.stamp, state, group, group.start_version, first, count, t, out)
         free -= count
         train -= count if group.train else 0
         if free == 0:
             return free, train
-    return _open_groups(stamp, state, free, train if work != "eval" else 0, t, out), train
+    return _open_groups(rules, state, free, train if work != "eval" else 0, t, out), train
 
 
 def _open_groups(
-    stamp: Stamp, state: DispatcherState, free: int, train: int, t: float, out: list[Event]
+    rules: Rules, state: DispatcherState, free: int, train: int, t: float, out: list[Event]
 ) -> int:
     """Open owed eval groups, then train groups while `train` allows; the permits left.
     Groups already opened in `out` (an earlier pass) count as opened."""
@@ -106,8 +107,12 @@ def _open_groups(
     opened = [e for e in out if type(e) is GroupOpened]
     number = state.groups_opened + len(opened)
     eval_owed = state.eval_owed - sum(e.work == "eval" for e in opened)
-    # Requeued tasks first, oldest first; those an earlier pass opened are taken.
-    requeue = iter(list(state.requeue)[sum(e.work == "train" for e in opened) :])
+    # Requeued tasks, oldest first, where the run's order says (`Rules.requeue_line`); the
+    # train groups an earlier pass opened have taken their place in the line.
+    line, owed = rules.requeue_line(state), iter(state.requeue)
+    for takes in islice(line, sum(e.work == "train" for e in opened)):
+        if takes:
+            next(owed)
     while free > 0:
         work: Work
         if eval_owed > 0:
@@ -117,7 +122,7 @@ def _open_groups(
         else:
             return free
         number += 1
-        due = next(requeue, None) if work == "train" else None
+        due = next(owed, None) if work == "train" and next(line) else None
         task = state.task_source(config, number, work) if due is None else state.task_of(due)
         group = OpenGroup(
             group_id=f"g{number}",
@@ -141,7 +146,7 @@ def _open_groups(
             )
         )
         count = min(free, group.size, train if group.train else free)
-        _dispatch_members(stamp, state, group, state.version, 0, count, t, out)
+        _dispatch_members(rules.stamp, state, group, state.version, 0, count, t, out)
         free -= count
         train -= count if group.train else 0
     return free

@@ -30,6 +30,7 @@ from rolloutlog.core.rules import (
     cancellation,
     composition,
     oversampling,
+    requeue_order,
     shipping,
     update_pause,
 )
@@ -84,6 +85,11 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "follow_ledger": admission_field.evolve_outstanding_ledger,
             "idle_floor": admission.group_size_when_none_open,
         },
+        "workers": {
+            "allowance": admission_field.workers_left,
+            "follow_ledger": admission_field.evolve_group_ledger,
+            "idle_floor": admission.group_size_when_none_open,  # never above its allowance
+        },
         "max-lag": {
             "allowance": admission_field.max_lag_left,
             "follow_ledger": admission_field.evolve_lag_ledger,
@@ -134,6 +140,13 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "stale_in_flight": cancellation.run_to_completion,
         },
     },
+    "requeue_order": {
+        "first": {"requeue_line": requeue_order.first_line, "follow_requeue": None},
+        "behind-fresh": {
+            "requeue_line": requeue_order.behind_fresh_line,
+            "follow_requeue": requeue_order.follow_builder_queue,
+        },
+    },
     "gate_lag": {
         "target-lag": {"lag": admission.configured_lag},
         "one": {"lag": admission.lag_of_one},
@@ -147,6 +160,14 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "stale_cancel": {
         "in-flight": {"stale_unscheduled": cancellation.unscheduled_kept},
         "open": {"stale_unscheduled": cancellation.unscheduled_if_stale},
+    },
+    "stale_step": {
+        "current": {"stale_step": cancellation.current_step},
+        "before-release": {"stale_step": cancellation.step_before_release},
+    },
+    "gate_check": {
+        "every-event": {"gate_version": admission.gate_reads_version},
+        "ship-and-live": {"gate_version": admission.gate_reads_last_check},
     },
     "stale_check": {
         "at-finalize": {"arrival_bound": acceptance.the_bound},
@@ -240,7 +261,11 @@ def rules_for(config: RunConfig) -> Rules:
 
 
 FIELD_SET = "field"
-BASES = ("per-episode", "per-group")
+# rolloutlog's bases and the keys each sets on top of `_OFF`: `per-group` is the seed's
+# "before", prime-rl main's rule, whose `drop_group` cancels everything a stale group owes,
+# unscheduled members too (docs/policies.md, "per-group and the seed's before").
+BASE_KEYS: dict[str, dict[str, Any]] = {"per-episode": {}, "per-group": {"stale_cancel": "open"}}
+BASES = tuple(BASE_KEYS)
 RULES: dict[str, dict[str, Any]] = {
     "capacity": {"admission": "capacity"},
     "straggler": {"straggler_cut": True},
@@ -266,7 +291,7 @@ def preset_overrides(name: str) -> dict[str, Any]:
     if base in FIELD:
         overrides: dict[str, Any] = {**_OFF, **FIELD[base].keys}
     elif base in BASES:
-        overrides = {"staleness": base, **_OFF}
+        overrides = {"staleness": base, **_OFF, **BASE_KEYS[base]}
     else:
         raise ConfigError(
             f"policy {name!r}: must start with one of {', '.join([*BASES, *FIELD])} (or be 'all')"

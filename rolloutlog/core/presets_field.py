@@ -39,6 +39,8 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "staleness": "per-group",
             "gate_lag": "one",
             "stale_cancel": "open",
+            "stale_step": "before-release",  # its watcher's observers: dispatcher first
+            "gate_check": "ship-and-live",
             "stale_check": "after-curriculum",
             "queue_sweep": "at-next-check",
             "overload_count": "in-flight",
@@ -70,12 +72,19 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "thinking-machines-lab/tinker-cookbook@9dfcc3a tinker_cookbook/rl/train.py "
             "(do_async_training: filter_stale_trajectory_group)"
         ),
-        keys={"staleness": "per-group", "requeue": "at-ship"},
+        # groups_per_batch workers, one group each (train.py:1293-1297)
+        keys={
+            "staleness": "per-group",
+            "requeue": "at-ship",
+            "requeue_order": "behind-fresh",  # its builder queue (train.py:974-976, 1111-1116)
+            "admission": "workers",
+        },
     ),
     "slime-lag": FieldPreset(
         source=(
-            "THUDM/slime PR #2278 (draft, --max-policy-version-lag; read from its description) "
-            "over slime/rollout/fully_async_rollout.py"
+            "THUDM/slime PR #2278 (draft, --max-policy-version-lag; refs/pull/2278/head@54c4e38) "
+            "slime/rollout/fully_async_rollout.py (get_completed_groups: the lag read at the "
+            "pop from the output queue), slime/rollout/data_source.py, train_async.py"
         ),
         # its worker admits up to its concurrency; train_async runs one step ahead
         keys={

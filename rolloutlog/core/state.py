@@ -74,6 +74,7 @@ class TrainLedger:
     round_groups: dict[str, int] = attrs.Factory(dict)  # this step's train groups: size
     round_opened: int = 0  # their members (slime admission, `core.rules.oversampling`)
     round_lost: int = 0  # their members that will not reach the queue (slime admission)
+    open_sizes: dict[str, int] = attrs.Factory(dict)  # open train groups: size (recycling)
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
@@ -110,6 +111,8 @@ class DispatcherState:
     limit: int
     step: int = 1
     version: int = 0
+    update_step: int = 1  # the step the last version_pending found, before a batch it released
+    gate_version: int = 0  # the version at the last ship or version_live (prime-rl's gate)
     groups_opened: int = 0
     groups: dict[str, OpenGroup] = attrs.Factory(dict)  # in opening order
     owing: dict[str, None] = attrs.Factory(dict)  # groups with unscheduled members, in order
@@ -122,11 +125,17 @@ class DispatcherState:
     finished: bool = False
     ledger: TrainLedger = attrs.Factory(TrainLedger)
     # Groups the sink discarded for requeue, oldest first; each is opened again as a new
-    # group of the same task before any fresh train group, once (`discarded`: every group
+    # group of the same task, once, when the run's `requeue_order` says (`discarded`: every group
     # whose task was requeued). The task of a group that was itself a requeue is kept (the
     # task source names only fresh groups' tasks). One entry per requeue.
     requeue: dict[str, None] = attrs.Factory(dict)
     discarded: set[str] = attrs.Factory(set)
+    # Under `requeue_order = "behind-fresh"`, tinker's builder queue (`core.rules.
+    # requeue_order`): its builders and waiting puts (True: a requeued group's), and the
+    # requeues not yet put back; empty under any other order.
+    builders: list[bool] = attrs.Factory(list)
+    putters: list[bool] = attrs.Factory(list)
+    requeues_arriving: int = 0
     requeued_tasks: dict[str, Task] = attrs.Factory(dict)
     # Which task each new group gets: the seeded source, or (checking another orchestrator's
     # log) the tasks that log recorded.

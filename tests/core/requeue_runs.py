@@ -19,6 +19,12 @@ TIGHT: dict[str, Any] = {
 }
 
 
+# tinker's requeue rule alone, its task reopened first (slime's order): tinker's workers
+# (`admission = "workers"`, a batch's groups at once) would run one group at a time here,
+# and its builder queue (`requeue_order = "behind-fresh"`) would reopen the task later.
+TINKER_REQUEUE: dict[str, Any] = {"admission": "none", "requeue_order": "first"}
+
+
 def requeue_run(policy: str, **config: Any) -> Run:
     return Run(**{**TIGHT, **preset_overrides(policy), **config})
 

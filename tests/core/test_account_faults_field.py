@@ -357,7 +357,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
 }
 WORLDS.update(
     {
-        "requeue skipped": _worlds("tinker"),
+        "requeue skipped": _worlds("tinker", requeue_order="first"),
         "requeue from the queue at completion": _worlds("slime-lag"),
         "requeue without a rule": _worlds("tinker", requeue="none"),
         "requeue keeps an arrival": _worlds("slime-lag"),

@@ -52,53 +52,17 @@ VERL_V1_TWO_BATCHES = (
 )
 
 CASES = [
-    Case(
-        "prime-rl",
-        "update_order",
-        Departure(
-            29,
-            "departure: at version_pending prime-rl cancels stale groups at the step before "
-            "the held batch is released (watcher.py:130-132, orchestrator.py:427); the "
-            "preset releases first and cancels against the next step",
-        ),
-    ),
+    Case("prime-rl", "update_order"),
     Case("prime-rl", "stale_after_curriculum"),
-    Case(
-        "prime-rl",
-        "stale_open_groups",
-        Departure(
-            30,
-            "departure: the preset re-reads prime-rl's dispatch gate at version_pending and "
-            "opens a group there; prime-rl re-evaluates the gate only at a ship and at "
-            "on_new_version (orchestrator.py:690-691, 1002-1007)",
-        ),
-    ),
+    Case("prime-rl", "stale_open_groups"),
     Case("prime-rl-withhold", "withheld"),
     Case("prime-rl-withhold", "step_sweep"),
     Case("prime-rl-withhold", "update_no_cancel"),
     Case("areal", "zero_capacity"),
     Case("areal", "update_paused"),
     Case("areal", "capacity_binds"),
-    Case(
-        "tinker",
-        "one_group_per_slot",
-        Departure(
-            4,
-            "departure: tinker runs groups_per_batch workers, each starting its next group "
-            "only when its group is done (train.py:1031, 1293-1297); the preset opens a group "
-            "whenever permits are free",
-        ),
-    ),
-    Case(
-        "tinker",
-        "requeue_behind_fresh",
-        Departure(
-            17,
-            "departure: tinker puts a stale group's builder back at the end of its full builder "
-            "queue, behind fresh builders (train.py:974-976, 1111-1116); the preset reopens the "
-            "task before any fresh one",
-        ),
-    ),
+    Case("tinker", "one_group_per_slot"),
+    Case("tinker", "requeue_behind_fresh"),
     Case("tinker", "update_in_flight"),
     Case(
         "slime-lag",
@@ -146,16 +110,7 @@ CASES = [
     Case("slime-oversample", "filter_and_abort"),
     Case("slime-oversample", "two_rounds"),
     Case("slime-oversample", "sync_step"),
-    Case(
-        "slime-recycle",
-        "recycled_count_in_round",
-        Departure(
-            32,
-            "departure: slime serves recycled groups first and counts them in the round "
-            "(data_source.py:177-189, sglang_rollout.py:149); the preset restarts the round at "
-            "the ship without them and opens a fresh group more",
-        ),
-    ),
+    Case("slime-recycle", "recycled_count_in_round"),
     Case("slime-recycle", "two_rounds"),
     Case("slime-recycle", "sync_step"),
     Case("roll-flash", "budget_binds"),
@@ -164,16 +119,7 @@ CASES = [
     Case("pipelinerl", "update_in_flight"),
     Case("pipelinerl", "no_age_bound"),
     Case("pipelinerl", "no_gate"),
-    Case(
-        "per-group",
-        "stale_owed_members",
-        Departure(
-            22,
-            "departure: per-group dispatches the unscheduled members of a group already stale at "
-            "version_pending (nothing of it in flight); the seed's before, prime-rl's drop_group, "
-            "cancels everything the group owes (dispatcher.py:383-392, 650-690)",
-        ),
-    ),
+    Case("per-group", "stale_owed_members"),
 ]
 
 

@@ -283,6 +283,19 @@ def lag_of_one(config: RunConfig) -> int:
     return 1 + config.updates_per_sync - 1
 
 
+def gate_reads_version(state: DispatcherState) -> int:
+    """The gate is read at every event, against the version announced last."""
+    return state.version
+
+
+def gate_reads_last_check(state: DispatcherState) -> int:
+    """prime-rl re-evaluates its gate only when a batch ships and in `on_new_version`
+    (orchestrator.py:690-691, 1002-1007 at 559b447): between, it holds what it read then,
+    so a `version_pending` opens nothing (the version as of the last ship or
+    `version_live`)."""
+    return state.gate_version
+
+
 # --- stamping -----------------------------------------------------------------------------
 
 

@@ -155,6 +155,19 @@ def outstanding_left(config: RunConfig, ledger: TrainLedger, version: int) -> in
     return ledger.owed + max(0, groups) * config.group_size
 
 
+def workers_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
+    """tinker's workers (`do_async_training`, train.py:1293-1297, 1028-1066 at 9dfcc3a):
+    `groups_per_batch` of them, each rolling out one group and taking the next builder only
+    when that group is done, so at most `groups_per_batch` train groups are open; what
+    open groups owe may always go out. None when unlimited (token batches before the
+    first completion)."""
+    per_batch = episodes_per_batch(config, ledger)
+    if per_batch is None:
+        return None
+    idle = max(1, per_batch // config.group_size) - len(ledger.unscored)
+    return ledger.owed + max(0, idle) * config.group_size
+
+
 def evolve_outstanding_ledger(ledger: TrainLedger, event: Event) -> None:
     """`evolve_group_ledger`, and which groups still have members on their way to training:
     queued from their `group_scored`, until the version of the batch that took them."""

@@ -8,7 +8,7 @@ straggler cut) is handed the table too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -49,11 +49,15 @@ class Rules:
     drop_on_arrival: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, step, bound)
     drop_from_queue: Callable[[Queued, int, int], bool]  # (queued, step, bound)
     requeue_group: Callable[[SinkGroup, int, int, int], bool]  # (group, step, version, bound)
+    requeue_line: Callable[[DispatcherState], Iterator[bool]]  # next train openings: requeue?
+    follow_requeue: Callable[[DispatcherState, Event], None] | None  # the line's books
     swept_reason: Callable[[], DropReason]
     stale_in_flight: Callable[[Rules, DispatcherState, OpenGroup], tuple[str, ...]]  # to cancel
     batch_order: BatchOrder
     lag: Callable[[RunConfig], int]  # the lag the ship hold (and a gate) allows
     gate: Callable[[int], int]  # (the hold's lag) -> the gate's: the same, or no gate
+    gate_version: Callable[[DispatcherState], int]  # the version the gate reads
+    stale_step: Callable[[DispatcherState], int]  # the step version_pending's cancellation reads
     stale_unscheduled: Callable[[Rules, DispatcherState, OpenGroup], int]  # to cancel as stale
     arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
     checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep

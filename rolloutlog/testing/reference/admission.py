@@ -151,6 +151,17 @@ def _max_lag_room(record: Record, per_batch: int) -> int:
     return owed + max(0, may_open) * size
 
 
+def _workers_room(record: Record, per_batch: int) -> int:
+    """tinker's workers: `groups per batch` of them, each with one group at a time, so a
+    new train group opens while fewer train groups are unscored. What open groups owe may
+    always go out."""
+    settings = record.config
+    running = [g for g in record.groups.values() if g.train and not g.scored]
+    may_open = max(1, per_batch // settings.group_size) - len(running)
+    owed = sum(g.unscheduled() for g in running)
+    return owed + max(0, may_open) * settings.group_size
+
+
 # Admission rule -> its room, each restated from the docs (capacity's is the dispatcher's
 # own, in `_train_room`).
 FIELD_ROOMS: dict[str, Callable[[Record, int], int]] = {
@@ -160,4 +171,5 @@ FIELD_ROOMS: dict[str, Callable[[Record, int], int]] = {
     "max-lag": _max_lag_room,
     "slime": slime_room,
     "roll": _roll_room,
+    "workers": _workers_room,
 }

@@ -38,12 +38,15 @@ class Settings:
     straggler_cut: bool
     batch_order: str
     requeue: str = "none"  # a log recorded before the key existed never requeues
+    requeue_order: str = "first"  # behind-fresh: tinker's builder queue
     # The field presets' keys; a log recorded before they existed decides as they default.
     gate_lag: str = "target-lag"
     dispatch_gate: bool = True  # false: the lag holds only the ship (AReaL, ROLL)
     liveness: bool = True  # false: with no train group open, admission still decides
     outstanding_depth: int | None = None  # outstanding admission's batches out past one
     stale_cancel: str = "in-flight"
+    stale_step: str = "current"  # before-release: prime-rl's dispatcher hears the update first
+    gate_check: str = "every-event"  # ship-and-live: prime-rl's gate, read only there
     stale_check: str = "at-finalize"
     queue_sweep: str = "at-ship"
     overload_count: str = "owed"
