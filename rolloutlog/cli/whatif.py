@@ -1,6 +1,9 @@
 """`rolloutlog whatif`: what a recorded run would have cost under other staleness policies.
 
-The world is fitted to the log (`studies.whatif`), then each policy runs on it with
+The world is fitted to the log (`studies.whatif`): by default the shared-inference world
+(`studies.whatif.shared_fit`: servers, the decode curve, prefill, the trainer), so that a
+policy that keeps more or fewer rollouts in flight sees its rollouts slow down or speed up;
+with `--world replay`, the recorded durations replayed. Each policy runs on it with
 `simulate`'s own `run_policies`, and the report puts the recorded run's figures (measured
 the same way) beside them: the `simulate --compare` table with a `recorded` column.
 """
@@ -38,18 +41,27 @@ from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.source import open_log
 from rolloutlog.runs.simulate import policy_name
+from rolloutlog.runtime.live.rollout_store import StoreError, read_store, store_path
 from rolloutlog.runtime.sim.plot import plot_runs
 from rolloutlog.runtime.sim.scenario import Scenario, parse_set_options
 from rolloutlog.runtime.sim.scenario_toml import scenario_toml
 from rolloutlog.runtime.sim.simulation import SimResult
 from rolloutlog.studies.whatif import FittedRun, fit_log, recorded_report, with_overrides
-from rolloutlog.studies.whatif.fit import FitError
+from rolloutlog.studies.whatif.fit import FitError, collect
+from rolloutlog.studies.whatif.fit_plot import decode_panel
 from rolloutlog.studies.whatif.interval import RaceSample, discarded_interval, rate_interval
+from rolloutlog.studies.whatif.shared_fit import (
+    SharedFit,
+    fit_shared,
+    range_warnings,
+    shared_scenario,
+)
 
 INTERVAL_KEY = "discarded_interval"  # added to each what-if's `simulate --json` object
 
 Runs = dict[str, dict[str, Any]]
 Series = dict[str, list[tuple[float, float]]]
+WORLDS = ("shared", "replay")
 
 
 def fit_recorded(
@@ -82,6 +94,51 @@ def fit_recorded(
         "log": str(log),
     }
     return fitted, {**header, **report}, list(metrics.wasted_series.points)
+
+
+def recorded_servers(log: Path) -> int:
+    """The inference servers of a `rolloutlog train` run (its rollout store's settings or
+    URLs); 1 for a log without a store (one server, the CPU twin's default)."""
+    try:
+        meta = read_store(store_path(log)).meta
+    except (StoreError, OSError, ValueError):
+        return 1
+    urls = meta.get("urls") or []
+    settings = meta.get("settings") or {}
+    return len(urls) if urls else int(settings.get("servers", 1))
+
+
+def fit_shared_world(log: Path, fitted: FittedRun, servers: int) -> SharedFit:
+    """The shared world fitted to LOG (already fitted as a trace: `fit_recorded`)."""
+    try:
+        return fit_shared(collect(open_log(log).events()), fitted, servers)
+    except FitError as error:
+        raise BadInput(
+            f"{log}: cannot fit the shared world: {error} (--world replay replays the recorded "
+            "durations)"
+        ) from error
+
+
+def fit_report(fit: SharedFit) -> dict[str, Any]:
+    """The fit's parameters and the log's ranges, as JSON."""
+    return {
+        "parameters": [
+            {"key": p.key, "value": p.value, "unit": p.unit, "basis": p.basis}
+            for p in fit.parameters
+        ],
+        "ranges": [{"figure": r.figure, "low": r.low, "high": r.high} for r in fit.ranges],
+        "r_squared": fit.decode.r_squared,
+    }
+
+
+def print_fit(fit: SharedFit, console: Console) -> None:
+    """The fitted parameters, each with what of the log identifies it."""
+    console.print(f"shared world fitted on {fit.decode.servers} server(s):")
+    for parameter in fit.parameters:
+        value = parameter.value
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        console.print(f"  {parameter.key} = {shown} {parameter.unit}  ({parameter.basis})")
+    console.print(f"  decode fit R² {fit.decode.r_squared:.2f}")
 
 
 def run_whatif(
@@ -134,13 +191,27 @@ def discarded_interval_for(
     help=f"Policy presets to run on the fitted world ({field_help()}; default: the recorded "
     "policy).",
 )
+@click.option(
+    "--world",
+    type=click.Choice(WORLDS),
+    default="shared",
+    show_default=True,
+    help="shared: rollouts share the fitted servers (durations follow the load); replay: "
+    "the recorded durations.",
+)
+@click.option(
+    "--servers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Inference servers of the recorded run (default: its rollout store's, else 1).",
+)
 @set_option(
     "overrides", "KEY=VALUE", "Override run.KEY / world.KEY of the fitted world; repeatable."
 )
 @steps_option("Batches to ship.")
 @seed_option("Seed of the draws for work the recorded run never finished.", 0)
-@json_option("Print {recorded, policies} as JSON.")
-@plot_option(PLOT_HELP)
+@json_option("Print {recorded, policies} as JSON (and the fit, in the shared world).")
+@plot_option(PLOT_HELP.replace("Draw", "Draw the fitted decode curve (shared world),"))
 @check_option("Check the invariants on every simulated event.")
 @file_option(
     "--save-world",
@@ -150,6 +221,8 @@ def discarded_interval_for(
 def whatif_command(
     log: Path,
     compare: str | None,
+    world: str,
+    servers: int | None,
     overrides: tuple[str, ...],
     steps: int | None,
     seed: int,
@@ -161,20 +234,28 @@ def whatif_command(
     """Fit a world to LOG and report what other staleness policies would have cost on it.
 
     LOG may be a prime-rl or AReaL run folder: it is imported first (docs/foreign-runs.md)."""
-    fitted, recorded, recorded_series = fit_recorded(log_of(log), seed)
     try:
-        base = with_overrides(fitted.scenario, parse_set_options(overrides))
+        settings = parse_set_options(overrides)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from error
+    chosen = None if compare is None else parse_policies(compare, "--compare")
+    log = log_of(log)
+    fitted, recorded, recorded_series = fit_recorded(log, seed)
+    shared = None
+    scenario = fitted.scenario
+    if world == "shared":
+        shared = fit_shared_world(log, fitted, servers or recorded_servers(log))
+        scenario = shared_scenario(fitted, shared)
+    try:
+        base = with_overrides(scenario, settings)
         if steps is not None:
             base = base.with_steps(steps)
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    policies = [recorded["policy"]] if compare is None else parse_policies(compare, "--compare")
+    policies = [recorded["policy"]] if chosen is None else chosen
     if save_world is not None:
-        try:
-            with written_whole(save_world) as temporary:
-                temporary.write_text(scenario_toml(base), encoding="utf-8")
-        except (OSError, LogError) as error:
-            raise BadInput(f"--save-world {save_world}: {os_problem(error, save_world)}") from error
+        save_scenario(base, save_world)
+    warnings = [] if shared is None else _warnings(shared, base, policies, recorded["policy"])
     fitted_rate = base.world.late_arrival_rate == fitted.scenario.world.late_arrival_rate
     races = fitted.races if fitted_rate else None
     runs, series = run_whatif(base, policies, quiet=False, check=check, races=races)
@@ -182,22 +263,62 @@ def whatif_command(
     if recorded["steps_shipped"] != base.steps:  # the recorded column stays as recorded
         title += f" (recorded: {recorded['steps_shipped']})"
     if plot is not None:
-        try:
-            plot_runs(
-                {"recorded": recorded, **runs}, {"recorded": recorded_series, **series}, plot, title
-            )
-        except (OSError, RuntimeError, LogError) as error:
-            raise BadInput(f"--plot {plot}: {os_problem(error, plot)}") from error
+        _plot(plot, {"recorded": recorded, **runs}, {"recorded": recorded_series, **series},
+              title, shared, base, policies)  # fmt: skip
     if as_json:
-        emit_json({"recorded": recorded, "policies": runs})
-    else:
-        console = Console()
-        # the recorded column is on the log's clock: wall time for a live run
-        print_report({"recorded": recorded, **runs}, title, console, time_label="run time")
-        if races is not None and any(run[INTERVAL_KEY] is not None for run in runs.values()):
-            low, high = rate_interval(races)
-            console.print(
-                f"late-arrival rate {base.world.late_arrival_rate:.4f} from {races.late} late "
-                f"arrivals in {races.seen:,.1f} races seen (95%: {low:.4f}-{high:.4f}); "
-                "under straggler cuts the discarded count rests on it (docs/whatif.md)"
-            )
+        fit = None if shared is None else {**fit_report(shared), "warnings": warnings}
+        emit_json({"recorded": recorded, "policies": runs, "fit": fit})
+        return
+    console = Console()
+    if shared is not None:
+        print_fit(shared, console)
+    # the recorded column is on the log's clock: wall time for a live run
+    print_report({"recorded": recorded, **runs}, title, console, time_label="run time")
+    if races is not None and any(run[INTERVAL_KEY] is not None for run in runs.values()):
+        low, high = rate_interval(races)
+        console.print(
+            f"late-arrival rate {base.world.late_arrival_rate:.4f} from {races.late} late "
+            f"arrivals in {races.seen:,.1f} races seen (95%: {low:.4f}-{high:.4f}); "
+            "under straggler cuts the discarded count rests on it (docs/whatif.md)"
+        )
+
+
+def save_scenario(scenario: Scenario, path: Path) -> None:
+    """`--save-world`: the scenario file, written whole or not at all."""
+    try:
+        with written_whole(path) as temporary:
+            temporary.write_text(scenario_toml(scenario), encoding="utf-8")
+    except (OSError, LogError) as error:
+        raise BadInput(f"--save-world {path}: {os_problem(error, path)}") from error
+
+
+def _warnings(fit: SharedFit, base: Scenario, policies: list[str], recorded: str) -> list[str]:
+    """The range warnings of every policy, each also printed on stderr as it is found."""
+    lines = [
+        line
+        for name in policies
+        for line in range_warnings(fit, base.with_policy(name), name, recorded=name == recorded)
+    ]
+    for line in lines:
+        click.echo(f"rolloutlog: warning: {line}", err=True)
+    return lines
+
+
+def _plot(
+    path: Path,
+    runs: Runs,
+    series: Series,
+    title: str,
+    shared: SharedFit | None,
+    base: Scenario,
+    policies: list[str],
+) -> None:
+    """`--plot`: the trade-off figure, after the fitted decode curve in the shared world."""
+    lead = None
+    if shared is not None:
+        reach = max(base.with_policy(name).run.max_inflight for name in policies)
+        lead = decode_panel(shared, reach / base.world.inference_servers)
+    try:
+        plot_runs(runs, series, path, title, lead=lead)
+    except (OSError, RuntimeError, LogError) as error:
+        raise BadInput(f"--plot {path}: {os_problem(error, path)}") from error

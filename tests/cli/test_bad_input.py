@@ -90,7 +90,7 @@ def test_a_file_to_write_in_a_missing_folder_names_the_folder(
     [
         ["simulate", *SMOKE],
         ["simulate", *SMOKE, "--compare", "per-episode,per-group"],
-        ["whatif", str(EXAMPLE), "--steps", "2"],
+        ["whatif", str(EXAMPLE), "--steps", "2", "--world", "replay"],
         ["sweep", *SMOKE, "-o", "{tmp}/table.parquet"],
     ],
 )

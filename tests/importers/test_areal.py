@@ -55,7 +55,9 @@ def test_import_from_areal_on_the_command_line(tmp_path: Path) -> None:
 
 def test_whatif_takes_an_areal_folder_straight_away(tmp_path: Path) -> None:
     run = write_run(tmp_path / "areal", RUN)
-    result = CliRunner().invoke(main, ["whatif", str(run), "--json", "--steps", "2"])
+    result = CliRunner().invoke(
+        main, ["whatif", str(run), "--json", "--steps", "2", "--world", "replay"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["recorded"]["episodes_dispatched"] == len(RUN)
 

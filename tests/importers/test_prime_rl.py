@@ -83,7 +83,9 @@ def test_import_says_on_stderr_what_it_assumed(prime_run: Path, tmp_path: Path):
 
 
 def test_whatif_takes_the_folder_straight_away(prime_run: Path):
-    result = CliRunner().invoke(main, ["whatif", str(prime_run), "--json", "--steps", "2"])
+    result = CliRunner().invoke(
+        main, ["whatif", str(prime_run), "--json", "--steps", "2", "--world", "replay"]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["recorded"]["steps_shipped"] == 4

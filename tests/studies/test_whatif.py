@@ -144,7 +144,7 @@ def test_a_set_of_a_world_key_a_fitted_world_does_not_read_is_refused(tmp_path):
     silently, in whatif and in simulate on a saved world."""
     log, _ = recorded_log(tmp_path, "smoke", "per-episode", steps=3)
     saved = tmp_path / "world.toml"
-    unread = "does not read it; it reads late_arrival_rate, pause_inference_on_update"
+    unread = "does not read it; it reads colocated, colocation_coupling, decode_compute_s"
     for command in (
         ["whatif", str(log), "--steps", "2", "--save-world", str(saved)],
         ["simulate", "--scenario", str(saved), "--steps", "2"],

@@ -113,7 +113,8 @@ def scenario_from_mapping(
         section, _, field = key.partition(".")
         (run_overrides if section == "run" else world_overrides)[field] = value
     if "trace" in data:
-        refuse_unread_world_keys(world_overrides)
+        shared = world_overrides.get("inference", world.get("inference")) == "shared"
+        refuse_unread_world_keys(world_overrides, shared=shared)
     world.update(world_overrides)
     run = apply_overrides(run, run_overrides)
     seed = _integer(data.get("seed", 0), f"{source}.seed", low=0, high=INT64_MAX)

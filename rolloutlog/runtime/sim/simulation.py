@@ -19,7 +19,6 @@ from typing import Any
 import attrs
 
 import rolloutlog
-from rolloutlog.core.config import ConfigError
 from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.core.rules.group_shape import members
 from rolloutlog.events.schema import SCHEMA_VERSION
@@ -94,8 +93,11 @@ def _world_parts(
         return episodes, trainer, controller
     streams = RandomStreams(trace.seed)
     episodes = TraceWorld(trace, world, streams)
-    times = TraceTimes(trace, world, streams["trainer"])
-    trainer = Trainer(world, streams["trainer"], queue, times, run.updates_per_sync)
+    # shared: batch times from the fitted knobs (they depend on the load), else as recorded
+    times = None if world.inference == "shared" else TraceTimes(trace, world, streams["trainer"])
+    trainer = Trainer(
+        world, streams["trainer"], queue, times, run.updates_per_sync, colocation=colocation
+    )
     controller = TraceController(trace, world, run, streams["controller"], queue)
     return episodes, trainer, controller
 
@@ -345,11 +347,6 @@ def build_inference(
             prefill_tokens_per_s=world.prefill_tokens_per_s,
         )
         return inference, None
-    if scenario.trace is not None:
-        raise ConfigError(
-            'world.inference = "shared": a fitted world (a scenario with [trace]) replays '
-            "recorded durations; the shared world is not fitted from a log yet"
-        )
     shared = SharedInference(queue, world)
     return shared, Colocation(world.colocation_coupling, shared) if world.colocated else None
 

@@ -32,6 +32,24 @@ TRACE_WORLD_KEYS = frozenset(
         "prefill_tokens_per_s",  # what resuming costs, under `weight_update = interrupt`
     }
 )
+# With `inference = "shared"` (a world `whatif` fitted), durations come from the servers
+# and batch times from the trainer's knobs, so these are read too.
+SHARED_TRACE_WORLD_KEYS = TRACE_WORLD_KEYS | {
+    "inference",
+    "inference_servers",
+    "decode_step_s",
+    "decode_s_per_seq",
+    "decode_compute_s_per_seq",
+    "max_running",
+    "kv_capacity_tokens",
+    "prefix_caching",
+    "episode_overhead_s",
+    "train_s_per_episode",
+    "train_s_per_token",
+    "trainer_jitter",
+    "colocated",
+    "colocation_coupling",
+}
 
 
 @attrs.frozen(kw_only=True)
@@ -156,14 +174,15 @@ def _value(value: Any, field: Any, where: str) -> Any:
     return float(value) if isinstance(value, int | float) and kind == "float" else value
 
 
-def refuse_unread_world_keys(keys: Iterable[str]) -> None:
+def refuse_unread_world_keys(keys: Iterable[str], *, shared: bool = False) -> None:
     """`--set world.KEY` on a world with a trace: a key it does not read would change
-    nothing, silently."""
-    unread = sorted(set(keys) - TRACE_WORLD_KEYS)
+    nothing, silently. `shared`: the world's inference is shared (it reads more keys)."""
+    read = SHARED_TRACE_WORLD_KEYS if shared else TRACE_WORLD_KEYS
+    unread = sorted(set(keys) - read)
     if unread:
         raise ConfigError(
             f"--set world.{unread[0]}: a fitted world (a scenario with [trace]) does not read "
-            f"it; it reads {', '.join(sorted(TRACE_WORLD_KEYS))}"
+            f"it; it reads {', '.join(sorted(read))}"
         )
 
 

@@ -288,6 +288,7 @@ class TraceWorld:
             late_if_cancelled=late,
             prompt_tokens=outcome.prompt_tokens,
             race_drawn=drawn,
+            env_s=self.world.episode_overhead_s,  # read only by shared inference
         )
 
     def unscheduled_cancelled(self, group_id: str, count: int) -> None:

@@ -1,35 +1,76 @@
-"""Fit the shared world's decode curve from one log: seconds per token against concurrency.
+"""Fit the shared world's decode curve from a log: seconds per token against concurrency.
 
-The first step of fitting the shared-inference world (`world.inference = "shared"`) to a
-recorded run. A completed episode's generation seconds (dispatch to arrival, weight-update
-pauses taken out as `fit.UpdatePauses` does) are, in that world,
+A completed episode's generation seconds (dispatch to arrival, weight-update pauses taken
+out as `fit.UpdatePauses` does) are, in the shared world (`world.inference = "shared"`),
 
-    seconds = overhead + tokens · (a + b · n)
+    seconds = overhead + p · prompt + tokens · (a + b · n) · (1 + k · f)
 
 with `n` the sequences decoding beside it on its server: `a` (`decode_step_s`) and `b`
-(`decode_s_per_seq`) of `step(n) = a + b·n`, and `overhead` its prefill, queueing and
-environment seconds, taken as one constant. The log does not say which server an episode
+(`decode_s_per_seq`) of `step(n) = a + b·n`; `p` seconds of prefill per prompt token;
+`prompt` the prompt tokens dispatched to its server during its life (`Prefills`: each
+prefill stalls the server's batch); `overhead` its environment seconds, one constant;
+and, when training shares the compute (`world.colocated`), `f` the fraction of its life
+the trainer trained and `k` the coupling (kept only where it explains most of the
+spread, `COUPLING_GAIN`). The log does not say which server an episode
 ran on, so `n` is the episodes in flight during its life (their time average), divided
-by the servers. Least squares over the completed episodes gives `a`, `b` and `overhead`;
-`n`'s range in the log is what identifies `b`, and is reported with it. Episodes that
-were interrupted or cancelled and arrived late are left out (their seconds are not one
-generation).
+by the servers. `k` is found by a scan, the rest by non-negative least squares over the
+completed episodes.
 
-Not fitted yet: the compute-bound floor, prefill per token, the KV capacity, the pause,
-the trainer against inference load (docs/whatif.md).
+`n`'s range in the log is what identifies `b`: a log that kept the same number in flight
+throughout (`NARROW_RATIO`) cannot tell `a` from `b`, and the fit then holds the server at
+the throughput it measured (compute-bound: `step(n) = c·n`, `c` fitted), the assumption
+that claims nothing beyond the log. Episodes that were interrupted or cancelled and
+arrived late are left out (their seconds are not one generation).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import attrs
 import numpy as np
 
-from rolloutlog.events.types import EpisodeCompleted, EpisodeInterrupted, Event
-from rolloutlog.studies.whatif.fit import FitError, LogCollector, UpdatePauses
+from rolloutlog.events.types import EpisodeCompleted, Event
+from rolloutlog.studies.whatif.fit import (
+    FitError,
+    LogCollector,
+    TrainWindow,
+    UpdatePauses,
+    collect,
+    train_windows,
+)
 
 EPISODES_MIN = 10  # fewer completed episodes than this cannot separate three parameters
+NARROW_RATIO = 1.5  # running per server spanning less than this: `b` is not identified
+COUPLINGS = tuple(0.05 * i for i in range(81))  # the scan of `k`: 0 to 4
+# a coupling is kept only where it divides the squared residual by this much: seconds that
+# vary with the training share for other reasons (bursts of prefill after an update) give
+# simulated logs of uncoupled worlds a gain of up to 4, coupled ones 9 and more
+COUPLING_GAIN = 5.0
+STEP_FLOOR_S = 1e-9  # `decode_step_s` of a compute-bound fit (the world's least)
+PER_SEQ_FLOOR_S = 1e-6  # the least decode seconds per running sequence a fit gives
+
+
+@attrs.frozen(kw_only=True)
+class DecodeRows:
+    """Per completed episode: generation seconds, completion tokens, prompt tokens
+    dispatched to its server during its life (`Prefills`), running sequences per server,
+    and the fraction of its life the trainer trained."""
+
+    seconds: np.ndarray
+    tokens: np.ndarray
+    prompt: np.ndarray
+    running: np.ndarray
+    training: np.ndarray
+
+    @classmethod
+    def join(cls, parts: Sequence[DecodeRows]) -> DecodeRows:
+        return cls(
+            **{
+                field.name: np.concatenate([getattr(part, field.name) for part in parts])
+                for field in attrs.fields(cls)
+            }
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -38,96 +79,223 @@ class DecodeFit:
 
     decode_step_s: float  # a
     decode_s_per_seq: float  # b
-    overhead_s: float  # prefill, queueing and environment per episode, as one constant
+    decode_compute_s_per_seq: float  # c: the compute-bound form, where b is not identified
+    prefill_s_per_token: float  # p
+    overhead_s: float  # queueing and environment per episode, as one constant
+    coupling: float  # k: training slows decoding 1 + k
     servers: int
     episodes: int  # completed episodes the fit rests on
     running_min: float  # sequences per server: the least and most of the episodes' means
     running_max: float
+    prefill_min: float  # prompt tokens dispatched per server during an episode's life
+    prefill_max: float
     r_squared: float
+
+    @property
+    def separated(self) -> bool:
+        """Whether the log's concurrency range told `a` from `b`."""
+        return self.decode_compute_s_per_seq == 0.0
 
     def step_s(self, running: float) -> float:
         """Seconds of a decode step with `running` sequences, by the fitted curve."""
-        return self.decode_step_s + self.decode_s_per_seq * running
+        return max(
+            self.decode_step_s + self.decode_s_per_seq * running,
+            self.decode_compute_s_per_seq * running,
+        )
 
 
 def fit_decode(logs: Iterable[Iterable[Event]], *, servers: int = 1) -> DecodeFit:
-    """Fit `a`, `b` and the overhead from one or more logs of runs on `servers` inference
-    servers (several probes at different concurrency identify `b` where one cannot)."""
+    """Fit the curve from one or more logs of runs on `servers` inference servers (several
+    probes at different concurrency identify `b` where one cannot)."""
+    check_servers(servers)
+    parts = []
+    for events in logs:
+        collector = collect(events)
+        parts.append(decode_rows(collector, train_windows(collector), servers))
+    return fit_rows(DecodeRows.join(parts), servers)
+
+
+def check_servers(servers: int) -> None:
     if servers < 1:
         raise FitError(f"servers: must be >= 1 (got {servers})")
-    rows = [row for events in logs for row in decode_rows(events, servers)]
-    if len(rows) < EPISODES_MIN:
+
+
+def fit_rows(rows: DecodeRows, servers: int) -> DecodeFit:
+    """The least-squares fit of `rows`; too few of them is a `FitError` that says so."""
+    if len(rows.seconds) < EPISODES_MIN:
         raise FitError(
-            f"the logs have {len(rows)} completed episodes to fit a decode curve from; "
-            f"it needs at least {EPISODES_MIN}"
+            f"the log has {len(rows.seconds)} completed episodes to fit a decode curve "
+            f"from; it needs at least {EPISODES_MIN}"
         )
-    return _least_squares(np.array(rows), servers)
+    running = rows.running
+    separated = running.max() >= NARROW_RATIO * max(running.min(), 1e-9)
+    uncoupled = _least_squares(rows, 0.0, separated)
+    best = min(
+        (_least_squares(rows, k, separated) for k in COUPLINGS), key=lambda fitted: fitted[0]
+    )
+    if best[0] * COUPLING_GAIN > uncoupled[0]:  # not enough explained: not colocated
+        best = uncoupled
+    _, k, (overhead, prefill, a, b) = best
+    spread = float(np.sum((rows.seconds - rows.seconds.mean()) ** 2))
+    return DecodeFit(
+        decode_step_s=max(a, STEP_FLOOR_S) if separated else STEP_FLOOR_S,
+        decode_s_per_seq=b if separated else 0.0,
+        decode_compute_s_per_seq=0.0 if separated else b,
+        prefill_s_per_token=prefill,
+        overhead_s=overhead,
+        coupling=k,
+        servers=servers,
+        episodes=len(rows.seconds),
+        running_min=float(running.min()),
+        running_max=float(running.max()),
+        prefill_min=float(rows.prompt.min()),
+        prefill_max=float(rows.prompt.max()),
+        r_squared=1.0 - best[0] / spread if spread > 0 else 1.0,
+    )
 
 
-def decode_rows(events: Iterable[Event], servers: int) -> list[tuple[float, float, float]]:
-    """(generation seconds, completion tokens, running per server) of each completed
-    episode that ran in one piece."""
-    collector, interrupted = LogCollector(), set()
-    for event in events:
-        collector.observe(event)
-        if isinstance(event, EpisodeInterrupted):
-            interrupted.add(event.episode_id)
+def _least_squares(
+    rows: DecodeRows, k: float, separated: bool
+) -> tuple[float, float, tuple[float, float, float, float]]:
+    """(squared residual, k, (overhead, p, a, b)) at coupling `k`; without `separated`,
+    `a` is 0 and `b` is the compute-bound `c`."""
+    decoding = rows.tokens * (1.0 + k * rows.training)
+    columns = [np.ones_like(decoding), rows.prompt, decoding, decoding * rows.running]
+    used = [True, True, separated, True]
+    coefficients = _non_negative(np.column_stack(columns), rows.seconds, used)
+    residual = rows.seconds - np.column_stack(columns) @ coefficients
+    overhead, prefill, a, b = (float(c) for c in coefficients)
+    return float(residual @ residual), k, (overhead, prefill, a, b)
+
+
+def _non_negative(design: np.ndarray, target: np.ndarray, used: list[bool]) -> np.ndarray:
+    """Least squares with every coefficient >= 0: a column whose coefficient comes out
+    negative is dropped (held at 0) and the rest refitted (the parameters are seconds).
+    The last column, the decode time per running sequence, is dropped last: where it
+    alone comes out negative, the prefill column (which shares its load) goes first, and
+    at the end it is held at `PER_SEQ_FLOOR_S`, never 0 (a server that decodes in no
+    time is no model of one)."""
+    active = list(used)
+    coefficients = np.zeros(design.shape[1])
+    last = design.shape[1] - 1
+    while any(active):
+        columns = [i for i, on in enumerate(active) if on]
+        solved, *_ = np.linalg.lstsq(design[:, columns], target, rcond=None)
+        coefficients[:] = 0.0
+        coefficients[columns] = solved
+        negative = [i for i in columns if coefficients[i] < 0.0]
+        if not negative:
+            break
+        others = [i for i in negative if i != last] or [i for i in columns if 0 < i < last]
+        if not others:
+            break
+        active[min(others, key=lambda i: coefficients[i])] = False
+    coefficients[last] = max(coefficients[last], PER_SEQ_FLOOR_S)
+    return coefficients
+
+
+def decode_rows(
+    collector: LogCollector, windows: Sequence[TrainWindow], servers: int
+) -> DecodeRows:
+    """The rows of each completed episode that ran in one piece."""
     pauses = UpdatePauses(collector)
-    inflight = _InFlight(collector)
-    rows = []
+    inflight = Occupancy.of_flights(collector)
+    prefills = Prefills(collector)
+    training = Occupancy([(w.start, 1) for w in windows] + [(w.end, -1) for w in windows])
+    interrupted = collector.interrupted
+    rows: list[tuple[float, float, float, float, float]] = []
     for episode_id, flight in collector.flights.items():
         arrival = flight.arrival
         if not isinstance(arrival, EpisodeCompleted) or flight.late or episode_id in interrupted:
             continue
         if arrival.t <= flight.t:
             continue
-        running = inflight.mean(flight.t, arrival.t) / servers
-        seconds = pauses.generation_s(flight.t, arrival.t)
-        rows.append((seconds, float(arrival.completion_tokens), running))
-    return rows
-
-
-def _least_squares(rows: np.ndarray, servers: int) -> DecodeFit:
-    """seconds = overhead + tokens·a + tokens·running·b, by least squares."""
-    seconds, tokens, running = rows[:, 0], rows[:, 1], rows[:, 2]
-    design = np.column_stack([np.ones_like(tokens), tokens, tokens * running])
-    (overhead, a, b), *_ = np.linalg.lstsq(design, seconds, rcond=None)
-    residual = seconds - design @ np.array([overhead, a, b])
-    spread = float(np.sum((seconds - seconds.mean()) ** 2))
-    return DecodeFit(
-        decode_step_s=float(a),
-        decode_s_per_seq=float(b),
-        overhead_s=float(overhead),
-        servers=servers,
-        episodes=len(rows),
-        running_min=float(running.min()),
-        running_max=float(running.max()),
-        r_squared=1.0 - float(np.sum(residual**2)) / spread if spread > 0 else 1.0,
+        rows.append(
+            (
+                pauses.generation_s(flight.t, arrival.t),
+                float(arrival.completion_tokens),
+                prefills.between(flight.t, arrival.t) / servers,
+                inflight.mean(flight.t, arrival.t) / servers,
+                training.mean(flight.t, arrival.t),
+            )
+        )
+    table = np.array(rows).reshape(-1, 5)
+    return DecodeRows(
+        seconds=table[:, 0],
+        tokens=table[:, 1],
+        prompt=table[:, 2],
+        running=table[:, 3],
+        training=table[:, 4],
     )
 
 
-class _InFlight:
-    """Episodes in flight over time, as a step function with its running integral."""
+class Prefills:
+    """Prompt tokens dispatched over time: the prefill work an episode waits behind.
+
+    Each dispatch's prefill stalls every sequence decoding on its server (the world's
+    prefill runs before the next decode step), so an episode's seconds grow with the prompt
+    tokens dispatched during its life, its own included. An episode that never completed
+    counts the median prompt of those that did."""
 
     def __init__(self, collector: LogCollector) -> None:
-        changes: list[tuple[float, int]] = []
-        for flight in collector.flights.values():
-            ends = [t for t in (flight.cancelled_t, flight.arrival and flight.arrival.t) if t]
-            changes += [(flight.t, 1), (min(ends) if ends else collector.end_t, -1)]
-        changes.sort()
+        prompts = [
+            f.arrival.prompt_tokens
+            for f in collector.flights.values()
+            if isinstance(f.arrival, EpisodeCompleted)
+        ]
+        typical = float(np.median(prompts)) if prompts else 0.0
+        dispatches = sorted(
+            (f.t, f.arrival.prompt_tokens if isinstance(f.arrival, EpisodeCompleted) else typical)
+            for f in collector.flights.values()
+        )
+        self.times = np.array([t for t, _ in dispatches])
+        self.total = np.cumsum([tokens for _, tokens in dispatches])
+
+    def between(self, start: float, end: float) -> float:
+        """Prompt tokens dispatched in [start, end]."""
+        low = int(np.searchsorted(self.times, start, side="left"))
+        high = int(np.searchsorted(self.times, end, side="right"))
+        before = self.total[low - 1] if low > 0 else 0.0
+        return float(self.total[high - 1] - before) if high > 0 else 0.0
+
+
+class Occupancy:
+    """A count over time (episodes in flight, the trainer training), as a step function
+    with its running integral."""
+
+    def __init__(self, changes: list[tuple[float, int]]) -> None:
+        changes = sorted(changes) or [(0.0, 0)]
         times = np.array([t for t, _ in changes])
-        counts = np.cumsum([step for _, step in changes])  # in flight from times[i] on
+        counts = np.cumsum([step for _, step in changes])  # from times[i] on
         self.times = times
         self.counts = counts
         self.area = np.concatenate([[0.0], np.cumsum(counts[:-1] * np.diff(times))])
 
+    @classmethod
+    def of_flights(cls, collector: LogCollector) -> Occupancy:
+        """Episodes in flight: dispatch to arrival or cancellation (or the log's end)."""
+        changes: list[tuple[float, int]] = []
+        for flight in collector.flights.values():
+            ends = [t for t in (flight.cancelled_t, flight.arrival and flight.arrival.t) if t]
+            changes += [(flight.t, 1), (min(ends) if ends else collector.end_t, -1)]
+        return cls(changes)
+
+    def at(self, t: float) -> int:
+        """The count at `t`."""
+        i = int(np.searchsorted(self.times, t, side="right")) - 1
+        return int(self.counts[i]) if i >= 0 else 0
+
+    def peak(self) -> int:
+        """The largest count."""
+        return int(self.counts.max(initial=0))
+
     def integral(self, t: float) -> float:
-        """Episode-seconds in flight from the start to `t`."""
+        """The count's integral from the start to `t`."""
         i = int(np.searchsorted(self.times, t, side="right")) - 1
         if i < 0:
             return 0.0
         return float(self.area[i] + self.counts[i] * (t - self.times[i]))
 
     def mean(self, start: float, end: float) -> float:
-        """The time average of the episodes in flight over [start, end]."""
+        """The time average of the count over [start, end]."""
         return (self.integral(end) - self.integral(start)) / (end - start)

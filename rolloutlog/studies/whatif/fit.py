@@ -36,6 +36,7 @@ from rolloutlog.events.types import (
     EpisodeCompleted,
     EpisodeDispatched,
     EpisodeFailed,
+    EpisodeInterrupted,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -96,9 +97,11 @@ class LogCollector:
     tasks: dict[str, str] = attrs.Factory(dict)
     flights: dict[str, _Flight] = attrs.Factory(dict)
     shipped: dict[int, float] = attrs.Factory(dict)
+    batch_tokens: dict[int, int] = attrs.Factory(dict)
     pending: dict[int, float] = attrs.Factory(dict)
     live: dict[int, float] = attrs.Factory(dict)
     controls: list[RecordedControl] = attrs.Factory(list)
+    interrupted: set[str] = attrs.Factory(set)
     end_t: float = 0.0
 
     def observe(self, event: Event) -> None:
@@ -117,6 +120,7 @@ class LogCollector:
                 self.flights[episode_id].cancelled_t = event.t
         elif isinstance(event, BatchShipped):
             self.shipped[event.step] = event.t
+            self.batch_tokens[event.step] = event.tokens
         elif isinstance(event, VersionPending):
             self.pending[event.version] = event.t
         elif isinstance(event, VersionLive):
@@ -125,6 +129,8 @@ class LogCollector:
             self.controls.append(RecordedControl(t=event.t, kind="limit", value=event.max_inflight))
         elif isinstance(event, OverloadCut):
             self.controls.append(RecordedControl(t=event.t, kind="overload", value=event.n))
+        elif isinstance(event, EpisodeInterrupted):
+            self.interrupted.add(event.episode_id)
 
 
 class UpdatePauses:
@@ -192,9 +198,28 @@ def _episodes(collector: LogCollector, pauses: UpdatePauses) -> list[RecordedEpi
     return episodes
 
 
-def _batches(collector: LogCollector) -> tuple[list[RecordedBatch], float]:
-    """The trainer's batch times, and its busy seconds up to the end of the log."""
+@attrs.frozen
+class TrainWindow:
+    """The trainer trained `batches` shipped batches of `tokens` from `start` to `end` (its
+    publish), then updated until `live`."""
+
+    start: float
+    end: float
+    live: float
+    tokens: int
+    batches: int
+
+
+def train_windows(collector: LogCollector) -> list[TrainWindow]:
+    """When the trainer trained, batch chain by batch chain (`_batches`' reading)."""
+    return _batches(collector)[2]
+
+
+def _batches(collector: LogCollector) -> tuple[list[RecordedBatch], float, list[TrainWindow]]:
+    """The trainer's batch times, its busy seconds up to the end of the log, and when it
+    trained."""
     batches: list[RecordedBatch] = []
+    windows: list[TrainWindow] = []
     busy_s, free_t = 0.0, 0.0
     chain: list[int] = []  # batches trained back to back, the last one not yet published
     for step in sorted(collector.shipped):
@@ -211,11 +236,13 @@ def _batches(collector: LogCollector) -> tuple[list[RecordedBatch], float]:
             RecordedBatch(step=s, train_s=train_s, update_s=0.0, skipped=True) for s in chain[:-1]
         ]
         batches.append(RecordedBatch(step=step, train_s=train_s, update_s=live_t - pending_t))
+        tokens = sum(collector.batch_tokens[s] for s in chain)
+        windows.append(TrainWindow(start, max(pending_t, start), live_t, tokens, len(chain)))
         busy_s += live_t - start
         free_t, chain = live_t, []
     if chain:
         busy_s += max(collector.end_t - max(collector.shipped[chain[0]], free_t), 0.0)
-    return batches, busy_s
+    return batches, busy_s, windows
 
 
 RACE_QUANTILES = 64  # draws per cancellation to weigh whether its race could show
@@ -311,8 +338,9 @@ def _world(
     return WorldConfig.from_mapping(world, where="fitted world")
 
 
-def fit_log(events: Iterable[Event], *, seed: int = 0, name: str = "recorded") -> FittedRun:
-    """Fit the world of a recorded log; `seed` seeds the draws for unfinished work."""
+def collect(events: Iterable[Event]) -> LogCollector:
+    """The world's side of a log; an event naming what no event before it opened is a
+    `FitError` that says so."""
     collector = LogCollector()
     for event in events:
         try:
@@ -322,6 +350,12 @@ def fit_log(events: Iterable[Event], *, seed: int = 0, name: str = "recorded") -
                 f"seq {event.seq} ({event.kind}) names {error.args[0]}, which no event before "
                 "it opened"
             ) from error
+    return collector
+
+
+def fit_log(events: Iterable[Event], *, seed: int = 0, name: str = "recorded") -> FittedRun:
+    """Fit the world of a recorded log; `seed` seeds the draws for unfinished work."""
+    collector = collect(events)
     started = collector.started
     if started is None:
         raise FitError("the log has no run_started: nothing to fit")
@@ -333,7 +367,7 @@ def fit_log(events: Iterable[Event], *, seed: int = 0, name: str = "recorded") -
     episodes = _episodes(collector, pauses)
     if not any(e.outcome != "censored" for e in episodes):
         raise FitError("the log has no completed or failed episode: no outcome to draw from")
-    batches, busy_s = _batches(collector)
+    batches, busy_s, _ = _batches(collector)
     late, weights = _race_weights(episodes)
     trace = Trace(
         seed=seed,
@@ -371,7 +405,8 @@ def with_overrides(scenario: Scenario, overrides: Mapping[str, Any]) -> Scenario
     changed = scenario.with_run(**run) if run else scenario
     if world:
         if scenario.trace is not None:
-            refuse_unread_world_keys(world)
+            shared = world.get("inference", scenario.world.inference) == "shared"
+            refuse_unread_world_keys(world, shared=shared)
         merged = WorldConfig.from_mapping({**scenario.world.to_dict(), **world}, where="world")
         changed = attrs.evolve(changed, world=merged)
     return changed

@@ -1,0 +1,49 @@
+"""benchmarks/predict.py's arithmetic: the rank correlation, the errors, the target sets."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # as `python benchmarks/predict.py` has it
+predict = importlib.import_module("predict")
+
+
+def test_spearman_is_one_for_the_same_order_and_minus_one_reversed() -> None:
+    assert predict.spearman([1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 45.0]) == pytest.approx(1.0)
+    assert predict.spearman([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+    assert predict.spearman([1.0, 1.0, 2.0], [5.0, 5.0, 9.0]) == pytest.approx(1.0)
+
+
+def test_errors_are_relative_idle_in_points_and_drops_against_a_floor() -> None:
+    live = {"trained_per_s": 100.0, "trainer_idle": 0.10, "stale_drops": 3.0, "dispatched": 1000}
+    assert predict.error("trained_per_s", 85.0, live) == pytest.approx(0.15)
+    assert predict.error("trainer_idle", 0.25, live) == pytest.approx(0.15)
+    assert predict.error("stale_drops", 6.0, live) == pytest.approx(0.3)  # 3 of a floor of 10
+
+
+def test_cross_targets_are_the_probes_row_and_column() -> None:
+    grid = [(p, m) for p in ("a", "b", "c") for m in (32, 64)]
+    cross = predict.targets(grid, ("b", 32), "cross")
+    assert sorted(cross) == [("a", 32), ("b", 32), ("b", 64), ("c", 32)]
+    assert predict.targets(grid, ("b", 32), "all") == grid
+
+
+def test_summary_splits_reproduction_same_preset_and_other_preset() -> None:
+    grid = [(p, m) for p in ("a", "b") for m in (32, 64)]
+    live = {
+        s: {"trained_per_s": 10.0 * (i + 1), "latency_p50_s": 1.0, "trainer_idle": 0.1,
+            "stale_drops": 100.0, "mean_trained_age": 1.0, "dispatched": 1000.0}
+        for i, s in enumerate(grid)
+    }  # fmt: skip
+    predicted = {s: {t: dict(live[t]) for t in grid} for s in grid}
+    predicted[("a", 32)][("b", 32)]["trained_per_s"] *= 1.2  # other preset, 20% off
+    summary = predict.summarize(live, predicted, ["a", "b"], [32, 64])
+    errors = summary["median_abs_error"]
+    assert errors["reproduce"]["trained_per_s"] == 0.0 and errors["same"]["trained_per_s"] == 0
+    assert errors["other"]["trained_per_s"] == 0.0  # the median of 8, one of them 0.2
+    assert summary["rank_correlation"]["a-mi32"][32] == pytest.approx(1.0)

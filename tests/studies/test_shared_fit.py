@@ -1,0 +1,164 @@
+"""The shared world fitted from one log (`studies.whatif.shared_fit`, `whatif --world
+shared`): it recovers the parameters of simulated logs whose truth is known, warns when a
+policy runs outside the log's range, and its saved world round-trips through `simulate`.
+
+The stated errors, from one log of a world with `step(n) = 0.02 + 0.002·n`:
+- the decode step at the log's concurrency within 10% (a log that holds one number in
+  flight identifies the step there, not `a` and `b` apart: three probes do that,
+  `test_decode_fit.py`);
+- the trainer's fixed and per-token seconds within 2% (no jitter), the update pause
+  within 1%; the colocated coupling 0.5 within 0.2, and none found where there is none.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from rolloutlog.cli import main
+from rolloutlog.events.types import Event
+from rolloutlog.runs.simulate import run_policy
+from rolloutlog.runtime.sim.scenario import Scenario, load_scenario, scenario_from_mapping
+from rolloutlog.studies.whatif.fit import collect, fit_log
+from rolloutlog.studies.whatif.shared_fit import (
+    SharedFit,
+    fit_shared,
+    range_warnings,
+    shared_scenario,
+)
+
+STEP_S, PER_SEQ_S = 0.02, 0.002
+TRAIN_STEP_S, TRAIN_S_PER_TOKEN, UPDATE_S, COUPLING = 10.0, 2e-4, 2.0, 0.5
+STEP_ERROR, TRAINER_ERROR, COUPLING_ERROR = 0.10, 0.02, 0.2
+
+
+def _truth(max_inflight: int, colocated: bool, steps: int = 30) -> Scenario:
+    world: dict[str, Any] = {
+        "inference": "shared",
+        "decode_step_s": STEP_S,
+        "decode_s_per_seq": PER_SEQ_S,
+        "prompt_tokens": 128,
+        "prefill_tokens_per_s": 4000.0,
+        "prefix_caching": False,
+        "episode_overhead_s": 1.0,
+        "task_length_tokens": 256,
+        "max_completion_tokens": 2048,
+        "train_step_s": TRAIN_STEP_S,
+        "train_s_per_token": TRAIN_S_PER_TOKEN,
+        "trainer_jitter": 0.0,
+        "weight_update_s": UPDATE_S,
+    }
+    if colocated:
+        world |= {"colocated": True, "colocation_coupling": COUPLING}
+    run = {"group_size": 8, "max_inflight": max_inflight, "batch_size": 32}
+    return scenario_from_mapping({"steps": steps, "seed": 1, "run": run, "world": world})
+
+
+def _fit(scenario: Scenario) -> SharedFit:
+    events: list[Event] = []
+    from rolloutlog.runtime.sim.simulation import simulate
+
+    simulate(scenario, on_events=events.extend)
+    return fit_shared(collect(events), fit_log(events), servers=1)
+
+
+@pytest.mark.parametrize("max_inflight", [16, 64])
+@pytest.mark.parametrize("colocated", [False, True])
+def test_one_log_recovers_the_step_the_trainer_and_the_coupling(
+    max_inflight: int, colocated: bool
+) -> None:
+    fit = _fit(_truth(max_inflight, colocated))
+    running = (fit.decode.running_min + fit.decode.running_max) / 2
+    assert fit.decode.step_s(running) == pytest.approx(STEP_S + PER_SEQ_S * running, rel=STEP_ERROR)
+    world = fit.world
+    assert world["colocated"] is colocated
+    assert world["colocation_coupling"] == pytest.approx(COUPLING if colocated else 0.0,
+                                                         abs=COUPLING_ERROR)  # fmt: skip
+    trainer_error = TRAINER_ERROR + (COUPLING_ERROR / (1 + COUPLING) if colocated else 0.0)
+    assert world["train_step_s"] == pytest.approx(TRAIN_STEP_S, rel=trainer_error)
+    assert world["train_s_per_token"] == pytest.approx(TRAIN_S_PER_TOKEN, rel=trainer_error)
+    keys = {p.key: p for p in fit.parameters}
+    assert keys["weight_update_s"].value == pytest.approx(UPDATE_S, rel=0.01)
+    assert f"{fit.decode.running_min:.1f}" in keys["decode_compute_s_per_seq"].basis
+
+
+def test_the_fitted_world_reruns_the_recorded_policy_near_its_figures(tmp_path: Path) -> None:
+    """The recorded policy on the fitted shared world: throughput within 10%."""
+    truth = _truth(64, colocated=False)
+    log = tmp_path / "truth.arrow"
+    recorded, _ = run_policy(truth, log_path=log)
+    answer = _whatif_json(log)
+    rerun = answer["policies"][recorded["policy"]]
+    assert rerun["trained_episodes_per_hour"] == pytest.approx(
+        recorded["trained_episodes_per_hour"], rel=0.10
+    )
+    assert answer["fit"]["warnings"] == []
+
+
+def _whatif_json(log: Path, *options: str) -> dict[str, Any]:
+    result = CliRunner().invoke(main, ["whatif", str(log), "--json", *options])
+    assert result.exit_code == 0, result.output
+    answer: dict[str, Any] = json.loads(result.stdout)
+    return answer
+
+
+def test_a_policy_beyond_the_log_is_warned_of_naming_the_figure(tmp_path: Path) -> None:
+    truth = _truth(16, colocated=False, steps=8)
+    log = tmp_path / "narrow.arrow"
+    run_policy(truth, log_path=log)
+    result = CliRunner().invoke(main, ["whatif", str(log), "--set", "max_inflight=128"])
+    assert result.exit_code == 0, result.output
+    assert "warning: per-episode: up to 128 running requests per server" in result.stderr
+    assert "the log shows 16-16" in result.stderr
+    fit = _fit(truth)
+    inside = range_warnings(fit, shared_scenario(fit_log_of(log), fit), "per-episode")
+    assert inside == []
+
+
+def fit_log_of(log: Path) -> Any:
+    from rolloutlog.replay.source import open_log
+
+    return fit_log(open_log(log).events())
+
+
+def test_the_saved_world_round_trips_through_simulate(tmp_path: Path) -> None:
+    truth = _truth(32, colocated=True, steps=6)
+    log, saved = tmp_path / "run.arrow", tmp_path / "world.toml"
+    run_policy(truth, log_path=log)
+    answer = _whatif_json(log, "--save-world", str(saved))
+    world = load_scenario(str(saved)).world
+    assert world.inference == "shared" and world.colocated
+    fitted = {p["key"]: p["value"] for p in answer["fit"]["parameters"]}
+    assert world.decode_compute_s_per_seq == fitted["decode_compute_s_per_seq"]
+    assert world.train_step_s == fitted["train_step_s"]
+    simulated = CliRunner().invoke(main, ["simulate", "--scenario", str(saved), "--json"])
+    assert simulated.exit_code == 0, simulated.output
+    again = json.loads(simulated.stdout)
+    rerun = answer["policies"]["per-episode"]
+    for key in ("trained_episodes_per_hour", "episodes_dropped_stale", "mean_trained_age"):
+        assert again[key] == rerun[key], key
+
+
+def test_whatif_plot_draws_the_fitted_curve(tmp_path: Path) -> None:
+    log = tmp_path / "run.arrow"
+    run_policy(_truth(16, colocated=False, steps=4), log_path=log)
+    plot = tmp_path / "fit.png"
+    result = CliRunner().invoke(main, ["whatif", str(log), "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    assert plot.stat().st_size > 10_000
+
+
+def test_a_log_the_shared_fit_cannot_use_is_one_line_exit_2(tmp_path: Path) -> None:
+    log = tmp_path / "short.arrow"
+    tiny = _truth(2, colocated=False, steps=1).with_run(group_size=2, batch_size=4)
+    run_policy(tiny, log_path=log)
+    result = CliRunner().invoke(main, ["whatif", str(log)])
+    assert result.exit_code == 2, result.output
+    line = f"rolloutlog: error: {log}: cannot fit the shared world: the log has "
+    assert line in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    replay = CliRunner().invoke(main, ["whatif", str(log), "--world", "replay"])
+    assert replay.exit_code == 0, replay.output
