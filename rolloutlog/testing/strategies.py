@@ -81,17 +81,7 @@ def _drawn_keys(draw: st.DrawFn, group_size: int) -> dict[str, Any]:
         "zero_output_batches": 1000,
         "admission": draw(
             st.sampled_from(
-                [
-                    "none",
-                    "capacity",
-                    "areal",
-                    "verl",
-                    "outstanding",
-                    "max-lag",
-                    "slime",
-                    "roll",
-                    "workers",
-                ]
+                ["none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime", "roll"]
             )
         ),
         "max_lag": draw(st.integers(0, 16)),
@@ -100,11 +90,8 @@ def _drawn_keys(draw: st.DrawFn, group_size: int) -> dict[str, Any]:
         "batch_order": draw(st.sampled_from(["fifo", "oldest-first", "roll-window"])),
         "admission_smoothing": draw(st.sampled_from([False, False, False, True])),
         "requeue": draw(st.sampled_from(["none", "none", "at-ship", "at-completion"])),
-        "requeue_order": draw(st.sampled_from(["first", "behind-fresh"])),
         "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one", "zero"])),
         "stale_cancel": draw(st.sampled_from(["in-flight", "open"])),
-        "stale_step": draw(st.sampled_from(["current", "before-release"])),
-        "gate_check": draw(st.sampled_from(["every-event", "ship-and-live"])),
         "stale_check": draw(st.sampled_from(["at-finalize", "after-curriculum"])),
         "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check"])),
         "overload_count": draw(st.sampled_from(["owed", "in-flight"])),
