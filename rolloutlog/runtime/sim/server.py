@@ -37,6 +37,7 @@ the server is next touched (whoever reads a server brings it to the present firs
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from typing import Literal
 
@@ -372,9 +373,14 @@ class Server:
         steps.extend(curve.step(n) * self.slowdown for n in range(len(steps), running + 1))
         return steps[running]
 
-    def reschedule(self, now: float) -> None:
-        """Keep one queue entry, at the server's next happening."""
+    def reschedule(self, now: float, *, found_nothing: bool = False) -> None:
+        """Keep one queue entry, at the server's next happening. After a happening that
+        `found_nothing` due, a next one the float clock cannot tell from `now` (late in a
+        long run, a residue of a token is below the clock's resolution) goes to the next
+        representable time: at `now` it would find nothing again, for ever."""
         due = self.next_due(now)
+        if found_nothing and due is not None and due <= now:
+            due = math.nextafter(now, math.inf)
         entry = self._entry
         if entry is not None and entry.alive:
             if due is not None and entry.t == due:

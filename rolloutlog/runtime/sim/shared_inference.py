@@ -202,7 +202,7 @@ class SharedInference:
         happening (a server moves lazily: `runtime.sim.server`); see `_collect`."""
         server.advance(now)
         arrived = self._collect(server, deliver=deliver)
-        server.reschedule(now)
+        server.reschedule(now, found_nothing=deliver and arrived is None)
         return arrived
 
     def _collect(self, server: Server, *, deliver: bool = False) -> str | None:

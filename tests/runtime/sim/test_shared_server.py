@@ -386,3 +386,25 @@ def test_a_resubmitted_request_holds_its_whole_tokens_at_any_clock() -> None:
     resubmitted.done = 1126.0
     server.submit(server.synced, resubmitted)
     assert server.remove(server.synced, resubmitted) == 1126.0
+
+
+def test_a_residue_below_the_clocks_resolution_does_not_stop_time() -> None:
+    """Pinned: late in a long run (`simulate --steps 25000`, default scenario, at t ≈ 1.65e6
+    s) a finishing mark a residue of a token ahead fell due at `now` itself, below the float
+    clock's resolution; the happening found nothing, rescheduled itself at `now`, and the
+    simulation stood still. It now moves to the next representable time and finishes."""
+    queue = EventQueue()
+    server = Server(0, ServerSpec(DecodeCurve(0.01, 0.0), 0.0, 1e9, 8, False), queue)
+    now = 1652304.017741147
+    server.submit(now, _request("g0/0", "g0", 10, 5, now=now))
+    server.advance(now)
+    server.clock = server._heap[0][0] - 1e-8  # 1e-10 s of decoding left: under an ulp of now
+    server.reschedule(now)
+    happenings = 0
+    while (entry := queue.pop()) is not None and happenings < 100:
+        happenings += 1
+        finished = len(server.finished)
+        server.advance(entry.t)
+        server.reschedule(entry.t, found_nothing=len(server.finished) == finished)
+    assert [request.episode_id for _, request in server.finished] == ["g0/0"]
+    assert happenings < 100
