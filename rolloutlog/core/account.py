@@ -422,11 +422,12 @@ class Account(
             self._fail(seq, "episodes_cancelled", "straggler cut leaves members owed")
 
     def _scored_room(self, group: Group, scored: int, admitted: bool) -> None:
-        """A train group scored: its admitted members count toward AReaL's accepted groups,
-        and its failed members toward ROLL's budget given back (each in whole groups of G)."""
+        """A train group scored: its admitted members count toward AReaL's accepted groups
+        and verl's sync window, and its failed members toward ROLL's budget given back."""
         if not group.train:
             return
         self.accepted += scored if admitted else 0
+        self.budget_queued += scored if admitted else 0  # verl's window (`account_budget`)
         if not group.aborted:
             self.roll_lost += sum(reward is None for _, _, reward, _ in group.arrived.values())
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from rolloutlog.core.account_group import Group, advantages, age, past_bound
-from rolloutlog.core.account_properties import HARD_BOUND, OUTSTANDING
+from rolloutlog.core.account_properties import HARD_BOUND, OUTSTANDING, VERL_BUDGET
 from rolloutlog.core.run_summary import RunSummary
 from rolloutlog.events.types import DROP_REASONS
 
@@ -208,7 +208,7 @@ class SinkChecks:
         if self.update_pause:
             self._paused_by_update(seq, kind, dispatch=False)
         self._wait_shipped(seq, step)
-        if OUTSTANDING in self.kept:
+        if OUTSTANDING in self.kept or VERL_BUDGET in self.kept:
             self.unpublished = {s: g for s, g in self.unpublished.items() if s > self.version}
             self.unpublished[step] = set(episode_ids)
         cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)

@@ -379,21 +379,28 @@ def _slime_without_redundancy(c: RunConfig) -> str | None:
 
 
 def _whole_groups_without_liveness(c: RunConfig) -> str | None:
-    """AReaL's, ROLL's and PR #822's rules count `⌊B/G⌋` groups a batch; their sources train
-    whole groups, rolloutlog cuts batches of `B` episodes. Without the liveness exception
-    the groups such a rule lets out fall short of the batches they owe, for good."""
+    """AReaL's, ROLL's, verl's and PR #822's rules count `⌊B/G⌋` groups a batch; their
+    sources train whole groups, rolloutlog cuts batches of `B` episodes. Without the
+    liveness exception the groups such a rule lets out fall short of the batches they owe,
+    for good (verl's: of the `K` batches a sync window owes)."""
     size, batch = c.group_size, c.batch_size
-    if c.liveness or batch is None or c.admission not in ("areal", "roll", "outstanding"):
+    admissions = ("areal", "roll", "outstanding", "verl")
+    if c.liveness or batch is None or c.admission not in admissions:
         return None
     groups = max(1, batch // size)
     depth = c.target_lag if c.outstanding_depth is None else c.outstanding_depth
     whole = groups * size * (depth + 1 if c.admission == "outstanding" else 1)
-    if whole >= batch:
+    needed, per = batch, "where batches"
+    if c.admission == "verl":  # a window's budget, for the K batches it owes
+        k = c.updates_per_sync
+        whole = int(groups * (1 + c.staleness_threshold) * k) * size
+        needed, per = batch * k, f"a sync window, where its {k} batches"
+    if whole >= needed:
         return None
     return (
         f"liveness: false with admission = {c.admission!r} needs batches of whole groups "
         f"(batch_size {batch}, group_size {size}): its rule counts {groups} group(s) a batch "
-        f"and lets {whole} episodes out where batches of {batch} need more: the run would "
+        f"and lets {whole} episodes out {per} of {batch} need more: the run would "
         "starve (its source trains whole groups)"
     )
 

@@ -72,12 +72,13 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "thinking-machines-lab/tinker-cookbook@9dfcc3a tinker_cookbook/rl/train.py "
             "(do_async_training: filter_stale_trajectory_group)"
         ),
-        # groups_per_batch workers, one group each (train.py:1293-1297)
+        # groups_per_batch workers, one group each (train.py:1293-1297), and no other gate
         keys={
             "staleness": "per-group",
             "requeue": "at-ship",
             "requeue_order": "behind-fresh",  # its builder queue (train.py:974-976, 1111-1116)
             "admission": "workers",
+            **_NO_GATE,  # the training loop takes batch N after the sampler of N - 1 (:1233)
         },
     ),
     "slime-lag": FieldPreset(
@@ -109,6 +110,7 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "updates_per_sync": 4,  # trigger_parameter_sync_step
             "weight_update": "interrupt",  # partial_rollout: True
             "update_pause": "until-live",  # reset_staleness after the replicas resume
+            "liveness": False,  # at its budget the rollouter waits for a sync (:907-943)
             **_NO_GATE,
         },
     ),

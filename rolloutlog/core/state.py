@@ -63,8 +63,10 @@ class TrainLedger:
     roll_used: int = 0  # train groups opened and not aborted (ROLL admission)
     aborted: set[str] = attrs.Factory(set)  # open train groups cancelled as stale, once each
     accepted: int = 0  # train episodes ever admitted (AReaL admission: in groups of G)
-    window_groups: int = 0  # train groups counted in this sync window (verl admission)
-    queued_groups: dict[str, int] = attrs.Factory(dict)  # group -> episodes queued (verl)
+    # verl admission's sync window (`core.rules.admission_budget`), counted in episodes:
+    window_queued: int = 0  # queued at the last version_pending, and queued by groups since
+    window_kept: dict[str, int] = attrs.Factory(dict)  # open train group -> members not cancelled
+    window_lost: dict[str, set[str]] = attrs.Factory(dict)  # open group -> failed or dropped
     pending: dict[str, int] = attrs.Factory(dict)  # group -> members queued or unpublished
     unpublished: dict[int, tuple[str, ...]] = attrs.Factory(dict)  # step -> its batch's ids
     opened_groups: int = 0  # train groups ever opened (max-lag admission)

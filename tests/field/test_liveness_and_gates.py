@@ -3,8 +3,9 @@ faithful preset cannot progress under is refused at start, and a run that starve
 with one line naming the rule that starves it.
 
 Each preset's row is its source's (docs/policies.md): the sources of `areal`, `roll-flash`,
-`tinker-822`, `verl-wait` and `verl-drop` wait where rolloutlog's exception would open a
-group; only `prime-rl`, slime's synchronous loop and verl's v1 loop have a dispatch gate.
+`tinker-822`, `verl-fully-async`, `verl-wait` and `verl-drop` wait where rolloutlog's
+exception would open a group; only `prime-rl`, slime's synchronous loop and verl's v1 loop
+have a dispatch gate.
 """
 
 from __future__ import annotations
@@ -19,8 +20,16 @@ from rolloutlog.runtime.sim.scenario import load_scenario, scenario_names
 from rolloutlog.runtime.sim.simulation import SimulationBoundError, simulate
 from tests.cli.test_cli_log import one_line_error, run
 
-NO_LIVENESS = {"areal", "roll-flash", "tinker-822", "verl-wait", "verl-drop"}
-NO_GATE = {"areal", "roll-flash", "tinker-822", "verl-fully-async", "slime-lag", "pipelinerl"}
+NO_LIVENESS = {"areal", "roll-flash", "tinker-822", "verl-fully-async", "verl-wait", "verl-drop"}
+NO_GATE = {
+    "areal",
+    "roll-flash",
+    "tinker",
+    "tinker-822",
+    "verl-fully-async",
+    "slime-lag",
+    "pipelinerl",
+}
 
 
 def _config(preset: str, **keys: object) -> RunConfig:
@@ -82,17 +91,17 @@ def test_a_refused_config_is_one_line_at_start() -> None:
 
 
 def test_a_run_that_starves_stops_naming_the_rule() -> None:
-    """verl's budget without the exception: a batch short of failed members never brings
-    the sync that reopens it (docs/policies.md, `verl-fully-async`)."""
+    """rolloutlog's own capacity admission without the exception: a group of 8 larger than
+    the room at bound 0 never finalizes, so no batch ever fills."""
     result = run(
-        "simulate", "--scenario", "default", "--steps", "10", "--policy", "verl-fully-async",
-        "--set", "liveness=false",
+        "simulate", "--scenario", "smoke", "--steps", "3", "--policy", "per-episode+capacity",
+        "--set", "group_size=8", "--set", "batch_size=2", "--set", "max_inflight=8",
+        "--set", "max_off_policy_steps=0", "--set", "target_lag=0", "--set", "liveness=false",
     )  # fmt: skip
     assert result.exit_code == 2
-    error = result.stderr.splitlines()[-1]  # after the note that --set wins over the preset
-    assert error.startswith("rolloutlog: error: scenario 'default', ")
-    assert "nothing left to happen without a shipped batch" in error
-    assert "admission = 'verl' lets no train episode out" in error
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith("rolloutlog: error: scenario 'smoke', ")
+    assert "admission = 'capacity' lets no train episode out" in error
     assert "no liveness exception (liveness)" in error
     assert error.endswith("the run makes no progress")
 

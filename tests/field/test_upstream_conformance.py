@@ -71,7 +71,9 @@ CASES = [
             20,
             "departure: slime keeps a group whose lag at the pop is N (fully_async_rollout.py:"
             "191-207) and train_async trains it one version later (train_async.py:44-52); the "
-            "preset's sink bound drops it at rollout age N + 1",
+            "preset's sink bound drops it at rollout age N + 1 (staleness=soft would keep it, "
+            "but stamps each member at its own dispatch where slime snapshots the group's "
+            "version at admission: no staleness value has group stamps and no sink bound)",
         ),
     ),
     Case("slime-lag", "update_in_flight"),
@@ -89,10 +91,11 @@ CASES = [
         "bound_zero_no_stall",
         Departure(
             20,
-            "departure: at version_live the preset opens nothing, where verl's step 2 submits "
-            "its batch of prompts before it samples (trainer_base.py:509-517, 1420-1422); "
-            "found where the update pause and the two outstanding batches meet, not yet "
-            "resolved",
+            "departure: at version_live the preset's sink ships batch 2 (g3, g4) before its "
+            "dispatcher opens step 2's prompts (the sink decides first), where verl's step 2 "
+            "submits its batch first (trainer_base.py:509-517, 1420-1422) and wait then "
+            "blocks sampling while those prompts, span 1 >= T, are in flight "
+            "(replay_buffer.py:530-539): batch 2 goes at t 8",
         ),
     ),
     Case("verl-drop", "first_step"),

@@ -11,7 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event, GroupOpened, GroupScored
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeDropped,
+    Event,
+    GroupOpened,
+    GroupScored,
+    VersionPending,
+)
 from rolloutlog.testing.reference.oversampling import slime_room
 from rolloutlog.testing.reference.record import Group, Record
 
@@ -60,29 +67,46 @@ def _areal_room(record: Record, per_batch: int) -> int:
 
 
 def _verl_room(record: Record, per_batch: int) -> int:
-    """verl's rule, by groups: since the last weight sync (`version_pending`), the train
-    groups opened, and those outstanding at the sync (opened and not yet scored, or with an
-    admitted episode neither shipped nor dropped yet), count against `int(R × (1 + θ) × K)`,
-    `R = per_batch // G` (at least one). A new group may open while the count is under it;
-    with `liveness` one always may when no train group is open, no K-th batch awaits its
+    """verl's rule, in episodes: since the last weight sync (`version_pending`), the
+    episodes queued at it or cut past it and not yet trained, and for each train group open
+    at it or opened since the episodes it queued once scored, else its members not
+    cancelled, failed or dropped (at most G), count against `int(R × (1 + θ) × K) × G`,
+    `R = per_batch // G` (at least one). A new group may open while the count is under
+    it; with `liveness` one always may when no train group is open, no K-th batch awaits its
     version and the queue holds less than a batch. What open groups still owe may go out."""
-    settings = record.config
+    settings, size = record.config, record.config.group_size
     syncs = [n for n, e in enumerate(record.history) if e.kind == "version_pending"]
     since = syncs[-1] if syncs else -1
-    counted = sum(
-        isinstance(e, GroupOpened) and e.work == "train" for e in record.history[since + 1 :]
+    opened, queued = _window_at(record.history[: since + 1])
+    opened |= {
+        e.group_id
+        for e in record.history[since + 1 :]
+        if isinstance(e, GroupOpened) and e.work == "train"
+    }
+    admitted = [record.episodes[e].group_id for e in record.admitted]
+    counted = queued + sum(
+        admitted.count(g.group_id) if g.scored else min(size, _not_lost(g))
+        for g in (record.groups[group_id] for group_id in opened)
     )
-    if since >= 0:
-        counted += len(_outstanding_at(record.history[: since + 1]))
-    groups_per_batch = max(1, per_batch // settings.group_size)
+    groups_per_batch = max(1, per_batch // size)
     budget = int(groups_per_batch * (1 + settings.staleness_threshold) * settings.updates_per_sync)
     running = [g for g in record.groups.values() if g.train and not g.scored]
     k = settings.updates_per_sync
     sync_coming = record.batches // k * k > record.version or len(record.queue()) >= per_batch
     waits = running or sync_coming or not settings.liveness
-    may_open = budget - counted if waits else max(budget - counted, 1)
+    room = budget * size - counted
+    may_open = max(0, -(-room // size))
+    may_open = may_open if waits else max(may_open, 1)
     owed = sum(g.unscheduled() for g in running)
-    return owed + max(0, may_open) * settings.group_size
+    return owed + may_open * size
+
+
+def _not_lost(group: Group) -> int:
+    """An open group's members that may still reach the queue: not cancelled, failed or
+    dropped on arrival."""
+    cancelled = sum(c.unscheduled for c in group.cancellations)
+    lost = sum(e.status in ("failed", "cancelled") or e.dropped for e in group.members)
+    return max(0, group.size - cancelled - lost)
 
 
 def _outstanding_room(record: Record, per_batch: int) -> int:
@@ -114,24 +138,31 @@ def _failed(group: Group) -> int:
     return sum(e.status == "failed" for e in group.members) if group.scored else 0
 
 
-def _outstanding_at(history: list[Event]) -> set[str]:
-    """The train groups open or queued at the end of `history`, read from it alone."""
+def _window_at(history: list[Event]) -> tuple[set[str], int]:
+    """The train groups open at the end of `history`, and the episodes verl's MessageQueue
+    then holds: admitted, neither shipped nor dropped, or shipped in a batch past the last
+    version announced (not trained yet); read from it alone."""
     train: set[str] = set()
     scored: set[str] = set()
-    queued: dict[str, str] = {}  # admitted episode -> its group, until shipped or dropped
+    queued: set[str] = set()
+    batches: dict[int, int] = {}  # step -> the episodes its batch took
+    version = 0
     for e in history:
         if isinstance(e, GroupOpened) and e.work == "train":
             train.add(e.group_id)
         elif isinstance(e, GroupScored):
             scored.add(e.group_id)
             if e.admitted:
-                queued.update(dict.fromkeys(e.episode_ids, e.group_id))
+                queued.update(e.episode_ids)
         elif isinstance(e, BatchShipped):
-            for episode_id in e.episode_ids:
-                queued.pop(episode_id, None)
+            queued.difference_update(e.episode_ids)
+            batches[e.step] = len(e.episode_ids)
         elif isinstance(e, EpisodeDropped):
-            queued.pop(e.episode_id, None)
-    return (train - scored) | set(queued.values())
+            queued.discard(e.episode_id)
+        elif isinstance(e, VersionPending):
+            version = e.version
+    cut = sum(n for step, n in batches.items() if step > version)
+    return train - scored, len(queued) + cut
 
 
 def _max_lag_room(record: Record, per_batch: int) -> int:
