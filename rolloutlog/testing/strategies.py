@@ -51,13 +51,13 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
 
 
 def _whole_group_batches(values: dict[str, Any], fixed: dict[str, Any]) -> None:
-    """Without the liveness exception, AReaL's, ROLL's and PR #822's admission need batches
-    of whole groups (`RunConfig.startup_problems`): the batch is cut down to whole groups,
-    or where it is pinned the exception is kept."""
+    """Without the liveness exception, AReaL's, ROLL's, verl's and PR #822's admission need
+    batches of whole groups (`RunConfig.startup_problems`): the batch is cut down to whole
+    groups, or where it is pinned the exception is kept."""
     size, batch = values["group_size"], values["batch_size"]
     if values["liveness"] or not batch or batch <= size:
         return
-    if values["admission"] not in ("areal", "roll", "outstanding"):
+    if values["admission"] not in ("areal", "roll", "outstanding", "verl"):
         return
     if "batch_size" not in fixed:
         values["batch_size"] = batch // size * size
