@@ -147,13 +147,21 @@ def test_oldest_first_ships_the_oldest_dispatch_versions_first():
     ],
 )
 def test_presets_set_every_policy_key(name, expected):
-    assert preset_overrides(name) == {**expected, **FIELD_RULES_OFF}
+    # per-group is the seed's "before": a stale group's unscheduled members go with it
+    base = {"stale_cancel": "open"} if expected["staleness"] == "per-group" else {}
+    assert preset_overrides(name) == {**expected, **FIELD_RULES_OFF, **base}
 
 
 # The keys field presets choose (tests/core/test_prime_rl_preset.py), at today's rules.
 FIELD_RULES_OFF = {
+    "requeue_order": "first",
     "gate_lag": "target-lag",
+    "dispatch_gate": True,
+    "liveness": True,
+    "outstanding_depth": None,  # verl's num_warmup_batches: read only under outstanding
     "stale_cancel": "in-flight",
+    "stale_step": "current",
+    "gate_check": "every-event",
     "stale_check": "at-finalize",
     "queue_sweep": "at-ship",
     "overload_count": "owed",
@@ -162,6 +170,7 @@ FIELD_RULES_OFF = {
     "staleness_threshold": 0.1,  # verl admission's θ: read only under admission = "verl"
     "updates_per_sync": 1,
     "ship_wait": "none",
+    "update_pause": "none",
     "weight_update": "freeze",
     "recycle": False,
     "stale_tokens": "drop",
