@@ -279,6 +279,7 @@ ALIASES = {"all": "per-episode+capacity+straggler+oldest-first"}
 NAMED = ("per-group", "per-episode", "per-episode+capacity", "per-episode+straggler", "all")
 _OFF: dict[str, Any] = {
     "admission": "none",
+    "admission_smoothing": False,  # prime-rl's; a what-if from its log kept it under others
     "straggler_cut": False,
     "batch_order": "fifo",
     **FIELD_RULE_DEFAULTS,  # rolloutlog's own rule where a field preset decides otherwise

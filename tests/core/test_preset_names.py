@@ -16,6 +16,7 @@ from rolloutlog.core.presets import (
     BASES,
     CHOICES,
     FIELD,
+    NAMED,
     RULES,
     FieldPreset,
     Rules,
@@ -28,6 +29,7 @@ from tests.core.test_policy_knobs import FIELD_RULES_OFF
 
 OFF = {
     "admission": "none",
+    "admission_smoothing": False,
     "straggler_cut": False,
     "batch_order": "fifo",
     "requeue": "none",
@@ -154,3 +156,18 @@ def test_a_field_preset_sets_its_own_keys_on_top_of_every_rule_off(
     monkeypatch.setitem(FIELD, "stack", FieldPreset("org/stack@abc1234 a.py", keys))
     assert preset_overrides("stack") == {**OFF, **keys}
     assert preset_overrides("stack+oldest-first") == {**OFF, **keys, **RULES["oldest-first"]}
+
+
+PRESETS = [*NAMED, *FIELD]
+
+
+@pytest.mark.parametrize("before", PRESETS)
+def test_a_preset_decides_alike_whatever_preset_ran_before(before: str) -> None:
+    """`whatif --compare Q` on a log of preset P evolves P's config by Q's keys: no key P
+    set may survive into Q (prime-rl's `admission_smoothing` did, under every other
+    preset, until it was among the keys every preset turns off)."""
+    ran = attrs.evolve(RunConfig(), **preset_overrides(before))
+    for after in PRESETS:
+        overrides = preset_overrides(after)
+        got, fresh = attrs.evolve(ran, **overrides), attrs.evolve(RunConfig(), **overrides)
+        assert got == fresh, f"{before} then {after}"
