@@ -36,6 +36,8 @@ It checks, each at the seq where it broke:
   cancellation, and exactly the scored stale members are withheld, none ships.
 - bounded queue (`core.account_eviction`): evictions only from a full queue, of the oldest,
   as few as make room, and the queue never above `queue_limit`.
+- update pause (`core.account_partial`): under `update_pause = "until-live"` no batch ships
+  and no train episode goes out while an update is under way.
 Which of the bound, no-stale-in-flight and admission properties a run keeps is its
 policy's (`core.account_properties`); what trains past the bound is counted either way.
 It also counts what `replay --json` reports, as it learns what each event means, in a
@@ -52,7 +54,7 @@ from typing import Any, Final, Protocol
 
 from rolloutlog.core.account_budget import BudgetChecks
 from rolloutlog.core.account_eviction import EvictionChecks
-from rolloutlog.core.account_group import Group, age
+from rolloutlog.core.account_group import NO_LAG, Group, age
 from rolloutlog.core.account_mask import MaskChecks
 from rolloutlog.core.account_oversample import LeftoverChecks
 from rolloutlog.core.account_partial import PartialChecks
@@ -139,13 +141,16 @@ class Account(
         self.bound: int = config.max_off_policy_steps
         # prime-rl's gate and hold allow a lag of one whatever the bound, slime's train.py
         # none (`gate_lag`); a version every K batches (`updates_per_sync`) adds K − 1
-        lags = {"one": 1, "zero": 0}
+        lags = {"one": 1, "zero": 0, "none": NO_LAG}
         lag = lags.get(config.gate_lag, config.target_lag)
-        self.target_lag: int = lag + config.updates_per_sync - 1
+        self.target_lag: int = lag + config.updates_per_sync - 1  # the ship hold's
+        self.gate_lag = self.target_lag if config.dispatch_gate else NO_LAG  # AReaL, ROLL: none
         self.group_size: int = config.group_size
         self.redundancy: int = config.group_redundancy
         self.redundant_due: set[str] = set()
         self.roll_used = 0  # train groups opened and not aborted (ROLL admission)
+        self.accepted = 0  # train episodes admitted (AReaL's accepted, in groups of G)
+        self.roll_lost = 0  # train members failed in groups not aborted (ROLL's, in G's)
         self.batch_size: int | None = config.batch_size
         self.config = config
         self.kept = kept_properties(config)
@@ -153,7 +158,7 @@ class Account(
         self.capacity = CAPACITY in self.kept
         self.requeue_rule: str = config.requeue
         self.tasks: dict[str, tuple[str, str]] = {}
-        self.requeue: dict[str, None] = {}
+        self.requeue: dict[str, int] = {}  # owed -> train groups opened since its discard
         self.discarded: set[str] = set()
         self.withholds = config.stale_member == "withhold"  # stale members scored, not shipped
         self.runs_on = config.stale_member != "cancel"  # nothing cancelled for its age
@@ -291,7 +296,8 @@ class Account(
         if version != self.version or step != self.step:
             self._fail(seq, kind, f"opened at v{version} step {step}, not v{self.version}")
         if work == "train" and AREAL_ADMISSION in self.kept:
-            problem = areal_problem(self.config, self.version, self.groups.values(), self.run)
+            groups, accepted = self.groups.values(), self.accepted // self.group_size
+            problem = areal_problem(self.config, self.version, groups, accepted)
             if problem:
                 self._fail(seq, kind, problem)
         if work == "train" and OUTSTANDING in self.kept:
@@ -303,7 +309,8 @@ class Account(
                 self._fail(seq, kind, problem)
         if work == "train" and ROLL_ADMISSION in self.kept:
             running = sum(g.train for g in self.groups.values())
-            problem = roll_problem(self.config, self.version, self.roll_used, running)
+            used = self.roll_used - self.roll_lost // self.group_size
+            problem = roll_problem(self.config, self.version, used, running)
             if problem:
                 self._fail(seq, kind, problem)
         self.roll_used += work == "train"
@@ -334,6 +341,8 @@ class Account(
             self._fail(seq, kind, f"stamped v{version}, dispatched when v{stamp} applies")
         if group.train and (self.gated or self.capacity):
             self._admit_train(seq, kind)
+        if group.train and self.update_pause:
+            self._paused_by_update(seq, kind, dispatch=True)
         group.dispatched += 1
         group.unscheduled -= 1
         group.inflight[episode_id] = (version, member)
@@ -346,12 +355,13 @@ class Account(
     def _admit_train(self, seq: int, kind: str) -> None:
         """The dispatch gate, and capacity admission's horizon (no train dispatch once the
         promised work fills it, unless none is in flight: the liveness exception)."""
-        if self.lags():
-            lag = age(self.version, self.step)
+        lag = age(self.version, self.step)
+        if lag > self.gate_lag:
             self._fail(seq, kind, f"train dispatch while the trainer lags {lag} > target_lag")
         if self.capacity:
             horizon = (self.bound + self.version + 1) * (self.batch_size or 0)
-            if self.train_promised >= horizon and self.train_inflight:
+            waits = self.train_inflight or not self.config.liveness
+            if self.train_promised >= horizon and waits:
                 self._fail(seq, kind, f"capacity: {self.train_promised} promised of {horizon}")
             self.train_promised += 1
             self.train_inflight += 1
@@ -410,6 +420,16 @@ class Account(
             self._fail(seq, "episodes_cancelled", "straggler cut without an arrival at risk")
         if not (set(group.inflight) <= set(episode_ids) and unscheduled == group.unscheduled):
             self._fail(seq, "episodes_cancelled", "straggler cut leaves members owed")
+
+    def _scored_room(self, group: Group, scored: int, admitted: bool) -> None:
+        """A train group scored: its admitted members count toward AReaL's accepted groups
+        and verl's sync window, and its failed members toward ROLL's budget given back."""
+        if not group.train:
+            return
+        self.accepted += scored if admitted else 0
+        self.budget_queued += scored if admitted else 0  # verl's window (`account_budget`)
+        if not group.aborted:
+            self.roll_lost += sum(reward is None for _, _, reward, _ in group.arrived.values())
 
     def _close_if_done(self, group: Group) -> None:
         if group.owes and not group.inflight and not group.unscheduled:

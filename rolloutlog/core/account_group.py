@@ -10,6 +10,9 @@ from collections.abc import Sequence
 
 import attrs
 
+# A lag no run reaches: no dispatch gate, or neither gate nor ship hold (`gate_lag = "none"`).
+NO_LAG = 1 << 62
+
 
 def age(version: int, step: int) -> int:
     """Versions between the one batch `step` trains on and the version `version`."""

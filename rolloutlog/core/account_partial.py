@@ -9,7 +9,9 @@ the time the update goes live; under `drain` its train work must have arrived, a
 train episode goes out while the update waits. Under `recycle`, the train work in flight
 when a batch ships must be interrupted (reason `recycle`) by the time the next version goes
 live, each resumes under a later version than it stopped at, and no train episode goes out
-while one waits for its resumption. A resumed episode's tokens are counted once: its
+while one waits for its resumption. Under `update_pause = "until-live"` no batch ships while
+an update is announced and not live, and no train episode goes out then, nor while work it
+interrupted waits for its resumption. A resumed episode's tokens are counted once: its
 completion carries them all, and its interruptions' counts never fall and never exceed it.
 Its rollout age stays that of its dispatch stamp (`start`), which the rest of the account
 reads as before.
@@ -78,8 +80,10 @@ class PartialChecks:
     at_update: set[str]  # in flight, not frozen, when the update under way was announced
     at_ship: set[str]  # train work generating when the last batch shipped, under `recycle`
     spans: dict[str, int]  # arrived resumed episodes -> end − start, until cut or dropped
+    update_pause: bool  # `update_pause = "until-live"`
 
     def _partial_start(self, config: RunConfig) -> None:
+        self.update_pause = config.update_pause == "until-live"
         self.weight_update = config.weight_update
         self.recycle = config.recycle
         self.recycling = False
@@ -196,6 +200,16 @@ class PartialChecks:
         if waiting:
             problem = f"train dispatch before the recycled {sorted(waiting)[:3]} resumed"
             self._fail(seq, "episode_dispatched", problem)
+
+    def _paused_by_update(self: _Books, seq: int, kind: str, dispatch: bool) -> None:
+        """Under `update_pause`, nothing goes out while an update is announced and not live,
+        and no train `dispatch` while work it interrupted waits for its resumption."""
+        if self.live_version < self.version:
+            self._fail(seq, kind, f"{kind} while v{self.version} is not live (update_pause)")
+        elif dispatch and any(
+            b.interrupted and e in self.inflight for e, b in self.segments.items()
+        ):
+            self._fail(seq, kind, f"{kind} before the work the update interrupted resumed")
 
     def on_live(self: _Books, seq: int, version: int) -> None:
         """`version_live`: nothing announced in flight is left uninterrupted; the books of

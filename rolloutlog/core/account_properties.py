@@ -16,14 +16,13 @@ from typing import Final
 
 from rolloutlog.core.account_group import Group
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.run_summary import RunSummary
 
 HARD_BOUND: Final = "hard-bound"  # nothing trains past max_off_policy_steps
 GRADIENT_BOUND: Final = "gradient-bound"  # under mask: no gradient-bearing token past it
 NO_STALE_IN_FLIGHT: Final = "no-stale-in-flight"  # a version update leaves no stale in flight
 CAPACITY: Final = "capacity"  # capacity admission's horizon, in episodes
 AREAL_ADMISSION: Final = "areal-admission"  # AReaL's get_capacity, in groups
-VERL_BUDGET: Final = "verl-budget"  # verl's sample budget per weight sync, in groups
+VERL_BUDGET: Final = "verl-budget"  # verl's sample budget per weight sync, in episodes
 OUTSTANDING: Final = "outstanding"  # PR #822's cap on groups not yet trained on
 SHIP_WAIT: Final = "ship-wait"  # no batch ships while work at its last chance is open
 MAX_LAG_ADMISSION: Final = "max-lag-admission"  # PipelineRL's max_lag, in groups submitted
@@ -60,18 +59,20 @@ def kept_properties(config: RunConfig) -> frozenset[str]:
 
 
 def areal_problem(
-    config: RunConfig, version: int, open_groups: Iterable[Group], summary: RunSummary
+    config: RunConfig, version: int, open_groups: Iterable[Group], accepted: int
 ) -> str | None:
     """Why a train group may not open under AReaL admission now, or None: its capacity in
     groups, `min(max_inflight − running, (η + v + 1) × B − (accepted + running))`, must be
-    at least one, unless none is running (the liveness exception). The account's own
-    arithmetic: `running` the open train groups, `accepted` the groups the curriculum
-    admitted so far, `B = max(1, batch_size // G)`."""
+    at least one, unless none is running and the run keeps the liveness exception. Its own
+    arithmetic: `running` the open train groups, `accepted` the episodes the curriculum
+    admitted so far in whole groups of G (a failed member leaves its group part of one),
+    `B = max(1, batch_size // G)`."""
     running = sum(group.train for group in open_groups)
     groups_per_batch = max(1, (config.batch_size or 0) // config.group_size)
     horizon = (config.max_off_policy_steps + version + 1) * groups_per_batch
-    accepted = summary.admitted_groups
-    if running and (running >= config.max_inflight or accepted + running >= horizon):
+    if (running or not config.liveness) and (
+        running >= config.max_inflight or accepted + running >= horizon
+    ):
         return f"areal admission: {accepted} accepted + {running} running groups of {horizon}"
     return None
 
@@ -81,13 +82,14 @@ def max_lag_problem(
 ) -> str | None:
     """Why a train group may not open under max-lag admission now, or None: PipelineRL's
     actor submits at most `⌈max_lag / G⌉ + ⌈batch_size / G⌉ × (updates + 1)` groups, unless
-    no train group is open (the liveness exception). The account's own arithmetic: `opened`
+    no train group is open under the liveness exception. The account's own arithmetic: `opened`
     the train groups it saw open before this one, `updates` the versions announced."""
     size = config.group_size
     allowed = (config.max_lag + size - 1) // size + (
         (config.batch_size or 0) + size - 1
     ) // size * (updates + 1)
-    if any(group.train for group in open_groups) and opened >= allowed:
+    running = any(group.train for group in open_groups)
+    if (running or not config.liveness) and opened >= allowed:
         return f"max-lag admission: train group {opened + 1} opened, {allowed} allowed"
     return None
 
@@ -95,9 +97,9 @@ def max_lag_problem(
 def roll_problem(config: RunConfig, version: int, used: int, running: int) -> str | None:
     """Why a train group may not open under ROLL admission now, or None: the groups begun
     and not aborted (`used`) must stay under `⌈α·B⌉ + (v + 1)·B`, `B = max(1, batch_size //
-    G)`, unless no train group is open (the liveness exception). The account's own count."""
+    G)`, unless no train group is open under the liveness exception. Its own count."""
     per_batch = max(1, (config.batch_size or 0) // config.group_size)
     budget = math.ceil(config.async_generation_ratio * per_batch) + (version + 1) * per_batch
-    if running and used >= budget:
+    if (running or not config.liveness) and used >= budget:
         return f"roll admission: {used} groups begun and not aborted, budget {budget}"
     return None

@@ -10,9 +10,11 @@ batch that ships while such a group is open breaks the rule, and is reported at 
 Time comes from the events: `now` is the time of the event being folded.
 
 Under `admission = "outstanding"` a train group opens only while fewer than
-`max(1, batch_size // G) × (target_lag + 1)` train groups are outstanding, unless none is
-open. The account counts them its own way: the distinct groups that are open, have a member
-in its queue, or have a member in a batch shipped after the last announced version.
+`max(1, batch_size // G) × (depth + 1)` (`outstanding_depth`, else `target_lag`) train
+groups are outstanding, unless, under the liveness exception, none is
+open. The account counts them its own way: the train groups that are open, and in whole
+groups of G the episodes in its queue and in batches shipped after the last announced
+version.
 """
 
 from __future__ import annotations
@@ -52,21 +54,19 @@ class ShipWaitChecks:
     ship_wait: bool  # the run's rule waits (`Account.__init__` sets all four)
     now: float  # the time of the event being folded
     wait_since: float | None  # when batch `step` could first have shipped but for the wait
-    unpublished: dict[int, set[str]]  # step -> groups its batch took (outstanding admission)
+    unpublished: dict[int, set[str]]  # step -> the episodes its batch took (outstanding)
 
     def _outstanding_opened(self: _Books, seq: int) -> None:
         """A train group opens: the groups not yet trained on must leave room, unless none
-        is open (the liveness exception)."""
+        is open under the liveness exception."""
         open_train = {group_id for group_id, group in self.groups.items() if group.train}
-        if not open_train:
+        if not open_train and self.config.liveness:
             return
-        queued = {episode_id.rpartition("/")[0] for episode_id in self.queue}
-        shipped = set().union(
-            *(groups for step, groups in self.unpublished.items() if step > self.version)
-        )
-        outstanding = len(open_train | queued | shipped)
+        shipped = sum(len(ids) for step, ids in self.unpublished.items() if step > self.version)
+        outstanding = len(open_train) + (len(self.queue) + shipped) // self.config.group_size
         cap = max(1, (self.config.batch_size or 0) // self.config.group_size)
-        cap *= self.config.target_lag + 1  # the PR's pipeline_depth, whatever the gate's lag
+        depth = self.config.outstanding_depth  # verl's num_warmup_batches, else the PR's
+        cap *= (self.config.target_lag if depth is None else depth) + 1  # pipeline_depth
         if outstanding >= cap:
             self._fail(seq, "group_opened", f"outstanding: {outstanding} groups of {cap}")
 

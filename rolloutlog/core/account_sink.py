@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from rolloutlog.core.account_group import Group, advantages, age, past_bound
-from rolloutlog.core.account_properties import HARD_BOUND, OUTSTANDING
+from rolloutlog.core.account_properties import HARD_BOUND, OUTSTANDING, VERL_BUDGET
 from rolloutlog.core.run_summary import RunSummary
 from rolloutlog.events.types import DROP_REASONS
 
@@ -40,8 +40,11 @@ class _Books(Protocol):
     queued_at: dict[str, int]
     to_withhold: dict[str, int]
     unpublished: dict[int, set[str]]
+    update_pause: bool
 
     def _fail(self, seq: int, kind: str, problem: str) -> None: ...
+
+    def _paused_by_update(self, seq: int, kind: str, dispatch: bool) -> None: ...
 
     def _moved(self) -> None: ...
 
@@ -65,6 +68,8 @@ class _Books(Protocol):
     ) -> None: ...
 
     def _leftover_dropped(self, seq: int, episode_id: str, group: Group | None) -> None: ...
+
+    def _scored_room(self, group: Group, scored: int, admitted: bool) -> None: ...
 
     def _leftover_scored(
         self, seq: int, group_id: str, scored: Sequence[str], admitted: bool
@@ -145,6 +150,7 @@ class SinkChecks:
             problem = f"finalized with {arrived} arrived + {group.cancelled} cancelled"
             return self._fail(seq, kind, f"{problem} != G+r={self.members(group)}")
         self._requeue_whole(seq, group_id, group)
+        self._scored_room(group, len(episode_ids), admitted)
         self._leftover_scored(seq, group_id, episode_ids, admitted)
         fresh = sorted(
             (member, episode_id, reward)
@@ -199,10 +205,12 @@ class SinkChecks:
             self._fail(seq, kind, "batch shipped after run_finished")
         if self.gated:  # at this batch's step: the ship hold has not lifted
             self._fail(seq, kind, f"shipped at v{self.version}, before the ship hold lifts")
+        if self.update_pause:
+            self._paused_by_update(seq, kind, dispatch=False)
         self._wait_shipped(seq, step)
-        if OUTSTANDING in self.kept:
+        if OUTSTANDING in self.kept or VERL_BUDGET in self.kept:
             self.unpublished = {s: g for s, g in self.unpublished.items() if s > self.version}
-            self.unpublished[step] = {e.rpartition("/")[0] for e in episode_ids}
+            self.unpublished[step] = set(episode_ids)
         cut: dict[str, tuple[int, int, bool]] = {}  # id -> (version, tokens, ages)
         for episode_id in episode_ids:
             queued = self.queue.pop(episode_id, None)

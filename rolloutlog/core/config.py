@@ -22,18 +22,22 @@ from rolloutlog.core.curriculum import known_curriculum
 
 StalenessPolicy = Literal["per-episode", "per-group", "soft"]
 AdmissionPolicy = Literal[
-    "none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime", "roll"
+    "none", "capacity", "areal", "verl", "outstanding", "max-lag", "slime", "roll", "workers"
 ]
 BatchOrder = Literal["fifo", "oldest-first", "roll-window"]
 RequeuePolicy = Literal["none", "at-ship", "at-completion"]
-GateLag = Literal["target-lag", "one", "zero"]
+RequeueOrder = Literal["first", "behind-fresh"]
+GateLag = Literal["target-lag", "one", "zero", "none"]
 Leftovers = Literal["run-on", "abort"]
 StaleCancel = Literal["in-flight", "open"]
 StaleCheck = Literal["at-finalize", "after-curriculum"]
+StaleStep = Literal["current", "before-release"]
+GateCheck = Literal["every-event", "ship-and-live"]
 QueueSweep = Literal["at-ship", "at-next-check"]
 OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
 ShipWait = Literal["none", "last-chance"]
+UpdatePause = Literal["none", "until-live"]
 WeightUpdate = Literal["freeze", "interrupt", "drain"]
 StaleMember = Literal["cancel", "withhold", "run-on"]
 StaleTokens = Literal["drop", "mask"]
@@ -110,7 +114,8 @@ class RunConfig:
         None,
         "capacity: cap train work ahead of trainer; areal: AReaL's, in groups; "
         "verl: a sample budget per weight sync; max-lag: PipelineRL's; "
-        "slime: rounds of over_sampling_batch_size groups per step; roll: ROLL's, in groups",
+        "slime: rounds of over_sampling_batch_size groups per step; roll: ROLL's, in groups; "
+        "workers: tinker's, a batch's groups open at once",
     )
     straggler_cut: bool = checked(False, None, "cut stragglers so at-risk arrivals still train")
     batch_order: BatchOrder = checked(
@@ -119,11 +124,33 @@ class RunConfig:
     requeue: RequeuePolicy = checked(
         "none", None, "stale group: none (dropped), or discarded whole and its task requeued"
     )
+    requeue_order: RequeueOrder = checked(
+        "first", None, "a requeued task opens before any fresh one, or behind a batch's fresh ones"
+    )
     gate_lag: GateLag = checked(
-        "target-lag", None, "gate and ship hold lag: target_lag, one, or zero (synchronous)"
+        "target-lag",
+        None,
+        "gate and ship hold lag: target_lag, one, zero (synchronous), or none (neither)",
+    )
+    dispatch_gate: bool = checked(
+        True, None, "train dispatch pauses past gate_lag (false: the lag holds only the ship)"
+    )
+    liveness: bool = checked(
+        True, None, "with no train group open one may open whatever admission says"
+    )
+    outstanding_depth: int | None = checked(
+        None, at_least(0), "outstanding admission: batches out past one (None: target_lag)"
     )
     stale_cancel: StaleCancel = checked(
         "in-flight", None, "version_pending cancels stale in-flight work, or stale open groups"
+    )
+    stale_step: StaleStep = checked(
+        "current",
+        None,
+        "version_pending's stale cancellation reads the step after a batch it releases, or before",
+    )
+    gate_check: GateCheck = checked(
+        "every-event", None, "the gate is read at every event, or only at a ship and version_live"
     )
     stale_check: StaleCheck = checked(
         "at-finalize", None, "stale arrivals drop at finalize, or at queueing after curriculum"
@@ -146,6 +173,9 @@ class RunConfig:
     )
     ship_wait: ShipWait = checked(
         "none", None, "a full batch ships at once, or waits for in-flight work at its last chance"
+    )
+    update_pause: UpdatePause = checked(
+        "none", None, "new train work and a held batch go at version_pending, or wait until live"
     )
     weight_update: WeightUpdate = checked(
         "freeze", None, "work in flight at an update: freeze, interrupt and resume, or drain"
@@ -348,6 +378,33 @@ def _slime_without_redundancy(c: RunConfig) -> str | None:
     )
 
 
+def _whole_groups_without_liveness(c: RunConfig) -> str | None:
+    """AReaL's, ROLL's, verl's and PR #822's rules count `⌊B/G⌋` groups a batch; their
+    sources train whole groups, rolloutlog cuts batches of `B` episodes. Without the
+    liveness exception the groups such a rule lets out fall short of the batches they owe,
+    for good (verl's: of the `K` batches a sync window owes)."""
+    size, batch = c.group_size, c.batch_size
+    admissions = ("areal", "roll", "outstanding", "verl")
+    if c.liveness or batch is None or c.admission not in admissions:
+        return None
+    groups = max(1, batch // size)
+    depth = c.target_lag if c.outstanding_depth is None else c.outstanding_depth
+    whole = groups * size * (depth + 1 if c.admission == "outstanding" else 1)
+    needed, per = batch, "where batches"
+    if c.admission == "verl":  # a window's budget, for the K batches it owes
+        k = c.updates_per_sync
+        whole = int(groups * (1 + c.staleness_threshold) * k) * size
+        needed, per = batch * k, f"a sync window, where its {k} batches"
+    if whole >= needed:
+        return None
+    return (
+        f"liveness: false with admission = {c.admission!r} needs batches of whole groups "
+        f"(batch_size {batch}, group_size {size}): its rule counts {groups} group(s) a batch "
+        f"and lets {whole} episodes out {per} of {batch} need more: the run would "
+        "starve (its source trains whole groups)"
+    )
+
+
 # In the order their reasons are listed.
 _STARTUP_CHECKS: tuple[Callable[[RunConfig], str | None], ...] = (
     _one_batch_size,
@@ -362,12 +419,19 @@ _STARTUP_CHECKS: tuple[Callable[[RunConfig], str | None], ...] = (
     _recycle_without_drain,
     _recycle_one_update,
     _slime_without_redundancy,
+    _whole_groups_without_liveness,
 )
 
 FIELD_RULE_KEYS = (
     "requeue",
+    "requeue_order",
     "gate_lag",
+    "dispatch_gate",
+    "liveness",
+    "outstanding_depth",
     "stale_cancel",
+    "stale_step",
+    "gate_check",
     "stale_check",
     "queue_sweep",
     "overload_count",
@@ -376,6 +440,7 @@ FIELD_RULE_KEYS = (
     "staleness_threshold",
     "updates_per_sync",
     "ship_wait",
+    "update_pause",
     "weight_update",
     "recycle",
     "stale_tokens",

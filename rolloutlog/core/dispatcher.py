@@ -93,6 +93,8 @@ def apply(rules: Rules, state: DispatcherState, event: Event) -> DispatcherState
     follow = rules.follow_ledger
     if follow is not None:  # a rule the run does not use costs nothing per event
         follow(state.ledger, event)
+    if rules.follow_requeue is not None:
+        rules.follow_requeue(state, event)
     return state
 
 
@@ -129,7 +131,7 @@ def _check_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         event.kind,
         f"expected group id g{number}, got {event.group_id}",
     )
-    if event.work == "train" and state.requeue:
+    if event.work == "train" and requeue_due(state):
         due = next(iter(state.requeue))
         task = state.task_of(due)
         require(
@@ -141,8 +143,14 @@ def _check_group_opened(state: DispatcherState, event: GroupOpened) -> None:
         )
 
 
+def requeue_due(state: DispatcherState) -> bool:
+    """Whether the next train group takes the oldest requeue owed: the head of tinker's
+    builder queue where the run keeps one (`core.rules.requeue_order`), else any owed."""
+    return state.builders[0] if state.builders else bool(state.requeue)
+
+
 def _on_group_opened(rules: Rules, state: DispatcherState, event: GroupOpened) -> None:
-    if event.work == "train" and state.requeue:
+    if event.work == "train" and requeue_due(state):
         due = next(iter(state.requeue))
         del state.requeue[due]
         state.requeued_tasks[event.group_id] = state.task_of(due)
@@ -257,6 +265,7 @@ def _check_resumed(state: DispatcherState, event: RunResumed) -> None:
 
 def _on_batch_shipped(rules: Rules, state: DispatcherState, event: BatchShipped) -> None:
     state.step = event.step + 1
+    state.gate_version = state.version
     dispatcher_partial.on_shipped(state)
     interval = state.config.eval_interval
     if interval and event.step % interval == 0:
@@ -300,6 +309,12 @@ def _on_dropped(rules: Rules, state: DispatcherState, event: EpisodeDropped) -> 
 
 def _on_version_pending(rules: Rules, state: DispatcherState, event: VersionPending) -> None:
     state.version = event.version
+    state.update_step = state.step  # applied before the sink's answer: no batch released yet
+
+
+def _on_version_live(rules: Rules, state: DispatcherState, event: VersionLive) -> None:
+    state.gate_version = state.version
+    dispatcher_partial.on_version_live(rules, state, event)
 
 
 def _on_limit_set(rules: Rules, state: DispatcherState, event: LimitSet) -> None:
@@ -339,7 +354,7 @@ _APPLIES: Final = (
     .on(RunFinished, _on_run_finished)
     .on(EpisodeInterrupted, dispatcher_partial.on_interrupted)
     .on(EpisodeResumed, dispatcher_partial.on_resumed)
-    .on(VersionLive, dispatcher_partial.on_version_live)
+    .on(VersionLive, _on_version_live)
     .by_kind
 )
 

@@ -10,6 +10,7 @@ stamping each member as the run's staleness rule says.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 
 from rolloutlog.core.rules.group_shape import members
 from rolloutlog.core.rules.table import Rules
@@ -25,14 +26,19 @@ _UNLIMITED = 1 << 62
 
 def gated(rules: Rules, state: DispatcherState) -> bool:
     """Train dispatch pauses while the trainer lags the step by more than the run's lag
-    (`target_lag`, or prime-rl's 1: `Rules.lag`), and, under `weight_update = drain`, while
+    (`target_lag`, or prime-rl's 1: `Rules.lag`; never where the source has no gate:
+    `Rules.gate`), and, under `weight_update = drain`, while
     an update waits for the train work in flight; under `recycle`, until every recycled
-    episode is resumed (they go first)."""
-    if state.config.weight_update == "drain" and state.partial.live < state.version:
+    episode is resumed (they go first); under `update_pause = "until-live"`, until the
+    update is live and the work it interrupted resumed (`Rules.update_pause`)."""
+    partial = state.partial
+    if state.config.weight_update == "drain" and partial.live < state.version:
         return True
-    if state.partial.recycled:
+    if partial.recycled or rules.update_pause(
+        partial.live, state.version, len(partial.interrupted)
+    ):
         return True
-    return trainer_lags(state.version, state.step, rules.lag(state.config))
+    return trainer_lags(rules.gate_version(state), state.step, rules.gate(rules.lag(state.config)))
 
 
 def _free_permits(rules: Rules, state: DispatcherState) -> int:
@@ -40,11 +46,15 @@ def _free_permits(rules: Rules, state: DispatcherState) -> int:
 
 
 def _train_allowance(rules: Rules, state: DispatcherState) -> int:
-    """How many train episodes may go out now: none while gated, else capacity admission's."""
+    """How many train episodes may go out now: none while gated, else admission's, raised to
+    its idle floor where the run keeps the liveness exception (`Rules.live`)."""
     if gated(rules, state):
         return 0
-    left = rules.allowance(state.config, state.ledger, state.version)
-    return _UNLIMITED if left is None else left
+    config, ledger, version = state.config, state.ledger, state.version
+    left = rules.allowance(config, ledger, version)
+    if left is None:
+        return _UNLIMITED
+    return rules.live(left, rules.idle_floor(config, ledger, version))
 
 
 def fill(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
@@ -55,16 +65,15 @@ def fill(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
         return []
     train = _train_allowance(rules, state)
     out: list[Event] = []
-    stamp = rules.stamp
     for work in rules.fill_passes(state):
-        free, train = _fill_pass(stamp, state, work, free, train, t, out)
+        free, train = _fill_pass(rules, state, work, free, train, t, out)
         if free <= 0:
             break
     return out
 
 
 def _fill_pass(
-    stamp: Stamp,
+    rules: Rules,
     state: DispatcherState,
     work: Work | None,
     free: int,
@@ -80,16 +89,17 @@ def _fill_pass(
         count = min(free, group.unscheduled, train if group.train else free)
         if count <= 0:
             continue
-        _dispatch_members(stamp, state, group, group.start_version, group.dispatched, count, t, out)
+        first = group.dispatched
+        _dispatch_members(rules.stamp, state, group, group.start_version, first, count, t, out)
         free -= count
         train -= count if group.train else 0
         if free == 0:
             return free, train
-    return _open_groups(stamp, state, free, train if work != "eval" else 0, t, out), train
+    return _open_groups(rules, state, free, train if work != "eval" else 0, t, out), train
 
 
 def _open_groups(
-    stamp: Stamp, state: DispatcherState, free: int, train: int, t: float, out: list[Event]
+    rules: Rules, state: DispatcherState, free: int, train: int, t: float, out: list[Event]
 ) -> int:
     """Open owed eval groups, then train groups while `train` allows; the permits left.
     Groups already opened in `out` (an earlier pass) count as opened."""
@@ -97,8 +107,12 @@ def _open_groups(
     opened = [e for e in out if type(e) is GroupOpened]
     number = state.groups_opened + len(opened)
     eval_owed = state.eval_owed - sum(e.work == "eval" for e in opened)
-    # Requeued tasks first, oldest first; those an earlier pass opened are taken.
-    requeue = iter(list(state.requeue)[sum(e.work == "train" for e in opened) :])
+    # Requeued tasks, oldest first, where the run's order says (`Rules.requeue_line`); the
+    # train groups an earlier pass opened have taken their place in the line.
+    line, owed = rules.requeue_line(state), iter(state.requeue)
+    for takes in islice(line, sum(e.work == "train" for e in opened)):
+        if takes:
+            next(owed)
     while free > 0:
         work: Work
         if eval_owed > 0:
@@ -108,7 +122,7 @@ def _open_groups(
         else:
             return free
         number += 1
-        due = next(requeue, None) if work == "train" else None
+        due = next(owed, None) if work == "train" and next(line) else None
         task = state.task_source(config, number, work) if due is None else state.task_of(due)
         group = OpenGroup(
             group_id=f"g{number}",
@@ -132,7 +146,7 @@ def _open_groups(
             )
         )
         count = min(free, group.size, train if group.train else free)
-        _dispatch_members(stamp, state, group, state.version, 0, count, t, out)
+        _dispatch_members(rules.stamp, state, group, state.version, 0, count, t, out)
         free -= count
         train -= count if group.train else 0
     return free

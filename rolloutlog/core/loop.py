@@ -30,6 +30,7 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.decider import DISPATCHER, SINK, Combined, Decider, HoldsPair, Pair
 from rolloutlog.core.digest import GENESIS, canonical, chain
 from rolloutlog.core.errors import LoopBoundError, LoopFailedError
+from rolloutlog.core.stall import starving_rule
 from rolloutlog.core.state import DispatcherState, SinkState
 from rolloutlog.events.types import UNSEQUENCED, WORLD_KINDS, Event, LimitSet, RunStarted
 
@@ -181,6 +182,12 @@ class ReactionLoop(HoldsPair):
         """Why the run should stop for lack of admitted work, or None (see `core.sink`);
         a driver that sees a reason stops the run with `run_finished(reason="zero_output")`."""
         return self.decider.stop_reason(self.state)
+
+    def stall_reason(self) -> str:
+        """The rule that holds a run which makes no progress (`core.stall`), for the
+        driver's one-line error."""
+        state = self.state
+        return starving_rule(state.rules, state.dispatcher, state.sink)
 
     def next_tick(self, now: float) -> float | None:
         """When the driver's timer should `tick` (admission smoothing), or None."""

@@ -30,7 +30,9 @@ from rolloutlog.core.rules import (
     cancellation,
     composition,
     oversampling,
+    requeue_order,
     shipping,
+    update_pause,
 )
 from rolloutlog.core.rules.table import Rules
 
@@ -58,35 +60,55 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         },
     },
     "admission": {
-        "none": {"allowance": admission.unlimited, "follow_ledger": None},  # no ledger kept
+        "none": {  # no ledger kept
+            "allowance": admission.unlimited,
+            "follow_ledger": None,
+            "idle_floor": admission.no_floor,
+        },
         "capacity": {
             "allowance": admission.capacity_left,
             "follow_ledger": admission.evolve_ledger,
+            "idle_floor": admission.one_episode_when_none_in_flight,
         },
         "areal": {
             "allowance": admission_field.areal_left,
             "follow_ledger": admission_field.evolve_group_ledger,
+            "idle_floor": admission.one_group_when_none_open,
         },
         "verl": {
             "allowance": admission_budget.budget_left,
             "follow_ledger": admission_budget.evolve_budget_ledger,
+            "idle_floor": admission_budget.budget_idle_floor,
         },
         "outstanding": {
             "allowance": admission_field.outstanding_left,
             "follow_ledger": admission_field.evolve_outstanding_ledger,
+            "idle_floor": admission.group_size_when_none_open,
+        },
+        "workers": {
+            "allowance": admission_field.workers_left,
+            "follow_ledger": admission_field.evolve_group_ledger,
+            "idle_floor": admission.group_size_when_none_open,  # never above its allowance
         },
         "max-lag": {
             "allowance": admission_field.max_lag_left,
             "follow_ledger": admission_field.evolve_lag_ledger,
+            "idle_floor": admission.group_size_when_none_open,
         },
         "slime": {
             "allowance": oversampling.slime_left,
             "follow_ledger": oversampling.evolve_round_ledger,
+            "idle_floor": oversampling.slime_idle_floor,
         },
         "roll": {
             "allowance": admission_field.roll_left,
             "follow_ledger": admission_field.evolve_roll_ledger,
+            "idle_floor": admission.one_group_when_none_open,
         },
+    },
+    "liveness": {
+        True: {"live": admission.with_exception},
+        False: {"live": admission.without_exception},
     },
     "admission_smoothing": {
         False: {"permits": admission.unsmoothed},
@@ -118,14 +140,34 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "stale_in_flight": cancellation.run_to_completion,
         },
     },
+    "requeue_order": {
+        "first": {"requeue_line": requeue_order.first_line, "follow_requeue": None},
+        "behind-fresh": {
+            "requeue_line": requeue_order.behind_fresh_line,
+            "follow_requeue": requeue_order.follow_builder_queue,
+        },
+    },
     "gate_lag": {
         "target-lag": {"lag": admission.configured_lag},
         "one": {"lag": admission.lag_of_one},
         "zero": {"lag": admission.lag_of_zero},
+        "none": {"lag": admission.no_lag},
+    },
+    "dispatch_gate": {
+        True: {"gate": admission.gate_at_the_lag},
+        False: {"gate": admission.no_gate},
     },
     "stale_cancel": {
         "in-flight": {"stale_unscheduled": cancellation.unscheduled_kept},
         "open": {"stale_unscheduled": cancellation.unscheduled_if_stale},
+    },
+    "stale_step": {
+        "current": {"stale_step": cancellation.current_step},
+        "before-release": {"stale_step": cancellation.step_before_release},
+    },
+    "gate_check": {
+        "every-event": {"gate_version": admission.gate_reads_version},
+        "ship-and-live": {"gate_version": admission.gate_reads_last_check},
     },
     "stale_check": {
         "at-finalize": {"arrival_bound": acceptance.the_bound},
@@ -158,6 +200,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "ship_wait": {
         "none": {"ship_waits": shipping.ship_at_once},
         "last-chance": {"ship_waits": shipping.waits_for_last_chance},
+    },
+    "update_pause": {
+        "none": {"update_pause": update_pause.never_paused, "checks_at_live": False},
+        "until-live": {"update_pause": update_pause.paused_until_live, "checks_at_live": True},
     },
     "stale_member": {
         "cancel": {
@@ -215,7 +261,11 @@ def rules_for(config: RunConfig) -> Rules:
 
 
 FIELD_SET = "field"
-BASES = ("per-episode", "per-group")
+# rolloutlog's bases and the keys each sets on top of `_OFF`: `per-group` is the seed's
+# "before", prime-rl main's rule, whose `drop_group` cancels everything a stale group owes,
+# unscheduled members too (docs/policies.md, "per-group and the seed's before").
+BASE_KEYS: dict[str, dict[str, Any]] = {"per-episode": {}, "per-group": {"stale_cancel": "open"}}
+BASES = tuple(BASE_KEYS)
 RULES: dict[str, dict[str, Any]] = {
     "capacity": {"admission": "capacity"},
     "straggler": {"straggler_cut": True},
@@ -242,7 +292,7 @@ def preset_overrides(name: str) -> dict[str, Any]:
     if base in FIELD:
         overrides: dict[str, Any] = {**_OFF, **FIELD[base].keys}
     elif base in BASES:
-        overrides = {"staleness": base, **_OFF}
+        overrides = {"staleness": base, **_OFF, **BASE_KEYS[base]}
     else:
         raise ConfigError(
             f"policy {name!r}: must start with one of {', '.join([*BASES, *FIELD])} (or be 'all')"

@@ -26,6 +26,10 @@ class FieldPreset:
     keys: dict[str, Any]
 
 
+# No dispatch gate: the source's admission rule (or nothing) paces dispatch; its train loop
+# takes batch N once v N - 1 is announced, a ship hold of lag 0 (K - 1 with a sync every K).
+_NO_GATE: Final[dict[str, Any]] = {"dispatch_gate": False, "gate_lag": "zero"}
+
 # Name -> the field's rule; docs/policies.md gives each one's reading of its source.
 FIELD: Final[dict[str, FieldPreset]] = {
     "prime-rl": FieldPreset(
@@ -35,6 +39,8 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "staleness": "per-group",
             "gate_lag": "one",
             "stale_cancel": "open",
+            "stale_step": "before-release",  # its watcher's observers: dispatcher first
+            "gate_check": "ship-and-live",
             "stale_check": "after-curriculum",
             "queue_sweep": "at-next-check",
             "overload_count": "in-flight",
@@ -49,22 +55,45 @@ FIELD: Final[dict[str, FieldPreset]] = {
         "areal/infra/workflow_executor.py, areal/infra/remote_inf_engine.py (agenerate: "
         "resubmits an aborted request with its tokens so far), areal/engine/fsdp_engine.py "
         "(pause_generation around every weight update)",
-        # interruptible generation is not an option there: every update aborts and resumes
-        keys={"staleness": "soft", "admission": "areal", "weight_update": "interrupt"},
+        # interruptible generation is not an option there: every update aborts and resumes;
+        # the executor is paused for the whole update (rl_trainer.py:754, 859). Its capacity
+        # is the only gate, with no liveness exception.
+        keys={
+            "staleness": "soft",
+            "admission": "areal",
+            "weight_update": "interrupt",
+            "update_pause": "until-live",
+            "liveness": False,
+            **_NO_GATE,
+        },
     ),
     "tinker": FieldPreset(
         source=(
             "thinking-machines-lab/tinker-cookbook@9dfcc3a tinker_cookbook/rl/train.py "
             "(do_async_training: filter_stale_trajectory_group)"
         ),
-        keys={"staleness": "per-group", "requeue": "at-ship"},
+        # groups_per_batch workers, one group each (train.py:1293-1297), and no other gate
+        keys={
+            "staleness": "per-group",
+            "requeue": "at-ship",
+            "requeue_order": "behind-fresh",  # its builder queue (train.py:974-976, 1111-1116)
+            "admission": "workers",
+            **_NO_GATE,  # the training loop takes batch N after the sampler of N - 1 (:1233)
+        },
     ),
     "slime-lag": FieldPreset(
         source=(
-            "THUDM/slime PR #2278 (draft, --max-policy-version-lag; read from its description) "
-            "over slime/rollout/fully_async_rollout.py"
+            "THUDM/slime PR #2278 (draft, --max-policy-version-lag; refs/pull/2278/head@54c4e38) "
+            "slime/rollout/fully_async_rollout.py (get_completed_groups: the lag read at the "
+            "pop from the output queue), slime/rollout/data_source.py, train_async.py"
         ),
-        keys={"staleness": "per-group", "requeue": "at-completion"},
+        # its worker admits up to its concurrency; train_async runs one step ahead
+        keys={
+            "staleness": "per-group",
+            "requeue": "at-completion",
+            "dispatch_gate": False,
+            "gate_lag": "one",
+        },
     ),
     "verl-fully-async": FieldPreset(
         source=(
@@ -80,6 +109,9 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "staleness_threshold": 0.1,  # its yaml's defaults: θ, K and partial_rollout below
             "updates_per_sync": 4,  # trigger_parameter_sync_step
             "weight_update": "interrupt",  # partial_rollout: True
+            "update_pause": "until-live",  # reset_staleness after the replicas resume
+            "liveness": False,  # at its budget the rollouter waits for a sync (:907-943)
+            **_NO_GATE,
         },
     ),
     "tinker-822": FieldPreset(
@@ -93,6 +125,8 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "admission": "outstanding",
             "ship_wait": "last-chance",
             "batch_order": "oldest-first",
+            "liveness": False,  # a worker waits in acquire_slot, even with no group open
+            **_NO_GATE,
         },
     ),
     "pipelinerl": FieldPreset(
@@ -102,14 +136,26 @@ FIELD: Final[dict[str, FieldPreset]] = {
         ),
         # Nothing cancelled or dropped for its age (its trainer counts old samples, and
         # trains them); samples wait in a ring buffer of 128 that drops its oldest when full.
-        keys={"staleness": "soft", "queue_limit": 128, "queue_eviction": "oldest-episode"},
+        # No gate and no ship hold: with max_lag null the actor submits however far ahead.
+        keys={
+            "staleness": "soft",
+            "queue_limit": 128,
+            "queue_eviction": "oldest-episode",
+            "gate_lag": "none",
+        },
     ),
     "slime-oversample": FieldPreset(
         source=(
             "THUDM/slime@624b824 slime/rollout/sglang_rollout.py (generate_rollout_async, "
             "abort), slime/utils/arguments.py (--over-sampling-batch-size), train.py"
         ),
-        keys={"staleness": "soft", "admission": "slime", "gate_lag": "zero", "leftovers": "abort"},
+        keys={
+            "staleness": "soft",
+            "admission": "slime",
+            "gate_lag": "zero",
+            "leftovers": "abort",
+            "update_pause": "until-live",  # train.py: the next rollout after update_weights
+        },
     ),
     "roll-flash": FieldPreset(
         source=(
@@ -121,6 +167,9 @@ FIELD: Final[dict[str, FieldPreset]] = {
             "admission": "roll",
             "batch_order": "roll-window",
             "async_generation_ratio": 1.0,  # its examples' value (the code's default is 0)
+            "update_pause": "until-live",  # pause_sampling, model_update, then get_batch
+            "liveness": False,  # nothing is sent while running + completed is at the budget
+            **_NO_GATE,  # each step updates the model, then get_batch takes its batch
         },
     ),
 }
@@ -141,8 +190,11 @@ _VERL_V1 = (
 )
 _VERL_V1_KEYS: dict[str, Any] = {
     "admission": "outstanding",  # (num_warmup_batches = 1) + 1 batches of prompts not trained
+    "outstanding_depth": 1,  # whatever the threshold
+    "liveness": False,  # nothing new is submitted until the next step begins
     "gate_lag": "zero",  # weights sync at each step's end, before the next batch is put
     "batch_order": "oldest-first",  # _select_prompt_uids: oldest prompt step first
+    "update_pause": "until-live",  # the next step submits and samples after on_step_end's sync
 }
 FIELD["verl-wait"] = FieldPreset(
     source=_VERL_V1 + ", max_off_policy_strategy = wait",

@@ -66,6 +66,7 @@ from rolloutlog.events.types import (
     GroupOpened,
     GroupScored,
     RunFinished,
+    VersionLive,
     VersionPending,
 )
 
@@ -251,6 +252,10 @@ def _on_version_pending(rules: Rules, state: SinkState, event: VersionPending) -
     state.version = event.version
 
 
+def _on_version_live(rules: Rules, state: SinkState, event: VersionLive) -> None:
+    state.live = event.version
+
+
 def _on_run_finished(rules: Rules, state: SinkState, event: RunFinished) -> None:
     state.finished = True
 
@@ -277,6 +282,7 @@ _APPLIES: Final = (
     .on(BatchShipped, _on_batch_shipped)
     .on(GroupOpened, _on_group_opened)
     .on(VersionPending, _on_version_pending)
+    .on(VersionLive, _on_version_live)
     .on(RunFinished, _on_run_finished)
     .on(EpisodeInterrupted, sink_mask.on_interrupted)
     .on(EpisodeResumed, sink_mask.on_resumed)
@@ -379,7 +385,7 @@ def _decide_cancelled(rules: Rules, state: SinkState, event: EpisodesCancelled) 
 
 
 def _decide_check(
-    rules: Rules, state: SinkState, event: BatchShipped | GroupScored | VersionPending
+    rules: Rules, state: SinkState, event: BatchShipped | GroupScored | VersionPending | VersionLive
 ) -> list[Event]:
     """A readiness check, where the run's rule runs one (`Rules.checks_queue`): sweep what it
     names of stale episodes (a scored group's members may be stale, with `stale_check =
@@ -395,6 +401,11 @@ def _decide_check(
     return sink_cut.sweep_and_cut(rules, state, swept, event.t)
 
 
+def _decide_live(rules: Rules, state: SinkState, event: VersionLive) -> list[Event]:
+    """Under the update pause (`Rules.checks_at_live`) a batch held for the update goes now."""
+    return _decide_check(rules, state, event) if rules.checks_at_live else []
+
+
 _DECISIONS: Final = (
     RuleHandlers[Rules, SinkState, list[Event]]()
     .on(EpisodeCompleted, _decide_arrival)
@@ -403,5 +414,6 @@ _DECISIONS: Final = (
     .on(BatchShipped, _decide_check)
     .on(GroupScored, _decide_check)
     .on(VersionPending, _decide_check)
+    .on(VersionLive, _decide_live)
     .by_kind
 )

@@ -3,7 +3,8 @@
 At a readiness check (`core.sink`'s `_decide_check`, where the run's rule runs one) the
 sink drops the swept queued episodes that are stale, then cuts batch `step` from the queue
 in the run's batch order once it is full, unless the run is over, the trainer lags too far
-behind (the ship hold) or work at its last chance is still on its way (the ship wait).
+behind (the ship hold), a weight update is not live yet (the update pause) or work at its
+last chance is still on its way (the ship wait).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def _cut(rules: Rules, state: SinkState, queue: dict[str, Queued], t: float) -> 
         return []  # the run is over: what finalizes at shutdown is scored, never trained
     if trainer_lags(state.version, state.step, rules.lag(config)):
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
+    if rules.update_pause(state.live, state.version, 0):
+        return []  # update pause: the trainer takes its next batch once the update is live
     if rules.ship_waits(state):
         return []  # ship wait: work at its last chance is still on its way (`ship_wait`)
     cut = take(rules.batch_order, config, queue, state.step)

@@ -62,16 +62,21 @@ class TrainLedger:
     redundancy: int = 0  # r: each group owes G + r members (`core.rules.group_shape`)
     roll_used: int = 0  # train groups opened and not aborted (ROLL admission)
     aborted: set[str] = attrs.Factory(set)  # open train groups cancelled as stale, once each
-    accepted_groups: int = 0  # train groups ever admitted (AReaL admission)
-    window_groups: int = 0  # train groups counted in this sync window (verl admission)
-    queued_groups: dict[str, int] = attrs.Factory(dict)  # group -> episodes queued (verl)
+    accepted: int = 0  # train episodes ever admitted (AReaL admission: in groups of G)
+    # verl admission's sync window (`core.rules.admission_budget`), counted in episodes:
+    window_queued: int = 0  # queued at the last version_pending, and queued by groups since
+    window_kept: dict[str, int] = attrs.Factory(dict)  # open train group -> members not cancelled
+    window_lost: dict[str, set[str]] = attrs.Factory(dict)  # open group -> failed or dropped
     pending: dict[str, int] = attrs.Factory(dict)  # group -> members queued or unpublished
     unpublished: dict[int, tuple[str, ...]] = attrs.Factory(dict)  # step -> its batch's ids
     opened_groups: int = 0  # train groups ever opened (max-lag admission)
+    failed: dict[str, int] = attrs.Factory(dict)  # open train group -> members failed (ROLL)
+    roll_lost: int = 0  # members failed in scored groups not aborted (ROLL admission)
     updates: int = 0  # versions announced (max-lag admission)
     round_groups: dict[str, int] = attrs.Factory(dict)  # this step's train groups: size
     round_opened: int = 0  # their members (slime admission, `core.rules.oversampling`)
     round_lost: int = 0  # their members that will not reach the queue (slime admission)
+    open_sizes: dict[str, int] = attrs.Factory(dict)  # open train groups: size (recycling)
 
     def beyond_trainer(self) -> int:
         """queued + arrived-unfinalized + in-flight: promised work not yet trained."""
@@ -108,6 +113,8 @@ class DispatcherState:
     limit: int
     step: int = 1
     version: int = 0
+    update_step: int = 1  # the step the last version_pending found, before a batch it released
+    gate_version: int = 0  # the version at the last ship or version_live (prime-rl's gate)
     groups_opened: int = 0
     groups: dict[str, OpenGroup] = attrs.Factory(dict)  # in opening order
     owing: dict[str, None] = attrs.Factory(dict)  # groups with unscheduled members, in order
@@ -120,11 +127,17 @@ class DispatcherState:
     finished: bool = False
     ledger: TrainLedger = attrs.Factory(TrainLedger)
     # Groups the sink discarded for requeue, oldest first; each is opened again as a new
-    # group of the same task before any fresh train group, once (`discarded`: every group
+    # group of the same task, once, when the run's `requeue_order` says (`discarded`: every group
     # whose task was requeued). The task of a group that was itself a requeue is kept (the
     # task source names only fresh groups' tasks). One entry per requeue.
     requeue: dict[str, None] = attrs.Factory(dict)
     discarded: set[str] = attrs.Factory(set)
+    # Under `requeue_order = "behind-fresh"`, tinker's builder queue (`core.rules.
+    # requeue_order`): its builders and waiting puts (True: a requeued group's), and the
+    # requeues not yet put back; empty under any other order.
+    builders: list[bool] = attrs.Factory(list)
+    putters: list[bool] = attrs.Factory(list)
+    requeues_arriving: int = 0
     requeued_tasks: dict[str, Task] = attrs.Factory(dict)
     # Which task each new group gets: the seeded source, or (checking another orchestrator's
     # log) the tasks that log recorded.
@@ -230,6 +243,7 @@ class SinkState:
     admit: Curriculum
     step: int = 1
     version: int = 0
+    live: int = 0  # the version inference serves (`version_live`): the update pause reads it
     groups: dict[str, SinkGroup] = attrs.Factory(dict)
     inflight: dict[str, str] = attrs.Factory(dict)  # dispatched episode id -> group id
     queue: dict[str, Queued] = attrs.Factory(dict)  # in queue order, oldest first

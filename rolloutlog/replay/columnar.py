@@ -239,6 +239,7 @@ def _version_pending(state: Digested, seq: int, t: float, t_text: str, values: V
 
 
 def _version_live(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
+    state.account.on_live(seq, values[0])  # the version served: `update_pause` reads it
     if state.split is not None:
         state.split.on_version_live(values[0])
     return _LIVE(state, seq, t, t_text, values)

@@ -67,7 +67,9 @@ class RunState:
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
-        self.lag = rules_for(config).lag(config)
+        rules = rules_for(config)
+        self.lag = rules.lag(config)  # the ship hold's
+        self.gate_lag = rules.gate(self.lag)  # the dispatch gate's (none: a lag never met)
         self.bound = config.max_off_policy_steps
         self.soft = config.staleness == "soft"
         self.by_tokens = config.token_batch_size is not None
@@ -131,7 +133,7 @@ class RunState:
     def _gate_words(self) -> str:
         lag = (self.step - 1) - self.version
         if self.gated():
-            return f"the gate: ({self.step} − 1) − v{self.version} = {lag} > lag {self.lag}"
+            return f"the gate: ({self.step} − 1) − v{self.version} = {lag} > lag {self.gate_lag}"
         return "waiting for rollouts the gate held back earlier in the step"
 
     def _amount(self, value: float) -> str:
@@ -148,7 +150,7 @@ class RunState:
 
     def gated(self) -> bool:
         """The gate holds train dispatch back and a permit is free for it."""
-        closed = (self.step - 1) - self.version > self.lag
+        closed = (self.step - 1) - self.version > self.gate_lag
         return closed and not self.finished and len(self.inflight) < self.limit
 
     def straggling(self) -> float:

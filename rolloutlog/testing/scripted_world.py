@@ -170,7 +170,12 @@ class ScriptedWorld:
             self._feed(EpisodeFailed(t=self.t, episode_id=episode_id, error="scripted failure"))
 
     def _publish(self) -> None:
-        """The trainer publishes a version it has a batch for, jumping by one or more."""
+        """The trainer publishes a version it has a batch for, jumping by one or more. Under
+        `update_pause = "until-live"` no batch ships while an update is announced and not
+        live, so the update goes live first, as the simulator's and the live runtime's
+        `version_live` follows each `version_pending` whether or not a batch ships."""
+        if self.loop.config.update_pause == "until-live":
+            self._go_live()
         shipped = self.loop.sink_state.step - 1
         if shipped > self.published:
             self._go_live()

@@ -44,8 +44,25 @@ def run_configs(draw: st.DrawFn, /, **fixed: Any) -> RunConfig:
     values.update(fixed)
     _queue_and_rounds(draw, values, fixed)
     _partial_rules(values, fixed)
+    _gates_and_liveness(values, fixed)
     _startable(values, fixed)
+    _whole_group_batches(values, fixed)
     return RunConfig.from_mapping(values)
+
+
+def _whole_group_batches(values: dict[str, Any], fixed: dict[str, Any]) -> None:
+    """Without the liveness exception, AReaL's, ROLL's, verl's and PR #822's admission need
+    batches of whole groups (`RunConfig.startup_problems`): the batch is cut down to whole
+    groups, or where it is pinned the exception is kept."""
+    size, batch = values["group_size"], values["batch_size"]
+    if values["liveness"] or not batch or batch <= size:
+        return
+    if values["admission"] not in ("areal", "roll", "outstanding", "verl"):
+        return
+    if "batch_size" not in fixed:
+        values["batch_size"] = batch // size * size
+    elif "liveness" not in fixed:
+        values["liveness"] = True
 
 
 def _drawn_keys(draw: st.DrawFn, group_size: int) -> dict[str, Any]:
@@ -129,11 +146,27 @@ def _startable(values: dict[str, Any], fixed: dict[str, Any]) -> None:
 _WEIGHT_UPDATES = ("freeze", "interrupt", "drain", "interrupt", "interrupt")
 _RECYCLES = (False, True, False, True)
 _STALE_TOKENS = ("drop", "mask")  # where episodes have segments
+_UPDATE_PAUSES = ("none", "until-live")
+
+
+def _gates_and_liveness(values: dict[str, Any], fixed: dict[str, Any]) -> None:
+    """The liveness exception, the dispatch gate, no gate nor hold at all, and verl's
+    outstanding depth, read off `values["seed"]` as `_partial_rules` reads its keys (a seed
+    shrinks to 0: rolloutlog's own rules)."""
+    seed = values["seed"] // 40
+    if "liveness" not in fixed:
+        values["liveness"] = (True, True, True, False)[seed % 4]
+    if "dispatch_gate" not in fixed:
+        values["dispatch_gate"] = (True, True, False)[seed // 4 % 3]
+    if "gate_lag" not in fixed and seed // 12 % 4 == 3:
+        values["gate_lag"] = "none"
+    if "outstanding_depth" not in fixed:
+        values["outstanding_depth"] = (None, None, 1)[seed // 48 % 3]
 
 
 def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
-    """`weight_update`, `recycle` and (where work is resumed) `stale_tokens` from
-    `values["seed"]`, within what starts (a drain stalls behind verl's and slime's budgets;
+    """`weight_update`, `recycle`, `update_pause` and (where work is resumed) `stale_tokens`
+    from `values["seed"]`, within what starts (a drain stalls behind verl's and slime's budgets;
     recycled work waits for the update, so not with a drain nor a sync of several updates:
     `RunConfig.startup_problems`; each is left as drawn and the rule falls back). A world
     with a last-chance wait (rare: it needs its cap reached) keeps the freeze it was drawn
@@ -151,6 +184,8 @@ def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
         values["recycle"] = (
             recycle and values["weight_update"] != "drain" and values["updates_per_sync"] == 1
         )
+    if "update_pause" not in fixed:
+        values["update_pause"] = _UPDATE_PAUSES[seed // 40 % len(_UPDATE_PAUSES)]
     partial = values["weight_update"] == "interrupt" or values["recycle"]
     if partial and "stale_tokens" not in fixed:  # segments exist only where work is resumed
         values["stale_tokens"] = _STALE_TOKENS[seed // 20 % len(_STALE_TOKENS)]

@@ -19,6 +19,18 @@ TIGHT: dict[str, Any] = {
 }
 
 
+# tinker's requeue rule alone, its task reopened first (slime's order): tinker's workers
+# (`admission = "workers"`, a batch's groups at once) would run one group at a time here,
+# and its builder queue (`requeue_order = "behind-fresh"`) would reopen the task later.
+# rolloutlog's gate at lag 0 (tinker has none) keeps each step where the scenarios put it.
+TINKER_REQUEUE: dict[str, Any] = {
+    "admission": "none",
+    "requeue_order": "first",
+    "dispatch_gate": True,
+    "gate_lag": "target-lag",
+}
+
+
 def requeue_run(policy: str, **config: Any) -> Run:
     return Run(**{**TIGHT, **preset_overrides(policy), **config})
 

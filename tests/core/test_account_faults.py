@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
+from rolloutlog.core.account_group import NO_LAG
 from rolloutlog.events.types import (
     CancelReason,
     EpisodeDispatched,
@@ -94,11 +95,15 @@ def _dispatch_stamped_wrong(account: Account, event: Event) -> Planted | None:
 
 
 def _dispatch_through_the_gate(account: Account, event: Event) -> Planted | None:
-    """Empty batches shipped until the trainer lags past `target_lag`, then a train
-    dispatch (the batches are reported too, for the ship hold)."""
+    """Empty batches shipped until the trainer lags past the gate's lag, then a train
+    dispatch (the batches are reported too, for the ship hold). A run without a gate
+    (`dispatch_gate` off, `gate_lag = none`) has nothing to plant: its lag is unbounded,
+    and shipping that many batches ran the test out of memory."""
     if not isinstance(event, EpisodeDispatched) or not account.groups[event.group_id].train:
         return None
-    batches = [batch(event.t, account.step + i) for i in range(account.target_lag + 1)]
+    if account.gate_lag >= NO_LAG:
+        return None
+    batches = [batch(event.t, account.step + i) for i in range(account.gate_lag + 1)]
     return [*batches, event], "train dispatch while the trainer lags"
 
 

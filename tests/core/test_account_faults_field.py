@@ -158,21 +158,25 @@ def _ships_at_a_last_chance(account: Account, event: Event) -> Planted | None:
 
 
 def _verl_budget(config: RunConfig) -> int:
-    """verl's groups per sync window, `⌊B / G⌋ × (1 + θ) × K` (the test's own arithmetic)."""
+    """verl's episodes per sync window, `⌊B / G⌋ × (1 + θ) × K` groups of G (the test's own
+    arithmetic)."""
     per_batch = max(1, (config.batch_size or 0) // config.group_size)
-    return int(per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
+    groups = int(per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
+    return groups * config.group_size
 
 
 def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
-    """While a train group is open, train groups opened until the last finds the sync
-    window's count at the budget exactly (the ones before it are allowed)."""
+    """While a train group is open, train groups opened (G episodes each) until the last
+    finds the sync window's count at the budget or past it (the ones before it are
+    allowed)."""
     if not _while_a_train_group_is_open(account):
         return None
-    budget = _verl_budget(account.config)
-    if account.budget_window > budget:
-        return None
-    opened = _train_groups_opened(account, event, budget - account.budget_window + 1)
-    return opened, f"verl admission: {budget} groups counted this sync window, of {budget}"
+    budget, size = _verl_budget(account.config), account.config.group_size
+    counted = account.budget_counted()
+    room = max(0, -(-(budget - counted) // size))  # groups that still fit
+    opened = _train_groups_opened(account, event, room + 1)
+    problem = f"{counted + room * size} episodes counted this sync window, of {budget}"
+    return opened, f"verl admission: {problem}"
 
 
 def _opened_past_the_max_lag(account: Account, event: Event) -> Planted | None:
@@ -201,10 +205,10 @@ def _opened_alone_past_the_budget(account: Account, event: Event) -> Planted | N
         config.batch_size or 0
     ):
         return None
-    budget = _verl_budget(config)
-    if account.budget_window < budget:
+    budget, counted = _verl_budget(config), account.budget_counted()
+    if counted < budget:
         return None
-    problem = f"{account.budget_window} groups counted this sync window, of {budget}"
+    problem = f"{counted} episodes counted this sync window, of {budget}"
     return _train_groups_opened(account, event, 1), f"verl admission: {problem}"
 
 
@@ -357,7 +361,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
 }
 WORLDS.update(
     {
-        "requeue skipped": _worlds("tinker"),
+        "requeue skipped": _worlds("tinker", requeue_order="first"),
         "requeue from the queue at completion": _worlds("slime-lag"),
         "requeue without a rule": _worlds("tinker", requeue="none"),
         "requeue keeps an arrival": _worlds("slime-lag"),

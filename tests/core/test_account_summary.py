@@ -103,6 +103,9 @@ def _recount(log: list[Event]) -> dict[str, Any]:
     owed: list[str] = []  # groups discarded for requeue whose task no group took yet
     requeue_seen: set[str] = set()
     requeued = 0
+    task_of: dict[str, tuple[str, str]] = {}
+    behind, ahead = False, 0  # tinker's builder queue: the requeue after `ahead` openings
+    since: dict[str, int] = {}  # owed -> train groups opened since its discard
     withholds, withheld, withheld_tokens = False, 0, 0
     tokens: dict[str, int] = {}
     resumed: dict[str, int] = {}  # in flight, resumed: the version of its last segment
@@ -122,18 +125,28 @@ def _recount(log: list[Event]) -> dict[str, Any]:
                 segmenting = event.config.get("weight_update") == "interrupt"
                 segmenting = segmenting or bool(event.config.get("recycle"))
                 masking = event.config.get("stale_tokens") == "mask"
+                behind = event.config.get("requeue_order") == "behind-fresh"
+                per_batch = event.config.get("batch_size") or event.config["group_size"]
+                ahead = max(1, per_batch // event.config["group_size"]) + 1
             case GroupOpened():
                 size[event.group_id] = event.group_size
                 train[event.group_id] = event.work == "train"
                 frozen[event.group_id] = event.frozen
-                if event.work == "train" and owed:
+                task_of[event.group_id] = (event.task_id, event.env)
+                takes = not behind or (
+                    owed and task_of[owed[0]] == task_of[event.group_id] and since[owed[0]] >= ahead
+                )
+                if event.work == "train" and owed and takes:
                     owed.pop(0)
                     requeued += 1
+                if event.work == "train":
+                    since.update((g, since[g] + 1) for g in owed)
             case EpisodeDropped(reason="requeue"):
                 group_id = event.episode_id.rpartition("/")[0]
                 if group_id not in owed and group_id not in requeue_seen:
                     requeue_seen.add(group_id)
                     owed.append(group_id)
+                    since[group_id] = 0
             case EpisodeDropped(reason="withheld"):
                 withheld += 1
                 withheld_tokens += tokens[event.episode_id]

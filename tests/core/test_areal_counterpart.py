@@ -102,9 +102,14 @@ def test_areal_admission_is_areals_get_capacity(
         else:
             admitted = op == "accept"
             (manager.on_rollout_accepted if admitted else manager.on_rollout_rejected)()
-            evolve_group_ledger(ledger, _scored(running.pop(0), admitted))
+            evolve_group_ledger(ledger, _scored(running.pop(0), admitted, group_size))
         assert areal_groups(config, ledger, provider.version) == manager.get_capacity(), op
 
 
-def _scored(group_id: str, admitted: bool) -> GroupScored:
-    return GroupScored(t=0.0, group_id=group_id, episode_ids=(), advantages=(), admitted=admitted)
+def _scored(group_id: str, admitted: bool, size: int) -> GroupScored:
+    """The group scored whole: the preset counts accepted rollouts as admitted episodes in
+    whole groups of G."""
+    ids = tuple(f"{group_id}/{member}" for member in range(size))
+    return GroupScored(
+        t=0.0, group_id=group_id, episode_ids=ids, advantages=(0.0,) * size, admitted=admitted
+    )

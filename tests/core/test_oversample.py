@@ -12,7 +12,7 @@ from rolloutlog.core.account import InvariantViolation
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.presets import CHOICES, preset_overrides
 from rolloutlog.core.rules import oversampling
-from rolloutlog.events.types import EpisodeDropped, EpisodesCancelled, GroupOpened
+from rolloutlog.events.types import EpisodeDropped, EpisodesCancelled, GroupOpened, VersionLive
 from tests.core.test_scenarios import Run
 
 # G = 2, a batch of two groups, permits for four: rounds of three groups leave one spare.
@@ -47,6 +47,8 @@ def test_a_step_sends_one_round_and_the_full_batch_aborts_the_rest() -> None:
     assert drops == {"g3/0": "leftover"}  # its finished member is lost with it
     assert _train_opened(run) == ["g1", "g2", "g3"]  # synchronous: waits for v1
     run.publish(1)
+    assert _train_opened(run) == ["g1", "g2", "g3"]  # and for the update to be live
+    run.feed(VersionLive(t=run.t, version=1))  # train.py: the next step after update_weights
     assert _train_opened(run) == ["g1", "g2", "g3", "g4", "g5", "g6"]
 
 

@@ -147,14 +147,23 @@ def test_oldest_first_ships_the_oldest_dispatch_versions_first():
     ],
 )
 def test_presets_set_every_policy_key(name, expected):
+    # per-group is the seed's "before": a stale group's unscheduled members go with it
+    base = {"stale_cancel": "open"} if expected["staleness"] == "per-group" else {}
     # Every preset turns prime-rl's smoothing off unless it sets it (core/presets._OFF).
-    assert preset_overrides(name) == {**expected, "admission_smoothing": False, **FIELD_RULES_OFF}
+    smoothing = {"admission_smoothing": False}
+    assert preset_overrides(name) == {**expected, **smoothing, **FIELD_RULES_OFF, **base}
 
 
 # The keys field presets choose (tests/core/test_prime_rl_preset.py), at today's rules.
 FIELD_RULES_OFF = {
+    "requeue_order": "first",
     "gate_lag": "target-lag",
+    "dispatch_gate": True,
+    "liveness": True,
+    "outstanding_depth": None,  # verl's num_warmup_batches: read only under outstanding
     "stale_cancel": "in-flight",
+    "stale_step": "current",
+    "gate_check": "every-event",
     "stale_check": "at-finalize",
     "queue_sweep": "at-ship",
     "overload_count": "owed",
@@ -163,6 +172,7 @@ FIELD_RULES_OFF = {
     "staleness_threshold": 0.1,  # verl admission's θ: read only under admission = "verl"
     "updates_per_sync": 1,
     "ship_wait": "none",
+    "update_pause": "none",
     "weight_update": "freeze",
     "recycle": False,
     "stale_tokens": "drop",

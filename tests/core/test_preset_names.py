@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.presets import (
+    BASE_KEYS,
     BASES,
     CHOICES,
     FIELD,
@@ -54,7 +55,7 @@ def test_a_preset_sets_its_base_and_exactly_its_rules(base: str, rules: list[str
         with pytest.raises(ConfigError, match=r"contradict each other \(weight_update = "):
             preset_overrides(name)
         return
-    expected = {"staleness": base, **OFF}
+    expected = {"staleness": base, **OFF, **BASE_KEYS[base]}
     for rule in rules:
         expected.update(RULES[rule])
     assert preset_overrides(name) == expected

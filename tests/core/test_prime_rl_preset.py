@@ -7,7 +7,7 @@ import pytest
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.presets import FIELD, preset_overrides
-from rolloutlog.events.types import Event, LimitSet, OverloadCut
+from rolloutlog.events.types import Event, LimitSet, OverloadCut, VersionLive
 from tests.core.test_policy_knobs import FIELD_RULES_OFF
 from tests.core.test_scenarios import Run
 
@@ -20,8 +20,11 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
     keys = preset_overrides("prime-rl")
     assert keys["staleness"] == "per-group" and keys["admission_smoothing"] is True
     assert {k: keys[k] for k in FIELD_RULES_OFF} == {
+        "requeue_order": "first",  # prime-rl never requeues
         "gate_lag": "one",
         "stale_cancel": "open",
+        "stale_step": "before-release",
+        "gate_check": "ship-and-live",
         "stale_check": "after-curriculum",
         "queue_sweep": "at-next-check",
         "overload_count": "in-flight",
@@ -35,12 +38,16 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
         "over_sampling_batch_size": None,  # slime's keys: off
         "leftovers": "run-on",
         "ship_wait": "none",  # prime-rl ships a full batch at once
+        "update_pause": "none",  # its watcher wakes the dispatcher and the ship at the update
         "stale_member": "cancel",
         "queue_limit": 0,  # prime-rl's queue is unbounded
         "queue_eviction": "oldest-episode",
         "max_lag": 0,
         "group_redundancy": 0,  # ROLL's keys: prime-rl leaves them at rolloutlog's rule
         "async_generation_ratio": 0.0,
+        "dispatch_gate": True,  # its gate, at TARGET_LAG = 1 (gate_lag)
+        "liveness": True,  # no admission rule: the exception has nothing to raise
+        "outstanding_depth": None,
     }
     assert FIELD["prime-rl"].source.startswith("PrimeIntellect-ai/prime-rl@559b447 ")
 
@@ -104,6 +111,47 @@ def test_version_pending_drops_a_stale_group_with_only_unscheduled_members(
     else:
         assert cancelled == []
         assert "g2/2" in dispatched
+
+
+def _prime(**config: object) -> Run:
+    """prime-rl's keys without its admission window and eval order (no eval here)."""
+    keys = {**preset_overrides("prime-rl"), "admission_smoothing": False, "eval_first": False}
+    return Run(**{**keys, **config})
+
+
+@pytest.mark.parametrize(("stale_step", "cancelled"), [("current", 3), ("before-release", 0)])
+def test_the_stale_cancellation_reads_the_step_before_the_held_batch_ships(
+    stale_step: str, cancelled: int
+) -> None:
+    """Bound 2, prime-rl's lag of one: batch 3 waits for v1, g4-g6 (v0) in flight. At
+    v1 the held batch ships (step 4). prime-rl's dispatcher hears the update first, at
+    step 3, where g4-g6 are within the bound: kept; read at step 4 they are cancelled."""
+    run = _prime(
+        group_size=1, batch_size=1, max_inflight=4, max_off_policy_steps=2, stale_step=stale_step
+    )
+    run.complete("g1/0", "g2/0", "g3/0")
+    assert len(run.of_kind("batch_shipped")) == 2 and run.inflight() == ["g4/0", "g5/0", "g6/0"]
+    out = run.publish(1)
+    assert [e.step for e in run.of_kind("batch_shipped", out)] == [3]  # type: ignore[attr-defined]
+    assert len(run.of_kind("episodes_cancelled", out)) == cancelled
+
+
+@pytest.mark.parametrize(("gate_check", "at_pending"), [("every-event", 3), ("ship-and-live", 0)])
+def test_the_gate_is_read_at_a_ship_and_when_a_version_goes_live(
+    gate_check: str, at_pending: int
+) -> None:
+    """Bound 1: after batch 2 (v0, step 3) the gate is shut. v1 is announced and g3-g5
+    are cancelled as stale: the lead is 1 again, but prime-rl reads its gate only at a
+    ship and in on_new_version, so the permits stay free until v1 goes live."""
+    run = _prime(
+        group_size=1, batch_size=1, max_inflight=3, max_off_policy_steps=1, gate_check=gate_check
+    )
+    run.complete("g1/0", "g2/0")
+    out = run.publish(1)
+    assert len(run.of_kind("episodes_cancelled", out)) == 3
+    assert len(run.of_kind("group_opened", out)) == at_pending
+    live = run.feed(VersionLive(t=run.t + 1, version=1))
+    assert len(run.of_kind("group_opened", live)) == 3 - at_pending
 
 
 @pytest.mark.parametrize("stale_check", ["at-finalize", "after-curriculum"])
@@ -223,9 +271,13 @@ def test_owed_eval_work_goes_before_a_train_group_that_owes_members(
 
 def test_a_run_under_rolloutlogs_rules_records_the_config_it_did_before_these_keys() -> None:
     """The recorded config (and so every digest and cache key) of today's presets is
-    unchanged: the field presets' keys are left out at their defaults, and read back."""
-    config = RunConfig.from_mapping(preset_overrides("per-group"))
+    unchanged: the field presets' keys are left out at their defaults, and read back.
+    `per-group` records the one key it sets, `stale_cancel` (the seed's "before")."""
+    config = RunConfig.from_mapping(preset_overrides("per-episode"))
     assert not set(FIELD_RULES_OFF) & set(config.to_dict())
+    group = RunConfig.from_mapping(preset_overrides("per-group"))
+    assert set(FIELD_RULES_OFF) & set(group.to_dict()) == {"stale_cancel"}
+    assert RunConfig.from_mapping(group.to_dict()) == group
     prime = RunConfig.from_mapping(preset_overrides("prime-rl"))
     assert RunConfig.from_mapping(prime.to_dict()) == prime
     assert RunConfig.from_mapping(config.to_dict()) == config

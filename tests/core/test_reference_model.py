@@ -41,6 +41,26 @@ def test_the_reference_model_decides_every_event_as_the_core_does(log: list[Even
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
+# The keys of prime-rl's update order and gate, and of tinker's workers and builder queue:
+# worlds of their own, so that `run_configs`' draws keep the coverage they were tuned for.
+FIELD_ORDERS = st.sampled_from(
+    [
+        {"staleness": "per-group", "stale_step": "before-release", "gate_check": "ship-and-live"},
+        {"stale_cancel": "open", "stale_step": "before-release", "gate_lag": "one"},
+        {"requeue": "at-ship", "requeue_order": "behind-fresh"},
+        {"requeue": "at-ship", "requeue_order": "behind-fresh", "admission": "workers"},
+        {"admission": "workers"},
+    ]
+).flatmap(lambda keys: run_configs(**keys))
+
+
+@given(world_logs(FIELD_ORDERS, checked=False, restarts=True))
+def test_the_reference_model_agrees_on_the_update_order_the_gate_and_the_builder_queue(
+    log: list[Event],
+) -> None:
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
 CAPACITY_BY_TOKENS = st.integers(16, 200).flatmap(
     lambda tokens: run_configs(admission="capacity", batch_size=None, token_batch_size=tokens)
 )

@@ -26,6 +26,7 @@ from rolloutlog.events.types import (
     OverloadCut,
     RunFinished,
     RunStarted,
+    VersionLive,
     VersionPending,
 )
 from tests.core.core_events import dispatched, opened
@@ -72,6 +73,13 @@ class Run:
     def publish(self, version: int) -> list[Event]:
         self.t += 1
         return self.feed(VersionPending(t=self.t, version=version))
+
+    def update(self, version: int) -> list[Event]:
+        """A whole weight update: `version` announced, then live (what a run under
+        `update_pause = "until-live"` waits for before new train work goes out)."""
+        announced = self.publish(version)
+        self.t += 1
+        return announced + self.feed(VersionLive(t=self.t, version=version))
 
     def inflight(self) -> list[str]:
         return sorted(self.loop.dispatcher_state.inflight)

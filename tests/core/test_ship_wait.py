@@ -16,6 +16,7 @@ from rolloutlog.core.presets import preset_overrides
 from rolloutlog.core.rules import admission, shipping
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import BatchShipped, GroupOpened, RunStarted
+from tests.core.requeue_runs import TINKER_REQUEUE
 from tests.core.test_scenarios import Run
 
 # G = 2, batches of one group, bound 1, lag 1: two groups may be outstanding.
@@ -72,7 +73,7 @@ def test_a_full_batch_waits_for_the_group_at_its_last_chance_and_trains_it_first
 
 
 def test_mains_tinker_rule_requeues_the_straggler_instead() -> None:
-    run = _run("tinker")
+    run = _run("tinker", **TINKER_REQUEUE)  # its requeue rule; its workers run one group here
     _straggling_g2(run)
     assert _batches(run) == [("g1/0", "g1/1"), ("g3/0", "g3/1")]
     assert "ship_waits" not in run.loop.observers[0].summary()

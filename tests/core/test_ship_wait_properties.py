@@ -36,6 +36,8 @@ class WaitWatch:
         lag = rules.lag(sink.config)
         if sink.finished or sink.version < sink.step - 1 - lag:
             return
+        if rules.update_pause(sink.live, sink.version, 0):
+            return  # the update pause holds the batch (and the gate) until the update is live
         if not take(rules.batch_order, sink.config, sink.queue, sink.step):
             return
         if not waits_for_last_chance(sink):

@@ -19,9 +19,10 @@ from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import CHOICES, preset_overrides
 from rolloutlog.core.rules import admission_budget
 from rolloutlog.core.state import TrainLedger
-from rolloutlog.events.types import Event, VersionPending, with_seq
+from rolloutlog.events.types import EpisodeFailed, Event, GroupOpened, VersionPending, with_seq
 from rolloutlog.testing.scripted_world import scripted_log
 from tests.core.core_events import opened
+from tests.core.test_scenarios import Run
 
 WORLD = {
     "group_size": 4,
@@ -71,16 +72,17 @@ def test_a_verl_run_opens_no_group_past_the_window(threshold: float, k: int) -> 
 def test_a_group_opened_past_the_window_is_a_violation() -> None:
     account = Account(_config())
     account.feed(opened("g1", 0, 1, 4))
-    report = r"^seq 2 \(group_opened\): verl admission: 1 groups counted this sync window, of 1$"
+    report = r"^seq 2 \(group_opened\): verl admission: 4 episodes counted this sync window, of 4$"
     with pytest.raises(InvariantViolation, match=report):  # the whole report, at its seq
         account.feed(with_seq(opened("g2", 0, 1, 4), 2))
 
 
 def _reset_to_zero(ledger: TrainLedger, event: Event) -> None:
-    """A planted bug: the sync forgets the groups still open and queued."""
+    """A planted bug: the sync forgets the groups still open and the episodes queued."""
     admission_budget.evolve_budget_ledger(ledger, event)
     if isinstance(event, VersionPending):
-        ledger.window_groups = 0
+        ledger.window_queued = 0
+        ledger.window_kept.clear()
 
 
 def test_the_account_catches_a_decider_that_forgets_the_outstanding(
@@ -93,3 +95,33 @@ def test_the_account_catches_a_decider_that_forgets_the_outstanding(
     account = Account(config, raise_on_violation=False)
     _log(config, account)
     assert any("verl admission" in v for v in account.violations)
+
+
+def test_a_member_lost_before_the_queue_gives_its_room_back() -> None:
+    """A budget of one group of 2 a window: verl never trains part of a sample (a failed
+    one ends its run), so g1's failed member frees its room and g2 opens to fill the batch,
+    where verl's count in groups (and no liveness exception) would wait for ever."""
+    run = Run(**{**_config().to_dict(), "group_size": 2, "batch_size": 2, "max_inflight": 8})
+    assert not run.config.liveness and _train_groups(run) == ["g1"]
+    run.feed(EpisodeFailed(t=1.0, episode_id="g1/0", error="scripted"))
+    assert _train_groups(run) == ["g1", "g2"]
+    run.complete("g1/1", "g2/0", "g2/1")
+    assert run.of_kind("batch_shipped")[0].episode_ids == ("g1/1", "g2/0")
+
+
+def _train_groups(run: Run) -> list[str]:
+    return [e.group_id for e in run.log if isinstance(e, GroupOpened) and e.work == "train"]
+
+
+def test_a_batch_cut_past_the_sync_still_counts_at_the_reset() -> None:
+    """verl's reset counts its MessageQueue, which holds what the trainer has not taken
+    yet. G = 1, a batch of one, K = 2, θ = 0.5: three samples a window; with a ship hold of
+    lag one, batch 3 is cut before the sync to v2 (verl's trainer would take it after), so
+    the new window has room for two groups, not three."""
+    keys = {"group_size": 1, "batch_size": 1, "max_inflight": 8, "gate_lag": "one"}
+    run = Run(**{**_config(updates_per_sync=2, staleness_threshold=0.5).to_dict(), **keys})
+    assert _train_groups(run) == ["g1", "g2", "g3"]
+    run.complete("g1/0", "g2/0", "g3/0")
+    assert [e.step for e in run.of_kind("batch_shipped")] == [1, 2, 3]
+    run.update(2)
+    assert _train_groups(run) == ["g1", "g2", "g3", "g4", "g5"]

@@ -22,6 +22,7 @@ from rolloutlog.core.rules import cancellation
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, EpisodesCancelled, GroupOpened
 from rolloutlog.testing.scripted_world import scripted_log
 from rolloutlog.testing.strategies import run_configs
+from tests.core.requeue_runs import TINKER_REQUEUE
 from tests.core.test_scenarios import Run
 from tests.core.test_ship_wait_properties import WaitWatch
 
@@ -35,8 +36,8 @@ SMALL: dict[str, Any] = {
 }
 
 
-def _run(policy: str) -> Run:
-    return Run(**{**SMALL, **preset_overrides(policy)})
+def _run(policy: str, **config: Any) -> Run:
+    return Run(**{**SMALL, **preset_overrides(policy), **config})
 
 
 def _batches(run: Run) -> list[tuple[str, ...]]:
@@ -48,7 +49,7 @@ def _g2_straggles(run: Run) -> None:
     fills batch 2 while g2 (v0) is still out: age 1 at step 2, verl's span 2 = T."""
     run.complete("g1/0", "g1/1")
     assert [e.group_id for e in run.log if isinstance(e, GroupOpened)] == ["g1", "g2"]
-    run.publish(1)
+    run.update(1)  # verl's next step submits after on_step_end's sync (update_pause)
     run.complete("g3/0", "g3/1")
 
 
@@ -66,7 +67,7 @@ def test_verl_drop_runs_the_stale_group_on_drops_it_and_refills_a_fresh_prompt()
     run = _run("verl-drop")
     _g2_straggles(run)
     assert _batches(run) == [("g1/0", "g1/1"), ("g3/0", "g3/1")]  # nothing waits
-    run.publish(2)  # g2 is now stale (age 2, span 3 > T), but not cancelled
+    run.update(2)  # g2 is now stale (age 2, span 3 > T), but not cancelled
     run.complete("g2/0", "g2/1")
     assert not any(isinstance(e, EpisodesCancelled) for e in run.log)
     drops = [(e.episode_id, e.reason, e.age) for e in run.log if isinstance(e, EpisodeDropped)]
@@ -78,7 +79,7 @@ def test_verl_drop_runs_the_stale_group_on_drops_it_and_refills_a_fresh_prompt()
 
 
 def test_tinkers_requeue_reopens_the_same_task_where_verl_drop_takes_a_fresh_one() -> None:
-    run = _run("tinker")
+    run = _run("tinker", **TINKER_REQUEUE)  # its requeue rule; its workers run one group here
     run.complete("g1/0", "g1/1")
     run.publish(1)
     run.complete("g3/0", "g3/1")

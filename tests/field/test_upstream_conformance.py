@@ -45,87 +45,24 @@ class Case:
 
 
 # Departures two presets share (their logs are twins under each preset's own source).
-VERL_V1_AFTER_SYNC = (
-    "departure: the preset opens the next step's prompts in the reaction to "
-    "version_pending; verl submits them when the next step begins, after on_step_end's "
-    "sync and resume (trainer_base.py:509-517, trainer_colocate_async.py:48-53)"
-)
 VERL_V1_TWO_BATCHES = (
     "departure: the preset's outstanding cap is (target_lag + 1) batches, target_lag <= "
     "bound, so 1 batch at bound 0; verl keeps num_warmup_batches + 1 = 2 batches out "
     "whatever its threshold (trainer_colocate_async.py:40-46, trainer_base.py:517)"
 )
-SLIME_AFTER_UPDATE = (
-    "departure: the preset opens the next step's first round in the reaction to "
-    "version_pending; slime's train.py generates the next step only after "
-    "update_weights (train.py:53, 69, 85)"
-)
 
 CASES = [
-    Case(
-        "prime-rl",
-        "update_order",
-        Departure(
-            29,
-            "departure: at version_pending prime-rl cancels stale groups at the step before "
-            "the held batch is released (watcher.py:130-132, orchestrator.py:427); the "
-            "preset releases first and cancels against the next step",
-        ),
-    ),
+    Case("prime-rl", "update_order"),
     Case("prime-rl", "stale_after_curriculum"),
-    Case(
-        "prime-rl",
-        "stale_open_groups",
-        Departure(
-            30,
-            "departure: the preset re-reads prime-rl's dispatch gate at version_pending and "
-            "opens a group there; prime-rl re-evaluates the gate only at a ship and at "
-            "on_new_version (orchestrator.py:690-691, 1002-1007)",
-        ),
-    ),
+    Case("prime-rl", "stale_open_groups"),
     Case("prime-rl-withhold", "withheld"),
     Case("prime-rl-withhold", "step_sweep"),
     Case("prime-rl-withhold", "update_no_cancel"),
-    Case(
-        "areal",
-        "zero_capacity",
-        Departure(
-            8,
-            "departure: the liveness exception opens a group with nothing running where "
-            "AReaL's capacity is 0 and it waits for the next version (staleness_manager.py:"
-            "99-113, workflow_executor.py:437-447)",
-        ),
-    ),
-    Case(
-        "areal",
-        "update_paused",
-        Departure(
-            12,
-            "departure: the preset opens new work in the reaction to version_pending; AReaL's "
-            "executor is paused for the whole update (rl_trainer.py:754, 859)",
-        ),
-    ),
+    Case("areal", "zero_capacity"),
+    Case("areal", "update_paused"),
     Case("areal", "capacity_binds"),
-    Case(
-        "tinker",
-        "one_group_per_slot",
-        Departure(
-            4,
-            "departure: tinker runs groups_per_batch workers, each starting its next group "
-            "only when its group is done (train.py:1031, 1293-1297); the preset opens a group "
-            "whenever permits are free",
-        ),
-    ),
-    Case(
-        "tinker",
-        "requeue_behind_fresh",
-        Departure(
-            17,
-            "departure: tinker puts a stale group's builder back at the end of its full builder "
-            "queue, behind fresh builders (train.py:974-976, 1111-1116); the preset reopens the "
-            "task before any fresh one",
-        ),
-    ),
+    Case("tinker", "one_group_per_slot"),
+    Case("tinker", "requeue_behind_fresh"),
     Case("tinker", "update_in_flight"),
     Case(
         "slime-lag",
@@ -134,150 +71,58 @@ CASES = [
             20,
             "departure: slime keeps a group whose lag at the pop is N (fully_async_rollout.py:"
             "191-207) and train_async trains it one version later (train_async.py:44-52); the "
-            "preset's sink bound drops it at rollout age N + 1",
+            "preset's sink bound drops it at rollout age N + 1 (staleness=soft would keep it, "
+            "but stamps each member at its own dispatch where slime snapshots the group's "
+            "version at admission: no staleness value has group stamps and no sink bound)",
         ),
     ),
     Case("slime-lag", "update_in_flight"),
     Case("slime-lag", "requeue_first"),
     Case("verl-fully-async", "budget_binds"),
-    Case(
-        "verl-fully-async",
-        "sync_in_flight",
-        Departure(
-            56,
-            "departure: the preset takes new samples in the reaction to version_pending; verl "
-            "resets its count and unpauses only after the weight update and the replicas' "
-            "resume (fully_async_trainer.py:690-760, checkpoint_engine/base.py:506-556)",
-        ),
-    ),
+    Case("verl-fully-async", "sync_in_flight"),
     Case("verl-fully-async", "budget_in_groups"),
     Case("tinker-822", "last_chance_oldest_first"),
-    Case(
-        "tinker-822",
-        "depth_zero_no_stall",
-        Departure(
-            9,
-            "departure: the preset's liveness exception opens a group beyond PR #822's cap of "
-            "groups_per_batch at pipeline_depth 0 and the ship waits for it at its last chance "
-            "(the verl-wait / tinker-822 stall); the PR's workers block in acquire_slot "
-            "(train.py:996-1008, 1159-1162) and the batch goes",
-        ),
-    ),
-    Case(
-        "tinker-822",
-        "depth_zero_waits",
-        Departure(
-            10,
-            "departure: the liveness exception opens a group with none open where PR #822's "
-            "workers wait for the train step to release slots (train.py:996-1008, 1418)",
-        ),
-    ),
+    Case("tinker-822", "depth_zero_no_stall"),
+    Case("tinker-822", "depth_zero_waits"),
     Case("verl-wait", "first_step"),
-    Case(
-        "verl-wait",
-        "update_submits_after_sync",
-        Departure(
-            15,
-            VERL_V1_AFTER_SYNC,
-        ),
-    ),
+    Case("verl-wait", "update_submits_after_sync"),
     Case(
         "verl-wait",
         "bound_zero_no_stall",
         Departure(
-            5,
-            VERL_V1_TWO_BATCHES,
+            20,
+            "departure: at version_live the preset's sink ships batch 2 (g3, g4) before its "
+            "dispatcher opens step 2's prompts (the sink decides first), where verl's step 2 "
+            "submits its batch first (trainer_base.py:509-517, 1420-1422) and wait then "
+            "blocks sampling while those prompts, span 1 >= T, are in flight "
+            "(replay_buffer.py:530-539): batch 2 goes at t 8",
         ),
     ),
     Case("verl-drop", "first_step"),
-    Case(
-        "verl-drop",
-        "update_submits_after_sync",
-        Departure(
-            15,
-            VERL_V1_AFTER_SYNC,
-        ),
-    ),
+    Case("verl-drop", "update_submits_after_sync"),
     Case(
         "verl-drop",
         "bound_zero_evicts",
         Departure(
-            5,
-            VERL_V1_TWO_BATCHES,
+            15,
+            "departure: the preset drops g3, stale at step 2, when it finalizes; verl keeps it "
+            "in the buffer and evicts it when step 2 samples, after the sync (replay_buffer.py:"
+            "503-512, 576-589)",
         ),
     ),
     Case("slime-oversample", "filter_and_abort"),
     Case("slime-oversample", "two_rounds"),
-    Case(
-        "slime-oversample",
-        "sync_step",
-        Departure(
-            15,
-            SLIME_AFTER_UPDATE,
-        ),
-    ),
-    Case(
-        "slime-recycle",
-        "recycled_count_in_round",
-        Departure(
-            32,
-            "departure: slime serves recycled groups first and counts them in the round "
-            "(data_source.py:177-189, sglang_rollout.py:149); the preset restarts the round at "
-            "the ship without them and opens a fresh group more",
-        ),
-    ),
+    Case("slime-oversample", "sync_step"),
+    Case("slime-recycle", "recycled_count_in_round"),
     Case("slime-recycle", "two_rounds"),
-    Case(
-        "slime-recycle",
-        "sync_step",
-        Departure(
-            15,
-            SLIME_AFTER_UPDATE,
-        ),
-    ),
+    Case("slime-recycle", "sync_step"),
     Case("roll-flash", "budget_binds"),
-    Case(
-        "roll-flash",
-        "batch_after_update",
-        Departure(
-            15,
-            "departure: the preset ships the held batch in the reaction to version_pending; "
-            "ROLL takes it in get_batch after the model update (rlvr_pipeline.py:516-546, "
-            "generate_scheduler.py:639-648)",
-        ),
-    ),
-    Case(
-        "roll-flash",
-        "no_liveness",
-        Departure(
-            14,
-            "departure: with target_lag 1 the preset ships batch 2 at v0 and its liveness "
-            "exception sends a prompt past ROLL's budget; ROLL sends nothing while running + "
-            "completed >= its budget (generate_scheduler.py:245-253)",
-        ),
-    ),
+    Case("roll-flash", "batch_after_update"),
+    Case("roll-flash", "no_liveness"),
     Case("pipelinerl", "update_in_flight"),
     Case("pipelinerl", "no_age_bound"),
-    Case(
-        "pipelinerl",
-        "no_gate",
-        Departure(
-            13,
-            "departure: the preset keeps rolloutlog's dispatch gate (target_lag); PipelineRL with "
-            "max_lag null keeps submitting whatever the trainer's version (actor.py:531-534, "
-            "559-575)",
-        ),
-    ),
-    Case(
-        "per-group",
-        "stale_owed_members",
-        Departure(
-            22,
-            "departure: per-group dispatches the unscheduled members of a group already stale at "
-            "version_pending (nothing of it in flight); the seed's before, prime-rl's drop_group, "
-            "cancels everything the group owes (dispatcher.py:383-392, 650-690)",
-        ),
-    ),
+    Case("pipelinerl", "no_gate"),
+    Case("per-group", "stale_owed_members"),
 ]
 
 

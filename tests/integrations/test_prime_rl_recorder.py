@@ -64,7 +64,7 @@ def decided_log(seed: int, bound: int) -> list[Event]:
     for attempt in range(seed * 100, seed * 100 + 100):
         choose = random.Random(attempt).randrange
         world = ScriptedWorld(ReactionLoop(config), choose, weights=WEIGHTS)
-        for _ in range(120):
+        for _ in range(150):  # prime-rl's gate, read at a ship and at version_live, opens less
             world.step()
         log = world.finish()
         if prime_rl_could(log):

@@ -9,18 +9,25 @@ from pathlib import Path
 import attrs
 
 from rolloutlog.core.tasks import task_for_group
-from rolloutlog.events.types import EpisodeDropped, Event, GroupOpened, RunFinished, RunStarted
+from rolloutlog.events.types import (
+    EpisodeDropped,
+    Event,
+    GroupOpened,
+    RunFinished,
+    RunStarted,
+    VersionLive,
+)
 from rolloutlog.replay.conformance import check_conformance
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.verify import verify_log
 from tests.core.planted import fed
-from tests.core.requeue_runs import requeue_run, stale_at_completion
+from tests.core.requeue_runs import TINKER_REQUEUE, requeue_run, stale_at_completion
 from tests.replay.test_replay_cli import run, written
 
 
 def _tinker_log() -> list[Event]:
     """g2 completes past the bound and is requeued as g4 (see tests/core/test_requeue.py)."""
-    loop_run = requeue_run("tinker")
+    loop_run = requeue_run("tinker", **TINKER_REQUEUE)
     stale_at_completion(loop_run)
     loop_run.feed(RunFinished(t=99.0, reason="steps"))
     return loop_run.log
@@ -29,7 +36,7 @@ def _tinker_log() -> list[Event]:
 def _requeue_skipped(log: list[Event]) -> tuple[list[Event], int]:
     """The requeue g4 opened on a fresh task instead, as if g2's task were never owed."""
     seq = next(e.seq for e in log if isinstance(e, GroupOpened) and e.group_id == "g4")
-    fresh = task_for_group(requeue_run("tinker").config, 4, "train").task_id
+    fresh = task_for_group(requeue_run("tinker", **TINKER_REQUEUE).config, 4, "train").task_id
     return [attrs.evolve(e, task_id=fresh) if e.seq == seq else e for e in log], seq
 
 
@@ -67,6 +74,21 @@ def test_a_requeue_drop_the_runs_rule_does_not_make_is_reported_at_its_seq() -> 
     )
 
 
+def _tinker_preset_log() -> list[Event]:
+    """Under the `tinker` preset itself (G = 1, two workers): g3 and g4 are discarded, and
+    g9 reopens g3's task behind the fresh builders (tests/core/test_requeue.py)."""
+    run = requeue_run("tinker", group_size=1, batch_size=2, max_inflight=2)
+    run.complete("g1/0", "g2/0")
+    run.publish(1)
+    run.feed(VersionLive(t=run.t + 1, version=1))
+    run.complete("g3/0", "g4/0", "g5/0", "g6/0")
+    run.publish(2)
+    run.feed(VersionLive(t=run.t + 1, version=2))
+    run.complete("g7/0", "g8/0")
+    run.feed(RunFinished(t=99.0, reason="steps"))
+    return run.log
+
+
 def test_a_tinker_log_on_another_orchestrators_tasks_conforms_with_its_requeue() -> None:
     """The requeued task is the one the log recorded for the discarded group, not the seeded
     source's (the dispatcher took it from the task source, which conformance replaces)."""
@@ -74,7 +96,9 @@ def test_a_tinker_log_on_another_orchestrators_tasks_conforms_with_its_requeue()
         attrs.evolve(e, task_id=f"gsm8k/{e.task_id}", env="gsm8k")
         if isinstance(e, GroupOpened)
         else e
-        for e in _tinker_log()
+        for e in _tinker_preset_log()
     ]
+    opened = {e.group_id: e.task_id for e in log if isinstance(e, GroupOpened)}
+    assert opened["g9"] == opened["g3"]  # the requeue, behind g5-g8
     verdict = check_conformance(MemoryLog(log), "tinker")
     assert verdict.ok, verdict.error or verdict.nonconformity

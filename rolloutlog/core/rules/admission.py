@@ -22,6 +22,9 @@ mean tokens per completed episode)` episodes (no limit before the first completi
 Liveness: with no train episode in flight, one may always be dispatched. Without this, a
 group larger than the room left (`G > (max_off_policy_steps − target_lag + 1) × B`), or a
 token batch the estimate undercounts, would wait forever for members the rule holds back.
+Each admission rule names its own exception (`one_episode_when_none_in_flight`, ...: its
+idle floor) and the `liveness` key whether a run applies it (`with_exception`): off for
+the field presets whose source waits instead.
 
 The field's admission rules (AReaL, PR #822's outstanding cap, PipelineRL's max lag,
 ROLL's budget) are in `core.rules.admission_field`, on the same ledger.
@@ -76,8 +79,41 @@ def capacity_left(config: RunConfig, ledger: TrainLedger, version: int) -> int |
     if per_batch is None:
         return None
     batches_to_come = config.max_off_policy_steps + version + 1 - ledger.batches
-    left = batches_to_come * per_batch - ledger.beyond_trainer()
-    return left if ledger.inflight else max(left, 1)  # liveness, see the module docstring
+    return batches_to_come * per_batch - ledger.beyond_trainer()
+
+
+# --- the liveness exception ---------------------------------------------------------------
+
+
+def one_episode_when_none_in_flight(config: RunConfig, ledger: TrainLedger, version: int) -> int:
+    """Capacity admission's exception: one train episode while none is in flight."""
+    return 0 if ledger.inflight else 1
+
+
+def one_group_when_none_open(config: RunConfig, ledger: TrainLedger, version: int) -> int:
+    """AReaL and ROLL admission, in groups: one group (`G + r` members) while no train
+    group is open (nothing is owed then)."""
+    return 0 if ledger.unscored else config.group_size + config.group_redundancy
+
+
+def group_size_when_none_open(config: RunConfig, ledger: TrainLedger, version: int) -> int:
+    """Outstanding and max-lag admission: `G` episodes while no train group is open."""
+    return 0 if ledger.unscored else config.group_size
+
+
+def no_floor(config: RunConfig, ledger: TrainLedger, version: int) -> int:
+    """No admission rule, no exception."""
+    return 0
+
+
+def with_exception(allowed: int, floor: int) -> int:
+    """rolloutlog's liveness exception: at least the admission rule's idle floor."""
+    return max(allowed, floor)
+
+
+def without_exception(allowed: int, floor: int) -> int:
+    """The source has no such exception: what its admission rule allows, and no more."""
+    return allowed
 
 
 def evolve_ledger(ledger: TrainLedger, event: Event) -> None:
@@ -220,11 +256,44 @@ def configured_lag(config: RunConfig) -> int:
     return config.target_lag + config.updates_per_sync - 1
 
 
+# A lag no run reaches: the gate never closes and the ship hold never holds.
+NO_LAG = 1 << 62
+
+
+def no_lag(config: RunConfig) -> int:
+    """PipelineRL's actor and trainer: neither a gate nor a ship hold; work goes out and
+    batches are cut however far the trainer lags."""
+    return NO_LAG
+
+
+def gate_at_the_lag(lag: int) -> int:
+    """rolloutlog's gate: train dispatch pauses past the ship hold's lag."""
+    return lag
+
+
+def no_gate(lag: int) -> int:
+    """The source has no dispatch gate (AReaL): only its admission rule paces dispatch."""
+    return NO_LAG
+
+
 def lag_of_one(config: RunConfig) -> int:
     """prime-rl's `TARGET_LAG = 1`, whatever the bound: with `max_off_policy_steps = 0` it
     dispatches episodes that are stale already, and the sink drops them (and the sync
     interval, as `configured_lag`)."""
     return 1 + config.updates_per_sync - 1
+
+
+def gate_reads_version(state: DispatcherState) -> int:
+    """The gate is read at every event, against the version announced last."""
+    return state.version
+
+
+def gate_reads_last_check(state: DispatcherState) -> int:
+    """prime-rl re-evaluates its gate only when a batch ships and in `on_new_version`
+    (orchestrator.py:690-691, 1002-1007 at 559b447): between, it holds what it read then,
+    so a `version_pending` opens nothing (the version as of the last ship or
+    `version_live`)."""
+    return state.gate_version
 
 
 # --- stamping -----------------------------------------------------------------------------

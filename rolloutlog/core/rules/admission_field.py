@@ -7,14 +7,17 @@ groups as AReaL counts workflow runs) opens a new train group only while
 
 `running` are the train groups opened and not yet scored, `accepted` the train groups ever
 scored and admitted (AReaL never takes an accepted rollout back off the count, and a group
-consumed by a batch stays counted), `B = max(1, episodes per batch // G)` the groups a
+consumed by a batch stays counted), counted as admitted episodes in whole groups of `G`: a
+request that fails fails AReaL's whole workflow, which is rejected and trains nothing
+(workflow_executor.py:1143-1144); rolloutlog trains the members that arrived, and counts
+them as the part of a group they are; `B = max(1, episodes per batch // G)` the groups a
 batch takes (AReaL's `consumer_batch_size` counts prompts), and `max_concurrent` is
 `max_inflight`: rolloutlog's permits count episodes and already bound what is in flight.
 A group the curriculum rejects, or one with nothing left to score, is AReaL's rejected
 rollout: it leaves `running` without joining `accepted`, and its capacity comes back. The
-members a group still owes are always allowed (AReaL submits a workflow run whole), and with
-no train group running one may always open (the liveness exception of
-`core.rules.admission`, in groups).
+members a group still owes are always allowed (AReaL submits a workflow run whole). With
+nothing running and capacity 0 AReaL waits for the next version: the `areal` preset has no
+liveness exception (`liveness`; where a run sets it, one group may open while none runs).
 
 **Outstanding** (`admission = "outstanding"`, tinker-cookbook PR #822's
 `_InFlightGroupTracker.acquire_slot`) opens a new train group only while fewer than
@@ -24,9 +27,11 @@ or sits in a shipped batch whose version is not announced yet (the PR releases a
 slots once the new sampler is in place, so newly admitted work samples from the new
 weights). A group scored with nothing admitted, or whose members all dropped, is released
 at once. `target_lag` is the PR's `pipeline_depth`: both default to
-`min(1, max_off_policy_steps)` and may not exceed it. Owed members are always allowed, and
-with no train group open one may always open (liveness: a partial group in the queue
-cannot hold the batch short forever).
+`min(1, max_off_policy_steps)` and may not exceed it (verl's v1 trainers keep
+`num_warmup_batches + 1` batches out at any bound: `outstanding_depth`). Owed members are
+always allowed; the PR's workers wait for the train step when the cap is reached, so its
+presets have no liveness exception (`liveness`: where a run sets it, one group may open
+while none is open, so a partial group in the queue cannot hold the batch short forever).
 
 **Max lag** (`admission = "max-lag"`, PipelineRL's actor with `finetune.max_lag` set)
 opens a new train group only while the train groups ever opened stay under
@@ -34,7 +39,8 @@ opens a new train group only while the train groups ever opened stay under
     ⌈max_lag / G⌉ + ⌈B / G⌉ × (updates + 1)
 
 `updates` the versions announced so far, `B` the episodes per batch (one weight update per
-batch). Members open groups owe always go out; with no train group open one may open.
+batch). Members open groups owe always go out; with `liveness`, one may open while no
+train group is open.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDispatched,
     EpisodeDropped,
+    EpisodeFailed,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -86,7 +93,7 @@ def areal_groups(config: RunConfig, ledger: TrainLedger, version: int) -> int | 
     return areal_capacity(
         max_concurrent=config.max_inflight,
         running=len(ledger.unscored),
-        accepted=ledger.accepted_groups,
+        accepted=ledger.accepted // config.group_size,
         version=version,
         max_off_policy_steps=config.max_off_policy_steps,
         batch_groups=per_batch // config.group_size,
@@ -100,14 +107,13 @@ def areal_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | No
     groups = areal_groups(config, ledger, version)
     if groups is None:
         return None
-    if not ledger.unscored:
-        groups = max(groups, 1)  # liveness, as `core.rules.admission`
     return ledger.owed + max(0, groups) * (config.group_size + config.group_redundancy)
 
 
 def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
-    """`evolve_ledger`, and the group counts AReaL admission reads: members owed by open
-    train groups, and train groups ever admitted."""
+    """`evolve_ledger`, and the counts AReaL admission reads: members owed by open train
+    groups, and train episodes ever admitted (`areal_groups` counts them in whole groups of
+    `G`)."""
     evolve_ledger(ledger, event)
     match event:
         case GroupOpened(work="train"):
@@ -116,21 +122,26 @@ def evolve_group_ledger(ledger: TrainLedger, event: Event) -> None:
             ledger.owed -= 1
         case EpisodesCancelled() if event.group_id in ledger.unscored:
             ledger.owed -= event.unscheduled
-        case GroupScored(admitted=True):
-            ledger.accepted_groups += 1
+        case GroupScored():
+            ledger.accepted += len(event.episode_ids) if event.admitted else 0
         case _:
             pass
 
 
 def outstanding_cap(config: RunConfig, per_batch: int) -> int:
-    """PR #822's capacity: `groups_per_batch × (pipeline_depth + 1)` groups."""
-    return max(1, per_batch // config.group_size) * (config.target_lag + 1)
+    """PR #822's capacity: `groups_per_batch × (pipeline_depth + 1)` groups, its
+    `pipeline_depth` the run's `target_lag`; verl's v1 trainers keep `num_warmup_batches + 1`
+    batches out whatever the bound (`outstanding_depth`)."""
+    depth = config.target_lag if config.outstanding_depth is None else config.outstanding_depth
+    return max(1, per_batch // config.group_size) * (depth + 1)
 
 
-def outstanding_groups(ledger: TrainLedger) -> int:
-    """Train groups opened and not yet trained on: open, or with members queued or in a
-    batch whose version is not announced yet."""
-    return len(ledger.unscored) + len(ledger.pending)
+def outstanding_groups(config: RunConfig, ledger: TrainLedger) -> int:
+    """Train groups opened and not yet trained on: those open, and the members queued or in
+    a batch whose version is not announced yet, in whole groups of `G` (the PR's groups
+    train whole; rolloutlog's batches cut episodes, and a group short of a failed member
+    would hold a slot its members cannot fill a batch from)."""
+    return len(ledger.unscored) + sum(ledger.pending.values()) // config.group_size
 
 
 def outstanding_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
@@ -140,10 +151,21 @@ def outstanding_left(config: RunConfig, ledger: TrainLedger, version: int) -> in
     per_batch = episodes_per_batch(config, ledger)
     if per_batch is None:
         return None
-    groups = outstanding_cap(config, per_batch) - outstanding_groups(ledger)
-    if not ledger.unscored:
-        groups = max(groups, 1)  # liveness, as `core.rules.admission`
+    groups = outstanding_cap(config, per_batch) - outstanding_groups(config, ledger)
     return ledger.owed + max(0, groups) * config.group_size
+
+
+def workers_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
+    """tinker's workers (`do_async_training`, train.py:1293-1297, 1028-1066 at 9dfcc3a):
+    `groups_per_batch` of them, each rolling out one group and taking the next builder only
+    when that group is done, so at most `groups_per_batch` train groups are open; what
+    open groups owe may always go out. None when unlimited (token batches before the
+    first completion)."""
+    per_batch = episodes_per_batch(config, ledger)
+    if per_batch is None:
+        return None
+    idle = max(1, per_batch // config.group_size) - len(ledger.unscored)
+    return ledger.owed + max(0, idle) * config.group_size
 
 
 def evolve_outstanding_ledger(ledger: TrainLedger, event: Event) -> None:
@@ -176,14 +198,12 @@ def max_lag_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | 
     """Train episodes max-lag admission allows now: what open groups owe, and G for each
     group PipelineRL could still submit; `groups_per_update = ⌈episodes per batch / G⌉`
     (one update per batch). None when unlimited (token batches before the first
-    completion); with no train group open one may always open (liveness)."""
+    completion)."""
     per_batch = episodes_per_batch(config, ledger)
     if per_batch is None:
         return None
     groups_per_update = -(-per_batch // config.group_size)
     groups = max_lag_groups(config, groups_per_update, ledger.updates) - ledger.opened_groups
-    if not ledger.unscored:
-        groups = max(groups, 1)
     return ledger.owed + max(0, groups) * config.group_size
 
 
@@ -211,19 +231,24 @@ def roll_budget(config: RunConfig, per_batch: int, version: int) -> int:
 def roll_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
     """Train episodes ROLL admission allows now: what open groups owe, and `G + r` for each
     group the budget has room for (`running + completed < batch_size`: every train group
-    opened and not aborted counts); at least one group while none is open (liveness)."""
+    opened and not aborted counts)."""
     per_batch = episodes_per_batch(config, ledger)
     if per_batch is None:
         return None
-    groups = roll_budget(config, per_batch, version) - ledger.roll_used
-    if not ledger.unscored:
-        groups = max(groups, 1)
+    used = ledger.roll_used - ledger.roll_lost // config.group_size
+    groups = roll_budget(config, per_batch, version) - used
     return ledger.owed + max(0, groups) * (config.group_size + config.group_redundancy)
 
 
 def evolve_roll_ledger(ledger: TrainLedger, event: Event) -> None:
     """`evolve_group_ledger`, and ROLL's count of prompts begun and not aborted: a train
-    group opens one; its first stale cancellation (ROLL's `gc` abort) gives it back."""
+    group opens one; its first stale cancellation (ROLL's `gc` abort) gives it back. ROLL
+    aborts a prompt whose processing raised (generate_scheduler.py:853-863, 326-338) and
+    trains nothing of it; rolloutlog trains the members that arrived, so the members that
+    failed give a group back for each `G` of them (`roll_left`)."""
+    if isinstance(event, EpisodeFailed) and event.episode_id in ledger.inflight:
+        group_id = group_of(event.episode_id)  # before evolve_ledger forgets it
+        ledger.failed[group_id] = ledger.failed.get(group_id, 0) + 1
     evolve_group_ledger(ledger, event)
     match event:
         case GroupOpened(work="train"):
@@ -233,6 +258,8 @@ def evolve_roll_ledger(ledger: TrainLedger, event: Event) -> None:
                 ledger.aborted.add(event.group_id)
                 ledger.roll_used -= 1
         case GroupScored():
+            failed = ledger.failed.pop(event.group_id, 0)
+            ledger.roll_lost += failed if event.group_id not in ledger.aborted else 0
             ledger.aborted.discard(event.group_id)
         case _:
             pass

@@ -97,9 +97,23 @@ def unscheduled_if_stale(rules: Rules, state: DispatcherState, group: OpenGroup)
         return 0
     version = rules.stamp(group.start_version, state.version)
     bound = state.config.max_off_policy_steps
-    return (
-        group.unscheduled if is_stale(version, state.step, bound, train=True, frozen=False) else 0
-    )
+    step = rules.stale_step(state)
+    return group.unscheduled if is_stale(version, step, bound, train=True, frozen=False) else 0
+
+
+def current_step(state: DispatcherState) -> int:
+    """The stale cancellation reads the step after any batch the update's `version_pending`
+    released (the sink answers first)."""
+    return state.step
+
+
+def step_before_release(state: DispatcherState) -> int:
+    """prime-rl's watcher calls the dispatcher's `on_version_pending` before the
+    orchestrator's, which wakes a batch the ship hold held (watcher.py:130-132,
+    orchestrator.py:427, 995-1000 at 559b447): its stale cancellation reads the step the
+    update found, and a group stale only against the next step runs on (its insertion check
+    voids it later)."""
+    return state.update_step
 
 
 def after_batch_shipped(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
@@ -176,7 +190,11 @@ def stale_in_flight(rules: Rules, state: DispatcherState, group: OpenGroup) -> t
     """The in-flight train members past the bound at the current step: cancelled as stale."""
     if not group.train or group.frozen:
         return ()
-    bound, step, goes_on = state.config.max_off_policy_steps, state.step, rules.goes_on_under
+    bound, step, goes_on = (
+        state.config.max_off_policy_steps,
+        rules.stale_step(state),
+        rules.goes_on_under,
+    )
     return tuple(
         e
         for e, v in group.inflight.items()

@@ -19,11 +19,14 @@ groups open while the members opened this step stay below `granted`; members an 
 group still owes are always allowed, and with no train group open and the queue short of
 a batch one may always open (liveness: with token batches `B` is an estimate, and with
 any batch the queue may hold a step's episodes a drop left short). The counts restart when
-a batch ships. With `leftovers = "abort"`, the ship cancels what every train group still
-owes (reason `leftover`), and the sink drops the queued episodes the batch did not take
-and, at finalize, every arrival of a train group opened for a batch that has shipped
-(reason `leftover`): nothing of an aborted group, and no finished group past the batch,
-trains.
+a batch ships; under `recycle` (slime's `--partial-rollout`) a group the ship recycles
+counts in the next step's round, since `get_samples` serves the buffer's groups first and
+`remaining_batch_size` counts every group it returns (slime/rollout/data_source.py:177-189,
+sglang_rollout.py:149 at 624b824). With `leftovers = "abort"`, the ship cancels what every
+train group still owes (reason `leftover`), and the sink drops the queued episodes the
+batch did not take and, at finalize, every arrival of a train group opened for a batch
+that has shipped (reason `leftover`): nothing of an aborted group, and no finished group
+past the batch, trains.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from rolloutlog.core.state import DispatcherState, SinkGroup, TrainLedger
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeDropped,
+    EpisodeInterrupted,
     EpisodesCancelled,
     Event,
     GroupOpened,
@@ -64,9 +68,15 @@ def slime_left(config: RunConfig, ledger: TrainLedger, version: int) -> int | No
     """Train episodes slime admission allows now: the members open groups owe, and what is
     left of the step's grant."""
     per_batch = episodes_per_batch(config, ledger)
-    left = ledger.owed + max(0, granted(config, per_batch, ledger.round_lost) - ledger.round_opened)
+    return ledger.owed + max(0, granted(config, per_batch, ledger.round_lost) - ledger.round_opened)
+
+
+def slime_idle_floor(config: RunConfig, ledger: TrainLedger, version: int) -> int:
+    """The exception (module docstring): one episode while no train group is open and the
+    queue is short of a batch: slime's next round, which its loop takes while the batch
+    is short."""
     short = config.batch_size is None or ledger.queued < config.batch_size
-    return max(left, 1) if short and not ledger.unscored else left  # liveness (docstring)
+    return 1 if short and not ledger.unscored else 0
 
 
 def evolve_round_ledger(ledger: TrainLedger, event: Event) -> None:
@@ -77,6 +87,7 @@ def evolve_round_ledger(ledger: TrainLedger, event: Event) -> None:
         case GroupOpened(work="train"):
             ledger.round_groups[event.group_id] = event.group_size
             ledger.round_opened += event.group_size
+            ledger.open_sizes[event.group_id] = event.group_size
         case GroupScored() if event.group_id in ledger.round_groups:
             kept = len(event.episode_ids) if event.admitted else 0
             ledger.round_lost += ledger.round_groups[event.group_id] - kept
@@ -85,8 +96,20 @@ def evolve_round_ledger(ledger: TrainLedger, event: Event) -> None:
         case BatchShipped():
             ledger.round_groups.clear()
             ledger.round_opened = ledger.round_lost = 0
+        case EpisodeInterrupted(reason="recycle") if _recycled(ledger, event.episode_id):
+            group = _group(event.episode_id)  # recycled: served first, counted in the round
+            ledger.round_groups[group] = size = ledger.open_sizes[group]
+            ledger.round_opened += size
         case _:
             pass
+    if type(event) is GroupScored:  # closed, whatever its round
+        ledger.open_sizes.pop(event.group_id, None)
+
+
+def _recycled(ledger: TrainLedger, episode_id: str) -> bool:
+    """An open train group's member recycled, its group not yet in this step's round."""
+    group = _group(episode_id)
+    return group in ledger.open_sizes and group not in ledger.round_groups
 
 
 def abort_leftovers(state: DispatcherState, t: float) -> list[Event]:

@@ -8,7 +8,7 @@ straggler cut) is handed the table too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -34,6 +34,9 @@ class Rules:
 
     stamp: Callable[[int, int], int]  # (group start version, current version) -> carried
     allowance: Callable[[RunConfig, TrainLedger, int], int | None]  # train episodes, or None
+    # the train episodes the liveness exception lets out now (0 where it does not fire)
+    idle_floor: Callable[[RunConfig, TrainLedger, int], int]
+    live: Callable[[int, int], int]  # (allowance, idle floor) -> allowed: the exception or not
     # the ledger admission reads, after each event; None where no admission rule reads one
     follow_ledger: Callable[[TrainLedger, Event], None] | None
     permits: Callable[[int, RunConfig, int], int]  # (free, config, window growth) -> usable
@@ -46,10 +49,15 @@ class Rules:
     drop_on_arrival: Callable[[SinkGroup, Arrival, int, int], bool]  # (group, arrival, step, bound)
     drop_from_queue: Callable[[Queued, int, int], bool]  # (queued, step, bound)
     requeue_group: Callable[[SinkGroup, int, int, int], bool]  # (group, step, version, bound)
+    requeue_line: Callable[[DispatcherState], Iterator[bool]]  # next train openings: requeue?
+    follow_requeue: Callable[[DispatcherState, Event], None] | None  # the line's books
     swept_reason: Callable[[], DropReason]
     stale_in_flight: Callable[[Rules, DispatcherState, OpenGroup], tuple[str, ...]]  # to cancel
     batch_order: BatchOrder
-    lag: Callable[[RunConfig], int]  # the lag the gate and the ship hold allow
+    lag: Callable[[RunConfig], int]  # the lag the ship hold (and a gate) allows
+    gate: Callable[[int], int]  # (the hold's lag) -> the gate's: the same, or no gate
+    gate_version: Callable[[DispatcherState], int]  # the version the gate reads
+    stale_step: Callable[[DispatcherState], int]  # the step version_pending's cancellation reads
     stale_unscheduled: Callable[[Rules, DispatcherState, OpenGroup], int]  # to cancel as stale
     arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
     checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep
@@ -69,3 +77,6 @@ class Rules:
     masked: Callable[[Queued, int, int], int]  # (queued, step, bound) -> its tokens masked
     keeps_segments: bool  # an episode's segments are kept for its arrival (`stale_tokens`)
     goes_on_under: Callable[[DispatcherState, str, int], int]  # (state, id, stamp) -> version
+    # (live, version, interrupted not resumed) -> train work and the ship wait for the update
+    update_pause: Callable[[int, int, int], bool]
+    checks_at_live: bool  # the sink checks its queue at `version_live` (a batch the pause held)

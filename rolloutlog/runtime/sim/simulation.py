@@ -173,10 +173,7 @@ class Simulation:
             self._feed(event)
             since_step = 0 if self.steps_shipped > shipped else since_step + 1
             if since_step > WORLD_EVENTS_PER_STEP_MAX:
-                raise SimulationBoundError(
-                    f"{WORLD_EVENTS_PER_STEP_MAX} world events without a shipped batch "
-                    f"(t={self.now:.1f}s): the run makes no progress"
-                )
+                raise self._no_progress(f"{WORLD_EVENTS_PER_STEP_MAX} world events")
             if self.finish_reason is None and self.loop.zero_output_reason() is not None:
                 self.finish_reason = "zero_output"
         self._feed(RunFinished(t=self.now, reason=self.finish_reason))
@@ -189,11 +186,18 @@ class Simulation:
         if entry is None:
             heartbeat = self._heartbeat()
             if heartbeat is None:
-                self.finish_reason = "stalled"
+                raise self._no_progress("nothing left to happen")
             return heartbeat
         self._heartbeat_due = True
         self.now = entry.t
         return self._happen(entry)
+
+    def _no_progress(self, what: str) -> SimulationBoundError:
+        """The one line for a run that cannot go on, naming the rule that starves it."""
+        return SimulationBoundError(
+            f"{what} without a shipped batch (t={self.now:.1f}s; "
+            f"{self.loop.stall_reason()}): the run makes no progress"
+        )
 
     def _run_started(self) -> RunStarted:
         return RunStarted(

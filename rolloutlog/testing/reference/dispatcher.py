@@ -80,8 +80,14 @@ def _cancel(
     )
 
 
+def _stale_step(record: Record) -> int:
+    """The step a stale cancellation reads: the current one, or (prime-rl) the one the
+    update found, before the batch it released."""
+    return record.update_step() if record.config.stale_step == "before-release" else record.step
+
+
 def _before_update(record: Record, t: float) -> list[Event]:
-    settings, step = record.config, record.step
+    settings, step = record.config, _stale_step(record)
     out: list[Event] = []
     for group in record.open_groups():
         stale = [
@@ -114,7 +120,7 @@ def _stale_unscheduled(record: Record, group: Group) -> int:
     if settings.stale_member != "cancel":  # withhold, run-on: never cancelled for its age
         return 0
     version = group.start_version if settings.staleness == "per-group" else record.version
-    stale = past_bound(settings, group.train, group.frozen, version, record.step)
+    stale = past_bound(settings, group.train, group.frozen, version, _stale_step(record))
     return group.unscheduled() if stale else 0
 
 
@@ -212,14 +218,17 @@ def _free(record: Record) -> int:
 
 
 def _train_room(record: Record) -> int:
-    """Train episodes that may go out now: none past the gate or while a drained update
-    waits, else capacity's room."""
+    """Train episodes that may go out now: none past the gate, while a drained update
+    waits or while a paused one is under way, else capacity's room."""
     settings = record.config
-    if (record.step - 1) - record.version > settings.lag:
+    read = record.gate_version() if settings.gate_check == "ship-and-live" else record.version
+    if (record.step - 1) - read > settings.gate:
         return 0
     if settings.weight_update == "drain" and record.live < record.version:
         return 0
     if record.recycled:  # recycled work resumes first
+        return 0
+    if settings.update_pause == "until-live" and record.updating():
         return 0
     if settings.admission != "capacity" and settings.admission not in FIELD_ROOMS:
         return UNLIMITED
@@ -242,7 +251,7 @@ def _train_room(record: Record) -> int:
     queued = len(record.queue())
     batches_left = settings.max_off_policy_steps + record.version + 1 - record.batches
     room = batches_left * per_batch - (queued + unscored + in_flight)
-    return room if in_flight else max(room, 1)
+    return room if in_flight or not settings.liveness else max(room, 1)
 
 
 def _evals_owed(record: Record) -> int:
@@ -263,7 +272,7 @@ def _fill(record: Record, t: float) -> list[Event]:
     train = _train_room(record)
     out: list[Event] = []
     number, evals = len(record.groups), _evals_owed(record)
-    owed = record.requeues_owed()
+    owed, turns = record.requeue_line()
     for only in ("eval", "train") if settings.eval_first else (None,):
         if free <= 0:
             break
@@ -282,7 +291,8 @@ def _fill(record: Record, t: float) -> list[Event]:
             work = "eval" if evals > 0 else "train"
             evals -= work == "eval"
             number += 1
-            if work == "train" and owed:  # a requeued task before a fresh one, oldest first
+            # a requeued task, oldest first: before a fresh one, or on its turn in the queue
+            if work == "train" and next(turns):
                 again = owed.pop(0)
                 task_id, env, frozen = again.task_id, again.env, again.frozen
             else:

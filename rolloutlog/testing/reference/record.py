@@ -7,10 +7,12 @@ counter can drift from the facts it summarises.
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from rolloutlog.events.types import Event
+from rolloutlog.events.types import WORLD_KINDS, Event
 from rolloutlog.testing.reference.settings import Settings
 
 IN_FLIGHT = "in flight"
@@ -114,6 +116,87 @@ class Record:
     def step(self) -> int:
         return self.batches + 1
 
+    def update_step(self) -> int:
+        """The step the last `version_pending` found, before any batch it released."""
+        shipped = step = 0
+        for event in self.history:
+            if event.kind == "batch_shipped":
+                shipped += 1
+            elif event.kind == "version_pending":
+                step = shipped + 1
+        return step
+
+    def requeue_line(self) -> tuple[list[Group], Iterator[bool]]:
+        """The groups discarded for requeue (a drop with reason `requeue`) whose task no
+        train group has taken yet, oldest first; and for each train group opened from now
+        on, whether it takes the oldest of them. In order `first` every train group opened
+        takes the oldest owed. In `behind-fresh` (tinker's builder queue) the queue holds
+        `groups per batch` builders; a take lets the oldest waiting put in (the dataloader's
+        is always waiting, and puts its next at once); a discarded group's put joins the
+        waiting ones after the openings of its reaction."""
+        settings = self.config
+        behind = settings.requeue_order == "behind-fresh"
+        per_batch = settings.batch_size or settings.group_size
+        line: deque[bool] = deque([False] * max(1, per_batch // settings.group_size))
+        waiting: deque[bool] = deque([False])
+        discarded: set[str] = set()
+        owed: list[str] = []
+        late = 0  # requeues of this reaction, not yet waiting
+
+        def take() -> bool:
+            nonlocal late
+            head = line.popleft() if behind else bool(owed)
+            entering = waiting.popleft()
+            line.append(entering)
+            if not entering:
+                waiting.append(False)
+            waiting.extend([True] * late)
+            late = 0
+            return head
+
+        for event in self.history:
+            if event.kind == "group_opened" and event.work == "train":  # type: ignore[union-attr]
+                if take() and owed:
+                    owed.pop(0)
+            elif event.kind == "episode_dropped" and event.reason == "requeue":  # type: ignore[union-attr]
+                group_id = event.episode_id.rpartition("/")[0]  # type: ignore[union-attr]
+                if group_id not in discarded:
+                    discarded.add(group_id)
+                    owed.append(group_id)
+                    late += 1
+            elif event.kind in WORLD_KINDS:
+                waiting.extend([True] * late)
+                late = 0
+
+        def turns() -> Iterator[bool]:
+            while True:
+                took = take()
+                if took and owed:
+                    owed.pop(0)
+                yield took
+
+        return [self.groups[group_id] for group_id in owed], turns()
+
+    def recycled_since_ship(self) -> set[str]:
+        """Groups with a member recycled since the last batch shipped (slime's buffer)."""
+        groups: set[str] = set()
+        for event in self.history:
+            if event.kind == "batch_shipped":
+                groups = set()
+            elif event.kind == "episode_interrupted" and event.reason == "recycle":  # type: ignore[union-attr]
+                groups.add(event.episode_id.rpartition("/")[0])  # type: ignore[union-attr]
+        return groups
+
+    def gate_version(self) -> int:
+        """The version announced when a batch last shipped or a version last went live."""
+        version = checked = 0
+        for event in self.history:
+            if event.kind == "version_pending":
+                version = event.version  # type: ignore[union-attr]
+            elif event.kind in ("batch_shipped", "version_live"):
+                checked = version
+        return checked
+
     def open_groups(self) -> list[Group]:
         """Groups that still owe members: in flight or never dispatched."""
         return [g for g in self.groups.values() if g.accounted() < g.size]
@@ -124,6 +207,12 @@ class Record:
     def queue(self) -> list[Episode]:
         queued = (self.episodes[e] for e in self.admitted)
         return [e for e in queued if not e.shipped and not e.dropped]
+
+    def updating(self) -> bool:
+        """A weight update is under way: announced and not live, or work it (or a recycle)
+        interrupted is in flight and not resumed."""
+        waiting = any(e.waiting and e.status == IN_FLIGHT for e in self.episodes.values())
+        return self.live < self.version or waiting
 
     def group_of(self, episode: Episode) -> Group:
         return self.groups[episode.group_id]
@@ -181,21 +270,6 @@ class Record:
     def _episode_dropped(self, event: Any) -> None:
         episode = self.episodes[event.episode_id]
         episode.dropped, episode.drop_reason = True, event.reason
-
-    def requeues_owed(self) -> list[Group]:
-        """Groups discarded for requeue (a drop with reason `requeue`) whose task no train
-        group has taken yet: each train group opened takes the oldest one owed."""
-        discarded: set[str] = set()
-        owed: list[str] = []
-        for event in self.history:
-            if event.kind == "episode_dropped" and event.reason == "requeue":  # type: ignore[union-attr]
-                group_id = event.episode_id.rpartition("/")[0]  # type: ignore[union-attr]
-                if group_id not in discarded:
-                    discarded.add(group_id)
-                    owed.append(group_id)
-            elif event.kind == "group_opened" and event.work == "train" and owed:  # type: ignore[union-attr]
-                owed.pop(0)
-        return [self.groups[group_id] for group_id in owed]
 
     def _group_scored(self, event: Any) -> None:
         self.groups[event.group_id].scored = True

@@ -8,6 +8,8 @@ from typing import Any
 
 # Keys that change no decision of the deciders (only the drivers read them).
 _NOT_DECISIONS = frozenset({"zero_output_batches"})
+# A lag no run reaches: no gate (`dispatch_gate` false), or neither gate nor hold ("none").
+NO_LAG = 1 << 62
 
 
 class UnknownSettingError(ValueError):
@@ -36,9 +38,15 @@ class Settings:
     straggler_cut: bool
     batch_order: str
     requeue: str = "none"  # a log recorded before the key existed never requeues
+    requeue_order: str = "first"  # behind-fresh: tinker's builder queue
     # The field presets' keys; a log recorded before they existed decides as they default.
     gate_lag: str = "target-lag"
+    dispatch_gate: bool = True  # false: the lag holds only the ship (AReaL, ROLL)
+    liveness: bool = True  # false: with no train group open, admission still decides
+    outstanding_depth: int | None = None  # outstanding admission's batches out past one
     stale_cancel: str = "in-flight"
+    stale_step: str = "current"  # before-release: prime-rl's dispatcher hears the update first
+    gate_check: str = "every-event"  # ship-and-live: prime-rl's gate, read only there
     stale_check: str = "at-finalize"
     queue_sweep: str = "at-ship"
     overload_count: str = "owed"
@@ -51,6 +59,9 @@ class Settings:
     # (an interrupted episode keeps its permit and its dispatch stamp).
     weight_update: str = "freeze"
     recycle: bool = False  # recycled work holds train dispatch until it is resumed
+    # until-live: train dispatch and the ship wait for the update to go live (dispatch also
+    # for the work it interrupted to be resumed)
+    update_pause: str = "none"
     stale_tokens: str = "drop"  # mask: drops read an episode's end; old segments are masked
     stale_member: str = "cancel"
     max_lag: int = 0  # read only under admission = "max-lag"
@@ -67,8 +78,14 @@ class Settings:
         `target_lag`, or one whatever the bound (prime-rl's constant), or zero (slime's
         synchronous train.py), and K − 1 more when the trainer publishes every K batches (the
         sync interval)."""
-        lag = {"one": 1, "zero": 0}.get(self.gate_lag, self.target_lag)
+        lag = {"one": 1, "zero": 0, "none": NO_LAG}.get(self.gate_lag, self.target_lag)
         return lag + self.updates_per_sync - 1
+
+    @property
+    def gate(self) -> int:
+        """How far the trainer may lag the step before train dispatch waits: `lag`, or no
+        limit where the source has no gate (`dispatch_gate` false)."""
+        return self.lag if self.dispatch_gate else NO_LAG
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:

@@ -14,8 +14,9 @@ An admitted group that would take the queue past `queue_limit` first evicts its 
 episodes (or, under `oldest-group`, its oldest whole groups), reason `evicted`.
 A queue check sweeps the queue of what is past the bound, then cuts a batch (one per
 decision) in `batch_order` once it is full, the trainer is within the lag, and the run has
-not finished. Under `ship_wait = "last-chance"` (tinker-822) a full batch also waits while a
-train group not yet scored holds a member at its last chance.
+not finished (and, under `update_pause = "until-live"`, the announced version is live: a
+check runs at `version_live` too). Under `ship_wait = "last-chance"` (tinker-822) a full
+batch also waits while a train group not yet scored holds a member at its last chance.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ def decide(record: Record, event: Event) -> list[Event]:
         return _finalize(record, event.group_id, event.t)  # type: ignore[union-attr]
     if kind in ("batch_shipped", "group_scored", "version_pending") and _checks(record, kind):
         return _sweep_and_cut(record, event.t)
+    if (
+        kind == "version_live"
+        and record.config.update_pause == "until-live"
+        and _checks(record, kind)
+    ):
+        return _sweep_and_cut(record, event.t)  # the batch the update held
     return []
 
 
@@ -218,6 +225,8 @@ def _roll_window(record: Record, queue: list[Episode]) -> list[Episode]:
 def _cut(record: Record, queue: list[Episode], t: float) -> list[Event]:
     settings = record.config
     if record.finished or record.version < record.step - 1 - settings.lag:
+        return []
+    if settings.update_pause == "until-live" and record.live < record.version:
         return []
     if settings.ship_wait == "last-chance" and _last_chance_open(record):
         return []
