@@ -33,7 +33,7 @@ StaleCancel = Literal["in-flight", "open"]
 StaleCheck = Literal["at-finalize", "after-curriculum"]
 StaleStep = Literal["current", "before-release"]
 GateCheck = Literal["every-event", "ship-and-live"]
-QueueSweep = Literal["at-ship", "at-next-check"]
+QueueSweep = Literal["at-ship", "at-next-check", "while-sampling"]
 OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
 ShipWait = Literal["none", "last-chance"]
@@ -156,7 +156,10 @@ class RunConfig:
         "at-finalize", None, "stale arrivals drop at finalize, or at queueing after curriculum"
     )
     queue_sweep: QueueSweep = checked(
-        "at-ship", None, "queue swept when a batch ships, or at the next readiness check"
+        "at-ship",
+        None,
+        "queue swept when a batch ships, at the next readiness check, or only while the "
+        "trainer samples (whole, at each check past the ship hold and the update pause)",
     )
     overload_count: OverloadCount = checked(
         "owed", None, "an overload cut counts owed episodes, or in-flight train ones"

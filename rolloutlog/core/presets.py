@@ -176,6 +176,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "queue_sweep": {
         "at-ship": {"checks_queue": acceptance.check_at_each_step_event},
         "at-next-check": {"checks_queue": acceptance.check_at_next_finalize},
+        "while-sampling": {"checks_queue": acceptance.check_while_sampling},
     },
     "overload_count": {
         "owed": {"overload": cancellation.overload},

@@ -202,7 +202,14 @@ FIELD["verl-wait"] = FieldPreset(
 )
 FIELD["verl-drop"] = FieldPreset(
     source=_VERL_V1 + ", max_off_policy_strategy = drop",
-    keys={**_VERL_V1_KEYS, "staleness": "per-group", "stale_member": "run-on"},
+    keys={
+        **_VERL_V1_KEYS,
+        "staleness": "per-group",
+        "stale_member": "run-on",
+        # a stale finished group stays buffered until a step samples (replay_buffer.py:547-566)
+        "stale_check": "after-curriculum",
+        "queue_sweep": "while-sampling",
+    },
 )
 # prime-rl PR #2960 over prime-rl main: its keys, with stale members withheld, never cancelled.
 FIELD["prime-rl-withhold"] = FieldPreset(

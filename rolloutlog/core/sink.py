@@ -390,7 +390,7 @@ def _decide_check(
     """A readiness check, where the run's rule runs one (`Rules.checks_queue`): sweep what it
     names of stale episodes (a scored group's members may be stale, with `stale_check =
     "after-curriculum"`), then cut."""
-    sweep = rules.checks_queue(state, event)
+    sweep = rules.checks_queue(rules, state, event)
     if sweep is None:
         return []
     swept: Iterable[str] = ()

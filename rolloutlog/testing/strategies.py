@@ -93,7 +93,7 @@ def _drawn_keys(draw: st.DrawFn, group_size: int) -> dict[str, Any]:
         "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one", "zero"])),
         "stale_cancel": draw(st.sampled_from(["in-flight", "open"])),
         "stale_check": draw(st.sampled_from(["at-finalize", "after-curriculum"])),
-        "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check"])),
+        "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check", "while-sampling"])),
         "overload_count": draw(st.sampled_from(["owed", "in-flight"])),
         "admission_window": draw(st.sampled_from(["fixed", "restarting"])),
         "eval_first": draw(st.booleans()),

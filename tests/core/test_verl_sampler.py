@@ -19,7 +19,13 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import CHOICES, preset_overrides
 from rolloutlog.core.rules import cancellation
-from rolloutlog.events.types import BatchShipped, EpisodeDropped, EpisodesCancelled, GroupOpened
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeDropped,
+    EpisodesCancelled,
+    GroupOpened,
+    VersionLive,
+)
 from rolloutlog.testing.scripted_world import scripted_log
 from rolloutlog.testing.strategies import run_configs
 from tests.core.requeue_runs import TINKER_REQUEUE
@@ -76,6 +82,28 @@ def test_verl_drop_runs_the_stale_group_on_drops_it_and_refills_a_fresh_prompt()
     assert refill.group_id == "g5"  # the group g2's eviction left room for
     earlier = [e.task_id for e in run.log if isinstance(e, GroupOpened)][:-1]
     assert refill.task_id not in earlier  # a fresh prompt, not g2's task again
+
+
+@pytest.mark.parametrize("sampled", [True, False])
+def test_verl_drop_evicts_a_stale_group_when_the_next_step_samples(sampled: bool) -> None:
+    """verl's `sample` evicts stale finished groups only while a step samples
+    (replay_buffer.py:547-566): g2, stale for step 3, finishes while step 2 trains and waits
+    in the queue through the sync, and the refill opens after the eviction. With `--set
+    stale_check=at-finalize --set queue_sweep=at-ship` it drops as it finalizes."""
+    keys = {} if sampled else {"stale_check": "at-finalize", "queue_sweep": "at-ship"}
+    run = _run("verl-drop", **keys)
+    _g2_straggles(run)
+    run.complete("g2/0", "g2/1")  # age 2 at step 3 > bound 1; step 3 waits for v2
+    run.publish(2)
+    held = [e.episode_id for e in run.log if isinstance(e, EpisodeDropped)]
+    assert held == ([] if sampled else ["g2/0", "g2/1"])
+    run.t += 1
+    run.feed(VersionLive(t=run.t, version=2))
+    drops = [(e.episode_id, e.reason, e.age) for e in run.log if isinstance(e, EpisodeDropped)]
+    assert drops == [("g2/0", "stale", 2), ("g2/1", "stale", 2)]
+    last_drop = max(e.seq for e in run.log if isinstance(e, EpisodeDropped))
+    refill = [e for e in run.log if isinstance(e, GroupOpened)][-1]
+    assert refill.seq > last_drop and refill.policy_version == 2
 
 
 def test_tinkers_requeue_reopens_the_same_task_where_verl_drop_takes_a_fresh_one() -> None:

@@ -100,16 +100,7 @@ CASES = [
     ),
     Case("verl-drop", "first_step"),
     Case("verl-drop", "update_submits_after_sync"),
-    Case(
-        "verl-drop",
-        "bound_zero_evicts",
-        Departure(
-            15,
-            "departure: the preset drops g3, stale at step 2, when it finalizes; verl keeps it "
-            "in the buffer and evicts it when step 2 samples, after the sync (replay_buffer.py:"
-            "503-512, 576-589)",
-        ),
-    ),
+    Case("verl-drop", "bound_zero_evicts"),
     Case("slime-oversample", "filter_and_abort"),
     Case("slime-oversample", "two_rounds"),
     Case("slime-oversample", "sync_step"),

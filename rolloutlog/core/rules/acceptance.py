@@ -15,19 +15,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from itertools import islice
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import attrs
 
-from rolloutlog.core.staleness import is_stale, is_stale_against_version
+from rolloutlog.core.rules.table import Rules, Sweep
+from rolloutlog.core.staleness import is_stale, is_stale_against_version, trainer_lags
 from rolloutlog.core.state import Arrival, Queued, SinkGroup, SinkState
 from rolloutlog.events.types import BatchShipped, DropReason, Event, GroupScored
 
 _Item = TypeVar("_Item", "Arrival", "Queued")
 # An arrival held to this bound at finalize is never stale there.
 NO_BOUND = sys.maxsize
-# What a queue check sweeps of stale episodes: the queue, the scored group's members, none.
-Sweep = Literal["queue", "scored", "nothing"]
 
 
 def drop_stale_arrival(group: SinkGroup, arrival: Arrival, step: int, bound: int) -> bool:
@@ -130,7 +129,7 @@ def no_bound_before_curriculum(bound: int) -> int:
     return NO_BOUND
 
 
-def check_at_each_step_event(state: SinkState, event: Event) -> Sweep | None:
+def check_at_each_step_event(rules: Rules, state: SinkState, event: Event) -> Sweep | None:
     """The queue is checked whenever a batch ships (swept whole: the step moved), a group
     is scored (its queued members swept: with `stale_check = "after-curriculum"` they may
     be stale) or a version is announced (nothing aged: cut only)."""
@@ -139,7 +138,7 @@ def check_at_each_step_event(state: SinkState, event: Event) -> Sweep | None:
     return "scored" if type(event) is GroupScored else "nothing"
 
 
-def check_at_next_finalize(state: SinkState, event: Event) -> Sweep | None:
+def check_at_next_finalize(rules: Rules, state: SinkState, event: Event) -> Sweep | None:
     """prime-rl's lazy sweep: the readiness check runs when a train group finalizes, not
     when a batch ships, and sweeps the whole queue at the first check of a step (queued
     episodes age only when the step moves); a new version only releases a batch that a
@@ -149,6 +148,16 @@ def check_at_next_finalize(state: SinkState, event: Event) -> Sweep | None:
     if type(event) is GroupScored:
         return "queue" if state.first_check else "scored"
     return "nothing"
+
+
+def check_while_sampling(rules: Rules, state: SinkState, event: Event) -> Sweep | None:
+    """verl's v1 sampler (`ReplayBufferAsync.sample`): stale finished groups are evicted only
+    while a step samples its batch, at every poll of the whole buffer, and stay buffered
+    while the step trains and syncs. Here: no check while the ship hold or the update pause
+    keeps batch `step` back; past them, each check sweeps the whole queue, then cuts."""
+    if trainer_lags(state.version, state.step, rules.lag(state.config)):
+        return None
+    return None if rules.update_pause(state.live, state.version, 0) else "queue"
 
 
 # --- a bounded queue: what a full queue drops to take an admitted group ------------------------

@@ -9,12 +9,11 @@ straggler cut) is handed the table too.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.rules.acceptance import Sweep
 from rolloutlog.core.rules.composition import BatchOrder
 from rolloutlog.core.state import (
     Arrival,
@@ -26,6 +25,9 @@ from rolloutlog.core.state import (
     TrainLedger,
 )
 from rolloutlog.events.types import DropReason, EpisodesCancelled, Event, Work
+
+# What a queue check sweeps of stale episodes: the queue, the scored group's members, none.
+Sweep = Literal["queue", "scored", "nothing"]
 
 
 @attrs.frozen
@@ -60,7 +62,7 @@ class Rules:
     stale_step: Callable[[DispatcherState], int]  # the step version_pending's cancellation reads
     stale_unscheduled: Callable[[Rules, DispatcherState, OpenGroup], int]  # to cancel as stale
     arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
-    checks_queue: Callable[[SinkState, Event], Sweep | None]  # a queue check, and its sweep
+    checks_queue: Callable[[Rules, SinkState, Event], Sweep | None]  # a queue check, its sweep
     overload: Callable[[DispatcherState, int, float], list[Event]]
     advance_window: Callable[[DispatcherState, float], None]  # smoothing's window, at `t`
     window_after: Callable[[DispatcherState, float], float]  # when the next window opens

@@ -12,7 +12,8 @@ the current version is never dropped before scoring: it is scored with its group
 the group is admitted it is dropped right after, reason `withheld`.
 An admitted group that would take the queue past `queue_limit` first evicts its oldest
 episodes (or, under `oldest-group`, its oldest whole groups), reason `evicted`.
-A queue check sweeps the queue of what is past the bound, then cuts a batch (one per
+A queue check (under `queue_sweep = "while-sampling"` only while a batch may ship) sweeps
+the queue of what is past the bound, then cuts a batch (one per
 decision) in `batch_order` once it is full, the trainer is within the lag, and the run has
 not finished (and, under `update_pause = "until-live"`, the announced version is live: a
 check runs at `version_live` too). Under `ship_wait = "last-chance"` (tinker-822) a full
@@ -50,9 +51,17 @@ def decide(record: Record, event: Event) -> list[Event]:
 def _checks(record: Record, kind: str) -> bool:
     """Whether the queue is checked now. By default at every batch, scored group and new
     version. With `queue_sweep = "at-next-check"` (prime-rl) only once a train group was
-    scored since the last batch shipped, and never at a batch itself."""
-    if record.config.queue_sweep == "at-ship":
+    scored since the last batch shipped, and never at a batch itself. With
+    `"while-sampling"` (verl-drop) only while batch `step` may ship: within the lag, and
+    (under `update_pause = "until-live"`) the announced version live."""
+    settings = record.config
+    if settings.queue_sweep == "at-ship":
         return True
+    if settings.queue_sweep == "while-sampling":
+        within = record.version >= record.step - 1 - settings.lag
+        return within and not (
+            settings.update_pause == "until-live" and record.live < record.version
+        )
     if kind == "batch_shipped":
         return False
     for event in reversed(record.history):
