@@ -38,6 +38,7 @@ OverloadCount = Literal["owed", "in-flight"]
 AdmissionWindow = Literal["fixed", "restarting"]
 ShipWait = Literal["none", "last-chance"]
 UpdatePause = Literal["none", "until-live"]
+StepOrder = Literal["ship-first", "submit-first"]
 WeightUpdate = Literal["freeze", "interrupt", "drain"]
 StaleMember = Literal["cancel", "withhold", "run-on"]
 StaleTokens = Literal["drop", "mask"]
@@ -179,6 +180,12 @@ class RunConfig:
     )
     update_pause: UpdatePause = checked(
         "none", None, "new train work and a held batch go at version_pending, or wait until live"
+    )
+    step_order: StepOrder = checked(
+        "ship-first",
+        None,
+        "at a weight update the sink answers before the dispatcher, or after it (verl's step "
+        "submits its prompts, then samples)",
     )
     weight_update: WeightUpdate = checked(
         "freeze", None, "work in flight at an update: freeze, interrupt and resume, or drain"
@@ -444,6 +451,7 @@ FIELD_RULE_KEYS = (
     "updates_per_sync",
     "ship_wait",
     "update_pause",
+    "step_order",
     "weight_update",
     "recycle",
     "stale_tokens",

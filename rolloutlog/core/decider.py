@@ -13,7 +13,9 @@ the dispatcher" is written here and nowhere else:
   both states exactly as they were;
 - `apply` applies to the sink, then the dispatcher (`evolve`: `check`, then `apply`);
 - `decide` asks the sink, has its whole answer appended, then asks the dispatcher, which
-  so sees the sink's answer (its own events included in the state it decides on).
+  so sees the sink's answer (its own events included in the state it decides on); under
+  `step_order = "submit-first"` (verl's v1 step) a weight update's event is answered by
+  the dispatcher first, then the sink (`Rules.dispatcher_first`).
 """
 
 from __future__ import annotations
@@ -155,12 +157,19 @@ class Combined:
             returns: the dispatcher decides on the state that includes the sink's answer.
             An empty answer is not handed over (most events set off nothing).
             """
-            decided = sink_decide(state.rules, state.sink, event)
+            rules = state.rules
+            dispatcher_first = type(event) in rules.dispatcher_first  # the run's `step_order`
+            if dispatcher_first:
+                decided = dispatcher_decide(rules, state.dispatcher, event)
+                if decided:
+                    append(decided)
+            decided = sink_decide(rules, state.sink, event)
             if decided:
                 append(decided)
-            decided = dispatcher_decide(state.rules, state.dispatcher, event)
-            if decided:
-                append(decided)
+            if not dispatcher_first:
+                decided = dispatcher_decide(rules, state.dispatcher, event)
+                if decided:
+                    append(decided)
 
         self.check: Callable[[Pair, Event], None] = check
         self.apply: Callable[[Pair, Event], None] = apply

@@ -206,6 +206,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "none": {"update_pause": update_pause.never_paused, "checks_at_live": False},
         "until-live": {"update_pause": update_pause.paused_until_live, "checks_at_live": True},
     },
+    "step_order": {
+        "ship-first": {"dispatcher_first": update_pause.SHIP_FIRST},
+        "submit-first": {"dispatcher_first": update_pause.SUBMIT_FIRST},
+    },
     "stale_member": {
         "cancel": {
             "withholds": acceptance.never_withhold,

@@ -195,6 +195,7 @@ _VERL_V1_KEYS: dict[str, Any] = {
     "gate_lag": "zero",  # weights sync at each step's end, before the next batch is put
     "batch_order": "oldest-first",  # _select_prompt_uids: oldest prompt step first
     "update_pause": "until-live",  # the next step submits and samples after on_step_end's sync
+    "step_order": "submit-first",  # prepare_step submits its batch, then sample (:1420-1422)
 }
 FIELD["verl-wait"] = FieldPreset(
     source=_VERL_V1 + ", max_off_policy_strategy = wait",

@@ -100,6 +100,7 @@ def _drawn_keys(draw: st.DrawFn, group_size: int) -> dict[str, Any]:
         "staleness_threshold": draw(st.sampled_from([0.0, 0.1, 0.5, 1.0])),
         "updates_per_sync": draw(st.sampled_from([1, 1, 1, 2, 3])),
         "ship_wait": draw(st.sampled_from(["none", "none", "last-chance"])),
+        "step_order": draw(st.sampled_from(["ship-first", "ship-first", "submit-first"])),
         "stale_member": draw(st.sampled_from(["cancel", "cancel", "cancel", "withhold", "run-on"])),
         "leftovers": draw(st.sampled_from(["run-on", "run-on", "run-on", "abort"])),
         "group_redundancy": draw(st.sampled_from([0, 0, 0, 1, 2])),

@@ -73,6 +73,7 @@ FIELD_TYPES: dict[str, object] = {
     "updates_per_sync": int,
     "ship_wait": "literal",
     "update_pause": "literal",
+    "step_order": "literal",
     "weight_update": "literal",
     "recycle": bool,
     "stale_tokens": "literal",

@@ -173,6 +173,7 @@ FIELD_RULES_OFF = {
     "updates_per_sync": 1,
     "ship_wait": "none",
     "update_pause": "none",
+    "step_order": "ship-first",
     "weight_update": "freeze",
     "recycle": False,
     "stale_tokens": "drop",

@@ -106,6 +106,26 @@ def test_verl_drop_evicts_a_stale_group_when_the_next_step_samples(sampled: bool
     assert refill.seq > last_drop and refill.policy_version == 2
 
 
+@pytest.mark.parametrize("order", ["submit-first", "ship-first"])
+def test_verl_wait_at_bound_zero_waits_for_the_prompts_its_step_submits(order: str) -> None:
+    """verl's step submits its prompts, then samples (trainer_base.py:509-517, 1420-1422):
+    at T = 1 those prompts hold the sample (replay_buffer.py:530-539). Under `step_order =
+    "submit-first"` the dispatcher answers `version_live` first and the ship waits for
+    them; under `ship-first` the sink ships the queued batch first, and the gate of the
+    next step keeps them from opening at all."""
+    run = _run("verl-wait", max_off_policy_steps=0, target_lag=0, step_order=order)
+    run.complete("g1/0", "g1/1", "g2/0", "g2/1")  # batch 1 waits for g2, then ships g1
+    assert _batches(run) == [("g1/0", "g1/1")]
+    run.update(1)
+    opened = [e.group_id for e in run.log if isinstance(e, GroupOpened)]
+    if order == "ship-first":
+        assert opened == ["g1", "g2"] and _batches(run)[1] == ("g2/0", "g2/1")
+        return
+    assert opened == ["g1", "g2", "g3"] and len(_batches(run)) == 1
+    run.complete("g3/0", "g3/1")
+    assert _batches(run)[1] == ("g2/0", "g2/1")
+
+
 def test_tinkers_requeue_reopens_the_same_task_where_verl_drop_takes_a_fresh_one() -> None:
     run = _run("tinker", **TINKER_REQUEUE)  # its requeue rule; its workers run one group here
     run.complete("g1/0", "g1/1")

@@ -86,18 +86,7 @@ CASES = [
     Case("tinker-822", "depth_zero_waits"),
     Case("verl-wait", "first_step"),
     Case("verl-wait", "update_submits_after_sync"),
-    Case(
-        "verl-wait",
-        "bound_zero_no_stall",
-        Departure(
-            20,
-            "departure: at version_live the preset's sink ships batch 2 (g3, g4) before its "
-            "dispatcher opens step 2's prompts (the sink decides first), where verl's step 2 "
-            "submits its batch first (trainer_base.py:509-517, 1420-1422) and wait then "
-            "blocks sampling while those prompts, span 1 >= T, are in flight "
-            "(replay_buffer.py:530-539): batch 2 goes at t 8",
-        ),
-    ),
+    Case("verl-wait", "bound_zero_no_stall"),
     Case("verl-drop", "first_step"),
     Case("verl-drop", "update_submits_after_sync"),
     Case("verl-drop", "bound_zero_evicts"),

@@ -82,3 +82,4 @@ class Rules:
     # (live, version, interrupted not resumed) -> train work and the ship wait for the update
     update_pause: Callable[[int, int, int], bool]
     checks_at_live: bool  # the sink checks its queue at `version_live` (a batch the pause held)
+    dispatcher_first: frozenset[type[Event]]  # the events the dispatcher answers before the sink

@@ -17,6 +17,10 @@ dispatch and no shipped batch.
 
 from __future__ import annotations
 
+from typing import Final
+
+from rolloutlog.events.types import Event, VersionLive, VersionPending
+
 
 def never_paused(live: int, version: int, interrupted: int) -> bool:
     """rolloutlog's rule: nothing waits for an update to finish."""
@@ -27,3 +31,12 @@ def paused_until_live(live: int, version: int, interrupted: int) -> bool:
     """An update is under way: `version` announced and not yet served (`live`), or
     `interrupted` episodes not yet resumed."""
     return live < version or interrupted > 0
+
+
+# --- step order: who answers a weight update first -------------------------------------------
+# The event classes the dispatcher answers before the sink (`core.decider.Combined.decide`).
+# rolloutlog's order, the sink first, lets a batch the update releases ship before new work
+# opens. verl's v1 step submits its prompts (`prepare_step`, trainer_base.py:509-517,
+# 1420-1422) and only then samples, so its ship wait sees them in flight.
+SHIP_FIRST: Final[frozenset[type[Event]]] = frozenset()
+SUBMIT_FIRST: Final[frozenset[type[Event]]] = frozenset({VersionPending, VersionLive})

@@ -1,5 +1,6 @@
 """The reference's reaction loop: append a world event, then let the sink and then the
-dispatcher answer it, each answer appended whole, and answer those answers depth first."""
+dispatcher answer it (under `step_order = "submit-first"` a weight update the dispatcher
+first), each answer appended whole, and answer those answers depth first."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from rolloutlog.testing.reference.dispatcher import decide as decide_dispatcher
 from rolloutlog.testing.reference.record import Record
 from rolloutlog.testing.reference.sink import decide as decide_sink
 
+_UPDATES = ("version_pending", "version_live")
+
 
 def reference_log(events: Iterable[Event]) -> list[Event]:
     """The whole log the reference makes of the world events among `events`."""
@@ -23,8 +26,11 @@ def reference_log(events: Iterable[Event]) -> list[Event]:
         return event
 
     def settle(event: Event) -> None:
-        answered = [append(e) for e in decide_sink(record, event)]
-        answered += [append(e) for e in decide_dispatcher(record, event)]
+        deciders = [decide_sink, decide_dispatcher]
+        if record.config.step_order == "submit-first" and event.kind in _UPDATES:
+            deciders.reverse()  # verl's step: its prompts go out, then it samples
+        answered = [append(e) for e in deciders[0](record, event)]
+        answered += [append(e) for e in deciders[1](record, event)]
         for answer in answered:
             settle(answer)
 

@@ -62,6 +62,8 @@ class Settings:
     # until-live: train dispatch and the ship wait for the update to go live (dispatch also
     # for the work it interrupted to be resumed)
     update_pause: str = "none"
+    # submit-first: at version_pending and version_live the dispatcher answers before the sink
+    step_order: str = "ship-first"
     stale_tokens: str = "drop"  # mask: drops read an episode's end; old segments are masked
     stale_member: str = "cancel"
     max_lag: int = 0  # read only under admission = "max-lag"
