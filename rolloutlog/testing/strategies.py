@@ -93,14 +93,13 @@ def _drawn_keys(draw: st.DrawFn, group_size: int) -> dict[str, Any]:
         "gate_lag": draw(st.sampled_from(["target-lag", "target-lag", "one", "zero"])),
         "stale_cancel": draw(st.sampled_from(["in-flight", "open"])),
         "stale_check": draw(st.sampled_from(["at-finalize", "after-curriculum"])),
-        "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check", "while-sampling"])),
+        "queue_sweep": draw(st.sampled_from(["at-ship", "at-next-check"])),
         "overload_count": draw(st.sampled_from(["owed", "in-flight"])),
         "admission_window": draw(st.sampled_from(["fixed", "restarting"])),
         "eval_first": draw(st.booleans()),
         "staleness_threshold": draw(st.sampled_from([0.0, 0.1, 0.5, 1.0])),
         "updates_per_sync": draw(st.sampled_from([1, 1, 1, 2, 3])),
         "ship_wait": draw(st.sampled_from(["none", "none", "last-chance"])),
-        "step_order": draw(st.sampled_from(["ship-first", "ship-first", "submit-first"])),
         "stale_member": draw(st.sampled_from(["cancel", "cancel", "cancel", "withhold", "run-on"])),
         "leftovers": draw(st.sampled_from(["run-on", "run-on", "run-on", "abort"])),
         "group_redundancy": draw(st.sampled_from([0, 0, 0, 1, 2])),
@@ -148,12 +147,13 @@ _WEIGHT_UPDATES = ("freeze", "interrupt", "drain", "interrupt", "interrupt")
 _RECYCLES = (False, True, False, True)
 _STALE_TOKENS = ("drop", "mask")  # where episodes have segments
 _UPDATE_PAUSES = ("none", "until-live")
+_STEP_ORDERS = ("ship-first", "submit-first")
 
 
 def _gates_and_liveness(values: dict[str, Any], fixed: dict[str, Any]) -> None:
-    """The liveness exception, the dispatch gate, no gate nor hold at all, and verl's
-    outstanding depth, read off `values["seed"]` as `_partial_rules` reads its keys (a seed
-    shrinks to 0: rolloutlog's own rules)."""
+    """The liveness exception, the dispatch gate, no gate nor hold at all, verl's
+    outstanding depth and verl-drop's queue check while sampling, read off `values["seed"]`
+    as `_partial_rules` reads its keys (a seed shrinks to 0: rolloutlog's own rules)."""
     seed = values["seed"] // 40
     if "liveness" not in fixed:
         values["liveness"] = (True, True, True, False)[seed % 4]
@@ -163,10 +163,13 @@ def _gates_and_liveness(values: dict[str, Any], fixed: dict[str, Any]) -> None:
         values["gate_lag"] = "none"
     if "outstanding_depth" not in fixed:
         values["outstanding_depth"] = (None, None, 1)[seed // 48 % 3]
+    if "queue_sweep" not in fixed and seed // 144 % 3 == 2:
+        values["queue_sweep"] = "while-sampling"
 
 
 def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
-    """`weight_update`, `recycle`, `update_pause` and (where work is resumed) `stale_tokens`
+    """`weight_update`, `recycle`, `update_pause`, `step_order` and (where work is resumed)
+    `stale_tokens`
     from `values["seed"]`, within what starts (a drain stalls behind verl's and slime's budgets;
     recycled work waits for the update, so not with a drain nor a sync of several updates:
     `RunConfig.startup_problems`; each is left as drawn and the rule falls back). A world
@@ -187,6 +190,8 @@ def _partial_rules(values: dict[str, Any], fixed: dict[str, Any]) -> None:
         )
     if "update_pause" not in fixed:
         values["update_pause"] = _UPDATE_PAUSES[seed // 40 % len(_UPDATE_PAUSES)]
+    if "step_order" not in fixed:
+        values["step_order"] = _STEP_ORDERS[seed // 80 % len(_STEP_ORDERS)]
     partial = values["weight_update"] == "interrupt" or values["recycle"]
     if partial and "stale_tokens" not in fixed:  # segments exist only where work is resumed
         values["stale_tokens"] = _STALE_TOKENS[seed // 20 % len(_STALE_TOKENS)]

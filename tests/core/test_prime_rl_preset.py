@@ -39,6 +39,7 @@ def test_the_prime_rl_preset_is_per_group_with_every_field_rule_on() -> None:
         "leftovers": "run-on",
         "ship_wait": "none",  # prime-rl ships a full batch at once
         "update_pause": "none",  # its watcher wakes the dispatcher and the ship at the update
+        "step_order": "ship-first",  # and the ship answers the update first (stale_step)
         "stale_member": "cancel",
         "queue_limit": 0,  # prime-rl's queue is unbounded
         "queue_eviction": "oldest-episode",
