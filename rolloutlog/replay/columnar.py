@@ -390,7 +390,8 @@ class ColumnarFold:
                 if last_world is not None and (last_world in _SETTLED_KINDS or redundant_due):
                     state.settle(seq, last_world)
                 last_world = kind
-                state.now = t  # a reaction's events carry its world event's time
+            state.now = t  # the row's own time, as the plain fold reads it: a damaged log's
+            # reaction may carry a time other than its world event's
             if t != last_t or not t:  # zero: 0.0 and -0.0 are equal but print apart
                 last_t, t_text = t, repr(t)
             row = apply(digested, seq, t, t_text, next_values())
