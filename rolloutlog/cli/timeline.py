@@ -14,9 +14,10 @@ from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.timeline_page import Window, WindowError, page_parts, timeline_data
 
-# the most episodes a page draws unsampled: a 5M-event log so drawn peaked at 198,056 KiB
-# (benchmarks/RESULTS.md, benchmarks/timeline.py --memory)
-MAX_EPISODES = 200_000
+# the most episodes a page draws unsampled: what grows with the page is about 200 bytes an
+# episode (its id, its index, its columns, its page data); a 5M-event log so drawn (every
+# 22nd group) peaks under 180,000 KiB (benchmarks/RESULTS.md)
+MAX_EPISODES = 100_000
 
 
 @command("timeline")
@@ -28,8 +29,8 @@ MAX_EPISODES = 200_000
 @click.option(
     "--max-episodes",
     type=click.IntRange(min=0),
-    default=MAX_EPISODES,
-    show_default=True,
+    default=lambda: MAX_EPISODES,  # read when the command runs
+    show_default=f"{MAX_EPISODES:,}",
     help="Past this many episodes in the range, draw every k-th group (a sampled view, "
     "in bounded memory); 0 draws every episode.",
 )
