@@ -93,7 +93,7 @@ def timeline_data(source: LogSource, window: Window, title: str) -> dict[str, An
     pa.default_memory_pool().release_unused()
     sample = _sample(source, window)
     if sample.every > 1:
-        title = f"{title} (sampled: every {sample.every}th group)"
+        title = f"{title} (sampled: every {ordinal(sample.every)} group)"
     data = page_data(read_spans(source, sample), summary, window, title, causes=causes)
     return {**data, "sample_every": sample.every}
 
@@ -106,6 +106,12 @@ def _sample(source: LogSource, window: Window) -> Sample:
         dispatched = episodes_dispatched(source, window.t_to)
         every = max(1, math.ceil(dispatched / window.max_episodes))
     return Sample(every, window.group, window.t_to)
+
+
+def ordinal(n: int) -> str:
+    """`n` as people count: 1st, 2nd, 3rd, 4th, 11th, 22nd (the sample's "every 22nd group")."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def summary_rows(summary: dict[str, Any]) -> list[list[str]]:

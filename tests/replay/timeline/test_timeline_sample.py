@@ -14,7 +14,7 @@ from rolloutlog.cli import timeline as timeline_cli
 from rolloutlog.cli.main import main
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.spans import Sample, episodes_dispatched, read_spans
-from rolloutlog.replay.timeline_page import Window, timeline_data
+from rolloutlog.replay.timeline_page import Window, ordinal, timeline_data
 
 LOG = Path(__file__).resolve().parents[3] / "examples" / "simulated.arrow"
 
@@ -72,3 +72,21 @@ def test_without_max_episodes_the_command_samples_past_its_default(
     assert "more than 10 episodes in the range: drew every 6th group" in result.stderr
     assert "(sampled: every 6th group)" in page.read_text()
     assert ": 12 episodes on" in result.stderr  # g0, g6, g12, ... of 60 episodes
+
+
+def test_the_sample_is_named_as_people_count() -> None:
+    # a 5M-event log drawn past 100,000 episodes said "every 22th group"
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 111, 112)] == [
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "23rd",
+        "111th",
+        "112th",
+    ]
