@@ -95,6 +95,9 @@ class Rows:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __repr__(self) -> str:
+        return f"Rows({list(self)!r})"  # what a failed comparison shows
+
 
 # each table's column types: (t, version); (t, step, cut, trained); (start, end, kind)
 VERSION_ROW: Final = (float, int)
