@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
-from rolloutlog.core.account import sink
+import rolloutlog.core.account.sink as sink
 from rolloutlog.core.account.books import Books
 from rolloutlog.core.account.checks import Checks
 from rolloutlog.core.account.groups import Group, age
