@@ -9,7 +9,9 @@ sides run as `python -m rolloutlog ARGS` under this interpreter, with PYTHONPATH
 tree, alternately (base, then this tree) in each round, so a machine shared with other work
 disturbs both alike. The figure is the child's CPU seconds (user + system, from `wait4`),
 which other work disturbs far less than wall time; each round prints both and the ratio
-here / base, and the last line the median ratio.
+here / base, and the last line the median ratio. `--here-set KEY=VALUE` adds `--set
+KEY=VALUE` to this tree's command only: a key the base does not know that names what the
+base did without it (`--here-set inference=independent`: the world before the shared one).
 """
 
 from __future__ import annotations
@@ -69,13 +71,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the revision to compare against")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--here-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a `--set` for this tree's command only (a key the base does not have)",
+    )
     parser.add_argument("command", nargs="+", help="the rolloutlog command and its options")
     options = parser.parse_args()
     base = base_tree(options.base)
+    here_command = [*options.command, *(a for kv in options.here_set for a in ("--set", kv))]
     ratios = []
     for round_number in range(1, options.rounds + 1):
         base_cpu, base_wall = cpu_seconds(base, options.command)
-        here_cpu, here_wall = cpu_seconds(ROOT, options.command)
+        here_cpu, here_wall = cpu_seconds(ROOT, here_command)
         ratios.append(here_cpu / base_cpu)
         print(
             f"round {round_number}: base {base_cpu:6.2f} s CPU ({base_wall:6.2f} s wall)  "

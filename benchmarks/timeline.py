@@ -12,7 +12,7 @@ wall clock and this process's CPU time, which a busy machine inflates less);
 the HTML size; then, over `--rounds` fresh page loads in headless Chromium, the time to
 first draw (from navigation start to the end of the first frame, the page's own clock),
 and the time one frame takes to draw the whole run and a 1% window of it. `--memory`
-instead runs `rolloutlog timeline LOG` (its default, sampled view past 200,000 episodes,
+instead runs `rolloutlog timeline LOG` (its default, sampled view past 100,000 episodes,
 then `--max-episodes 0`, every episode) and reports each run's peak resident memory.
 """
 

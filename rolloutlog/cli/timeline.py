@@ -12,11 +12,19 @@ from rolloutlog.cli.output import note_being_written, warn_torn_tail
 from rolloutlog.cli.progress import phase
 from rolloutlog.events.whole_file import written_whole
 from rolloutlog.replay.source import open_log
-from rolloutlog.replay.timeline_page import Window, WindowError, page_parts, timeline_data
+from rolloutlog.replay.timeline_page import (
+    Window,
+    WindowError,
+    ordinal,
+    page_parts,
+    timeline_data,
+)
 
-# the most episodes a page draws unsampled: a 5M-event log so drawn peaked at 198,056 KiB
-# (benchmarks/RESULTS.md, benchmarks/timeline.py --memory)
-MAX_EPISODES = 200_000
+# the most episodes a page draws unsampled: what grows with the page is about 260 bytes an
+# episode (its id, its index, its columns, its page data); a 5M-event log so drawn (every
+# 22nd group) peaked at 148,480 to 149,980 KiB (174,636 under a bound of 200,000;
+# benchmarks/RESULTS.md)
+MAX_EPISODES = 100_000
 
 
 @command("timeline")
@@ -28,8 +36,8 @@ MAX_EPISODES = 200_000
 @click.option(
     "--max-episodes",
     type=click.IntRange(min=0),
-    default=MAX_EPISODES,
-    show_default=True,
+    default=lambda: MAX_EPISODES,  # read when the command runs
+    show_default=f"{MAX_EPISODES:,}",
     help="Past this many episodes in the range, draw every k-th group (a sampled view, "
     "in bounded memory); 0 draws every episode.",
 )
@@ -67,7 +75,7 @@ def timeline_command(
     if data["sample_every"] > 1:
         click.echo(
             f"rolloutlog: note: more than {max_episodes:,} episodes in the range: drew every "
-            f"{data['sample_every']}th group (--from/--to/--group draw a part in full, "
+            f"{ordinal(data['sample_every'])} group (--from/--to/--group draw a part in full, "
             "--max-episodes 0 everything)",
             err=True,
         )

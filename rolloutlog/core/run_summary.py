@@ -12,7 +12,7 @@ counts and writes them as the `replay --json` object. Counting conventions:
 - `groups_partial` counts finalized train groups that scored fewer than G members.
 - `episodes_trained_past_bound` counts trained episodes of the policy being trained older
   than `max_off_policy_steps` at their step: a violation where the policy keeps the bound
-  (`core.account_properties`), the price of its admission where it does not.
+  (`core.account.properties`), the price of its admission where it does not.
 - `groups_requeued` counts groups opened again on the task of a group the sink discarded
   for requeue (tinker, slime-lag); those discarded members are in `episodes_dropped_stale`.
 - `ship_waits` counts batches that waited for work at its last chance (`ship_wait`,
@@ -32,7 +32,7 @@ counts and writes them as the `replay --json` object. Counting conventions:
   `episodes_cancelled["leftover"]`.
 - `trained_token_age_histogram` (only for a run whose rule segments episodes,
   `weight_update = "interrupt"` or `recycle`) counts trained completion tokens by the age of
-  the version that generated them (`core.account_tokens`): beside `trained_age_histogram`,
+  the version that generated them (`core.account.tokens`): beside `trained_age_histogram`,
   which counts episodes by the age of their oldest token, it shows how much of the training
   signal resuming made younger. `partial_ratio` is the share of trained episodes of more
   than one segment, `largest_version_span` the largest end − start among them.

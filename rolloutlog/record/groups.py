@@ -8,6 +8,7 @@ import attrs
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.curriculum import ScoredGroup, curriculum_named
 from rolloutlog.core.scoring import grpo_advantages
+from rolloutlog.core.staleness import is_stale, rollout_age
 
 
 @attrs.define
@@ -43,11 +44,12 @@ class GroupBook:
         if not self.train or self.frozen or config.staleness == "soft":
             return []  # soft staleness drops nothing for its age
         per_group = config.staleness == "per-group" and self.stale_cancelled
+        bound = config.max_off_policy_steps
         return [
-            (episode, step - 1 - version)
+            (episode, rollout_age(version, step))
             for episode, (_, version, _, _) in sorted(self.arrived.items(), key=lambda i: i[1][0])
             if episode not in self.dropped
-            and (per_group or step - 1 - version > config.max_off_policy_steps)
+            and (per_group or is_stale(version, step, bound, train=True, frozen=False))
         ]
 
     def fresh_scores(self) -> tuple[list[str], list[float]]:

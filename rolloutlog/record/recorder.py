@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.dispatcher import version_out_of_turn
+from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.log_writer import LogWriter, Notes
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
@@ -275,7 +276,7 @@ class Recorder:
             group.dropped.add(ours)
         else:
             raise RecordError(f"{call}: episode {episode!s} is neither arrived nor queued")
-        age = self.step - 1 - version
+        age = rollout_age(version, self.step)
         self._append(call, t, EpisodeDropped(t=t, episode_id=ours, reason="stale", age=age))
 
     def score(

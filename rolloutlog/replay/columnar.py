@@ -199,7 +199,7 @@ def _dropped(state: Digested, seq: int, t: float, t_text: str, values: Values) -
 
 def _shipped(state: Digested, seq: int, t: float, t_text: str, values: Values) -> str:
     step, ids, trained, tokens, masked = values
-    if masked or state.account.masks:  # the account reads each arrival's segments
+    if masked or state.account.checks.masks:  # the account reads each arrival's segments
         raise NeedsPlainFold(seq, "masked tokens are checked on the plain path")
     state.account.on_shipped(seq, step, ids, trained, tokens)
     if state.split is not None:
@@ -373,6 +373,7 @@ class ColumnarFold:
         """The hot loop: one applier call, two short texts and one hash per row."""
         state, digested, appliers, digests = self.state, self.digested, _APPLIERS, self.digests
         inflight_ids, queue, groups = state.inflight, state.queue, state.groups
+        redundant_due = state.checks.redundancy.due  # groups due a redundant cancellation
         count_text, new_hash = digested.counts, _EMPTY_HASH.copy  # copying beats building
         digest, last_world = self.digest, self._last_world
         # per kind in the batch, one lookup a row: its applier, its rows' values, whether
@@ -386,10 +387,11 @@ class ColumnarFold:
             seq += 1
             apply, next_values, world = rows[kind]
             if world:
-                if last_world is not None and (last_world in _SETTLED_KINDS or state.redundant_due):
+                if last_world is not None and (last_world in _SETTLED_KINDS or redundant_due):
                     state.settle(seq, last_world)
                 last_world = kind
-                state.now = t  # a reaction's events carry its world event's time
+            state.now = t  # the row's own time, as the plain fold reads it: a damaged log's
+            # reaction may carry a time other than its world event's
             if t != last_t or not t:  # zero: 0.0 and -0.0 are equal but print apart
                 last_t, t_text = t, repr(t)
             row = apply(digested, seq, t, t_text, next_values())

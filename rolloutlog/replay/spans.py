@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import attrs
@@ -56,6 +56,55 @@ _MARKER: Final = {name: code for code, name in enumerate(MARKERS)}
 _CANCEL: Final = {reason: code for code, reason in enumerate(CANCEL_REASONS)}
 
 
+class Rows:
+    """A table of a few number columns kept as numpy arrays, read row by row as tuples of
+    Python numbers: a long run has a few rows per step (versions, ships, the trainer's
+    spans, its waits), and 25,000 steps of them as tuples took about 20 MB."""
+
+    def __init__(self, *columns: np.ndarray[Any, Any]) -> None:
+        self.columns = columns
+
+    @classmethod
+    def of(cls, rows: Rows | Iterable[Sequence[Any]], types: Sequence[type]) -> Rows:
+        """`rows` as a table whose k-th column holds `types[k]` (float or int)."""
+        if isinstance(rows, Rows):
+            return rows
+        listed = list(rows)
+        return cls(
+            *(
+                np.fromiter((row[k] for row in listed), dtype=kind, count=len(listed))
+                for k, kind in enumerate(types)
+            )
+        )
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return zip(*(column.tolist() for column in self.columns), strict=True)
+
+    def tolist(self) -> list[list[Any]]:
+        """The rows as lists, as the timeline page's JSON writes them."""
+        return [list(row) for row in self]
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to the same rows, as `Rows` or as a list of tuples or lists."""
+        if not isinstance(other, (Rows, list, tuple)):
+            return NotImplemented
+        return list(self) == [tuple(row) for row in other]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Rows({list(self)!r})"  # what a failed comparison shows
+
+
+# each table's column types: (t, version); (t, step, cut, trained); (start, end, kind)
+VERSION_ROW: Final = (float, int)
+SHIP_ROW: Final = (float, int, int, int)
+SPAN_ROW: Final = (float, float, int)
+
+
 @attrs.frozen
 class Spans:
     """A run's episodes, markers, instants and trainer spans as columns (times in seconds)."""
@@ -78,10 +127,10 @@ class Spans:
     marker_t: np.ndarray[Any, np.dtype[np.float64]]
     marker_kind: np.ndarray[Any, np.dtype[np.uint8]]  # index into MARKERS
     marker_episode: np.ndarray[Any, np.dtype[np.int32]]
-    pending: list[tuple[float, int]]  # (t, version) of each version_pending
-    live: list[tuple[float, int]]
-    ships: list[tuple[float, int, int, int]]  # (t, step, episodes cut, episodes trained)
-    trainer: list[tuple[float, float, int]]  # (start, end, index into TRAINER_SPANS)
+    pending: Rows  # (t, version) of each version_pending
+    live: Rows
+    ships: Rows  # (t, step, episodes cut, episodes trained)
+    trainer: Rows  # (start, end, index into TRAINER_SPANS)
     # (episode index, interrupted at, resumed at, version resumed under; -1 if never), in
     # the order they were interrupted
     pauses: list[tuple[int, float, float, int]] = attrs.Factory(list)
@@ -157,9 +206,9 @@ class _Builder:
             name: array(code) for name, code in _COLUMN_CODES.items()
         }
         self.markers = (array("d"), array("B"), array("i"))
-        self.pending: list[tuple[float, int]] = []
-        self.live: list[tuple[float, int]] = []
-        self.ships: list[tuple[float, int, int, int]] = []
+        self.pending = _table_columns(VERSION_ROW)
+        self.live = _table_columns(VERSION_ROW)
+        self.ships = _table_columns(SHIP_ROW)
         self.pauses: list[list[Any]] = []  # [episode, interrupted at, resumed at, version]
         self.paused: dict[int, int] = {}  # episode -> its open pause
 
@@ -238,7 +287,7 @@ class _Builder:
             cols["outcome"][i] = _OUTCOME["trained" if self.ids[i] in trained else "pruned"]
             cols["age"][i] = rollout_age(cols["version"][i], step)
             cols["step"][i] = step
-        self.ships.append((t, step, len(cut), len(trained)))
+        _append(self.ships, (t, step, len(cut), len(trained)))
 
     def interrupted(self, t: float, c: dict[str, list[Any]], r: int) -> None:
         for i in self._known([c["episode_id"][r]]):
@@ -271,6 +320,9 @@ class _Builder:
             (i, stopped, float(end[i]) if math.isnan(resumed) else resumed, version)
             for i, stopped, resumed, version in self.pauses
         ]
+        pending, live, ships = (
+            Rows(*map(np.array, c)) for c in (self.pending, self.live, self.ships)
+        )
         return Spans(
             t_start=t_start,
             t_end=self.t_end,
@@ -290,12 +342,25 @@ class _Builder:
             marker_t=np.array(self.markers[0], dtype=np.float64),
             marker_kind=np.array(self.markers[1], dtype=np.uint8),
             marker_episode=np.array(self.markers[2], dtype=np.int32),
-            pending=self.pending,
-            live=self.live,
-            ships=self.ships,
-            trainer=trainer_spans(t_start, self.t_end, self.ships, self.pending, self.live),
+            pending=pending,
+            live=live,
+            ships=ships,
+            trainer=trainer_spans(t_start, self.t_end, ships, pending, live),
             pauses=pauses,
         )
+
+
+_ARRAY_CODES: Final = {float: "d", int: "q"}
+
+
+def _table_columns(types: Sequence[type]) -> tuple[array[Any], ...]:
+    """Empty typed arrays for a table's columns while it is read."""
+    return tuple(array(_ARRAY_CODES[kind]) for kind in types)
+
+
+def _append(columns: Sequence[array[Any]], row: Sequence[Any]) -> None:
+    for column, value in zip(columns, row, strict=True):
+        column.append(value)
 
 
 # each episode column's type while it is read (`array` codes), then its numpy dtype
@@ -321,8 +386,8 @@ _HANDLERS: Final[dict[str, Any]] = {
     "episode_dropped": _Builder.dropped,
     "group_scored": _Builder.scored,
     "batch_shipped": _Builder.shipped,
-    "version_pending": lambda b, t, c, r: b.pending.append((t, c["version"][r])),
-    "version_live": lambda b, t, c, r: b.live.append((t, c["version"][r])),
+    "version_pending": lambda b, t, c, r: _append(b.pending, (t, c["version"][r])),
+    "version_live": lambda b, t, c, r: _append(b.live, (t, c["version"][r])),
     "episode_interrupted": _Builder.interrupted,
     "episode_resumed": _Builder.resumed,
 }
@@ -342,10 +407,10 @@ def read_spans(source: LogSource, sample: Sample = Sample()) -> Spans:
 def trainer_spans(
     t_start: float,
     t_end: float,
-    ships: Sequence[tuple[float, int, int, int]],
-    pending: Sequence[tuple[float, int]],
-    live: Sequence[tuple[float, int]],
-) -> list[tuple[float, float, int]]:
+    ships: Rows | Sequence[tuple[float, int, int, int]],
+    pending: Rows | Sequence[tuple[float, int]],
+    live: Rows | Sequence[tuple[float, int]],
+) -> Rows:
     """The trainer's busy, weight-update and idle spans, derived from ships and versions.
 
     The trainer takes batches one at a time. It is *busy* from a `batch_shipped` that
@@ -355,19 +420,11 @@ def trainer_spans(
     waits for data). A batch whose version is never published (a skipped version) extends
     the busy span to the next publication; a busy span still open at the end closes there.
     """
-    # At one instant the log's order is kept: batch s ships before v_s is announced,
-    # v_v is announced before it goes live, and goes live before v_(v+1) is announced
-    # (an update of no time, the next one at once: sorting by kind paired them wrong).
-    moments = sorted(
-        [(t, 2 * step - 1, 0, step) for t, step, _, _ in ships]
-        + [(t, 2 * version, 1, version) for t, version in pending]
-        + [(t, 2 * version + 1, 2, version) for t, version in live]
-    )
-    spans: list[tuple[float, float, int]] = []
+    spans = _table_columns(SPAN_ROW)
     busy_since: float | None = None
     update_since: float | None = None
     last_step, published = 0, 0
-    for t, _, what, number in moments:
+    for t, what, number in _moments(ships, pending, live):
         if what == 0:
             last_step = max(last_step, number)
             if busy_since is None and update_since is None:
@@ -375,34 +432,59 @@ def trainer_spans(
         elif what == 1:
             published = max(published, number)
             if busy_since is not None:
-                spans.append((busy_since, t, 0))
+                _append(spans, (busy_since, t, 0))
             busy_since, update_since = None, t
         else:
             if update_since is not None:
-                spans.append((update_since, t, 1))
+                _append(spans, (update_since, t, 1))
             update_since = None
             if last_step > published and busy_since is None:
                 busy_since = t
     for since, code in ((busy_since, 0), (update_since, 1)):
         if since is not None and since < t_end:
-            spans.append((since, t_end, code))
-    return _with_idle(sorted(spans), t_start, t_end)
+            _append(spans, (since, t_end, code))
+    return _with_idle(Rows(*map(np.array, spans)), t_start, t_end)
 
 
-def _with_idle(
-    spans: list[tuple[float, float, int]], t_start: float, t_end: float
-) -> list[tuple[float, float, int]]:
-    """`spans` with the gaps between them (and before and after) filled as idle."""
-    out: list[tuple[float, float, int]] = []
-    cursor = t_start
-    for start, end, code in spans:
-        if start > cursor:
-            out.append((cursor, start, 2))
-        out.append((start, end, code))
-        cursor = max(cursor, end)
-    if t_end > cursor:
-        out.append((cursor, t_end, 2))
-    return out
+def _moments(
+    ships: Rows | Sequence[tuple[float, int, int, int]],
+    pending: Rows | Sequence[tuple[float, int]],
+    live: Rows | Sequence[tuple[float, int]],
+) -> Iterator[tuple[float, int, int]]:
+    """(t, what, number) of each ship (0, its step), version pending (1) and live (2), in
+    time order; at one instant the log's order is kept: batch s ships before v_s is
+    announced, v_v is announced before it goes live, and goes live before v_(v+1) is
+    announced (an update of no time, the next one at once: sorting by kind paired them
+    wrong)."""
+    tables = (Rows.of(ships, SHIP_ROW), Rows.of(pending, VERSION_ROW), Rows.of(live, VERSION_ROW))
+    t = np.concatenate([table.columns[0] for table in tables])
+    number = np.concatenate([table.columns[1] for table in tables]).astype(np.int64)
+    what = np.repeat(np.arange(3), [len(table) for table in tables])
+    rank = 2 * number + what - 1  # 2s-1, 2v, 2v+1 as above
+    order = np.lexsort((number, what, rank, t))
+    return zip(t[order].tolist(), what[order].tolist(), number[order].tolist(), strict=True)
+
+
+def _with_idle(spans: Rows, t_start: float, t_end: float) -> Rows:
+    """`spans` in order of (start, end, kind), with the gaps between them (and before and
+    after) filled as idle."""
+    start, end, kind = spans.columns
+    order = np.lexsort((kind, end, start))
+    start, end, kind = start[order], end[order], kind[order]
+    # the end of all spans before each one (t_start before the first), then after the last
+    reach = np.maximum.accumulate(np.concatenate(([t_start], end)))
+    before = np.flatnonzero(start > reach[:-1])
+    gap_start, gap_end = reach[before], start[before]
+    if t_end > reach[-1]:
+        before = np.append(before, len(start))
+        gap_start, gap_end = np.append(gap_start, reach[-1]), np.append(gap_end, t_end)
+    # each gap goes just before the span it precedes (a stable sort on that position)
+    at = np.argsort(np.concatenate((before, np.arange(len(start)))), kind="stable")
+    return Rows(
+        np.concatenate((gap_start, start))[at],
+        np.concatenate((gap_end, end))[at],
+        np.concatenate((np.full(len(before), 2, dtype=np.int64), kind.astype(np.int64)))[at],
+    )
 
 
 def pack_lanes(starts: Sequence[float], ends: Sequence[float]) -> list[int]:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import pyarrow as pa
 
-from rolloutlog.core.account_tokens import Generated
+from rolloutlog.core.account.groups import Generated
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.errors import EventError, LogError
 from rolloutlog.events.schema import batch_columns, iter_batch_columns

@@ -1,7 +1,7 @@
 """The per-step split of trained tokens by version age, for `replay.step_metrics`.
 
 An interrupted and resumed train episode (`weight_update = interrupt`, `recycle`) was
-generated in segments, one per version (`core.account_tokens`): its tokens at each
+generated in segments, one per version (`core.account.tokens`): its tokens at each
 `episode_interrupted` close a segment, its completion the last. Per step it keeps
 `off_policy/partial_ratio` (the trained episodes of more than one segment, over those
 trained) and `off_policy/token_age/mean|max` (the trained completion tokens' ages, each
@@ -16,8 +16,8 @@ from typing import Any, Final
 
 import attrs
 
-from rolloutlog.core.account_partial import Segments
-from rolloutlog.core.account_tokens import Generated, segment_tokens, token_age
+from rolloutlog.core.account.groups import Generated, segment_tokens, token_age
+from rolloutlog.core.account.partial import Segments
 
 PARTIAL_RATIO: Final = "off_policy/partial_ratio"
 TOKEN_AGE: Final = "off_policy/token_age"

@@ -33,7 +33,9 @@ from rolloutlog.replay.spans import (
     DISCARDED,
     MARKERS,
     OUTCOMES,
+    SPAN_ROW,
     TRAINER_SPANS,
+    Rows,
     Sample,
     Spans,
     episodes_dispatched,
@@ -87,11 +89,11 @@ def timeline_data(source: LogSource, window: Window, title: str) -> dict[str, An
     summary = {**replay.summary, "error": None if replay.error is None else str(replay.error)}
     del replay
     pa.default_memory_pool().release_unused()  # each pass's batches, given back before the next
-    causes = cause_bands(source)
+    causes = Rows.of(cause_bands(source), SPAN_ROW)
     pa.default_memory_pool().release_unused()
     sample = _sample(source, window)
     if sample.every > 1:
-        title = f"{title} (sampled: every {sample.every}th group)"
+        title = f"{title} (sampled: every {ordinal(sample.every)} group)"
     data = page_data(read_spans(source, sample), summary, window, title, causes=causes)
     return {**data, "sample_every": sample.every}
 
@@ -104,6 +106,12 @@ def _sample(source: LogSource, window: Window) -> Sample:
         dispatched = episodes_dispatched(source, window.t_to)
         every = max(1, math.ceil(dispatched / window.max_episodes))
     return Sample(every, window.group, window.t_to)
+
+
+def ordinal(n: int) -> str:
+    """`n` as people count: 1st, 2nd, 3rd, 4th, 11th, 22nd (the sample's "every 22nd group")."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def summary_rows(summary: dict[str, Any]) -> list[list[str]]:
@@ -136,9 +144,7 @@ def _time_range(spans: Spans, window: Window) -> tuple[float, float]:
     return lo, hi
 
 
-def _trainer_marks(
-    spans: Spans, causes: Sequence[tuple[float, float, int]], lo: float, hi: float
-) -> dict[str, Any]:
+def _trainer_marks(spans: Spans, causes: Rows, lo: float, hi: float) -> dict[str, Any]:
     """Versions pending and live, batches shipped, the trainer's spans and the causes of
     its waits (`replay.explain`) within lo..hi."""
     return {
@@ -151,24 +157,6 @@ def _trainer_marks(
     }
 
 
-class Rows:
-    """Rows of a table kept as numpy columns until the page is written, each then one JSON
-    list: a long run has a few per step (versions, ships, the trainer's spans, its waits),
-    and 25,000 steps of them as Python lists took tens of megabytes for the whole write."""
-
-    def __init__(self, *columns: np.ndarray[Any, Any]) -> None:
-        self.columns = columns
-
-    def tolist(self) -> list[list[Any]]:
-        return [list(row) for row in zip(*(c.tolist() for c in self.columns), strict=True)]
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to the same rows, as `Rows` or as the lists the page reads."""
-        return self.tolist() == (other.tolist() if isinstance(other, Rows) else other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
 def _json_value(value: object) -> object:
     """What the page's JSON writes for a value json does not know: a `Rows` as its rows."""
     if isinstance(value, Rows):
@@ -176,16 +164,11 @@ def _json_value(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not drawn by the page")
 
 
-def _column_of(rows: Sequence[tuple[Any, ...]], at: int, dtype: type) -> np.ndarray[Any, Any]:
-    return np.fromiter((row[at] for row in rows), dtype=dtype, count=len(rows))
-
-
-def _instants(rows: Sequence[tuple[Any, ...]], lo: float, hi: float) -> Rows:
+def _instants(rows: Rows, lo: float, hi: float) -> Rows:
     """Instants (t, then whole numbers) within lo..hi, t from lo."""
-    width = len(rows[0]) if rows else 2
-    t = _column_of(rows, 0, float)
+    t, *numbers = rows.columns
     keep = _within(t, lo, hi)
-    return Rows(t[keep] - lo, *(_column_of(rows, k, int)[keep] for k in range(1, width)))
+    return Rows(t[keep] - lo, *(column[keep] for column in numbers))
 
 
 def page_data(
@@ -193,7 +176,7 @@ def page_data(
     summary: dict[str, Any],
     window: Window,
     title: str,
-    causes: Sequence[tuple[float, float, int]] = (),
+    causes: Rows | Sequence[tuple[float, float, int]] = (),
 ) -> dict[str, Any]:
     """Everything the page draws, as plain data with the columns in base64."""
     keep = _selected(spans, window)
@@ -233,7 +216,7 @@ def page_data(
         "max_duration": float(duration.max()) if len(duration) else 0.0,
         "groups": spans.group_ids,
         "ids": None if implied else ids,
-        **_trainer_marks(spans, causes, lo, hi),
+        **_trainer_marks(spans, Rows.of(causes, SPAN_ROW), lo, hi),
         "summary": summary,
         "summary_rows": summary_rows(summary),
         "columns": {
@@ -258,12 +241,11 @@ def page_data(
     }
 
 
-def _clipped(spans: Sequence[tuple[float, float, int]], lo: float, hi: float) -> Rows:
+def _clipped(spans: Rows, lo: float, hi: float) -> Rows:
     """Spans (start, end, kind) that overlap the window, clipped to it, from its start."""
-    start, end = _column_of(spans, 0, float), _column_of(spans, 1, float)
+    start, end, kind = spans.columns
     keep = (end >= lo) & (start <= hi)
-    kind = _column_of(spans, 2, int)[keep]
-    return Rows(np.maximum(start[keep], lo) - lo, np.minimum(end[keep], hi) - lo, kind)
+    return Rows(np.maximum(start[keep], lo) - lo, np.minimum(end[keep], hi) - lo, kind[keep])
 
 
 def _pause_columns(

@@ -213,7 +213,7 @@ def _mixed(groups: dict[str, tuple[bool, dict[str, int]]], step: int, bound: int
 
 
 def _waited(log: Sequence[Event]) -> bool:
-    """The account's own watch (`core.account_ship_wait`) counted a wait in `log`."""
+    """The account's own watch (`core.account.ship_wait`) counted a wait in `log`."""
     first: Any = log[0]
     account = Account(RunConfig.from_mapping(first.config, startable=False))
     account.raise_on_violation = False

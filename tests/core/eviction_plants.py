@@ -1,5 +1,5 @@
 """The plants of `test_account_faults_more.py` for the two eviction reports of
-`core.account_eviction` that `test_account_faults_field.py` leaves, kept here so that the
+`core.account.eviction` that `test_account_faults_field.py` leaves, kept here so that the
 test file holds its worlds, tables and tests: a scoring the queue has no room for, and an
 eviction of part of a group under `oldest-group`. Each takes `(account, event)` and returns
 `Planted | None`; the drops they put in are `tests/core/field_plants.py`'s."""
@@ -7,20 +7,24 @@ eviction of part of a group under `oldest-group`. Each takes `(account, event)` 
 from __future__ import annotations
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_group import advantages
+from rolloutlog.core.account.groups import advantages
 from rolloutlog.events.types import EpisodeDropped, Event, GroupScored
 from tests.core.field_plants import drop as _drop
 from tests.core.field_plants import queued_age as _queued_age
 from tests.core.planted_faults import Planted
 
-# --- bounded-queue eviction (core.account_eviction) ------------------------------------
+# --- bounded-queue eviction (core.account.eviction) ------------------------------------
 
 
 def _next_scoring(account: Account, event: Event) -> GroupScored | None:
     """At a run's first eviction before a scoring, a scoring the sink could record next: of
     the complete train group with the fewest fresh members (completed, not dropped), all
     admitted."""
-    if not isinstance(event, EpisodeDropped) or event.reason != "evicted" or account.evicting:
+    if (
+        not isinstance(event, EpisodeDropped)
+        or event.reason != "evicted"
+        or account.checks.eviction.evicting
+    ):
         return None
     complete = [
         (g, group)
@@ -57,9 +61,9 @@ def scored_with_no_room(account: Account, event: Event) -> Planted | None:
     if scored is None:
         return None
     held = len(account.queue) + len(scored.episode_ids)
-    if held <= account.queue_limit:
+    if held <= account.checks.eviction.limit:
         return None
-    return [scored], f"the queue would hold {held} > limit {account.queue_limit}"
+    return [scored], f"the queue would hold {held} > limit {account.checks.eviction.limit}"
 
 
 def evicts_part_of_a_group(account: Account, event: Event) -> Planted | None:
@@ -69,7 +73,7 @@ def evicts_part_of_a_group(account: Account, event: Event) -> Planted | None:
     if scored is None:
         return None
     queued = list(account.queue)
-    needed = len(queued) + len(scored.episode_ids) - account.queue_limit
+    needed = len(queued) + len(scored.episode_ids) - account.checks.eviction.limit
     oldest = queued[0].rpartition("/")[0]
     part = [e for e in queued if e.rpartition("/")[0] == oldest]
     if not 1 <= needed < len(part) or part[:needed] != queued[:needed]:

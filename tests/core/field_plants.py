@@ -9,7 +9,7 @@ import attrs
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_group import Group, age
+from rolloutlog.core.account.groups import Group, age
 from rolloutlog.core.presets import preset_overrides
 from rolloutlog.events.types import (
     CancelReason,

@@ -1,4 +1,4 @@
-"""The plants of `test_account_faults_partial.py` for the reports of `core.account_partial`,
+"""The plants of `test_account_faults_partial.py` for the reports of `core.account.partial`,
 kept here so that the test file holds its worlds, tables and tests: interruptions and
 resumptions the run does not allow, arrivals of interrupted work, a train dispatch while an
 update waits (a drain, recycled work) and a version live with work left at it. Each takes
@@ -12,7 +12,7 @@ from collections.abc import Callable
 import attrs
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_partial import Segments
+from rolloutlog.core.account.partial import Segments
 from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeFailed,
@@ -61,16 +61,18 @@ def interrupt_it(reason: InterruptReason, problem: Callable[[Account, str], str]
 def under_the_rule(reason: InterruptReason) -> Put:
     return interrupt_it(
         reason,
-        lambda account, _: f"reason {reason!r} under weight_update {account.weight_update!r}",
+        lambda account, _: (
+            f"reason {reason!r} under weight_update {account.checks.partial.weight_update!r}"
+        ),
     )
 
 
 def not_recycling(account: Account, event: EpisodeDispatched) -> bool:
-    return not account.recycling
+    return not account.checks.partial.recycling
 
 
 def recycling_eval(account: Account, event: EpisodeDispatched) -> bool:
-    return account.recycling and not account.groups[event.group_id].train
+    return account.checks.partial.recycling and not account.groups[event.group_id].train
 
 
 def frozen_in_an_update(account: Account, event: EpisodeDispatched) -> bool:
@@ -96,7 +98,7 @@ def interrupted_twice(account: Account, event: Event) -> Planted | None:
 
 def _last_tokens(account: Account, episode_id: str) -> int:
     """The tokens an episode had at its last interruption; 0 if none."""
-    books = account.segments.get(episode_id)
+    books = account.checks.partial.segments.get(episode_id)
     return books.tokens[-1] if books is not None and books.tokens else 0
 
 
@@ -111,7 +113,7 @@ def after_going_live(put: Callable[[Account, VersionLive, str], Planted | None])
             return None
         waiting = [
             e
-            for e, books in account.segments.items()
+            for e, books in account.checks.partial.segments.items()
             if books.interrupted
             and e in account.inflight
             and (books.recycled_under is None or books.recycled_under < event.version)
@@ -176,7 +178,11 @@ def after_cutting_interrupted_work(then: Arrival) -> Plant:
     def plant(account: Account, event: Event) -> Planted | None:
         if not isinstance(event, EpisodesCancelled):
             return None
-        cut = [e for e in event.episode_ids if account.segments.get(e, _GENERATING).interrupted]
+        cut = [
+            e
+            for e in event.episode_ids
+            if account.checks.partial.segments.get(e, _GENERATING).interrupted
+        ]
         if not cut:
             return None
         return [event, then(account, event, cut[0])], f"{cut[0]} was not interrupted"
@@ -259,7 +265,7 @@ def drain_waits(account: Account) -> str | None:
 def recycled_wait(account: Account) -> str | None:
     waiting = sorted(
         e
-        for e, books in account.segments.items()
+        for e, books in account.checks.partial.segments.items()
         if books.recycled_under is not None and e in account.inflight
     )
     return f"train dispatch before the recycled {waiting[:3]} resumed" if waiting else None
@@ -270,10 +276,10 @@ def recycled_wait(account: Account) -> str | None:
 
 def live_leaving(books: str, how: str) -> Plant:
     """The announced version live at the first event where the episodes in `books`
-    (`at_update` or `at_ship`) still hold some in flight."""
+    (`at_update` or `at_ship` of `core.account.partial`) still hold some in flight."""
 
     def plant(account: Account, event: Event) -> Planted | None:
-        left = sorted(e for e in getattr(account, books) if e in account.inflight)
+        left = sorted(e for e in getattr(account.checks.partial, books) if e in account.inflight)
         if not left:
             return None
         live = VersionLive(t=event.t, version=account.version)

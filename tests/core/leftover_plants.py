@@ -1,4 +1,4 @@
-"""The plants of `test_account_faults_more.py` for the reports of `core.account_oversample`
+"""The plants of `test_account_faults_more.py` for the reports of `core.account.leftovers`
 (slime's abort of the leftovers), kept here so that the test file holds its worlds, tables
 and tests: an abort skipped at the ship (of groups in flight, or of the queue), a leftover
 cancellation or drop of the step's own work, or under run-on, a cancellation that leaves
@@ -11,14 +11,14 @@ from __future__ import annotations
 import attrs
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_group import age
+from rolloutlog.core.account.groups import age
 from rolloutlog.events.types import EpisodeDispatched, EpisodeDropped, Event, GroupScored, LimitSet
 from tests.core.field_plants import cancel_all, cancel_with_the_dispatch, cancelled, one_short
 from tests.core.field_plants import drop as _drop
 from tests.core.field_plants import drop_oldest as _drop_oldest
 from tests.core.planted_faults import Plant, Planted
 
-# --- slime's abort of the leftovers (core.account_oversample) ---------------------------
+# --- slime's abort of the leftovers (core.account.leftovers) ---------------------------
 
 
 def _still_holds(event: Event) -> LimitSet:
@@ -29,14 +29,18 @@ def _still_holds(event: Event) -> LimitSet:
 
 def _earlier(account: Account, group_id: str) -> bool:
     """A train group opened for a batch that has shipped (the test's own reading)."""
-    return account.opened_at.get(group_id, account.step) < account.step
+    return account.checks.leftovers.opened_at.get(group_id, account.step) < account.step
 
 
 def abort_skipped(account: Account, event: Event) -> Planted | None:
     """At the ship's first leftover cancellation, the world moves on instead."""
     if not cancelled("leftover", event):
         return None
-    owed = sorted(g for g in account.opened_at if _earlier(account, g) and account.groups[g].owes)
+    owed = sorted(
+        g
+        for g in account.checks.leftovers.opened_at
+        if _earlier(account, g) and account.groups[g].owes
+    )
     return [_still_holds(event)], f"leftovers not aborted at the ship: {owed[:3]}"
 
 
@@ -46,7 +50,7 @@ def queue_kept(account: Account, event: Event) -> Planted | None:
         return None
     if event.episode_id not in account.queue:
         return None
-    kept = sum(step < account.step for step in account.queued_at.values())
+    kept = sum(step < account.step for step in account.checks.leftovers.queued_at.values())
     return [_still_holds(event)], f"{kept} queued past the batch, kept"
 
 

@@ -1,4 +1,4 @@
-"""The plants of `test_account_faults_more.py` for the reports of `core.account_mask`
+"""The plants of `test_account_faults_more.py` for the reports of `core.account.mask`
 (`stale_tokens = mask`), kept here so that the test file holds its worlds, tables and tests:
 an episode cancelled as stale that would go on fresh, one dropped with its end within the
 bound, masked tokens under `drop` or one more than the stale segments hold, and a stale end
@@ -11,12 +11,12 @@ from __future__ import annotations
 import attrs
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_group import Group, age
+from rolloutlog.core.account.groups import Group, age
 from rolloutlog.events.types import BatchShipped, EpisodesCancelled, Event
 from tests.core.field_plants import drop as _drop
 from tests.core.planted_faults import Plant, Planted
 
-# --- stale_tokens = mask (core.account_mask) -------------------------------------------
+# --- stale_tokens = mask (core.account.mask) -------------------------------------------
 
 
 def _ages(group: Group) -> bool:
@@ -26,7 +26,7 @@ def _ages(group: Group) -> bool:
 
 def _end(account: Account, episode_id: str) -> int | None:
     """The version of a masking run's arrival's last segment (None: no books for it)."""
-    pieces = account.pieces.get(episode_id)
+    pieces = account.checks.mask.pieces.get(episode_id)
     return pieces[-1][0] if pieces else None
 
 
@@ -80,7 +80,7 @@ def ships_an_end_at(over: int) -> Plant:
             end = _end(account, episode_id)
             if not ages or end is None or age(end, account.step) != account.bound + over:
                 continue
-            pieces = account.pieces[episode_id]
+            pieces = account.checks.mask.pieces[episode_id]
             masked = sum(n for v, n in pieces if age(v, account.step) > account.bound)
             shipped = BatchShipped(
                 t=event.t,

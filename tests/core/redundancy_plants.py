@@ -1,4 +1,4 @@
-"""The plants of `test_account_faults_more.py` for the reports of `core.account_redundant`
+"""The plants of `test_account_faults_more.py` for the reports of `core.account.redundancy`
 (ROLL's redundant members), kept here so that the test file holds its worlds, tables and
 tests: an arrival past G where the redundant cancellation was, a redundant cancellation one
 arrival short or with no redundancy, one that leaves members owed, and one skipped. Each
@@ -12,7 +12,7 @@ from rolloutlog.events.types import EpisodeCompleted, EpisodeDispatched, Episode
 from tests.core.field_plants import cancel_all, cancel_with_the_dispatch, cancelled, one_short
 from tests.core.planted_faults import Planted
 
-# --- redundant members (core.account_redundant) ----------------------------------------
+# --- redundant members (core.account.redundancy) ----------------------------------------
 
 
 def _arrival(event: Event) -> str | None:

@@ -1,5 +1,5 @@
 """The plants of `test_account_faults_partial.py` for the version and restart reports of
-`core.account_restart` that `test_account_faults.py` leaves, kept here so that the test file
+`core.account.restart` that `test_account_faults.py` leaves, kept here so that the test file
 holds its worlds, tables and tests: a version announced off its batch or inside the
 checkpoint a restart resumed from, a restart after the end, and one whose cancellations
 never come. Each takes `(account, event)` and returns `Planted | None`, or builds such a
@@ -17,7 +17,7 @@ from tests.core.partial_plants import restart_with_cuts
 from tests.core.planted import valid_restart
 from tests.core.planted_faults import Plant, Planted, restart_point
 
-# --- version_pending and run_resumed (core.account_restart) ---------------------------
+# --- version_pending and run_resumed (core.account.restart) ---------------------------
 
 
 def announced_at(version: Callable[[Account], int]) -> Plant:

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_properties import HARD_BOUND, kept_properties
+from rolloutlog.core.account.properties import HARD_BOUND, kept_properties
 from rolloutlog.core.errors import InconsistentLogError
 from rolloutlog.events.types import (
     WORLD_KINDS,

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_group import NO_LAG
+from rolloutlog.core.account.groups import NO_LAG
 from rolloutlog.events.types import (
     CancelReason,
     EpisodeDispatched,
@@ -101,9 +101,10 @@ def _dispatch_through_the_gate(account: Account, event: Event) -> Planted | None
     and shipping that many batches ran the test out of memory."""
     if not isinstance(event, EpisodeDispatched) or not account.groups[event.group_id].train:
         return None
-    if account.gate_lag >= NO_LAG:
+    gate_lag = account.target_lag if account.dispatch_gate else NO_LAG
+    if gate_lag >= NO_LAG:
         return None
-    batches = [batch(event.t, account.step + i) for i in range(account.gate_lag + 1)]
+    batches = [batch(event.t, account.step + i) for i in range(gate_lag + 1)]
     return [*batches, event], "train dispatch while the trainer lags"
 
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account
-from rolloutlog.core.account_group import age, behind
+from rolloutlog.core.account.groups import age, behind
 from rolloutlog.core.config import RunConfig
 from rolloutlog.events.types import (
     BatchShipped,
@@ -30,16 +30,18 @@ from tests.core.field_plants import queued_age as _queued_age
 from tests.core.field_plants import worlds as _worlds
 from tests.core.planted_faults import Plant, Planted, check_reported
 
-# --- requeue (core.account_requeue) ----------------------------------------------------
+# --- requeue (core.account.requeue) ---------------------------------------------------
 
 
 def _requeue_skipped(account: Account, event: Event) -> Planted | None:
     """A fresh task opened while a requeued one is owed."""
-    if not (isinstance(event, GroupOpened) and event.work == "train" and account.requeue):
+    if not (
+        isinstance(event, GroupOpened) and event.work == "train" and account.checks.requeue.owed
+    ):
         return None
-    due = next(iter(account.requeue))
+    due = next(iter(account.checks.requeue.owed))
     wrong = attrs.evolve(event, task_id="t99999")
-    owed = ", ".join(account.tasks[due])
+    owed = ", ".join(account.checks.requeue.tasks[due])
     return [wrong], f"skips the requeue of {due} ({owed}): opened {('t99999', event.env)}"
 
 
@@ -52,7 +54,7 @@ def _requeue_against_the_rule(queued: bool) -> Plant:
             return None
         if (event.episode_id in account.queue) != queued:
             return None
-        rule = account.requeue_rule
+        rule = account.checks.requeue.rule
         return [
             attrs.evolve(event, reason="requeue")
         ], f"requeue {where} under requeue rule {rule!r}"
@@ -77,14 +79,16 @@ def _requeue_keeps_an_arrival(account: Account, event: Event) -> Planted | None:
     return [event, scored], f"requeue of {group_id} keeps {kept}"
 
 
-# --- ship wait and outstanding admission (core.account_ship_wait) -----------------------
+# --- ship wait and outstanding admission (core.account.ship_wait) -----------------------
 
 
 def _outstanding_cap(account: Account) -> tuple[int, int]:
     """The outstanding train groups as the account counts them, and the cap."""
     open_train = {g for g, group in account.groups.items() if group.train}
     queued = {e.rpartition("/")[0] for e in account.queue}
-    shipped = set().union(*(g for s, g in account.unpublished.items() if s > account.version))
+    shipped = set().union(
+        *(g for s, g in account.checks.outstanding.unpublished.items() if s > account.version)
+    )
     config = account.config
     cap = max(1, (config.batch_size or 0) // config.group_size) * (config.target_lag + 1)
     return len(open_train | queued | shipped), cap
@@ -154,7 +158,7 @@ def _ships_at_a_last_chance(account: Account, event: Event) -> Planted | None:
     return [shipped], problem + " (ship_wait = last-chance)"
 
 
-# --- verl's sample budget (core.account_budget) ----------------------------------------
+# --- verl's sample budget (core.account.budget) ----------------------------------------
 
 
 def _verl_budget(config: RunConfig) -> int:
@@ -172,7 +176,7 @@ def _opened_past_the_budget(account: Account, event: Event) -> Planted | None:
     if not _while_a_train_group_is_open(account):
         return None
     budget, size = _verl_budget(account.config), account.config.group_size
-    counted = account.budget_counted()
+    counted = account.checks.budget.counted()
     room = max(0, -(-(budget - counted) // size))  # groups that still fit
     opened = _train_groups_opened(account, event, room + 1)
     problem = f"{counted + room * size} episodes counted this sync window, of {budget}"
@@ -187,10 +191,10 @@ def _opened_past_the_max_lag(account: Account, event: Event) -> Planted | None:
         return None
     config, size = account.config, account.config.group_size
     per_update = math.ceil((config.batch_size or 0) / size)
-    allowed = math.ceil(config.max_lag / size) + per_update * (account.updates + 1)
-    if len(account.tasks) > allowed:
+    allowed = math.ceil(config.max_lag / size) + per_update * (account.checks.max_lag.updates + 1)
+    if account.checks.max_lag.opened_train > allowed:
         return None
-    opened = _train_groups_opened(account, event, allowed - len(account.tasks) + 1)
+    opened = _train_groups_opened(account, event, allowed - account.checks.max_lag.opened_train + 1)
     return opened, f"max-lag admission: train group {allowed + 1} opened, {allowed} allowed"
 
 
@@ -205,14 +209,14 @@ def _opened_alone_past_the_budget(account: Account, event: Event) -> Planted | N
         config.batch_size or 0
     ):
         return None
-    budget, counted = _verl_budget(config), account.budget_counted()
+    budget, counted = _verl_budget(config), account.checks.budget.counted()
     if counted < budget:
         return None
     problem = f"{counted} episodes counted this sync window, of {budget}"
     return _train_groups_opened(account, event, 1), f"verl admission: {problem}"
 
 
-# --- bounded-queue eviction (core.account_eviction) ------------------------------------
+# --- bounded-queue eviction (core.account.eviction) ------------------------------------
 
 
 def _evicts_from_an_unbounded_queue(account: Account, event: Event) -> Planted | None:
@@ -245,10 +249,10 @@ def _incoming(account: Account, event: GroupScored) -> int:
 
 def _evicts_with_room(account: Account, event: Event) -> Planted | None:
     """The oldest evicted before a scoring that leaves the queue exactly full (the boundary)."""
-    if not isinstance(event, GroupScored) or account.evicting or not account.queue:
+    if not isinstance(event, GroupScored) or account.checks.eviction.evicting or not account.queue:
         return None
     held = len(account.queue)
-    if held + _incoming(account, event) != account.queue_limit:
+    if held + _incoming(account, event) != account.checks.eviction.limit:
         return None
     _, drop = _drop_oldest(account, event, "evicted")
     return [drop, event], f"evicted 1 from a queue of {held} with room"
@@ -256,9 +260,17 @@ def _evicts_with_room(account: Account, event: Event) -> Planted | None:
 
 def _evicts_one_too_many(account: Account, event: Event) -> Planted | None:
     """One more of the oldest evicted right before a scoring that needed evictions."""
-    if not isinstance(event, GroupScored) or not account.evicting or not account.queue:
+    if (
+        not isinstance(event, GroupScored)
+        or not account.checks.eviction.evicting
+        or not account.queue
+    ):
         return None
-    held, evicted, limit = len(account.queue), len(account.evicting), account.queue_limit
+    held, evicted, limit = (
+        len(account.queue),
+        len(account.checks.eviction.evicting),
+        account.checks.eviction.limit,
+    )
     needed = held + evicted + _incoming(account, event) - limit
     _, drop = _drop_oldest(account, event, "evicted")
     return [drop, event], f"evicted {evicted + 1}, {needed} needed"
@@ -266,7 +278,11 @@ def _evicts_one_too_many(account: Account, event: Event) -> Planted | None:
 
 def _evicts_a_whole_group_too_many(account: Account, event: Event) -> Planted | None:
     """Under oldest-group, the next oldest group evicted too, right before the scoring."""
-    if not isinstance(event, GroupScored) or not account.evicting or not account.queue:
+    if (
+        not isinstance(event, GroupScored)
+        or not account.checks.eviction.evicting
+        or not account.queue
+    ):
         return None
     group_id = next(iter(account.queue)).rpartition("/")[0]
     members = [e for e in account.queue if e.rpartition("/")[0] == group_id]
@@ -274,14 +290,14 @@ def _evicts_a_whole_group_too_many(account: Account, event: Event) -> Planted | 
     return [*drops, event], f"evicts group {group_id} it had room for"
 
 
-# --- withholding (core.account_withhold) -----------------------------------------------
+# --- withholding (core.account.withhold) -----------------------------------------------
 
 
 def _withholding_skipped(account: Account, event: Event) -> Planted | None:
     """A scoring where a `withheld` drop is owed (of a group never opened)."""
-    if not account.to_withhold or not isinstance(event, EpisodeDropped):
+    if not account.checks.withhold.owed or not isinstance(event, EpisodeDropped):
         return None
-    owed = sorted(account.to_withhold)[:5]
+    owed = sorted(account.checks.withhold.owed)[:5]
     scored = GroupScored(t=event.t, group_id="g9999", episode_ids=(), advantages=(), admitted=False)
     return [scored], f"stale members scored but not withheld: {owed}"
 

@@ -1,6 +1,6 @@
-"""The account's reports on masked stale tokens (`core.account_mask`), ROLL's redundant
-members (`core.account_redundant`), slime's abort of the leftovers
-(`core.account_oversample`) and the two eviction reports `test_account_faults_field.py`
+"""The account's reports on masked stale tokens (`core.account.mask`), ROLL's redundant
+members (`core.account.redundancy`), slime's abort of the leftovers
+(`core.account.leftovers`) and the two eviction reports `test_account_faults_field.py`
 leaves (a scoring the queue has no room for, "evicts part of a group"), each set off by one
 planted fault at its own seq, as in `test_account_faults_field.py`; the plants' harness is
 `tests/core/planted_faults.py`, the plants `tests/core/mask_plants.py`,

@@ -1,6 +1,6 @@
-"""Every report of the account on the partial-rollout mechanism (`core.account_partial`:
+"""Every report of the account on the partial-rollout mechanism (`core.account.partial`:
 interruptions at a weight update, resumptions, recycling, drains) and the version and
-restart reports of `core.account_restart` that `test_account_faults.py` leaves, each set
+restart reports of `core.account.restart` that `test_account_faults.py` leaves, each set
 off by one planted fault at its own seq, as there; the plants' harness is
 `tests/core/planted_faults.py`, the plants `tests/core/interruption_plants.py` and
 `tests/core/restart_plants.py`, the events they put in `tests/core/partial_plants.py`.

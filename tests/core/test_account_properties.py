@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 from rolloutlog.core.account import Account, InvariantViolation
-from rolloutlog.core.account_properties import (
+from rolloutlog.core.account.properties import (
     AREAL_ADMISSION,
     CAPACITY,
     HARD_BOUND,

@@ -7,6 +7,7 @@ version, its own rollout age), so a count the account keeps wrong cannot also be
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,9 @@ def _waits(log: list[Event]) -> dict[str, Any]:
     bound, size, tokens = (
         config[k] for k in ("max_off_policy_steps", "batch_size", "token_batch_size")
     )
-    lag = {"one": 1, "zero": 0}.get(config.get("gate_lag", ""), config["target_lag"])
+    # gate_lag "none" (PipelineRL's): no ship hold at all, however far the trainer lags
+    lags = {"one": 1, "zero": 0, "none": math.inf}
+    lag = lags.get(config.get("gate_lag", ""), config["target_lag"])
     lag += config.get("updates_per_sync", 1) - 1  # a version comes every K batches
     step, version, waits, seconds, since, finished = 1, 0, 0, 0.0, None, False
     open_members: dict[str, dict[str, int]] = {}  # train group, not frozen -> id -> version
@@ -294,3 +297,15 @@ def test_a_dispatch_past_the_bound_starts_the_wait() -> None:
     with data.open() as lines:
         log = list(read_jsonl(lines))
     _recounts(log)
+
+
+def test_without_a_hold_a_full_batch_waits_however_far_the_trainer_lags() -> None:
+    """Found by the ci profile (gate_lag none, PipelineRL's: no gate and no ship hold; a
+    last-chance ship wait): at t 7 batch 3 is full while g4/0 is at its last chance, two
+    steps past the v0 it carries; the sink waits 4.5 s for it. The recount read the lag of
+    `target_lag` (0) as a hold, and counted no wait."""
+    data = Path(__file__).parent / "data" / "ship_wait_without_a_hold.jsonl"
+    with data.open() as lines:
+        log = list(read_jsonl(lines))
+    _recounts(log)
+    assert fold_events(log).fold.summary()["ship_wait_seconds"] == 4.5  # type: ignore[union-attr]

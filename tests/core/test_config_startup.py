@@ -78,7 +78,8 @@ NOT_OUTSTANDING = ["none", "capacity", "areal", "verl", "max-lag", "slime", "rol
 NO_BUDGET = ["none", "capacity", "areal", "outstanding", "max-lag", "roll"]
 UNSTARTABLE: dict[str, Unstartable] = {
     "both batch keys": Unstartable(
-        _pinned(),
+        # without the liveness exception a batch of 4 may not be whole groups: a second problem
+        _pinned(liveness=True),
         # a drawn queue_limit fits the drawn batch size, not necessarily 4; the round was
         # drawn for the run's own batches
         lambda c, draw: {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from rolloutlog.core.account_properties import HARD_BOUND, kept_properties
+from rolloutlog.core.account.properties import HARD_BOUND, kept_properties
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.presets import rules_for
 from rolloutlog.core.staleness import rollout_age

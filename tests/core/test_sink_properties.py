@@ -8,7 +8,7 @@ from collections import defaultdict
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolloutlog.core.account_properties import HARD_BOUND, kept_properties
+from rolloutlog.core.account.properties import HARD_BOUND, kept_properties
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.curriculum import ScoredGroup, register_curriculum
 from rolloutlog.core.loop import ReactionLoop

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rolloutlog.core.account import Account, InvariantViolation
-from rolloutlog.core.account_properties import VERL_BUDGET, kept_properties
+from rolloutlog.core.account.properties import VERL_BUDGET, kept_properties
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import CHOICES, preset_overrides

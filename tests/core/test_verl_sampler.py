@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rolloutlog.core.account import Account, InvariantViolation
-from rolloutlog.core.account_properties import HARD_BOUND, SHIP_WAIT, kept_properties
+from rolloutlog.core.account.properties import HARD_BOUND, SHIP_WAIT, kept_properties
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import CHOICES, preset_overrides

@@ -16,8 +16,21 @@ from hypothesis import given
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.events.log_writer import write_log
-from rolloutlog.events.schema import LOG_SCHEMA, BatchStamp, batch_checksum, events_to_batch
-from rolloutlog.events.types import EpisodeCompleted, Event
+from rolloutlog.events.schema import (
+    LOG_SCHEMA,
+    SCHEMA_VERSION,
+    BatchStamp,
+    batch_checksum,
+    events_to_batch,
+)
+from rolloutlog.events.types import (
+    BatchShipped,
+    EpisodeCompleted,
+    Event,
+    RunFinished,
+    RunStarted,
+    VersionPending,
+)
 from rolloutlog.replay.fold import fold_events
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog, open_log
@@ -65,6 +78,55 @@ def test_a_redundant_cancel_after_the_next_world_event_is_reported_on_both_paths
         f"seq {index} (episode_completed)",
         f"seq {index + 2} (episodes_cancelled)",
     ]
+    assert_equivalent(damaged, PLAIN_FOLD, COLUMNAR_FOLD)
+
+
+def _ship_wait_run() -> list[Event]:
+    """A run whose second batch waits for g2 (opened at v0, at its last chance at step 2):
+    the wait runs from g3's scoring (t = 5) to the ship in g2's reaction (t = 7)."""
+    run = RunConfig.from_mapping(
+        {
+            "group_size": 2,
+            "max_inflight": 4,
+            "batch_size": 2,
+            "max_off_policy_steps": 1,
+            "gate_lag": "one",
+            "ship_wait": "last-chance",
+            "admission": "outstanding",
+        }
+    )
+    loop = ReactionLoop(run)
+    started = RunStarted(
+        t=0.0, config=run.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+    )
+    log = loop.feed(started)
+    world: list[Event] = [
+        EpisodeCompleted(t=t, episode_id=e, reward=t, prompt_tokens=1, completion_tokens=1)
+        for t, e in ((1.0, "g1/0"), (2.0, "g1/1"))
+    ]
+    world.append(VersionPending(t=3.0, version=1))
+    world += [
+        EpisodeCompleted(t=t, episode_id=e, reward=t, prompt_tokens=1, completion_tokens=1)
+        for t, e in ((4.0, "g3/0"), (5.0, "g3/1"), (6.0, "g2/0"), (7.0, "g2/1"))
+    ]
+    for event in [*world, RunFinished(t=8.0, reason="done")]:
+        log += loop.feed(event)
+    return log
+
+
+# Caught by the damaged-log comparison (admission outstanding, last-chance ship wait,
+# gate_lag one, bound 1: ship_wait_seconds 54.0 columnar, 49.75 plain): the columnar fold
+# timed every event by its world event's `t`, the plain fold reads each event's own, and a
+# damaged log's reaction may carry another.
+def test_a_reaction_carrying_another_time_is_timed_alike_on_both_paths() -> None:
+    log = _ship_wait_run()
+    assert PLAIN_FOLD(log).summary["ship_wait_seconds"] == 2.0  # from t = 5 to t = 7
+    ship = next(e for e in log if isinstance(e, BatchShipped) and e.step == 2)
+    assert ship.t == 7.0  # in g2/1's reaction
+    damaged = [attrs.evolve(e, t=7.5) if e is ship else e for e in log]
+    plain, columnar = PLAIN_FOLD(damaged), COLUMNAR_FOLD(damaged)
+    assert columnar.path == "columnar"  # it folded the log itself
+    assert plain.summary["ship_wait_seconds"] == columnar.summary["ship_wait_seconds"] == 2.5
     assert_equivalent(damaged, PLAIN_FOLD, COLUMNAR_FOLD)
 
 

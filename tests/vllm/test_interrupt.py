@@ -16,21 +16,20 @@ from rolloutlog.runtime.live.client import VLLMClient
 from rolloutlog.runtime.live.protocol import GenerateRequest, Generation
 from tests.runtime.live.interrupt_scenario import Interrupted, check, interrupt_and_resubmit
 from tests.runtime.live.vllm_contract import run
-from tests.vllm.test_routes import LONG, REQUESTS, request, requests_running
+from tests.vllm.stepping import LONG, REQUESTS, request, requests_running
 
 PREFIX = "interrupt-"
-
-
-async def freeze(
-    client: VLLMClient, sent: Sequence[GenerateRequest]
-) -> list[asyncio.Task[Generation]]:
-    return await requests_running(client, PREFIX)  # it sends `request(PREFIX + index, LONG)`
 
 
 def test_an_interrupted_request_is_resubmitted_with_its_tokens_and_joined(
     vllm_client, vllm_checkpoint, other_weights, recorder
 ):
     requests = [request(f"{PREFIX}{index}", LONG) for index in range(REQUESTS)]
+
+    async def freeze(
+        client: VLLMClient, sent: Sequence[GenerateRequest]
+    ) -> list[asyncio.Task[Generation]]:
+        return await requests_running(client, recorder, PREFIX)  # sends `requests`
 
     async def main() -> Interrupted:
         async with vllm_client() as client:

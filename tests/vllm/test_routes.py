@@ -4,13 +4,10 @@ Each test drives the first server through `VLLMClient`; every request and respon
 validated against the contract's schemas (tests/contract/vllm). Where vLLM 0.32 and the
 0.33 contract differ (tests/contract/vllm/ROUTES.md, section 9), the test accepts both.
 
-Requests that must be caught mid-generation ask for ~100 tokens each. On a quiet machine
-vLLM's CPU build writes them in a fraction of a second, faster than `GET /metrics` can be
-polled, so the test steps the server instead: the requests are sent during a keep-mode
-pause, then the server is resumed and paused again at once, a few decode steps at a time,
-until vLLM's own metrics (`vllm:num_requests_running`, as of the last step before the
-pause) count them all running. They are then frozen mid-generation, whatever the
-machine's speed, and the test acts (reloads, aborts) on a paused server.
+Requests that must be caught mid-generation are frozen on a paused server by stepping it
+(tests/vllm/stepping.py: sent during a keep-mode pause, resumed and paused again a few decode
+steps at a time until vLLM counts them all running), whatever the machine's speed; the test
+then acts (reloads, aborts) on a paused server.
 
 A request sent to a paused server is shown held by what it carries, not by how long it
 waited: the test waits until the client has sent it, changes the weight label while the
@@ -21,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,27 +27,13 @@ import pytest
 import torch
 
 from rolloutlog.runtime.live.client import VLLMClient
-from rolloutlog.runtime.live.digits import EOS_ID, task_from_id
+from rolloutlog.runtime.live.digits import EOS_ID
 from rolloutlog.runtime.live.model import load_checkpoint
-from rolloutlog.runtime.live.protocol import (
-    GenerateRequest,
-    Generation,
-    InferenceRejected,
-    SamplingParams,
-)
+from rolloutlog.runtime.live.protocol import Generation, InferenceRejected
 from tests.runtime.live.vllm_contract import Recorder, run, validate, wait_until
+from tests.vllm.stepping import LONG, PROMPT, REQUESTS, request, requests_running
 
 T = TypeVar("T")
-PROMPT = tuple(task_from_id("vllm").prompt_ids)
-LONG = 100  # output tokens of a request that must be caught running (context: 128)
-REQUESTS = 8  # requests caught mid-generation by a pause or an abort
-STEPPINGS = 50  # resume-then-pause rounds allowed for them all to be counted running
-RUNNING_METRIC = re.compile(rb"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)$", re.MULTILINE)
-
-
-def request(request_id: str, max_tokens: int = 4, *, ignore_eos: bool = True) -> GenerateRequest:
-    sampling = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, seed=len(request_id))
-    return GenerateRequest(request_id=request_id, token_ids=PROMPT, sampling=sampling)
 
 
 def torch_logprobs(weights: Path, generation: Generation) -> list[float]:
@@ -74,27 +56,6 @@ def with_client(connect: Any, scenario: Callable[[VLLMClient], Awaitable[T]]) ->
             return await scenario(client)
 
     return run(main())
-
-
-async def requests_running(client: VLLMClient, prefix: str) -> list[asyncio.Task[Generation]]:
-    """`REQUESTS` long requests, returned frozen mid-generation on a server left paused in
-    keep mode: each resume-then-pause lets it take a few decode steps."""
-    await client.pause("keep")
-    tasks = [
-        asyncio.create_task(client.generate(request(f"{prefix}{index}", LONG)))
-        for index in range(REQUESTS)
-    ]
-    async with httpx.AsyncClient(trust_env=False) as http:
-        for _ in range(STEPPINGS):
-            await client.resume()
-            await client.pause("keep")
-            finished = [task for task in tasks if task.done()]
-            if finished:
-                raise AssertionError(f"requests finished before all were caught: {finished}")
-            metrics = (await http.get(f"{client.url}/metrics")).content
-            if sum(float(n) for n in RUNNING_METRIC.findall(metrics)) >= REQUESTS:
-                return tasks
-    raise AssertionError(f"vLLM never counted {REQUESTS} requests running: {tasks}")
 
 
 async def sent(recorder: Recorder, request_id: str) -> None:
@@ -171,7 +132,7 @@ def test_a_keep_mode_pause_holds_requests_across_a_reload(
     async def scenario(client: VLLMClient):
         await client.reload_weights(str(vllm_checkpoint))
         await client.update_weight_version("old")
-        running = await requests_running(client, "straddle-")  # the server is paused
+        running = await requests_running(client, recorder, "straddle-")  # the server is paused
         queued = asyncio.create_task(client.generate(request("queued", 8)))
         await sent(recorder, "queued")
         await client.reload_weights(str(other_weights))
@@ -190,9 +151,9 @@ def test_a_keep_mode_pause_holds_requests_across_a_reload(
         assert generation.finish_reason == "length" and len(generation.token_ids) == LONG
 
 
-def test_aborting_requests_in_flight_ends_them_with_their_partial_tokens(vllm_client):
+def test_aborting_requests_in_flight_ends_them_with_their_partial_tokens(vllm_client, recorder):
     async def scenario(client: VLLMClient):
-        running = await requests_running(client, "abort-")  # the server is paused
+        running = await requests_running(client, recorder, "abort-")  # the server is paused
         await client.abort([f"abort-{index}" for index in range(REQUESTS)])
         await client.resume()
         return await asyncio.gather(*running)

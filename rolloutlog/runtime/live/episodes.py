@@ -20,6 +20,7 @@ from typing import Final, TypeAlias
 import attrs
 
 from rolloutlog.core.config import RunConfig
+from rolloutlog.core.staleness import is_stale
 from rolloutlog.events.types import (
     BatchShipped,
     EpisodeCompleted,
@@ -331,7 +332,10 @@ class EpisodeBook:
         if self.mask_past is None:
             return None
         versions = rollout.token_versions or (rollout.version,) * len(rollout.completion_ids)
-        carries = tuple((step - 1) - version <= self.mask_past for version in versions)
+        bound = self.mask_past
+        carries = tuple(
+            not is_stale(version, step, bound, train=True, frozen=False) for version in versions
+        )
         return None if all(carries) else carries
 
     def decided(self, event: Event) -> ShippedBatch | None:

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from rolloutlog.cli import timeline as timeline_cli
 from rolloutlog.cli.main import main
 from rolloutlog.replay.source import open_log
 from rolloutlog.replay.spans import Sample, episodes_dispatched, read_spans
-from rolloutlog.replay.timeline_page import Window, timeline_data
+from rolloutlog.replay.timeline_page import Window, ordinal, timeline_data
 
 LOG = Path(__file__).resolve().parents[3] / "examples" / "simulated.arrow"
 
@@ -57,3 +58,35 @@ def test_the_command_says_when_it_drew_a_sample(tmp_path: Path) -> None:
     assert "(sampled: every" in page.read_text()
     whole = CliRunner().invoke(main, ["timeline", str(LOG), "-o", str(page)])
     assert whole.exit_code == 0 and "drew every" not in whole.stderr
+
+
+def test_without_max_episodes_the_command_samples_past_its_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the default bound is what keeps a log of millions of events in bounded memory: a
+    # command that stopped applying it would draw every episode of such a log
+    monkeypatch.setattr(timeline_cli, "MAX_EPISODES", 10)
+    page = tmp_path / "t.html"
+    result = CliRunner().invoke(main, ["timeline", str(LOG), "-o", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "more than 10 episodes in the range: drew every 6th group" in result.stderr
+    assert "(sampled: every 6th group)" in page.read_text()
+    assert ": 12 episodes on" in result.stderr  # g0, g6, g12, ... of 60 episodes
+
+
+def test_the_sample_is_named_as_people_count() -> None:
+    # a 5M-event log drawn past 100,000 episodes said "every 22th group"
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 111, 112)] == [
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "23rd",
+        "111th",
+        "112th",
+    ]

@@ -44,8 +44,10 @@ def run_driver(
     publish_attempts: int = 3,
     prepare: Callable[[GRPOTrainer], None] | None = None,
     endpoint_wait_s: float = 0.0,
+    connect: Callable[..., VLLMClient] = VLLMClient,
 ) -> tuple[LiveResult, Path]:
-    """Drive a run with every invariant checked on every event; (result, log path)."""
+    """Drive a run with every invariant checked on every event; (result, log path).
+    `connect(url, limits=...)` makes each endpoint's client."""
     config, settings = build_settings({**SMALL, **(overrides or {})}, seed=0)
     trainer = GRPOTrainer(
         initial_model(settings, seed=0),
@@ -65,7 +67,7 @@ def run_driver(
     log_path = tmp_path / "run.arrow"
 
     async def drive(log: LogWriter) -> LiveResult:
-        clients = [VLLMClient(url, limits=limits or ClientLimits(backoff_s=0.05)) for url in urls]
+        clients = [connect(url, limits=limits or ClientLimits(backoff_s=0.05)) for url in urls]
         pool = EndpointPool(clients)
         outputs = RunOutputs(log=log, on_step=on_step)
         driver = LiveDriver(config, pool=pool, trainer=trainer, options=options, outputs=outputs)

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import Final
 
-from rolloutlog.core.account_group import Group
+from rolloutlog.core.account.groups import Group
 from rolloutlog.core.config import RunConfig
 
 HARD_BOUND: Final = "hard-bound"  # nothing trains past max_off_policy_steps
