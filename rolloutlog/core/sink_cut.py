@@ -21,8 +21,27 @@ from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event
 
 def sweep_and_cut(rules: Rules, state: SinkState, swept: Iterable[str], t: float) -> list[Event]:
     """Drop the `swept` queued episodes that are stale (the step advanced, or they were
-    queued stale), then cut if a batch is full."""
-    bound, step, queue = state.config.max_off_policy_steps, state.step, state.queue
+    queued stale), then cut if a batch is full.
+
+    A cut never ships work the step's sweep would drop: when the check swept only part of
+    the queue and the cut would take a stale episode, the step's whole-queue sweep is still
+    owed (under `step_order = "submit-first"` a group finalized by the dispatcher's
+    cancellations is checked before the ship that moved the step is), so it runs first."""
+    out, queue = _sweep(rules, state, swept, state.queue, t)
+    cut = _cut(rules, state, queue, t)
+    if cut and _ships_stale(rules, state, queue, cut[0]):
+        more, queue = _sweep(rules, state, list(queue), queue, t)
+        out.extend(more)
+        cut = _cut(rules, state, queue, t)
+    out.extend(cut)
+    return out
+
+
+def _sweep(
+    rules: Rules, state: SinkState, swept: Iterable[str], queue: dict[str, Queued], t: float
+) -> tuple[list[Event], dict[str, Queued]]:
+    """The drops of the `swept` episodes of `queue` that are stale, and the queue without them."""
+    bound, step = state.config.max_off_policy_steps, state.step
     reason = rules.swept_reason()
     out: list[Event] = []
     dropped: set[str] = set()
@@ -34,8 +53,15 @@ def sweep_and_cut(rules: Rules, state: SinkState, swept: Iterable[str], t: float
             dropped.add(episode_id)
     if dropped:
         queue = {e: q for e, q in queue.items() if e not in dropped}
-    out.extend(_cut(rules, state, queue, t))
-    return out
+    return out, queue
+
+
+def _ships_stale(rules: Rules, state: SinkState, queue: dict[str, Queued], cut: Event) -> bool:
+    """Whether batch `cut` would train an episode the step's sweep drops."""
+    bound, step = state.config.max_off_policy_steps, state.step
+    return isinstance(cut, BatchShipped) and any(
+        rules.drop_from_queue(rules.stale_view(queue[e]), step, bound) for e in cut.episode_ids
+    )
 
 
 def _cut(rules: Rules, state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:

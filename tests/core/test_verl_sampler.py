@@ -7,6 +7,7 @@ it at the sink, refilling with a fresh prompt. A verl prompt's span at step `g` 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,9 @@ from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import CHOICES, preset_overrides
 from rolloutlog.core.rules import cancellation
+from rolloutlog.events.jsonl import read_jsonl
 from rolloutlog.events.types import (
+    WORLD_KINDS,
     BatchShipped,
     EpisodeDropped,
     EpisodesCancelled,
@@ -177,3 +180,21 @@ def test_verl_drop_trains_nothing_past_the_bound(config: RunConfig, seed: int) -
     loop = ReactionLoop(config, observers=(account,))
     scripted_log(config, random.Random(seed).randrange, 120, loop=loop)
     assert account.summary()["episodes_trained_past_bound"] == 0
+
+
+def test_a_cut_under_submit_first_never_ships_what_the_steps_sweep_drops() -> None:
+    """Found by test_stray_arrivals (queue_sweep at-ship, batches of one episode): at
+    `version_pending` the dispatcher's stale cancellations finalize g20 before the ship of
+    step 20 is settled, and g20's `group_scored` cut step 21 while the whole-queue sweep of
+    that ship was still owed: g22/3 shipped at age 3 past bound 2. The recorded log (the
+    old decisions) is re-decided from its world events under the account."""
+    data = Path(__file__).parent / "data" / "submit_first_owed_sweep.jsonl"
+    with data.open() as lines:
+        recorded = list(read_jsonl(lines))
+    loop = ReactionLoop.from_run_started(recorded[0])  # type: ignore[arg-type]
+    loop.observers = (Account(loop.config),)
+    log = [e for world in recorded if world.kind in WORLD_KINDS for e in loop.feed(world)]
+    shipped = {e for batch in log if isinstance(batch, BatchShipped) for e in batch.episode_ids}
+    assert "g22/3" not in shipped  # the old cut shipped it, which the account refuses
+    dropped = {e.episode_id: e.age for e in log if isinstance(e, EpisodeDropped)}
+    assert dropped["g22/3"] == 3
