@@ -44,13 +44,6 @@ class Case:
         return f"{self.preset}/{self.name}"
 
 
-# Departures two presets share (their logs are twins under each preset's own source).
-VERL_V1_TWO_BATCHES = (
-    "departure: the preset's outstanding cap is (target_lag + 1) batches, target_lag <= "
-    "bound, so 1 batch at bound 0; verl keeps num_warmup_batches + 1 = 2 batches out "
-    "whatever its threshold (trainer_colocate_async.py:40-46, trainer_base.py:517)"
-)
-
 CASES = [
     Case("prime-rl", "update_order"),
     Case("prime-rl", "stale_after_curriculum"),
