@@ -16,10 +16,12 @@ the trainer trained and `k` the coupling (kept only where it explains most of th
 spread, `COUPLING_GAIN`). The log does not say which server an episode
 ran on, so `n` is the episodes in flight during its life (their time average), divided
 by the servers. `s` and `k` are found by a scan, the rest by non-negative least squares
-over the completed episodes, each episode's error relative to its seconds as a first,
-unweighted fit predicts them (the error of an episode's seconds grows with them: in
-seconds, the long episodes of the busiest probes would set the curve alone, and on the
-CPU twin they bend it to no fixed part; the coupling `k` is chosen on the first fit).
+over the completed episodes. Where the log's concurrency spans a range, each episode's
+error counts relative to its seconds as a first, unweighted fit predicts them (the error
+of an episode's seconds grows with them: in seconds, the long episodes of the busiest
+probes would set the curve alone, and on the CPU twin they bend it to no fixed part; the
+coupling `k` is chosen on the first fit). A log at one concurrency is fitted in seconds:
+weighed, the what-ifs of the twin's probes into other settings came out further off.
 
 What tells `s` from the prefill and the overhead: an episode's prompt term grows with its
 life (the prompts dispatched while it ran), its request steps do not, and the overhead
@@ -148,8 +150,11 @@ def fit_rows(rows: DecodeRows, servers: int) -> DecodeFit:
     plain = _scan(rows, steps, (0.0,), separated)
     coupled = _scan(rows, (plain.steps,), COUPLINGS, separated)
     first = coupled if coupled.residual * COUPLING_GAIN <= plain.residual else plain
-    weights = 1.0 / np.maximum(_predicted(rows, first), RELATIVE_FLOOR * rows.seconds.mean())
-    best = _scan(rows, steps, (first.coupling,), separated, weights)
+    best = first
+    if separated:  # errors relative to the seconds, so that no one concurrency sets the curve
+        floor = RELATIVE_FLOOR * rows.seconds.mean()
+        weights = 1.0 / np.maximum(_predicted(rows, first), floor)
+        best = _scan(rows, steps, (first.coupling,), separated, weights)
     residual = rows.seconds - _predicted(rows, best)
     spread = float(np.sum((rows.seconds - rows.seconds.mean()) ** 2))
     return DecodeFit(
