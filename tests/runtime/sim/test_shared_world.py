@@ -34,6 +34,7 @@ SHARED = {
     "decode_step_s": st.floats(1e-3, 0.05),
     "decode_s_per_seq": st.floats(0.0, 5e-3),
     "decode_compute_s_per_seq": st.sampled_from([0.0, 2e-3]),
+    "request_steps": st.sampled_from([0.0, 2.0]),
     "max_running": st.integers(1, 8),
     "kv_capacity_tokens": st.integers(3000, 20000),
     "prefix_caching": st.booleans(),
