@@ -13,6 +13,7 @@ FIT = DecodeFit(
     decode_step_s=0.01,
     decode_s_per_seq=0.001,
     decode_compute_s_per_seq=0.0,
+    request_steps=1.5,
     prefill_s_per_token=1e-4,
     overhead_s=0.5,
     coupling=0.0,
@@ -60,6 +61,7 @@ def test_only_the_servers_costs_scale() -> None:
     assert fit.decode_s_per_seq == pytest.approx(0.0015)
     assert fit.prefill_s_per_token == pytest.approx(1.5e-4)
     assert fit.overhead_s == FIT.overhead_s  # off the server: not scaled
+    assert fit.request_steps == FIT.request_steps  # in steps: they scale with the step
     assert fit.calibration == pytest.approx(1.5)
 
 

@@ -11,11 +11,11 @@ The server moves lazily. A finished request is seen off the server only when it 
 after its environment seconds, so the server's happening falls at the earliest time any
 of its requests could arrive: the next finish (or full cache), plus the time the clock
 needs, at the fastest step there is (`step(1)`), to reach the least arrival mark (a
-request's finishing mark plus its environment seconds in such steps; a second heap), and
-no later than that plus the fewest environment seconds of a waiting request. Finishes
-before it are handled together, retroactively and in order, when it comes due or when
-the server is next touched (whoever reads a server brings it to the present first:
-`SharedInference`).
+request's finishing mark plus its own steps and its environment seconds in such steps; a
+second heap), and no later than that plus the fewest environment seconds of a waiting
+request. Finishes before it are handled together, retroactively and in order, when it
+comes due or when the server is next touched (whoever reads a server brings it to the
+present first: `SharedInference`).
 
 - **Prefill** costs `prefill_s_per_token` per prompt token computed. An admitted request
   joins the batch at once, but nothing decodes until the server's prefill backlog clears
@@ -32,6 +32,11 @@ the server is next touched (whoever reads a server brings it to the present firs
 - **Pause** (a weight update): nothing advances until it ends; a prefill under way ends
   that much later.
 - **Slowdown**: a factor on the decode step and the prefill (a colocated trainer).
+- **A request's own steps** (`request_steps`, k): a request that leaves the batch is
+  handed back k decode steps later, each as long as the step of the batch it left (a
+  serving process returns a finished sequence at a step boundary, through its own busy
+  loop and the HTTP round trip), so the cost grows with the batch; it holds no batch slot
+  and no KV meanwhile. One request alone takes its prefill and `(tokens + k) · step(1)`.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ class ServerSpec:
     kv_capacity_tokens: float
     max_running: int
     prefix_caching: bool
+    request_steps: float = 0.0  # decode steps a request pays off the batch (module doc)
 
 
 @attrs.define(slots=True, eq=False)
@@ -112,7 +118,7 @@ class Server:
         self.paused_until = 0.0
         self.prefill_until = 0.0
         self.slowdown = 1.0
-        self.finished: list[tuple[float, Request]] = []  # decoded, for the caller to collect
+        self.finished: list[tuple[float, Request]] = []  # handed back, for the caller
         self.preemptions = 0
         self.decoded = 0.0  # tokens decoded over all sequences (work done, for its ledger)
         self._heap: list[tuple[float, int, Request]] = []
@@ -223,6 +229,8 @@ class Server:
     def _finish(self, t: float) -> None:
         """Every running request whose finishing mark is reached leaves the batch."""
         heap, reached = self._heap, self.clock + TOKENS_EPSILON * (1.0 + self.clock)
+        steps = self.spec.request_steps  # handed back after them, at this batch's step
+        handed = t + steps * self._step_s(len(self.running)) if steps else t
         while heap and heap[0][0] <= reached:
             _, serial, request = heapq.heappop(heap)
             if request.serial != serial:
@@ -230,7 +238,7 @@ class Server:
             del self.running[request.episode_id]
             self._release(request, self._tokens_running(request))
             request.done, request.phase, request.serial = float(request.target), "env", -1
-            self.finished.append((t, request))
+            self.finished.append((handed, request))
         self._rebase()
         if self.waiting:
             self._admit(t)
@@ -284,7 +292,7 @@ class Server:
         self.running[request.episode_id] = request
         finish = self.clock + max(request.target - request.done, 0.0)
         heapq.heappush(self._heap, (finish, request.serial, request))
-        arrival = finish + request.env_s / self._fastest
+        arrival = finish + self.spec.request_steps + request.env_s / self._fastest
         heapq.heappush(self._arrivals, (arrival, request.serial, request))
 
     def tokens(self, request: Request) -> float:

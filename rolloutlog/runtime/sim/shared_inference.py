@@ -41,6 +41,7 @@ def server_spec(world: WorldConfig) -> ServerSpec:
         kv_capacity_tokens=float(world.kv_capacity_tokens),
         max_running=world.max_running,
         prefix_caching=world.prefix_caching,
+        request_steps=world.request_steps,
     )
 
 

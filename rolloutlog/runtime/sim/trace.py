@@ -40,6 +40,7 @@ SHARED_TRACE_WORLD_KEYS = TRACE_WORLD_KEYS | {
     "decode_step_s",
     "decode_s_per_seq",
     "decode_compute_s_per_seq",
+    "request_steps",
     "max_running",
     "kv_capacity_tokens",
     "prefix_caching",

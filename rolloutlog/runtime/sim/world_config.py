@@ -54,6 +54,9 @@ class WorldConfig:
     decode_compute_s_per_seq: float = checked(
         0.0, at_least(0.0), "shared: compute-bound floor of the step per running sequence"
     )
+    request_steps: float = checked(
+        0.0, at_least(0.0), "shared: decode steps a request pays off the batch (hand-back)"
+    )
     max_running: int = checked(256, at_least(1), "shared: sequences a server decodes at once")
     kv_capacity_tokens: int = checked(1_000_000, at_least(1), "shared: KV cache per server")
     prefix_caching: bool = checked(True, None, "shared: a group's prompt is read and held once")

@@ -3,18 +3,30 @@
 A completed episode's generation seconds (dispatch to arrival, weight-update pauses taken
 out as `fit.UpdatePauses` does) are, in the shared world (`world.inference = "shared"`),
 
-    seconds = overhead + p · prompt + tokens · (a + b · n) · (1 + k · f)
+    seconds = overhead + p · prompt + (tokens + s) · (a + b · n) · (1 + k · f)
 
 with `n` the sequences decoding beside it on its server: `a` (`decode_step_s`) and `b`
-(`decode_s_per_seq`) of `step(n) = a + b·n`; `p` seconds of prefill per prompt token;
+(`decode_s_per_seq`) of `step(n) = a + b·n`; `s` (`request_steps`) the decode steps the
+request pays off the batch (handed back at a step boundary, through a busy server), which
+grow with the load as the step does; `p` seconds of prefill per prompt token;
 `prompt` the prompt tokens dispatched to its server during its life (`Prefills`: each
 prefill stalls the server's batch); `overhead` its environment seconds, one constant;
 and, when training shares the compute (`world.colocated`), `f` the fraction of its life
 the trainer trained and `k` the coupling (kept only where it explains most of the
 spread, `COUPLING_GAIN`). The log does not say which server an episode
 ran on, so `n` is the episodes in flight during its life (their time average), divided
-by the servers. `k` is found by a scan, the rest by non-negative least squares over the
-completed episodes.
+by the servers. `s` and `k` are found by a scan, the rest by non-negative least squares
+over the completed episodes. Where the log's concurrency spans a range, each episode's
+error counts relative to its seconds as a first, unweighted fit predicts them (the error
+of an episode's seconds grows with them: in seconds, the long episodes of the busiest
+probes would set the curve alone, and on the CPU twin they bend it to no fixed part; the
+coupling `k` is chosen on the first fit). A log at one concurrency is fitted in seconds:
+weighed, the what-ifs of the twin's probes into other settings came out further off.
+
+What tells `s` from the prefill and the overhead: an episode's prompt term grows with its
+life (the prompts dispatched while it ran), its request steps do not, and the overhead
+does not grow with `n`; so short episodes' seconds at each concurrency identify `s`, and
+only where `b` is identified (the step grows with `n`) is `s` told from the overhead.
 
 `n`'s range in the log is what identifies `b`: a log that kept the same number in flight
 throughout (`NARROW_RATIO`) cannot tell `a` from `b`, and the fit then holds the server at
@@ -26,6 +38,7 @@ arrived late are left out (their seconds are not one generation).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import attrs
 import numpy as np
@@ -43,6 +56,8 @@ from rolloutlog.studies.whatif.fit import (
 EPISODES_MIN = 10  # fewer completed episodes than this cannot separate three parameters
 NARROW_RATIO = 1.5  # running per server spanning less than this: `b` is not identified
 COUPLINGS = tuple(0.05 * i for i in range(81))  # the scan of `k`: 0 to 4
+REQUEST_STEPS = tuple(0.1 * i for i in range(41))  # the scan of `s`: 0 to 4 decode steps
+RELATIVE_FLOOR = 0.01  # the least predicted seconds a weight divides by, x the mean
 # a coupling is kept only where it divides the squared residual by this much: seconds that
 # vary with the training share for other reasons (bursts of prefill after an update) give
 # simulated logs of uncoupled worlds a gain of up to 4, coupled ones 9 and more
@@ -80,6 +95,7 @@ class DecodeFit:
     decode_step_s: float  # a
     decode_s_per_seq: float  # b
     decode_compute_s_per_seq: float  # c: the compute-bound form, where b is not identified
+    request_steps: float  # s: decode steps each request pays off the batch
     prefill_s_per_token: float  # p
     overhead_s: float  # queueing and environment per episode, as one constant
     coupling: float  # k: training slows decoding 1 + k
@@ -130,43 +146,87 @@ def fit_rows(rows: DecodeRows, servers: int) -> DecodeFit:
         )
     running = rows.running
     separated = running.max() >= NARROW_RATIO * max(running.min(), 1e-9)
-    uncoupled = _least_squares(rows, 0.0, separated)
-    best = min(
-        (_least_squares(rows, k, separated) for k in COUPLINGS), key=lambda fitted: fitted[0]
-    )
-    if best[0] * COUPLING_GAIN > uncoupled[0]:  # not enough explained: not colocated
-        best = uncoupled
-    _, k, (overhead, prefill, a, b) = best
+    steps = REQUEST_STEPS if separated else (0.0,)  # `s` needs the step to grow with n
+    plain = _scan(rows, steps, (0.0,), separated)
+    coupled = _scan(rows, (plain.steps,), COUPLINGS, separated)
+    first = coupled if coupled.residual * COUPLING_GAIN <= plain.residual else plain
+    best = first
+    if separated:  # errors relative to the seconds, so that no one concurrency sets the curve
+        floor = RELATIVE_FLOOR * rows.seconds.mean()
+        weights = 1.0 / np.maximum(_predicted(rows, first), floor)
+        best = _scan(rows, steps, (first.coupling,), separated, weights)
+    residual = rows.seconds - _predicted(rows, best)
     spread = float(np.sum((rows.seconds - rows.seconds.mean()) ** 2))
     return DecodeFit(
-        decode_step_s=max(a, STEP_FLOOR_S) if separated else STEP_FLOOR_S,
-        decode_s_per_seq=b if separated else 0.0,
-        decode_compute_s_per_seq=0.0 if separated else b,
-        prefill_s_per_token=prefill,
-        overhead_s=overhead,
-        coupling=k,
+        decode_step_s=max(best.a, STEP_FLOOR_S) if separated else STEP_FLOOR_S,
+        decode_s_per_seq=best.b if separated else 0.0,
+        decode_compute_s_per_seq=0.0 if separated else best.b,
+        request_steps=best.steps,
+        prefill_s_per_token=float(best.coefficients[1]),
+        overhead_s=float(best.coefficients[0]),
+        coupling=best.coupling,
         servers=servers,
         episodes=len(rows.seconds),
         running_min=float(running.min()),
         running_max=float(running.max()),
         prefill_min=float(rows.prompt.min()),
         prefill_max=float(rows.prompt.max()),
-        r_squared=1.0 - best[0] / spread if spread > 0 else 1.0,
+        r_squared=1.0 - float(residual @ residual) / spread if spread > 0 else 1.0,
     )
 
 
+class _Solution(NamedTuple):
+    residual: float  # the (weighted) squared residual
+    coupling: float  # k
+    steps: float  # s
+    coefficients: np.ndarray  # overhead, p, a, b
+
+    @property
+    def a(self) -> float:
+        return float(self.coefficients[2])
+
+    @property
+    def b(self) -> float:
+        return float(self.coefficients[3])
+
+
+def _scan(
+    rows: DecodeRows,
+    steps: Sequence[float],
+    couplings: Sequence[float],
+    separated: bool,
+    weights: np.ndarray | None = None,
+) -> _Solution:
+    """The least (weighted) squared residual over every `s` of `steps` and `k` of
+    `couplings`."""
+    solutions = (_least_squares(rows, k, s, separated, weights) for s in steps for k in couplings)
+    return min(solutions, key=lambda solution: solution.residual)
+
+
+def _design(rows: DecodeRows, k: float, s: float) -> np.ndarray:
+    """The columns of the fit at coupling `k` and request steps `s`: overhead, prompt,
+    decode steps, decode steps times the running sequences."""
+    decoding = (rows.tokens + s) * (1.0 + k * rows.training)
+    return np.column_stack([np.ones_like(decoding), rows.prompt, decoding, decoding * rows.running])
+
+
+def _predicted(rows: DecodeRows, solution: _Solution) -> np.ndarray:
+    """Each episode's seconds by a solution."""
+    predicted: np.ndarray = _design(rows, solution.coupling, solution.steps) @ solution.coefficients
+    return predicted
+
+
 def _least_squares(
-    rows: DecodeRows, k: float, separated: bool
-) -> tuple[float, float, tuple[float, float, float, float]]:
-    """(squared residual, k, (overhead, p, a, b)) at coupling `k`; without `separated`,
-    `a` is 0 and `b` is the compute-bound `c`."""
-    decoding = rows.tokens * (1.0 + k * rows.training)
-    columns = [np.ones_like(decoding), rows.prompt, decoding, decoding * rows.running]
-    used = [True, True, separated, True]
-    coefficients = _non_negative(np.column_stack(columns), rows.seconds, used)
-    residual = rows.seconds - np.column_stack(columns) @ coefficients
-    overhead, prefill, a, b = (float(c) for c in coefficients)
-    return float(residual @ residual), k, (overhead, prefill, a, b)
+    rows: DecodeRows, k: float, s: float, separated: bool, weights: np.ndarray | None
+) -> _Solution:
+    """The fit at coupling `k` and request steps `s`, each episode's error by `weights`
+    (None: in seconds); without `separated`, `a` is 0 and `b` is the compute-bound `c`."""
+    design, target = _design(rows, k, s), rows.seconds
+    if weights is not None:
+        design, target = design * weights[:, None], target * weights
+    coefficients = _non_negative(design, target, [True, True, separated, True])
+    residual = target - design @ coefficients
+    return _Solution(float(residual @ residual), k, s, coefficients)
 
 
 def _non_negative(design: np.ndarray, target: np.ndarray, used: list[bool]) -> np.ndarray:

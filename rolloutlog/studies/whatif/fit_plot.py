@@ -1,9 +1,10 @@
 """The fitted decode curve beside the log's points: the lead panel of `whatif --plot`.
 
 Each completed episode is a point at the running requests per server during its life,
-its seconds per decoded token once the fitted prefill, environment and colocated slowdown
-are taken out; the line is the fitted `step(n)`, drawn out to the most any simulated
-policy may run, with the log's range shaded, so an extrapolation shows as a line past it.
+its seconds per decode step (its tokens and its request steps) once the fitted prefill,
+environment and colocated slowdown are taken out; the line is the fitted `step(n)`,
+drawn out to the most any simulated policy may run, with the log's range shaded, so an
+extrapolation shows as a line past it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def decode_panel(fit: SharedFit, reach: float) -> Callable[[Any], Callable[[], o
 
     def draw(axis: Any) -> Callable[[], object]:
         rows, decode = fit.rows, fit.decode
-        decoding = rows.tokens * (1.0 + decode.coupling * rows.training)
+        decoding = (rows.tokens + decode.request_steps) * (1.0 + decode.coupling * rows.training)
         kept = decoding > 0
         left = rows.seconds - decode.overhead_s - decode.prefill_s_per_token * rows.prompt
         per_token = left[kept] / decoding[kept]

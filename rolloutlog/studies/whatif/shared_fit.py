@@ -5,8 +5,9 @@ per task) and its races; this module replaces the recorded durations and batch t
 the shared world's models, fitted from the same log, so that a policy that keeps more or
 fewer rollouts in flight than the recorded run sees its servers slow down or speed up:
 
-- **decode and prefill** (`decode_fit`): `step(n)`, seconds of prefill per prompt token,
-  the environment seconds, and the colocated coupling `k`;
+- **decode and prefill** (`decode_fit`): `step(n)`, the decode steps a request pays off
+  the batch, seconds of prefill per prompt token, the environment seconds, and the
+  colocated coupling `k`;
 - **the trainer**: a batch's training seconds against its tokens, `(fixed + per_token ·
   tokens) · (1 + k · busy)`, `busy` the fraction of servers with work when it starts
   (non-negative least squares; the jitter is the spread of what is left);
@@ -209,6 +210,7 @@ def decode_keys(decode: DecodeFit) -> dict[str, Any]:
         "decode_step_s": decode.decode_step_s,
         "decode_s_per_seq": decode.decode_s_per_seq,
         "decode_compute_s_per_seq": decode.decode_compute_s_per_seq,
+        "request_steps": decode.request_steps,
         "prefill_tokens_per_s": (
             1.0 / decode.prefill_s_per_token
             if decode.prefill_s_per_token > 1.0 / PREFILL_FREE_TOKENS_PER_S
@@ -254,10 +256,14 @@ def _parameters(
                       f"server is held at the throughput it measured (step = c·n){held}"),
         )
     )  # fmt: skip
+    steps = Parameter(key="request_steps", value=decode.request_steps, unit="steps",
+                      basis=f"{episodes} at {running}: the seconds of the shortest episodes "
+                      "that grow with the step (0 where a and b are not told apart)")  # fmt: skip
     prefill = f"{decode.prefill_min:.0f}-{decode.prefill_max:.0f} prompt tokens per server"
     tokens = f"{trainer.tokens_min:,.0f}-{trainer.tokens_max:,.0f} tokens"
     return (
         *curve,
+        steps,
         Parameter(key="prefill_s_per_token", value=decode.prefill_s_per_token, unit="s/token",
                   basis=f"{prefill} dispatched during an episode's life, scaled "
                   f"x{decode.calibration:.3f} as the decode step"),

@@ -76,18 +76,20 @@ curves = st.builds(
     prompt=st.integers(0, 2000),
     target=st.integers(1, 4000),
     caching=st.booleans(),
+    steps=st.floats(0.0, 4.0),
 )
 def test_one_request_takes_its_prefill_and_its_unshared_decode(
-    curve: DecodeCurve, prefill_s: float, prompt: int, target: int, caching: bool
+    curve: DecodeCurve, prefill_s: float, prompt: int, target: int, caching: bool, steps: float
 ) -> None:
+    """Handed back `steps` decode steps after its last token, each of a batch of one."""
     queue = EventQueue()
-    spec = ServerSpec(curve, prefill_s, float(prompt + target), 8, caching)
+    spec = ServerSpec(curve, prefill_s, float(prompt + target), 8, caching, steps)
     server = Server(0, spec, queue)
     server.submit(0.0, _request("g0/0", "g0", prompt, target))
     _drive(server, queue)
     (finished_at, request), *rest = server.finished
     assert rest == []
-    expected = prompt * prefill_s + target * curve.step(1)
+    expected = prompt * prefill_s + (target + steps) * curve.step(1)
     assert math.isclose(finished_at, expected, rel_tol=1e-9, abs_tol=1e-9)
     assert request.done == target
     assert server.kv == 0.0 and server.preemptions == 0
@@ -111,14 +113,35 @@ def test_throughput_does_not_fall_as_the_batch_grows(
     assert throughput(small + more) >= throughput(small) * (1 - 1e-9)
 
 
+def test_a_request_is_handed_back_after_its_steps_at_the_step_of_the_batch_it_left() -> None:
+    """Its own steps off the batch grow with the batch, and hold neither slot nor cache:
+    two requests beside one long one are handed back 1.5 steps of a batch of three after
+    their last token, and the long one decodes on at the step of a batch of one."""
+    curve = DecodeCurve(0.01, 0.002, 0.0)
+    queue = EventQueue()
+    server = Server(0, ServerSpec(curve, 0.0, 1e6, 8, True, 1.5), queue)
+    for name, target in (("a", 10), ("b", 10), ("c", 20)):
+        server.submit(0.0, _request(f"{name}/0", name, 0, target))
+    _drive(server, queue)
+    handed = {request.episode_id: t for t, request in server.finished}
+    short = 10 * curve.step(3)
+    assert math.isclose(handed["a/0"], short + 1.5 * curve.step(3), rel_tol=1e-12)
+    assert handed["b/0"] == handed["a/0"]
+    last = short + 10 * curve.step(1)
+    assert math.isclose(handed["c/0"], last + 1.5 * curve.step(1), rel_tol=1e-12)
+    assert server.kv == 0.0 and server.decoded == 40
+
+
 Work = list[tuple[int, int, float, float]]  # (group, tokens, gap before it, environment s)
 
 
-def _eager_finishes(curve: DecodeCurve, capacity: int, work: Work) -> dict[str, float]:
-    """When each request finishes decoding on a server woken at every finish (all
+def _eager_finishes(
+    curve: DecodeCurve, capacity: int, work: Work, steps: float
+) -> dict[str, float]:
+    """When each request is handed back on a server woken at every finish (all
     environments 0 s, so its happening falls at the finish itself)."""
     queue = EventQueue()
-    server = Server(0, ServerSpec(curve, 1e-4, float(capacity), 6, True), queue)
+    server = Server(0, ServerSpec(curve, 1e-4, float(capacity), 6, True, steps), queue)
     now = 0.0
     for i, (group, target, gap_s, _) in enumerate(work):
         while (entry := queue.pop()) is not None and entry.t <= now + gap_s:
@@ -132,7 +155,7 @@ def _eager_finishes(curve: DecodeCurve, capacity: int, work: Work) -> dict[str, 
     return {request.episode_id: t for t, request in server.finished}
 
 
-def _lazy_arrivals(curve: DecodeCurve, capacity: int, work: Work) -> dict[str, float]:
+def _lazy_arrivals(curve: DecodeCurve, capacity: int, work: Work, steps: float) -> dict[str, float]:
     """When each request arrives through `SharedInference`, whose servers wake only when
     an arrival may fall due (the driver's loop, without the deciders)."""
     world = WorldConfig(
@@ -140,6 +163,7 @@ def _lazy_arrivals(curve: DecodeCurve, capacity: int, work: Work) -> dict[str, f
         decode_step_s=curve.step_s,
         decode_s_per_seq=curve.s_per_seq,
         decode_compute_s_per_seq=curve.compute_s_per_seq,
+        request_steps=steps,
         prefill_tokens_per_s=1e4,
         kv_capacity_tokens=capacity,
         max_running=6,
@@ -179,14 +203,17 @@ def _lazy_arrivals(curve: DecodeCurve, capacity: int, work: Work) -> dict[str, f
         min_size=1,
         max_size=24,
     ),
+    steps=st.sampled_from([0.0, 0.5, 2.0]),
 )
-def test_a_lazy_server_delays_no_arrival(curve: DecodeCurve, capacity: int, work: Work) -> None:
+def test_a_lazy_server_delays_no_arrival(
+    curve: DecodeCurve, capacity: int, work: Work, steps: float
+) -> None:
     """A server's happening falls at the earliest arrival its requests allow, so finishes
-    are handled late and retroactively; every request still arrives exactly at its finish
-    on a server woken at each finish, plus its environment seconds (a small cache's
-    preemptions included)."""
-    finishes = _eager_finishes(curve, capacity, work)
-    arrivals = _lazy_arrivals(curve, capacity, work)
+    are handled late and retroactively; every request still arrives exactly when it is
+    handed back on a server woken at each finish (its own steps after its last token),
+    plus its environment seconds (a small cache's preemptions included)."""
+    finishes = _eager_finishes(curve, capacity, work, steps)
+    arrivals = _lazy_arrivals(curve, capacity, work, steps)
     assert arrivals.keys() == finishes.keys() == {f"g{g}/{i}" for i, (g, *_) in enumerate(work)}
     for i, (group, _, _, env_s) in enumerate(work):
         name = f"g{group}/{i}"
@@ -216,6 +243,7 @@ class ServerMachine(RuleBasedStateMachine):
         capacity=st.integers(600, 5000),
         max_running=st.integers(1, 16),
         caching=st.booleans(),
+        steps=st.sampled_from([0.0, 1.5]),
     )
     def build(
         self,
@@ -224,8 +252,9 @@ class ServerMachine(RuleBasedStateMachine):
         capacity: int,
         max_running: int,
         caching: bool,
+        steps: float,
     ) -> None:
-        self.spec = ServerSpec(curve, prefill_s, float(capacity), max_running, caching)
+        self.spec = ServerSpec(curve, prefill_s, float(capacity), max_running, caching, steps)
         self.server = Server(0, self.spec, self.queue)
 
     @precondition(lambda self: self.server is not None)

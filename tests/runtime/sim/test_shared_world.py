@@ -34,6 +34,7 @@ SHARED = {
     "decode_step_s": st.floats(1e-3, 0.05),
     "decode_s_per_seq": st.floats(0.0, 5e-3),
     "decode_compute_s_per_seq": st.sampled_from([0.0, 2e-3]),
+    "request_steps": st.sampled_from([0.0, 2.0]),
     "max_running": st.integers(1, 8),
     "kv_capacity_tokens": st.integers(3000, 20000),
     "prefix_caching": st.booleans(),
@@ -193,10 +194,12 @@ def _alone(world: dict[str, object]) -> Scenario:
     prompt=st.integers(0, 1000),
     rate=st.floats(100.0, 1e5),
     env_s=st.floats(0.0, 3.0),
+    steps=st.floats(0.0, 4.0),
 )
 def test_an_episode_alone_takes_its_prefill_its_unshared_decode_and_its_environment(
-    step_s: float, per_seq: float, prompt: int, rate: float, env_s: float
+    step_s: float, per_seq: float, prompt: int, rate: float, env_s: float, steps: float
 ) -> None:
+    """... and its own `request_steps` off the batch, each a step of one sequence."""
     scenario = _alone(
         {
             "decode_step_s": step_s,
@@ -204,6 +207,7 @@ def test_an_episode_alone_takes_its_prefill_its_unshared_decode_and_its_environm
             "prompt_tokens": prompt,
             "prefill_tokens_per_s": rate,
             "episode_overhead_s": env_s,
+            "request_steps": steps,
             "task_length_tokens": 64,
         }
     )
@@ -212,7 +216,8 @@ def test_an_episode_alone_takes_its_prefill_its_unshared_decode_and_its_environm
     completed = [e for e in events if isinstance(e, EpisodeCompleted)]
     assert completed
     for event in completed:
-        expected = prompt / rate + event.completion_tokens * (step_s + per_seq) + env_s
+        tokens = event.completion_tokens + steps
+        expected = prompt / rate + tokens * (step_s + per_seq) + env_s
         took = event.t - dispatched[event.episode_id]
         assert math.isclose(took, expected, rel_tol=1e-9, abs_tol=1e-9), (took, expected)
 
