@@ -10,13 +10,17 @@ prefill before it goes on (`runtime.sim.interrupt`).
 
 A cancelled episode is unscheduled, except that with `late_arrival_rate` the abort races a
 finishing request and loses: the episode still arrives, as a late event the deciders must
-record and ignore. Memory is bounded by the episodes scheduled.
+record and ignore. Memory is bounded by the episodes scheduled. The shared world
+(`runtime.sim.shared_inference`) keeps its episodes the same way: both build on `Flights`
+(the lookup, the cancel and its lost race are one code; each world says how long an
+episode has spent).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import attrs
 
@@ -75,6 +79,67 @@ class InFlight(Protocol):
     def left_s(self) -> float | None: ...
 
 
+class Tracked(Protocol):
+    """What `Flights` reads and writes of an episode in inference (either world's record)."""
+
+    episode_id: str
+    plan: EpisodePlan
+    cancelled: str | None
+    left_s: float | None
+
+
+FlightT = TypeVar("FlightT", bound=Tracked)
+
+
+class Flights(ABC, Generic[FlightT]):
+    """What both worlds keep alike: the episodes in inference by id, and how one is looked
+    up, cancelled (or left racing). A world says how long an episode has spent, and how
+    its work leaves inference (`_unschedule`)."""
+
+    flights: dict[str, FlightT]
+
+    def cancel(self, now: float, episode_id: str, reason: str) -> float | None:
+        """Cancel an episode: seconds it had spent, or None if it will arrive late."""
+        flight = self._flight(episode_id)
+        if flight.cancelled is not None:
+            raise ValueError(f"{episode_id} cancelled twice")
+        if flight.left_s is not None:  # interrupted: nothing is generating, nothing races
+            del self.flights[episode_id]
+            return self._spent_interrupted(now, flight, flight.left_s)
+        if flight.plan.late_if_cancelled:
+            flight.cancelled = reason
+            return None
+        self._unschedule(now, flight)
+        del self.flights[episode_id]
+        return self.spent_s(now, flight)
+
+    def racing(self, now: float) -> list[tuple[str, float]]:
+        """At the end of a run: cancelled work still due to arrive late, (reason, seconds)."""
+        return [(cancel_reason(f), self.spent_s(now, f)) for f in self.flights.values()]
+
+    def plan(self, episode_id: str) -> EpisodePlan:
+        """The plan of an episode in inference."""
+        return self._flight(episode_id).plan
+
+    @abstractmethod
+    def spent_s(self, now: float, flight: FlightT) -> float:
+        """Seconds `flight` has spent by `now` (each world counts its own)."""
+
+    @abstractmethod
+    def _spent_interrupted(self, now: float, flight: FlightT, left_s: float) -> float:
+        """Seconds an interrupted episode had spent, when it is cancelled."""
+
+    @abstractmethod
+    def _unschedule(self, now: float, flight: FlightT) -> None:
+        """Take a generating episode's work out of inference (it is being cancelled)."""
+
+    def _flight(self, episode_id: str) -> FlightT:
+        flight = self.flights.get(episode_id)
+        if flight is None:
+            raise KeyError(f"{episode_id} is not in inference")
+        return flight
+
+
 class Serving(Protocol):
     """What the driver asks of simulated inference: `Inference` (each episode alone) or
     `runtime.sim.shared_inference.SharedInference` (episodes share servers)."""
@@ -95,7 +160,7 @@ class Serving(Protocol):
     def forget_group(self, group_id: str) -> None: ...
 
 
-class Inference:
+class Inference(Flights[Flight]):
     """The episodes scheduled to finish, keyed by episode id, in dispatch order."""
 
     def __init__(
@@ -111,7 +176,7 @@ class Inference:
         self.prompt_tokens = prompt_tokens
         self.prefill_tokens_per_s = prefill_tokens_per_s
         self.paused_until = 0.0
-        self.flights: dict[str, Flight] = {}
+        self.flights = {}
 
     def start(self, now: float, episode_id: str, plan: EpisodePlan) -> None:
         """Schedule a dispatched episode's outcome."""
@@ -121,29 +186,17 @@ class Inference:
         entry = self.queue.push(due, ("episode", episode_id))
         self.flights[episode_id] = Flight(episode_id, plan, entry)
 
-    def cancel(self, now: float, episode_id: str, reason: str) -> float | None:
-        """Cancel an episode: generation seconds it had spent, or None if it will arrive late."""
-        flight = self._flight(episode_id)
-        if flight.cancelled is not None:
-            raise ValueError(f"{episode_id} cancelled twice")
-        if flight.left_s is not None:  # interrupted: nothing is generating, nothing races
-            del self.flights[episode_id]
-            return flight.plan.work_s - flight.left_s
-        if flight.plan.late_if_cancelled:
-            flight.cancelled = reason
-            return None
-        self.queue.cancel(flight.entry)
-        del self.flights[episode_id]
-        return self.spent_s(now, flight)
-
     def spent_s(self, now: float, flight: Flight) -> float:
         """Generation seconds `flight` has spent by `now` (a pause shifted its due time)."""
         remaining = flight.entry.t - max(now, self.paused_until)
         return min(max(flight.plan.work_s - remaining, 0.0), flight.plan.work_s)
 
-    def racing(self, now: float) -> list[tuple[str, float]]:
-        """At the end of a run: cancelled work still due to arrive late, (reason, seconds)."""
-        return [(cancel_reason(f), self.spent_s(now, f)) for f in self.flights.values()]
+    def _spent_interrupted(self, now: float, flight: Flight, left_s: float) -> float:
+        """Generation seconds done before it was interrupted."""
+        return flight.plan.work_s - left_s
+
+    def _unschedule(self, now: float, flight: Flight) -> None:
+        self.queue.cancel(flight.entry)
 
     def arrive(
         self, now: float, episode_id: str
@@ -202,13 +255,3 @@ class Inference:
         """The prompt tokens of a scheduled episode."""
         prompt = self._flight(episode_id).plan.prompt_tokens
         return self.prompt_tokens if prompt is None else prompt
-
-    def plan(self, episode_id: str) -> EpisodePlan:
-        """The plan of a scheduled episode."""
-        return self._flight(episode_id).plan
-
-    def _flight(self, episode_id: str) -> Flight:
-        flight = self.flights.get(episode_id)
-        if flight is None:
-            raise KeyError(f"{episode_id} is not scheduled")
-        return flight

@@ -22,7 +22,7 @@ import math
 
 from rolloutlog.events.types import EpisodeCompleted, EpisodeFailed
 from rolloutlog.runtime.sim.clock import EventQueue
-from rolloutlog.runtime.sim.inference import cancel_reason, outcome
+from rolloutlog.runtime.sim.inference import Flights, outcome
 from rolloutlog.runtime.sim.router import Router
 from rolloutlog.runtime.sim.server import DecodeCurve, Request, Server, ServerSpec
 from rolloutlog.runtime.sim.world import EpisodePlan
@@ -45,7 +45,7 @@ def server_spec(world: WorldConfig) -> ServerSpec:
     )
 
 
-class SharedInference:
+class SharedInference(Flights[Request]):
     """The episodes in inference, on `world.inference_servers` servers, keyed by episode id."""
 
     def __init__(self, queue: EventQueue, world: WorldConfig) -> None:
@@ -55,7 +55,7 @@ class SharedInference:
         spec = server_spec(world)
         self.servers = [Server(i, spec, queue) for i in range(world.inference_servers)]
         self.router = Router(world.inference_servers)
-        self.flights: dict[str, Request] = {}
+        self.flights = {}
 
     def start(self, now: float, episode_id: str, plan: EpisodePlan) -> None:
         """A dispatched episode goes to its group's server."""
@@ -76,28 +76,15 @@ class SharedInference:
         self.flights[episode_id] = request
         self._submit(now, request)
 
-    def cancel(self, now: float, episode_id: str, reason: str) -> float | None:
-        """Cancel an episode: seconds it had spent, or None if it will arrive late."""
-        request = self._request(episode_id)
-        if request.cancelled is not None:
-            raise ValueError(f"{episode_id} cancelled twice")
-        if request.left_s is not None:  # interrupted: nothing is generating, nothing races
-            del self.flights[episode_id]
-            return self.spent_s(now, request)
-        if request.plan.late_if_cancelled:
-            request.cancelled = reason
-            return None
-        self._leave(now, request)
-        del self.flights[episode_id]
-        return self.spent_s(now, request)
-
-    def spent_s(self, now: float, request: Request) -> float:
+    def spent_s(self, now: float, flight: Request) -> float:
         """Seconds since dispatch, until it was interrupted if it is."""
-        return (now if request.stopped is None else request.stopped) - request.started
+        return (now if flight.stopped is None else flight.stopped) - flight.started
 
-    def racing(self, now: float) -> list[tuple[str, float]]:
-        """At the end of a run: cancelled work still due to arrive late, (reason, seconds)."""
-        return [(cancel_reason(r), self.spent_s(now, r)) for r in self.flights.values()]
+    def _spent_interrupted(self, now: float, flight: Request, left_s: float) -> float:
+        return self.spent_s(now, flight)
+
+    def _unschedule(self, now: float, flight: Request) -> None:
+        self._leave(now, flight)
 
     def arrive(
         self, now: float, episode_id: str
@@ -163,11 +150,7 @@ class SharedInference:
 
     def prompt_of(self, episode_id: str) -> int:
         """The prompt tokens of an episode in inference."""
-        return self._request(episode_id).prompt
-
-    def plan(self, episode_id: str) -> EpisodePlan:
-        """The plan of an episode in inference."""
-        return self._request(episode_id).plan
+        return self._flight(episode_id).prompt
 
     def forget_group(self, group_id: str) -> None:
         """A group was scored: its server affinity goes."""
@@ -222,9 +205,3 @@ class SharedInference:
             request.entry = self.queue.push(due, ("episode", request.episode_id))
         server.finished.clear()
         return arrived
-
-    def _request(self, episode_id: str) -> Request:
-        request = self.flights.get(episode_id)
-        if request is None:
-            raise KeyError(f"{episode_id} is not in inference")
-        return request
