@@ -44,7 +44,7 @@ def test_the_study_runs_each_missing_run_once_and_reports_it(tmp_path):
     rows = learning.load_table(table)
     label = " ".join(["hard_task_share=0.2", *TINY])
     assert sorted(learning.run_key(r) for r in rows) == [
-        ("hard", label, preset, seed, 2)
+        ("twin", "hard", label, preset, seed, 2)
         for preset in ("per-episode", "per-group")
         for seed in (0, 1)
     ]
@@ -113,6 +113,7 @@ def test_the_report_shows_only_the_runs_of_its_command(tmp_path, capsys):
         {**run("study", study, seed=1), "ok": False},  # stopped before its last batch
         run("study", study, steps=4),  # another length
         run("hard", ["hard_task_share=0.2", "batch_size=128"]),  # an older set
+        {**run("study", study, seed=1), "backend": "vllm"},  # real vLLM: never pooled
     ]
     table.write_text("".join(json.dumps(row) + "\n" for row in rows))
     common = ["--report-only", "--presets", "per-group", "--steps", "3", "--table", str(table)]
@@ -125,6 +126,31 @@ def test_the_report_shows_only_the_runs_of_its_command(tmp_path, capsys):
     learning.main([*common, "--settings", "study", "--seeds", "0", "--set", "is_correction=tis"])
     text = capsys.readouterr().out
     assert text.count("### ") == 1 and "is_correction=tis)" in text
+    learning.main([*common, "--settings", "study", "--seeds", "0", "1", "--backend", "vllm"])
+    text = capsys.readouterr().out
+    assert text.count("### ") == 1 and text.count("| per-group | 1 |") == 1
+
+
+def test_a_vllm_run_of_a_cell_the_twin_ran_is_a_run_of_its_own(tmp_path):
+    """The table keys runs by backend too: a twin row does not stand for the vLLM run."""
+    table = tmp_path / "runs.jsonl"
+    ran: list[tuple[str, int]] = []
+
+    def runner(name, preset, seed, steps, overrides, compare, variant=()):
+        ran.append((preset, seed))
+        row = learning._planned(name, preset, seed, steps, [], "vllm")
+        return {**row, "variant": list(variant), "curve": [0.1] * steps}
+
+    twin = learning._planned("hard", "per-group", 0, 2, [], "twin")
+    table.write_text(json.dumps({**twin, "backend": "twin"}) + "\n")
+    common = {"presets": ["per-group"], "seeds": [0], "steps": 2, "settings": ["hard"],
+              "table": table, "runner": runner, "progress": lambda line: None}  # fmt: skip
+    assert learning.study(**common) == 0 and ran == []  # the twin's run is there
+    assert learning.study(**common, backend="vllm") == 1 and ran == [("per-group", 0)]
+    assert learning.study(**common, backend="vllm") == 0  # resumed: nothing new
+    rows = learning.load_table(table)
+    assert [learning.backend_of(r) for r in rows] == ["twin", "vllm"]
+    assert learning.backend_of({"settings": "hard"}) == "twin"  # rows before the field
 
 
 def test_the_report_compares_rewards_at_the_wall_second_every_run_reached():
