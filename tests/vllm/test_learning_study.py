@@ -33,7 +33,9 @@ def test_the_sweeps_smallest_budget_runs_against_vllm(vllm, tmp_path):
     assert ran == 1
     rows = learning.load_table(table)
     (row,) = rows
-    assert row["ok"] and row["backend"] == "vllm" and row["episodes_trained"] >= 32
+    assert row["ok"] and row["backend"] == "vllm", row
+    # pruning at the trainer may cut a stale episode from a batch of 16: at most 32 train
+    assert 0 < row["episodes_trained"] == sum(row["trained_ages"].values()) <= 32
     assert [e["step"] for e in row["eval"]] == [2] and 0.0 <= row["eval"][0]["greedy"] <= 1.0
     assert [d["step"] for d in row["diagnostics"]] == [1, 2]
     assert 0 < row["batch_cpu_s"][0] <= row["cpu_s"]  # the servers' CPU seconds counted too
