@@ -84,7 +84,8 @@ from rolloutlog.runtime.live.digits import task_from_id
 from rolloutlog.runtime.live.reports import StepStats
 from rolloutlog.runtime.live.session import save_initial
 from rolloutlog.runtime.live.settings import build_settings
-from rolloutlog.runtime.live.vllm_launch import VLLMProcess, vllm_servers
+from rolloutlog.runtime.live.twin.launch import ServerStartError
+from rolloutlog.runtime.live.vllm_launch import VLLMProcess, VLLMStartError, vllm_servers
 
 REPO: Final = Path(__file__).resolve().parents[1]
 TABLE: Final = REPO / "benchmarks" / "learning_runs.jsonl"
@@ -511,22 +512,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             found = [variant for variant in found if variant] + [sync_batch(args.sync_batch)]
         check_variants(found, settings)
         if not args.report_only:
-            with (
-                tempfile.TemporaryDirectory() as scratch,
-                _backend(args.backend, args.vllm_command, args.extra, Path(scratch)) as servers,
-            ):
-                study(
-                    presets=presets,
-                    seeds=args.seeds,
-                    steps=args.steps,
-                    settings=settings,
-                    table=args.table,
-                    extra=args.extra,
-                    compare=compare,
-                    variant_sets=found,
-                    backend=args.backend,
-                    runner=functools.partial(run_one, servers=servers, eval_every=args.eval_every),
-                )
+            run_missing(args, presets, settings, compare, found)
     except (StudyError, ConfigError) as error:
         print(f"learning.py: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -544,6 +530,40 @@ def main(argv: Sequence[str] | None = None) -> None:
         plot(rows, args.steps, args.plot)
     if args.eval_plot:
         plot_eval(rows, args.steps, args.eval_plot)
+
+
+def run_missing(
+    args: argparse.Namespace,
+    presets: Sequence[str],
+    settings: Sequence[str],
+    compare: Sequence[str],
+    found: Sequence[tuple[str, ...]],
+) -> None:
+    """`study` on the command's backend. A server that does not start (vLLM's or the
+    twin's, on a machine too loaded) ends the command with one line, exit 1: the rows
+    already in the table are kept, and the same command goes on from them."""
+    try:
+        with (
+            tempfile.TemporaryDirectory() as scratch,
+            _backend(args.backend, args.vllm_command, args.extra, Path(scratch)) as servers,
+        ):
+            study(
+                presets=presets,
+                seeds=args.seeds,
+                steps=args.steps,
+                settings=settings,
+                table=args.table,
+                extra=args.extra,
+                compare=compare,
+                variant_sets=found,
+                backend=args.backend,
+                runner=functools.partial(run_one, servers=servers, eval_every=args.eval_every),
+            )
+    except (VLLMStartError, ServerStartError) as error:
+        first, _, tail = str(error).partition("\n")  # vLLM's: its log's tail, from a scratch dir
+        print(f"learning.py: error: {first.rstrip(':')} (the rows in {args.table} are kept)",
+              *filter(None, [tail]), sep="\n", file=sys.stderr)  # fmt: skip
+        raise SystemExit(1) from None
 
 
 def _names(text: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from rolloutlog.runtime.live.vllm_launch import VLLMStartError
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # as `python benchmarks/learning.py` has it
@@ -324,3 +327,44 @@ def test_the_model_report_reads_its_cells_from_the_sweep_rows():
     assert "| b1 drop none | 0.50 | 0.900 | 640 | 20.6 | 30 |" in text  # 640 eps / 31 CPU s
     assert "| sync | 0.50 | 0.900 | 320 | 20.6 | 15 |" in text
     assert fitted is not None and fitted.settings == 3 and "Spearman" in text
+
+
+def test_vllm_against_the_twin_is_compared_per_cell_that_ran_on_both(tmp_path, capsys):
+    bound = ["max_off_policy_steps=4", "stale_tokens=drop", "is_correction=none"]
+    twin = [_scored("p", [0.1, g], train=0.1, variant=bound) for g in (0.2, 0.3)]
+    vllm = [{**_scored("p", [0.1, g], train=0.1, variant=bound), "backend": "vllm",
+             "cpu_s": 61.0} for g in (0.3, 0.4)]  # fmt: skip
+    alone = _scored("p", [0.1, 0.2], train=0.1, variant=list(learning.SYNC))  # twin only
+    text = ranking.backend_effects([*twin, alone], vllm, 10)
+    assert "| b4 drop none | 2, 2 | held-out greedy (last 2) | 0.175 | 0.225 | +0.050 (" in text
+    cpu = "| b4 drop none | 2, 2 | CPU s / batch | 3.100 | 6.100 | +3.000 (+3.000 to +3.000) "
+    assert cpu + "resolved |" in text
+    assert "sync" not in text  # one backend only: nothing to compare
+    table = tmp_path / "both.jsonl"
+    table.write_text("".join(json.dumps(row) + "\n" for row in [*twin, alone, *vllm]))
+    backends = importlib.import_module("learning_backends")
+    backends.main([str(table), "--steps", "10"])
+    assert capsys.readouterr().out.strip() == text.strip()
+    with pytest.raises(SystemExit) as exit_:
+        backends.main([str(tmp_path / "none.jsonl")])
+    assert exit_.value.code == 2 and "no table at" in capsys.readouterr().err
+
+
+def test_a_server_that_does_not_start_ends_the_command_in_one_line(tmp_path, capsys, monkeypatch):
+    @contextlib.contextmanager
+    def no_server(*args):
+        raise VLLMStartError("vllm serve was not healthy within 300 s:\nlast log line")
+        yield []
+
+    monkeypatch.setattr(learning, "_backend", no_server)
+    table = tmp_path / "runs.jsonl"
+    table.write_text(json.dumps({**_row("per-group", [0.1]), "steps": 1}) + "\n")
+    with pytest.raises(SystemExit) as exit_:
+        learning.main(["--presets", "per-group", "--backend", "vllm", "--table", str(table)])
+    err = capsys.readouterr().err.splitlines()
+    assert exit_.value.code == 1 and err == [
+        f"learning.py: error: vllm serve was not healthy within 300 s (the rows in {table} "
+        "are kept)",
+        "last log line",
+    ]
+    assert len(learning.load_table(table)) == 1
