@@ -16,6 +16,12 @@ Resumable: each finished run is appended to `--table` (JSON lines, one row per r
 run already there is not run again, so a study may be run in parts (a preset, a seed at a
 time); the table is what the report reads, and says which runs it holds.
 
+`--backend vllm` starts `live.servers` real `vllm serve` processes (the CPU build in
+`.venv-vllm`, `--vllm-command`) once and runs every cell against them; the twin's
+`server_min_step_s` does not apply there (vLLM decodes at its own speed). Each row names
+its backend, a run is keyed by it, and a report reads the rows of its command's backend
+only: the twin's and vLLM's runs of one cell are never pooled.
+
 The staleness sweep (`--bounds`, `--stale`, `--corrections`, `--sync`, `--sync-batch`):
 each combination is a variant of `--set` items applied after the preset's (a preset's own
 bound or rule gives way to the variant's), and every run scores the held-out tasks every
@@ -78,7 +84,8 @@ from rolloutlog.runtime.live.digits import task_from_id
 from rolloutlog.runtime.live.reports import StepStats
 from rolloutlog.runtime.live.session import save_initial
 from rolloutlog.runtime.live.settings import build_settings
-from rolloutlog.runtime.live.vllm_launch import VLLMProcess, vllm_servers
+from rolloutlog.runtime.live.twin.launch import ServerStartError
+from rolloutlog.runtime.live.vllm_launch import VLLMProcess, VLLMStartError, vllm_servers
 
 REPO: Final = Path(__file__).resolve().parents[1]
 TABLE: Final = REPO / "benchmarks" / "learning_runs.jsonl"
@@ -178,14 +185,21 @@ def check_variants(found: Sequence[tuple[str, ...]], settings: Sequence[str]) ->
 
 
 def reported(
-    rows: Sequence[Row], settings: Sequence[str], seeds: Sequence[int], extra: Sequence[str]
+    rows: Sequence[Row],
+    settings: Sequence[str],
+    seeds: Sequence[int],
+    extra: Sequence[str],
+    backend: str = "twin",
 ) -> list[Row]:
-    """The rows of a command's settings sets and seeds whose `--set` items begin with the
-    command's: older runs of other settings stay in the table but out of its report, and
-    runs with more items (a correction beside the study) are reported as sets of their own."""
+    """The rows of a command's backend, settings sets and seeds whose `--set` items begin
+    with the command's: older runs of other settings stay in the table but out of its
+    report, runs with more items (a correction beside the study) are reported as sets of
+    their own, and the twin's runs and vLLM's are never pooled in one cell or contrast."""
 
     def of_command(row: Row) -> bool:
         if row["settings"] not in settings or row["seed"] not in seeds:
+            return False
+        if backend_of(row) != backend:
             return False
         base = [*SETTINGS_SETS[row["settings"]], *extra]
         return bool(row["overrides"][: len(base)] == base)
@@ -193,9 +207,15 @@ def reported(
     return [row for row in rows if of_command(row)]
 
 
-def run_key(row: Row) -> tuple[str, str, str, int, int]:
-    """What makes a run: its settings (the set's and `--set`'s), preset, seed and length."""
-    return row["settings"], label(row), row["preset"], row["seed"], row["steps"]
+def run_key(row: Row) -> tuple[str, str, str, str, int, int]:
+    """What makes a run: its backend, settings (the set's and `--set`'s), preset, seed and
+    length: a vLLM run of a cell the twin ran is a run of its own."""
+    return backend_of(row), row["settings"], label(row), row["preset"], row["seed"], row["steps"]
+
+
+def backend_of(row: Row) -> str:
+    """Who generated a run's rollouts: `twin` or `vllm` (rows before the field: the twin)."""
+    return str(row.get("backend", "twin"))
 
 
 def load_table(path: Path) -> list[Row]:
@@ -214,6 +234,7 @@ def study(
     extra: Sequence[str] = (),
     compare: Sequence[str] = (),
     variant_sets: Sequence[tuple[str, ...]] = ((),),
+    backend: str = "twin",
     runner: Callable[..., Row] | None = None,
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> int:
@@ -230,7 +251,7 @@ def study(
         for name in settings
         for variant in variant_sets
         for preset in presets
-        if run_key(_planned(name, preset, seed, steps, [*extra, *variant])) not in done
+        if run_key(_planned(name, preset, seed, steps, [*extra, *variant], backend)) not in done
     ]
     progress(f"learning: {len(done)} runs in {table}, {len(todo)} to run")
     table.parent.mkdir(parents=True, exist_ok=True)
@@ -249,10 +270,13 @@ def study(
     return len(todo)
 
 
-def _planned(name: str, preset: str, seed: int, steps: int, extra: Sequence[str]) -> Row:
+def _planned(
+    name: str, preset: str, seed: int, steps: int, extra: Sequence[str], backend: str
+) -> Row:
     overrides = [*SETTINGS_SETS[name], *extra]
     return {
         "settings": name,
+        "backend": backend,
         "preset": preset,
         "seed": seed,
         "steps": steps,
@@ -308,6 +332,7 @@ def run_one(
         whatif = _whatif(log, compare)
     return {
         "settings": settings_name,
+        "backend": "vllm" if servers else "twin",
         "preset": preset,
         "seed": seed,
         "steps": steps,
@@ -487,25 +512,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             found = [variant for variant in found if variant] + [sync_batch(args.sync_batch)]
         check_variants(found, settings)
         if not args.report_only:
-            with (
-                tempfile.TemporaryDirectory() as scratch,
-                _backend(args.backend, args.vllm_command, args.extra, Path(scratch)) as servers,
-            ):
-                study(
-                    presets=presets,
-                    seeds=args.seeds,
-                    steps=args.steps,
-                    settings=settings,
-                    table=args.table,
-                    extra=args.extra,
-                    compare=compare,
-                    variant_sets=found,
-                    runner=functools.partial(run_one, servers=servers, eval_every=args.eval_every),
-                )
+            run_missing(args, presets, settings, compare, found)
     except (StudyError, ConfigError) as error:
         print(f"learning.py: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    table = reported(load_table(args.table), settings, args.seeds, args.extra)
+    table = reported(load_table(args.table), settings, args.seeds, args.extra, args.backend)
     # a run stopped before its last batch (`ok` false: interrupted, failed) stays in the
     # table but out of the report
     rows = [r for r in table if r["preset"] in presets and r.get("ok", True)]
@@ -519,6 +530,40 @@ def main(argv: Sequence[str] | None = None) -> None:
         plot(rows, args.steps, args.plot)
     if args.eval_plot:
         plot_eval(rows, args.steps, args.eval_plot)
+
+
+def run_missing(
+    args: argparse.Namespace,
+    presets: Sequence[str],
+    settings: Sequence[str],
+    compare: Sequence[str],
+    found: Sequence[tuple[str, ...]],
+) -> None:
+    """`study` on the command's backend. A server that does not start (vLLM's or the
+    twin's, on a machine too loaded) ends the command with one line, exit 1: the rows
+    already in the table are kept, and the same command goes on from them."""
+    try:
+        with (
+            tempfile.TemporaryDirectory() as scratch,
+            _backend(args.backend, args.vllm_command, args.extra, Path(scratch)) as servers,
+        ):
+            study(
+                presets=presets,
+                seeds=args.seeds,
+                steps=args.steps,
+                settings=settings,
+                table=args.table,
+                extra=args.extra,
+                compare=compare,
+                variant_sets=found,
+                backend=args.backend,
+                runner=functools.partial(run_one, servers=servers, eval_every=args.eval_every),
+            )
+    except (VLLMStartError, ServerStartError) as error:
+        first, _, tail = str(error).partition("\n")  # vLLM's: its log's tail, from a scratch dir
+        print(f"learning.py: error: {first.rstrip(':')} (the rows in {args.table} are kept)",
+              *filter(None, [tail]), sep="\n", file=sys.stderr)  # fmt: skip
+        raise SystemExit(1) from None
 
 
 def _names(text: str) -> list[str]:

@@ -594,3 +594,45 @@ def sweep_effects(rows: Sequence[Row], steps: int) -> str:
     return f"### contrasts ({steps} batches; 95% Welch intervals over runs)\n\n" + effects(
         scored, measures
     )
+
+
+# ---- vLLM against the twin: the same cells on both backends ------------------------------
+BACKEND_MEASURES: Final = (
+    ("held-out greedy (last 2)", eval_late),
+    ("CPU s / batch", lambda r: r["cpu_s"] / r["steps"]),
+    ("wall s / batch", lambda r: r["wall_s"] / r["steps"]),
+    ("mean age", mean_age),
+    ("discarded / batch", lambda r: r["discarded"] / r["steps"]),
+    ("length ratio", lambda r: r["trained_length_ratio"]),
+    ("ratio ESS", lambda r: statistics.fmean(d["ratio_ess"] for d in r["diagnostics"])),
+)
+
+
+def backend_effects(twin: Sequence[Row], vllm: Sequence[Row], steps: int) -> str:
+    """Per sweep cell that ran on both backends for `steps` batches: vLLM's mean against
+    the twin's and the difference's 95% Welch interval over seeds, per measure (`resolved`
+    where the interval leaves out 0)."""
+    cells: dict[str, tuple[list[Row], list[Row]]] = {}
+    for side, rows in enumerate((twin, vllm)):
+        for row in rows:
+            if row["steps"] == steps and row.get("eval"):
+                cells.setdefault(variant_name(row), ([], []))[side].append(row)
+    lines = [
+        f"### vLLM against the twin ({steps} batches; 95% Welch intervals over seeds)",
+        "",
+        "| cell | seeds (twin, vLLM) | measure | twin | vLLM | vLLM − twin |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, (twin_runs, vllm_runs) in sorted(cells.items()):
+        if not (twin_runs and vllm_runs):
+            continue
+        for what, measure in BACKEND_MEASURES:
+            on_twin, on_vllm = [measure(r) for r in twin_runs], [measure(r) for r in vllm_runs]
+            delta, low, high = difference(on_vllm, on_twin)
+            mark = " resolved" if low > 0 or high < 0 else ""
+            lines.append(
+                f"| {name} | {len(twin_runs)}, {len(vllm_runs)} | {what} | "
+                f"{statistics.fmean(on_twin):.3f} | {statistics.fmean(on_vllm):.3f} | "
+                f"{delta:+.3f} ({low:+.3f} to {high:+.3f}){mark} |"
+            )
+    return "\n".join(lines) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from rolloutlog.runtime.live.vllm_launch import VLLMStartError
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # as `python benchmarks/learning.py` has it
@@ -44,7 +47,7 @@ def test_the_study_runs_each_missing_run_once_and_reports_it(tmp_path):
     rows = learning.load_table(table)
     label = " ".join(["hard_task_share=0.2", *TINY])
     assert sorted(learning.run_key(r) for r in rows) == [
-        ("hard", label, preset, seed, 2)
+        ("twin", "hard", label, preset, seed, 2)
         for preset in ("per-episode", "per-group")
         for seed in (0, 1)
     ]
@@ -113,6 +116,7 @@ def test_the_report_shows_only_the_runs_of_its_command(tmp_path, capsys):
         {**run("study", study, seed=1), "ok": False},  # stopped before its last batch
         run("study", study, steps=4),  # another length
         run("hard", ["hard_task_share=0.2", "batch_size=128"]),  # an older set
+        {**run("study", study, seed=1), "backend": "vllm"},  # real vLLM: never pooled
     ]
     table.write_text("".join(json.dumps(row) + "\n" for row in rows))
     common = ["--report-only", "--presets", "per-group", "--steps", "3", "--table", str(table)]
@@ -125,6 +129,31 @@ def test_the_report_shows_only_the_runs_of_its_command(tmp_path, capsys):
     learning.main([*common, "--settings", "study", "--seeds", "0", "--set", "is_correction=tis"])
     text = capsys.readouterr().out
     assert text.count("### ") == 1 and "is_correction=tis)" in text
+    learning.main([*common, "--settings", "study", "--seeds", "0", "1", "--backend", "vllm"])
+    text = capsys.readouterr().out
+    assert text.count("### ") == 1 and text.count("| per-group | 1 |") == 1
+
+
+def test_a_vllm_run_of_a_cell_the_twin_ran_is_a_run_of_its_own(tmp_path):
+    """The table keys runs by backend too: a twin row does not stand for the vLLM run."""
+    table = tmp_path / "runs.jsonl"
+    ran: list[tuple[str, int]] = []
+
+    def runner(name, preset, seed, steps, overrides, compare, variant=()):
+        ran.append((preset, seed))
+        row = learning._planned(name, preset, seed, steps, [], "vllm")
+        return {**row, "variant": list(variant), "curve": [0.1] * steps}
+
+    twin = learning._planned("hard", "per-group", 0, 2, [], "twin")
+    table.write_text(json.dumps({**twin, "backend": "twin"}) + "\n")
+    common = {"presets": ["per-group"], "seeds": [0], "steps": 2, "settings": ["hard"],
+              "table": table, "runner": runner, "progress": lambda line: None}  # fmt: skip
+    assert learning.study(**common) == 0 and ran == []  # the twin's run is there
+    assert learning.study(**common, backend="vllm") == 1 and ran == [("per-group", 0)]
+    assert learning.study(**common, backend="vllm") == 0  # resumed: nothing new
+    rows = learning.load_table(table)
+    assert [learning.backend_of(r) for r in rows] == ["twin", "vllm"]
+    assert learning.backend_of({"settings": "hard"}) == "twin"  # rows before the field
 
 
 def test_the_report_compares_rewards_at_the_wall_second_every_run_reached():
@@ -298,3 +327,44 @@ def test_the_model_report_reads_its_cells_from_the_sweep_rows():
     assert "| b1 drop none | 0.50 | 0.900 | 640 | 20.6 | 30 |" in text  # 640 eps / 31 CPU s
     assert "| sync | 0.50 | 0.900 | 320 | 20.6 | 15 |" in text
     assert fitted is not None and fitted.settings == 3 and "Spearman" in text
+
+
+def test_vllm_against_the_twin_is_compared_per_cell_that_ran_on_both(tmp_path, capsys):
+    bound = ["max_off_policy_steps=4", "stale_tokens=drop", "is_correction=none"]
+    twin = [_scored("p", [0.1, g], train=0.1, variant=bound) for g in (0.2, 0.3)]
+    vllm = [{**_scored("p", [0.1, g], train=0.1, variant=bound), "backend": "vllm",
+             "cpu_s": 61.0} for g in (0.3, 0.4)]  # fmt: skip
+    alone = _scored("p", [0.1, 0.2], train=0.1, variant=list(learning.SYNC))  # twin only
+    text = ranking.backend_effects([*twin, alone], vllm, 10)
+    assert "| b4 drop none | 2, 2 | held-out greedy (last 2) | 0.175 | 0.225 | +0.050 (" in text
+    cpu = "| b4 drop none | 2, 2 | CPU s / batch | 3.100 | 6.100 | +3.000 (+3.000 to +3.000) "
+    assert cpu + "resolved |" in text
+    assert "sync" not in text  # one backend only: nothing to compare
+    table = tmp_path / "both.jsonl"
+    table.write_text("".join(json.dumps(row) + "\n" for row in [*twin, alone, *vllm]))
+    backends = importlib.import_module("learning_backends")
+    backends.main([str(table), "--steps", "10"])
+    assert capsys.readouterr().out.strip() == text.strip()
+    with pytest.raises(SystemExit) as exit_:
+        backends.main([str(tmp_path / "none.jsonl")])
+    assert exit_.value.code == 2 and "no table at" in capsys.readouterr().err
+
+
+def test_a_server_that_does_not_start_ends_the_command_in_one_line(tmp_path, capsys, monkeypatch):
+    @contextlib.contextmanager
+    def no_server(*args):
+        raise VLLMStartError("vllm serve was not healthy within 300 s:\nlast log line")
+        yield []
+
+    monkeypatch.setattr(learning, "_backend", no_server)
+    table = tmp_path / "runs.jsonl"
+    table.write_text(json.dumps({**_row("per-group", [0.1]), "steps": 1}) + "\n")
+    with pytest.raises(SystemExit) as exit_:
+        learning.main(["--presets", "per-group", "--backend", "vllm", "--table", str(table)])
+    err = capsys.readouterr().err.splitlines()
+    assert exit_.value.code == 1 and err == [
+        f"learning.py: error: vllm serve was not healthy within 300 s (the rows in {table} "
+        "are kept)",
+        "last log line",
+    ]
+    assert len(learning.load_table(table)) == 1
