@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from rolloutlog.core.config import ConfigError, RunConfig
 from rolloutlog.core.loop import ReactionLoop
@@ -220,3 +222,26 @@ def test_the_smoothing_tick_is_owed_only_with_nothing_in_flight_and_falls_on_a_w
     assert any(e.kind == "episode_dispatched" for e in loop.feed(tick))  # the new window opens
     plain = RunConfig(group_size=2, max_inflight=2)
     assert ReactionLoop(plain).next_tick(2.0) is None
+
+
+@pytest.mark.parametrize("window", ["fixed", "restarting"])
+@given(start=st.floats(0.0, 1e6, allow_nan=False))
+@example(start=15.020167019929113)  # a what-if's re-run of a prime-rl log stalled here
+def test_the_smoothing_tick_opens_the_next_window_wherever_the_spent_one_began(
+    window: str, start: float
+) -> None:
+    """Regression: prime-rl's restarting window was due at `start + 5` (`next_tick`) but
+    restarted only when `t - start >= 5`, which floats can miss at that very `t` (15.02 +
+    5 - 15.02 is 4.999999999999998): the tick opened nothing and the run stalled."""
+    config = RunConfig(
+        group_size=2, max_inflight=2, admission_smoothing=True, admission_window=window
+    )
+    loop = ReactionLoop(config)
+    started = RunStarted(
+        t=start, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
+    )
+    loop.feed(started)
+    loop.feed(OverloadCut(t=start, n=2))  # the window's burst spent, nothing in flight
+    due = loop.next_tick(start)
+    assert due is not None and due > start
+    assert any(e.kind == "episode_dispatched" for e in loop.feed(loop.tick(due)))

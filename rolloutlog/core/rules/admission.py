@@ -199,8 +199,10 @@ def fixed_window(state: DispatcherState, t: float) -> None:
 
 def restarting_window(state: DispatcherState, t: float) -> None:
     """prime-rl's window: it restarts at the first event at least `SMOOTHING_WINDOW_S` after
-    the one that opened it (its dispatcher checks the clock when it next tries to admit)."""
-    if state.window_start is None or t - state.window_start >= SMOOTHING_WINDOW_S:
+    the one that opened it (its dispatcher checks the clock when it next tries to admit).
+    Compared as `restarting_window_after` computes the restart, `start + 5`: `t - start`
+    can fall an ulp short of 5 at that very time, and the tick would open nothing."""
+    if state.window_start is None or t >= state.window_start + SMOOTHING_WINDOW_S:
         state.window_start = t
         state.window_growth = 0
 

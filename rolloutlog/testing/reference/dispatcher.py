@@ -183,7 +183,7 @@ def _restarting_growth(record: Record) -> int:
     start: float | None = None
     growth = 0
     for event in record.history:
-        if start is None or event.t - start >= WINDOW_S:
+        if start is None or event.t >= start + WINDOW_S:  # as a tick at `start + 5` reads it
             start, growth = event.t, 0
         if event.kind == "episode_dispatched":
             growth += 1
