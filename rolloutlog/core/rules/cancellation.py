@@ -195,16 +195,10 @@ def stale_in_flight(rules: Rules, state: DispatcherState, group: OpenGroup) -> t
         rules.stale_step(state),
         rules.goes_on_under,
     )
-    return tuple(
-        e
-        for e, v in group.inflight.items()
-        if is_stale(goes_on(state, e, v), step, bound, train=True, frozen=False)
-    )
-
-
-def its_stamp(state: DispatcherState, episode_id: str, stamp: int) -> int:
-    """Drop (the default): an in-flight episode is as stale as its dispatch stamp."""
-    return stamp
+    versions: Iterable[tuple[str, int]] = group.inflight.items()  # drop: each as its stamp
+    if goes_on is not None:
+        versions = ((e, goes_on(state, e, v)) for e, v in versions)
+    return tuple(e for e, v in versions if is_stale(v, step, bound, train=True, frozen=False))
 
 
 def the_version_it_goes_on_under(state: DispatcherState, episode_id: str, stamp: int) -> int:
