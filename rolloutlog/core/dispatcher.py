@@ -266,7 +266,7 @@ def _check_resumed(state: DispatcherState, event: RunResumed) -> None:
 def _on_batch_shipped(rules: Rules, state: DispatcherState, event: BatchShipped) -> None:
     state.step = event.step + 1
     state.gate_version = state.version
-    dispatcher_partial.on_shipped(state)
+    dispatcher_partial.on_shipped(rules, state)
     interval = state.config.eval_interval
     if interval and event.step % interval == 0:
         state.eval_owed += 1

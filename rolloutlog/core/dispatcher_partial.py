@@ -82,9 +82,10 @@ def on_interrupted(rules: Rules, state: DispatcherState, event: EpisodeInterrupt
         state.partial.recycled[event.episode_id] = state.partial.live
 
 
-def on_shipped(state: DispatcherState) -> None:
-    """Under `recycle`, a shipped batch opens the abort of the train work in flight."""
-    state.partial.recycling = state.config.recycle
+def on_shipped(rules: Rules, state: DispatcherState) -> None:
+    """Under `recycle` (`Rules.recycles`), a shipped batch opens the abort of the train work
+    in flight."""
+    state.partial.recycling = rules.recycles
 
 
 def check_resumed(state: DispatcherState, event: EpisodeResumed) -> None:

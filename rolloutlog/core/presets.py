@@ -228,9 +228,13 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         },
     },
     "weight_update": {
-        "freeze": {"drain_pause": None},
-        "interrupt": {"drain_pause": None},
-        "drain": {"drain_pause": update_pause.drained_until_live},
+        "freeze": {"drain_pause": None, "interrupts": False},
+        "interrupt": {"drain_pause": None, "interrupts": True},
+        "drain": {"drain_pause": update_pause.drained_until_live, "interrupts": False},
+    },
+    "recycle": {
+        False: {"recycles": False},
+        True: {"recycles": True},
     },
     # A count, not a choice: its rule runs where it is not zero (`SWITCHED_BY_COUNT`).
     "group_redundancy": {

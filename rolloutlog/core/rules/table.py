@@ -89,13 +89,15 @@ class Rules:
     stale_view: Callable[[Any], Any] | None
     masked: Callable[[Queued, int, int], int]  # (queued, step, bound) -> its tokens masked
     keeps_segments: bool  # an episode's segments are kept for its arrival (`stale_tokens`)
-    # (state, id, stamp) -> the version a stale cancellation reads; None: its stamp
-    goes_on_under: Callable[[DispatcherState, str, int], int] | None
+    # (rules, state, id, stamp) -> the version a stale cancellation reads; None: its stamp
+    goes_on_under: Callable[[Rules, DispatcherState, str, int], int] | None
     # (live, version, interrupted not resumed) -> train work and the ship wait for the update;
     # None: nothing waits for an update to finish
     update_pause: Callable[[int, int, int], bool] | None
     # train dispatch waits while an update waits for the train work in flight (`drain`)
     drain_pause: Callable[[DispatcherState], bool] | None
+    interrupts: bool  # an update interrupts the work in flight (`weight_update = "interrupt"`)
+    recycles: bool  # a shipped batch recycles the train work in flight (slime's `recycle`)
     checks_at_live: bool  # the sink checks its queue at `version_live` (a batch the pause held)
     dispatcher_first: frozenset[type[Event]]  # the events the dispatcher answers before the sink
     # --- read from the config once, from the rules above (`DERIVED`) ---
