@@ -266,7 +266,7 @@ def _check_resumed(state: DispatcherState, event: RunResumed) -> None:
 def _on_batch_shipped(rules: Rules, state: DispatcherState, event: BatchShipped) -> None:
     state.step = event.step + 1
     state.gate_version = state.version
-    dispatcher_partial.on_shipped(state)
+    dispatcher_partial.on_shipped(rules, state)
     interval = state.config.eval_interval
     if interval and event.step % interval == 0:
         state.eval_owed += 1
@@ -369,7 +369,10 @@ def decide(rules: Rules, state: DispatcherState, event: Event) -> list[Event]:
         return cancellations.shutdown(state, event.t)
     if state.finished:
         return []
-    cancel = _CANCELLATIONS.get(type(event))
+    kind = type(event)
+    cancel = _CANCELLATIONS.get(kind)
+    if cancel is None and kind in rules.cancels_redundant:  # only a run with redundancy
+        cancel = _REDUNDANT[kind]
     if cancel is not None:
         cancelled = cancel(rules, state, event)
         if cancelled:
@@ -407,6 +410,12 @@ _CANCELLATIONS: Final = (
     .on(VersionPending, _before_weight_update)
     .on(OverloadCut, _overload)
     .on(BatchShipped, _after_batch_shipped)
+    .by_kind
+)
+# An arrival sets off a cancellation only where the run has redundancy (`group_redundancy`):
+# `Rules.cancels_redundant` names these classes there, and no class elsewhere.
+_REDUNDANT: Final = (
+    RuleHandlers[Rules, DispatcherState, list[Event]]()
     .on(EpisodeCompleted, _redundant)
     .on(EpisodeFailed, _redundant)
     .by_kind

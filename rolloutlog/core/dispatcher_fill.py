@@ -27,31 +27,34 @@ _UNLIMITED = 1 << 62
 def gated(rules: Rules, state: DispatcherState) -> bool:
     """Train dispatch pauses while the trainer lags the step by more than the run's lag
     (`target_lag`, or prime-rl's 1: `Rules.lag`; never where the source has no gate:
-    `Rules.gate`), and, under `weight_update = drain`, while
-    an update waits for the train work in flight; under `recycle`, until every recycled
-    episode is resumed (they go first); under `update_pause = "until-live"`, until the
-    update is live and the work it interrupted resumed (`Rules.update_pause`)."""
+    `Rules.gate`; read once, `Rules.gate_lag`), and, under `weight_update = drain`, while
+    an update waits for the train work in flight (`Rules.drain_pause`); under `recycle`,
+    until every recycled episode is resumed (they go first); under `update_pause =
+    "until-live"`, until the update is live and the work it interrupted resumed
+    (`Rules.update_pause`). A pause the run does not use is None: nothing is called."""
     partial = state.partial
-    if state.config.weight_update == "drain" and partial.live < state.version:
+    if partial.recycled:
         return True
-    if partial.recycled or rules.update_pause(
-        partial.live, state.version, len(partial.interrupted)
-    ):
+    drain, paused = rules.drain_pause, rules.update_pause
+    if drain is not None and drain(state):
         return True
-    return trainer_lags(rules.gate_version(state), state.step, rules.gate(rules.lag(state.config)))
-
-
-def _free_permits(rules: Rules, state: DispatcherState) -> int:
-    return rules.permits(state.limit - len(state.inflight), state.config, state.window_growth)
+    if paused is not None and paused(partial.live, state.version, len(partial.interrupted)):
+        return True
+    version: int = getattr(state, rules.gate_reads)
+    return trainer_lags(version, state.step, rules.gate_lag)
 
 
 def _train_allowance(rules: Rules, state: DispatcherState) -> int:
     """How many train episodes may go out now: none while gated, else admission's, raised to
-    its idle floor where the run keeps the liveness exception (`Rules.live`)."""
+    its idle floor where the run keeps the liveness exception (`Rules.live`); unlimited
+    where the run has no admission rule (`Rules.allowance` is None)."""
     if gated(rules, state):
         return 0
+    allowance = rules.allowance
+    if allowance is None:
+        return _UNLIMITED
     config, ledger, version = state.config, state.ledger, state.version
-    left = rules.allowance(config, ledger, version)
+    left = allowance(config, ledger, version)
     if left is None:
         return _UNLIMITED
     return rules.live(left, rules.idle_floor(config, ledger, version))
@@ -59,13 +62,18 @@ def _train_allowance(rules: Rules, state: DispatcherState) -> int:
 
 def fill(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
     """Use free permits, in the passes the run's rule gives (`Rules.fill_passes`): in each,
-    continue the oldest open group that owes members, else open new ones."""
-    free = _free_permits(rules, state)
+    continue the oldest open group that owes members, else open new ones. Most events find
+    no permit free: they cost the subtraction, and no rule is asked (smoothing's cap,
+    `Rules.permits`, only where the run smooths)."""
+    free = state.limit - len(state.inflight)
+    permits = rules.permits
+    if permits is not None:
+        free = permits(free, state.config, state.window_growth)
     if free <= 0:
         return []
     train = _train_allowance(rules, state)
     out: list[Event] = []
-    for work in rules.fill_passes(state):
+    for work in rules.fill_passes:
         free, train = _fill_pass(rules, state, work, free, train, t, out)
         if free <= 0:
             break

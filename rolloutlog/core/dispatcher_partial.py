@@ -14,7 +14,7 @@ interrupted episode keeps its permit: nothing else here touches permits.
 
 from __future__ import annotations
 
-from rolloutlog.core.errors import require
+from rolloutlog.core.errors import InconsistentLogError, require
 from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.state import DispatcherState
 from rolloutlog.events.types import (
@@ -82,9 +82,10 @@ def on_interrupted(rules: Rules, state: DispatcherState, event: EpisodeInterrupt
         state.partial.recycled[event.episode_id] = state.partial.live
 
 
-def on_shipped(state: DispatcherState) -> None:
-    """Under `recycle`, a shipped batch opens the abort of the train work in flight."""
-    state.partial.recycling = state.config.recycle
+def on_shipped(rules: Rules, state: DispatcherState) -> None:
+    """Under `recycle` (`Rules.recycles`), a shipped batch opens the abort of the train work
+    in flight."""
+    state.partial.recycling = rules.recycles
 
 
 def check_resumed(state: DispatcherState, event: EpisodeResumed) -> None:
@@ -115,14 +116,13 @@ def on_resumed(rules: Rules, state: DispatcherState, event: EpisodeResumed) -> N
 
 
 def check_arrival(state: DispatcherState, event: EpisodeCompleted | EpisodeFailed) -> None:
-    """An interrupted episode generates nothing until it is resumed."""
+    """An interrupted episode generates nothing until it is resumed (one test per arrival:
+    `require`'s call is left for the refusal)."""
     episode = event.episode_id
-    require(
-        episode not in state.partial.interrupted,
-        event.seq,
-        event.kind,
-        f"{episode} is interrupted and was not resumed",
-    )
+    if episode in state.partial.interrupted:
+        raise InconsistentLogError(
+            event.seq, event.kind, f"{episode} is interrupted and was not resumed"
+        )
 
 
 def on_version_live(rules: Rules, state: DispatcherState, event: VersionLive) -> None:

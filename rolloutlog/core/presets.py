@@ -29,6 +29,7 @@ from rolloutlog.core.rules import (
     admission_field,
     cancellation,
     composition,
+    group_shape,
     oversampling,
     requeue_order,
     shipping,
@@ -37,7 +38,9 @@ from rolloutlog.core.rules import (
 from rolloutlog.core.rules.table import Rules
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
-# fields, and together the keys name every field of `Rules` (tests/core/test_preset_names.py).
+# fields, and together the keys name every field of `Rules` but the `DERIVED` ones
+# (tests/core/test_preset_names.py). A rule a run does not use is None (or an empty set of
+# event classes), so that the deciders call nothing for it.
 CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "staleness": {
         "per-episode": {
@@ -61,7 +64,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     },
     "admission": {
         "none": {  # no ledger kept
-            "allowance": admission.unlimited,
+            "allowance": None,
             "follow_ledger": None,
             "idle_floor": admission.no_floor,
         },
@@ -111,7 +114,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         False: {"live": admission.without_exception},
     },
     "admission_smoothing": {
-        False: {"permits": admission.unsmoothed},
+        False: {"permits": None},
         True: {"permits": admission.smoothed},
     },
     "straggler_cut": {
@@ -166,8 +169,8 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         "before-release": {"stale_step": cancellation.step_before_release},
     },
     "gate_check": {
-        "every-event": {"gate_version": admission.gate_reads_version},
-        "ship-and-live": {"gate_version": admission.gate_reads_last_check},
+        "every-event": {"gate_reads": admission.GATE_READS_VERSION},
+        "ship-and-live": {"gate_reads": admission.GATE_READS_LAST_CHECK},
     },
     "stale_check": {
         "at-finalize": {"arrival_bound": acceptance.the_bound},
@@ -195,15 +198,15 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
         },
     },
     "eval_first": {
-        False: {"fill_passes": admission.one_pass},
-        True: {"fill_passes": admission.evals_first},
+        False: {"fill_passes": admission.ONE_PASS},
+        True: {"fill_passes": admission.EVALS_FIRST},
     },
     "ship_wait": {
         "none": {"ship_waits": shipping.ship_at_once},
         "last-chance": {"ship_waits": shipping.waits_for_last_chance},
     },
     "update_pause": {
-        "none": {"update_pause": update_pause.never_paused, "checks_at_live": False},
+        "none": {"update_pause": None, "checks_at_live": False},
         "until-live": {"update_pause": update_pause.paused_until_live, "checks_at_live": True},
     },
     "step_order": {
@@ -212,7 +215,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     },
     "stale_member": {
         "cancel": {
-            "withholds": acceptance.never_withhold,
+            "withholds": None,
             "cancels_stale_work": cancellation.cancel_stale_work,
         },
         "withhold": {
@@ -220,9 +223,23 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
             "cancels_stale_work": cancellation.never_cancel_stale,
         },
         "run-on": {
-            "withholds": acceptance.never_withhold,
+            "withholds": None,
             "cancels_stale_work": cancellation.never_cancel_stale,
         },
+    },
+    "weight_update": {
+        "freeze": {"drain_pause": None, "interrupts": False},
+        "interrupt": {"drain_pause": None, "interrupts": True},
+        "drain": {"drain_pause": update_pause.drained_until_live, "interrupts": False},
+    },
+    "recycle": {
+        False: {"recycles": False},
+        True: {"recycles": True},
+    },
+    # A count, not a choice: its rule runs where it is not zero (`SWITCHED_BY_COUNT`).
+    "group_redundancy": {
+        False: {"cancels_redundant": frozenset()},
+        True: {"cancels_redundant": group_shape.ARRIVALS},
     },
     "queue_eviction": {
         "oldest-episode": {"evict": acceptance.evict_oldest_episodes},
@@ -242,10 +259,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     },
     "stale_tokens": {
         "drop": {
-            "stale_view": acceptance.read_start,
+            "stale_view": None,
             "masked": acceptance.nothing_masked,
             "keeps_segments": False,
-            "goes_on_under": cancellation.its_stamp,
+            "goes_on_under": None,
         },
         "mask": {
             "stale_view": acceptance.read_end,
@@ -257,12 +274,19 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
 }
 
 
+# Settings that are counts, not choices: a count's rule runs only where it is not zero.
+SWITCHED_BY_COUNT: Final = frozenset({"group_redundancy"})
+
+
 def rules_for(config: RunConfig) -> Rules:
-    """The rules `config`'s policy keys choose, from `CHOICES`."""
+    """The rules `config`'s policy keys choose, from `CHOICES`, and what they fix for the
+    whole run read once (`core.rules.table.DERIVED`)."""
     chosen: dict[str, Any] = {}
     for key, values in CHOICES.items():
-        chosen.update(values[getattr(config, key)])
-    return Rules(**chosen)
+        value = getattr(config, key)
+        chosen.update(values[bool(value) if key in SWITCHED_BY_COUNT else value])
+    hold_lag = chosen["lag"](config)
+    return Rules(**chosen, hold_lag=hold_lag, gate_lag=chosen["gate"](hold_lag))
 
 
 FIELD_SET = "field"

@@ -23,6 +23,7 @@ guarantee is only what admission keeps. The sweep and the batch cut are
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Final
 
 from rolloutlog.core import sink_cut, sink_idle, sink_mask
@@ -135,7 +136,11 @@ def _on_arrival(rules: Rules, state: SinkState, event: EpisodeCompleted | Episod
         state.completed += 1
         state.completed_tokens += tokens
     member = int(event.episode_id.rpartition("/")[2])
-    segments = sink_mask.segments_at_arrival(rules, state, event.episode_id, version, completion)
+    segments = (
+        sink_mask.segments_at_arrival(state, event.episode_id, version, completion)
+        if rules.keeps_segments  # only under `stale_tokens = mask`: none kept otherwise
+        else ()
+    )
     group.arrived.append(
         Arrival(event.episode_id, member, version, reward, tokens, False, segments)
     )
@@ -319,7 +324,7 @@ def _finalize(rules: Rules, state: SinkState, group: SinkGroup, t: float) -> lis
     members the run withholds (`core.sink_withhold`) are scored, then dropped (`withheld`)."""
     config, step = state.config, state.step
     bound = rules.arrival_bound(config.max_off_policy_steps)
-    arrived = sorted(group.arrived, key=lambda a: a.member)
+    arrived = sorted(group.arrived, key=_BY_MEMBER)
     requeue = rules.requeue_group(group, step, state.version, config.max_off_policy_steps)
     drop, view = rules.drop_on_arrival, rules.stale_view
     aborted = rules.leftover_group(group, step)
@@ -330,7 +335,10 @@ def _finalize(rules: Rules, state: SinkState, group: SinkGroup, t: float) -> lis
         if (
             requeue
             or aborted
-            or (arrival.episode_id not in withheld and drop(group, view(arrival), step, bound))
+            or (
+                arrival.episode_id not in withheld
+                and drop(group, arrival if view is None else view(arrival), step, bound)
+            )
         ):
             out.append(
                 EpisodeDropped(
@@ -349,6 +357,9 @@ def _finalize(rules: Rules, state: SinkState, group: SinkGroup, t: float) -> lis
         scored,
         *withheld_drops(state, scored, withheld, arrived),
     ]
+
+
+_BY_MEMBER: Final = attrgetter("member")
 
 
 def _drop_reason(requeue: bool, aborted: bool) -> DropReason:

@@ -45,9 +45,10 @@ def _sweep(
     reason = rules.swept_reason()
     out: list[Event] = []
     dropped: set[str] = set()
+    drops, view = rules.drop_from_queue, rules.stale_view
     for episode_id in swept:
         queued = queue.get(episode_id)
-        if queued is not None and rules.drop_from_queue(rules.stale_view(queued), step, bound):
+        if queued is not None and drops(queued if view is None else view(queued), step, bound):
             age = rollout_age(queued.version, step)
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
             dropped.add(episode_id)
@@ -69,9 +70,10 @@ def _cut(rules: Rules, state: SinkState, queue: dict[str, Queued], t: float) -> 
     config = state.config
     if state.finished:
         return []  # the run is over: what finalizes at shutdown is scored, never trained
-    if trainer_lags(state.version, state.step, rules.lag(config)):
+    if trainer_lags(state.version, state.step, rules.hold_lag):
         return []  # ship hold: the trainer is too far behind to take batch `step` yet
-    if rules.update_pause(state.live, state.version, 0):
+    paused = rules.update_pause
+    if paused is not None and paused(state.live, state.version, 0):
         return []  # update pause: the trainer takes its next batch once the update is live
     if rules.ship_waits(state):
         return []  # ship wait: work at its last chance is still on its way (`ship_wait`)

@@ -22,9 +22,10 @@ def count_scored(rules: Rules, state: SinkState, group: SinkGroup, event: GroupS
     if event.admitted:
         bound, step, drops = state.config.max_off_policy_steps, state.step, rules.drop_from_queue
         withheld = withheld_members(rules, state, group, group.arrived)  # about to drop too
-        view = rules.stale_view
+        view, queue = rules.stale_view, state.queue
         stale_admitted = sum(
-            e in withheld or drops(view(state.queue[e]), step, bound) for e in event.episode_ids
+            e in withheld or drops(queue[e] if view is None else view(queue[e]), step, bound)
+            for e in event.episode_ids
         )
         if stale_admitted < len(event.episode_ids):  # something will train: work came out
             state.idle = IdleWork()
@@ -44,8 +45,8 @@ def zero_output_reason(state: SinkState) -> str | None:
     the mean tokens of the completed episodes so far (one group before any completed).
     """
     config, idle = state.config, state.idle
-    limit = config.zero_output_batches
-    if idle.episodes < limit * _episodes_per_batch(state):
+    limit, per_batch = config.zero_output_batches, config.batch_size
+    if idle.episodes < limit * (_episodes_per_batch(state) if per_batch is None else per_batch):
         return None
     return (
         f"no group admitted for training in {idle.episodes} finalized episodes "
@@ -58,9 +59,8 @@ def zero_output_reason(state: SinkState) -> str | None:
 
 
 def _episodes_per_batch(state: SinkState) -> float:
+    """With token batches: a batch's worth of episodes, estimated."""
     config = state.config
-    if config.batch_size is not None:
-        return config.batch_size
     if state.completed == 0:
         return config.group_size
     return (config.token_batch_size or 0) * state.completed / max(1, state.completed_tokens)

@@ -35,15 +35,14 @@ def forget(state: SinkState, episode_ids: tuple[str, ...]) -> None:
 
 
 def segments_at_arrival(
-    rules: Rules, state: SinkState, episode_id: str, start: int, completion_tokens: int | None
+    state: SinkState, episode_id: str, start: int, completion_tokens: int | None
 ) -> tuple[Segment, ...]:
     """An arrival's segments under `mask` (one, at `start`, if it was never interrupted);
-    none under `drop`, which reads `start` alone. Segment `k` runs under `v_k` and holds
+    the sink asks only under `mask` (`Rules.keeps_segments`): `drop` reads `start` alone
+    and keeps no pieces. Segment `k` runs under `v_k` and holds
     `c_{k+1} − c_k` tokens, the `c_k` its interruptions' counts (`c_0 = 0`, the last the
     completion's; a failure, None, holds what it had at its last interruption)."""
     pieces = state.pieces.pop(episode_id, None)
-    if not rules.keeps_segments:
-        return ()
     if pieces is None:
         return ((start, completion_tokens or 0),)
     versions = [start, *pieces.versions]

@@ -23,6 +23,8 @@ def withheld_members(
 ) -> set[str]:
     """The arrivals of `group` the run's rule withholds at finalize (none under `cancel`)."""
     withholds, version = rules.withholds, state.version
+    if withholds is None:
+        return set()
     bound = state.config.max_off_policy_steps
     return {a.episode_id for a in arrived if withholds(group, a, version, bound)}
 

@@ -22,7 +22,7 @@ def starving_rule(rules: Rules, dispatcher: DispatcherState, sink: SinkState) ->
     """The rule that holds the run now, named with its key and the numbers behind it."""
     config = sink.config
     queued = f"the queue holds {len(sink.queue)} episodes for batch {sink.step}"
-    if trainer_lags(sink.version, sink.step, rules.lag(config)):
+    if trainer_lags(sink.version, sink.step, rules.hold_lag):
         return f"{queued}; the ship hold waits for a version past v{sink.version} (gate_lag)"
     if rules.ship_waits(sink):
         return f"{queued}; the ship wait holds it for work at its last chance (ship_wait)"
@@ -31,7 +31,7 @@ def starving_rule(rules: Rules, dispatcher: DispatcherState, sink: SinkState) ->
     if gated(rules, dispatcher):
         return f"{queued}; train dispatch is held at v{dispatcher.version} (gate_lag, updates)"
     ledger, version = dispatcher.ledger, dispatcher.version
-    left = rules.allowance(config, ledger, version)
+    left = None if rules.allowance is None else rules.allowance(config, ledger, version)
     if left is not None and rules.live(left, rules.idle_floor(config, ledger, version)) <= 0:
         per_batch = episodes_per_batch(config, ledger)
         exception = "" if config.liveness else ", and the run has no liveness exception"

@@ -13,7 +13,7 @@ from rolloutlog.core.account import Account, InvariantViolation
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.loop import ReactionLoop
 from rolloutlog.core.presets import preset_overrides
-from rolloutlog.core.rules import admission, shipping
+from rolloutlog.core.rules import shipping
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import BatchShipped, GroupOpened, RunStarted
 from tests.core.requeue_runs import TINKER_REQUEUE
@@ -98,7 +98,7 @@ def test_the_account_reports_a_group_opened_past_the_outstanding_cap() -> None:
     config = RunConfig.from_mapping({**SMALL, **preset_overrides("tinker-822")})
     loop = ReactionLoop(config, observers=(Account(config),))
     state = loop.state
-    state.rules = attrs.evolve(state.rules, allowance=admission.unlimited)
+    state.rules = attrs.evolve(state.rules, allowance=None)
     started = RunStarted(
         t=0.0, config=config.to_dict(), seed=0, schema_version=SCHEMA_VERSION, code_version="t"
     )

@@ -33,10 +33,11 @@ class WaitWatch:
     def settled(self, world_event: Event, loop: ReactionLoop) -> None:
         sink, dispatcher = loop.sink_state, loop.dispatcher_state
         rules = loop.rules
-        lag = rules.lag(sink.config)
+        lag = rules.hold_lag
         if sink.finished or sink.version < sink.step - 1 - lag:
             return
-        if rules.update_pause(sink.live, sink.version, 0):
+        paused = rules.update_pause  # None: the run has no update pause
+        if paused is not None and paused(sink.live, sink.version, 0):
             return  # the update pause holds the batch (and the gate) until the update is live
         if not take(rules.batch_order, sink.config, sink.queue, sink.step):
             return

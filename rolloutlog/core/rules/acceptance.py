@@ -31,7 +31,7 @@ NO_BOUND = sys.maxsize
 
 def drop_stale_arrival(group: SinkGroup, arrival: Arrival, step: int, bound: int) -> bool:
     """Per-episode: an arrival is dropped iff it is itself past the bound at `step`."""
-    return group.is_stale(arrival.version, step, bound)
+    return is_stale(arrival.version, step, bound, train=group.train, frozen=group.frozen)
 
 
 def drop_stale_and_its_siblings(group: SinkGroup, arrival: Arrival, step: int, bound: int) -> bool:
@@ -98,12 +98,8 @@ def swept_for_requeue() -> DropReason:
 
 # --- withhold: a stale member scored with its group, its tokens never shipped --------------
 # `withholds(group, arrival, version, bound)`: at finalize, whether the arrival is scored with
-# its group and then withheld (dropped with reason `withheld`) instead of trained.
-
-
-def never_withhold(group: SinkGroup, arrival: Arrival, version: int, bound: int) -> bool:
-    """No withholding: a stale arrival is dropped (or its work cancelled) by the other rules."""
-    return False
+# its group and then withheld (dropped with reason `withheld`) instead of trained; None where
+# nothing is (a stale arrival is dropped, or its work cancelled, by the other rules).
 
 
 def withhold_past_version_bound(
@@ -155,9 +151,10 @@ def check_while_sampling(rules: Rules, state: SinkState, event: Event) -> Sweep 
     while a step samples its batch, at every poll of the whole buffer, and stay buffered
     while the step trains and syncs. Here: no check while the ship hold or the update pause
     keeps batch `step` back; past them, each check sweeps the whole queue, then cuts."""
-    if trainer_lags(state.version, state.step, rules.lag(state.config)):
+    if trainer_lags(state.version, state.step, rules.hold_lag):
         return None
-    return None if rules.update_pause(state.live, state.version, 0) else "queue"
+    paused = rules.update_pause
+    return None if paused is not None and paused(state.live, state.version, 0) else "queue"
 
 
 # --- a bounded queue: what a full queue drops to take an admitted group ------------------------
@@ -189,13 +186,9 @@ def evict_oldest_groups(queue: Mapping[str, Queued], excess: int) -> list[str]:
 
 # --- stale tokens: what a drop reads of an episode's segments, and what a batch masks ---------
 # `stale_view(item)`: the arrival or queued episode as the staleness drop reads it (its
-# `version` the one the drop tests). `masked(queued, step, bound)`: the completion tokens of
+# `version` the one the drop tests; None under drop, the default: the item as it is, its
+# dispatch stamp `start`). `masked(queued, step, bound)`: the completion tokens of
 # a trained episode that carry no gradient in batch `step`.
-
-
-def read_start(item: _Item) -> _Item:
-    """Drop (the default): a drop reads the episode's dispatch stamp, `start`."""
-    return item
 
 
 def read_end(item: _Item) -> _Item:

@@ -40,6 +40,7 @@ event time, the in-flight count may grow by at most a burst (a group, or a tenth
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.state import DispatcherState, TrainLedger
@@ -55,11 +56,6 @@ from rolloutlog.events.types import (
     GroupScored,
     Work,
 )
-
-
-def unlimited(config: RunConfig, ledger: TrainLedger, version: int) -> int | None:
-    """No admission rule beyond the permits: None, unlimited."""
-    return None
 
 
 def episodes_per_batch(config: RunConfig, ledger: TrainLedger) -> int | None:
@@ -184,11 +180,6 @@ def smoothed(free: int, config: RunConfig, window_growth: int) -> int:
     return min(free, burst - window_growth)
 
 
-def unsmoothed(free: int, config: RunConfig, window_growth: int) -> int:
-    """Free permits, uncapped."""
-    return free
-
-
 def fixed_window(state: DispatcherState, t: float) -> None:
     """Windows are fixed slots of event time: growth restarts when `t` enters a new one."""
     window = window_of(t)
@@ -231,15 +222,11 @@ def floored_refund(growth: int) -> int:
 # --- the order permits are filled in ------------------------------------------------------
 
 
-def one_pass(state: DispatcherState) -> tuple[Work | None, ...]:
-    """One pass over the work: the oldest owing group first, then new groups (eval first)."""
-    return (None,)
-
-
-def evals_first(state: DispatcherState) -> tuple[Work | None, ...]:
-    """prime-rl's eval mode: owed eval work (open eval groups' members, then the owed eval
-    groups, opened whole) takes permits before any train group is continued or opened."""
-    return ("eval", "train")
+# One pass over the work: the oldest owing group first, then new groups (eval first).
+ONE_PASS: Final[tuple[Work | None, ...]] = (None,)
+# prime-rl's eval mode: owed eval work (open eval groups' members, then the owed eval groups,
+# opened whole) takes permits before any train group is continued or opened.
+EVALS_FIRST: Final[tuple[Work | None, ...]] = ("eval", "train")
 
 
 # --- the lag the gate and the ship hold allow ---------------------------------------------
@@ -285,17 +272,13 @@ def lag_of_one(config: RunConfig) -> int:
     return 1 + config.updates_per_sync - 1
 
 
-def gate_reads_version(state: DispatcherState) -> int:
-    """The gate is read at every event, against the version announced last."""
-    return state.version
-
-
-def gate_reads_last_check(state: DispatcherState) -> int:
-    """prime-rl re-evaluates its gate only when a batch ships and in `on_new_version`
-    (orchestrator.py:690-691, 1002-1007 at 559b447): between, it holds what it read then,
-    so a `version_pending` opens nothing (the version as of the last ship or
-    `version_live`)."""
-    return state.gate_version
+# The version the gate reads: the field of `DispatcherState` it is read from, at every fill.
+# The gate is read at every event, against the version announced last.
+GATE_READS_VERSION: Final = "version"
+# prime-rl re-evaluates its gate only when a batch ships and in `on_new_version`
+# (orchestrator.py:690-691, 1002-1007 at 559b447): between, it holds what it read then, so a
+# `version_pending` opens nothing (the version as of the last ship or `version_live`).
+GATE_READS_LAST_CHECK: Final = "gate_version"
 
 
 # --- stamping -----------------------------------------------------------------------------

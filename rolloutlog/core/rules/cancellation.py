@@ -195,25 +195,21 @@ def stale_in_flight(rules: Rules, state: DispatcherState, group: OpenGroup) -> t
         rules.stale_step(state),
         rules.goes_on_under,
     )
-    return tuple(
-        e
-        for e, v in group.inflight.items()
-        if is_stale(goes_on(state, e, v), step, bound, train=True, frozen=False)
-    )
+    versions: Iterable[tuple[str, int]] = group.inflight.items()  # drop: each as its stamp
+    if goes_on is not None:
+        versions = ((e, goes_on(rules, state, e, v)) for e, v in versions)
+    return tuple(e for e, v in versions if is_stale(v, step, bound, train=True, frozen=False))
 
 
-def its_stamp(state: DispatcherState, episode_id: str, stamp: int) -> int:
-    """Drop (the default): an in-flight episode is as stale as its dispatch stamp."""
-    return stamp
-
-
-def the_version_it_goes_on_under(state: DispatcherState, episode_id: str, stamp: int) -> int:
+def the_version_it_goes_on_under(
+    rules: Rules, state: DispatcherState, episode_id: str, stamp: int
+) -> int:
     """Mask: an in-flight episode is as stale as the version its next tokens come from,
-    which is what a drop at its end will read: under `interrupt`, and for one interrupted
-    (recycled) and not yet resumed, the version being announced; otherwise the version it
-    last resumed under, or its stamp."""
+    which is what a drop at its end will read: under `interrupt` (`Rules.interrupts`), and
+    for one interrupted (recycled) and not yet resumed, the version being announced;
+    otherwise the version it last resumed under, or its stamp."""
     partial = state.partial
-    if state.config.weight_update == "interrupt" or episode_id in partial.interrupted:
+    if rules.interrupts or episode_id in partial.interrupted:
         return state.version
     return partial.resumed.get(episode_id, stamp)
 

@@ -9,6 +9,8 @@ sink finalizes the group when all G + r are accounted for, as it does any group.
 
 from __future__ import annotations
 
+from typing import Final
+
 from rolloutlog.core.state import DispatcherState
 from rolloutlog.events.types import EpisodeCompleted, EpisodeFailed, EpisodesCancelled, Event
 
@@ -18,13 +20,15 @@ def members(group_size: int, redundancy: int) -> int:
     return group_size + redundancy
 
 
+# The events at which a run with redundancy cancels its extras (`Rules.cancels_redundant`).
+ARRIVALS: Final[frozenset[type[Event]]] = frozenset({EpisodeCompleted, EpisodeFailed})
+
+
 def redundant_members(
     state: DispatcherState, event: EpisodeCompleted | EpisodeFailed
 ) -> list[Event]:
     """At a group's G-th arrival (completed or failed: ROLL counts a failed rollout toward
     G), cancel every member it still owes, in flight or unscheduled, as `redundant`."""
-    if not state.config.group_redundancy:
-        return []
     group = state.groups.get(event.episode_id.rpartition("/")[0])
     if group is None or group.arrived < group.size - state.config.group_redundancy:
         return []

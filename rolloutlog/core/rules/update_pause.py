@@ -19,18 +19,21 @@ from __future__ import annotations
 
 from typing import Final
 
+from rolloutlog.core.state import DispatcherState
 from rolloutlog.events.types import Event, VersionLive, VersionPending
-
-
-def never_paused(live: int, version: int, interrupted: int) -> bool:
-    """rolloutlog's rule: nothing waits for an update to finish."""
-    return False
 
 
 def paused_until_live(live: int, version: int, interrupted: int) -> bool:
     """An update is under way: `version` announced and not yet served (`live`), or
     `interrupted` episodes not yet resumed."""
     return live < version or interrupted > 0
+
+
+def drained_until_live(state: DispatcherState) -> bool:
+    """`weight_update = "drain"`: an announced update waits for the train work in flight,
+    so no new train work goes out until it is live (rolloutlog's own rule, and
+    `"until-live"`'s, have no such wait: None in the table)."""
+    return state.partial.live < state.version
 
 
 # --- step order: who answers a weight update first -------------------------------------------
