@@ -45,10 +45,9 @@ def _sweep(
     reason = rules.swept_reason()
     out: list[Event] = []
     dropped: set[str] = set()
-    drops, view = rules.drop_from_queue, rules.stale_view
     for episode_id in swept:
         queued = queue.get(episode_id)
-        if queued is not None and drops(queued if view is None else view(queued), step, bound):
+        if queued is not None and _stale(rules, queued, step, bound):
             age = rollout_age(queued.version, step)
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
             dropped.add(episode_id)
@@ -61,8 +60,15 @@ def _ships_stale(rules: Rules, state: SinkState, queue: dict[str, Queued], cut: 
     """Whether batch `cut` would train an episode the step's sweep drops."""
     bound, step = state.config.max_off_policy_steps, state.step
     return isinstance(cut, BatchShipped) and any(
-        rules.drop_from_queue(rules.stale_view(queue[e]), step, bound) for e in cut.episode_ids
+        _stale(rules, queue[e], step, bound) for e in cut.episode_ids
     )
+
+
+def _stale(rules: Rules, queued: Queued, step: int, bound: int) -> bool:
+    """Whether the run's rule drops `queued` from the queue at `step` (through its stale
+    view, where the run has one: `Rules.stale_view`)."""
+    view = rules.stale_view
+    return rules.drop_from_queue(queued if view is None else view(queued), step, bound)
 
 
 def _cut(rules: Rules, state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
