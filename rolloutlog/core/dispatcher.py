@@ -85,8 +85,9 @@ def check(state: DispatcherState, event: Event) -> None:
 def apply(rules: Rules, state: DispatcherState, event: Event) -> DispatcherState:
     """Apply an event `check` accepted, in place, as the run's `rules` say; events it does not
     care about pass through."""
-    if state.config.admission_smoothing:
-        rules.advance_window(state, event.t)
+    advance_window = rules.advance_window
+    if advance_window is not None:  # admission smoothing's window
+        advance_window(state, event.t)
     apply_kind = _APPLIES.get(type(event))
     if apply_kind is not None:
         apply_kind(rules, state, event)
@@ -112,9 +113,10 @@ def next_tick(rules: Rules, state: DispatcherState, now: float) -> float | None:
     ever come to open the next window: the run would stall. The tick is due at the start
     of the next window, and only then.
     """
-    if not state.config.admission_smoothing or state.finished or state.inflight:
+    window_after = rules.window_after
+    if window_after is None or state.finished or state.inflight:
         return None
-    return rules.window_after(state, now)
+    return window_after(state, now)
 
 
 def tick(state: DispatcherState, t: float) -> LimitSet:

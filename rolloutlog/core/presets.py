@@ -276,6 +276,10 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
 
 # Settings that are counts, not choices: a count's rule runs only where it is not zero.
 SWITCHED_BY_COUNT: Final = frozenset({"group_redundancy"})
+# Rules that serve another: None where the rule they serve is None (the run does not use
+# it). `admission_window` chooses how smoothing's window moves; without smoothing
+# (`permits` None) no window is kept and no tick is owed.
+SERVES: Final = {"advance_window": "permits", "window_after": "permits"}
 
 
 def rules_for(config: RunConfig) -> Rules:
@@ -285,6 +289,9 @@ def rules_for(config: RunConfig) -> Rules:
     for key, values in CHOICES.items():
         value = getattr(config, key)
         chosen.update(values[bool(value) if key in SWITCHED_BY_COUNT else value])
+    for rule, served in SERVES.items():
+        if chosen[served] is None:
+            chosen[rule] = None
     hold_lag = chosen["lag"](config)
     return Rules(**chosen, hold_lag=hold_lag, gate_lag=chosen["gate"](hold_lag))
 

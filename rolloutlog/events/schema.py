@@ -21,7 +21,6 @@ from typing import Any, Final
 import attrs
 import google_crc32c
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from rolloutlog.events.errors import EventError, LogSchemaError
@@ -278,6 +277,10 @@ def upgrade_batch(batch: pa.RecordBatch, version: int) -> pa.RecordBatch:
     """
     if version == SCHEMA_VERSION:
         return batch
+    # Imported here: pyarrow.compute costs a tenth of a second at start-up, and only a log
+    # of an older schema needs it (`simulate` and a current log never do).
+    import pyarrow.compute as pc
+
     columns = batch.columns
     if version == 1:
         frozen = LOG_SCHEMA.get_field_index("frozen")

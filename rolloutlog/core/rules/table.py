@@ -73,8 +73,9 @@ class Rules:
     arrival_bound: Callable[[int], int]  # the bound an arrival is held to at finalize
     checks_queue: Callable[[Rules, SinkState, Event], Sweep | None]  # a queue check, its sweep
     overload: Callable[[DispatcherState, int, float], list[Event]]
-    advance_window: Callable[[DispatcherState, float], None]  # smoothing's window, at `t`
-    window_after: Callable[[DispatcherState, float], float]  # when the next window opens
+    # smoothing's window at `t`, and when the next one opens; None: no smoothing (`SERVES`)
+    advance_window: Callable[[DispatcherState, float], None] | None
+    window_after: Callable[[DispatcherState, float], float] | None
     refund: Callable[[int], int]  # window growth after a natural completion
     fill_passes: tuple[Work | None, ...]  # the work of each pass of a fill (None: any)
     ship_waits: Callable[[SinkState], bool]  # a full batch waits for last-chance work

@@ -208,7 +208,7 @@ class LiveDriver(RequestsMixin, InterruptMixin, TrainingMixin):
         """A timer for the core's tick (admission smoothing, `ReactionLoop.next_tick`): the
         dispatcher sees time only through events, and with nothing in flight no event would
         come to open the next window (the simulator does the same)."""
-        if not self.config.admission_smoothing:
+        if self.loop.rules.window_after is None:  # no smoothing: no tick is ever owed
             return
         while not self._closed:
             due = self.loop.next_tick(self._now()) if self.loop.next_seq > 0 else None
