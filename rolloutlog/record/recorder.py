@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.dispatcher import version_out_of_turn
+from rolloutlog.core.presets import rules_for
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events.log_writer import LogWriter, Notes
 from rolloutlog.events.schema import SCHEMA_VERSION
@@ -75,6 +76,8 @@ class Recorder:
         notes: Mapping[str, str] | None = None,
     ) -> None:
         self.config = RunConfig.from_mapping(config, where="config", startable=False)
+        # the version a dispatched member carries, as the core's rule stamps it
+        self._stamp = rules_for(self.config).stamp
         self._ids = ForeignIds()
         self._first_notes = dict(notes or {})
         self._log = LogWriter(
@@ -148,8 +151,7 @@ class Recorder:
             raise RecordError(f"{call}: group {group!s} owes no member (G={found.size})")
         member = found.dispatched
         ours = f"{found.ours}/{member}"
-        per_group = self.config.staleness == "per-group"
-        stamp = found.version if per_group else self.version
+        stamp = self._stamp(found.version, self.version)
         event = EpisodeDispatched(
             t=t, episode_id=ours, group_id=found.ours, member=member, policy_version=stamp
         )
