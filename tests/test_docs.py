@@ -57,10 +57,15 @@ PLACEHOLDER = re.compile(r"[<>*{}|]|\.\.\.|\bKEY\b")
 PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
+# Top folders a tool makes beside the tree, not of it: scripts/mutation.sh's `mutants`.
+NOT_OURS = frozenset({"mutants"})
+
+
 def tree_files() -> list[Path]:
     """The tree's own files: no virtual environment (`.venv`, `.venv-vllm`,
-    `.venv-verifiers`, ...: other packages' folders would shadow ours) and no caches."""
-    skip = {".git", "__pycache__", ".ruff_cache", ".mypy_cache", ".hypothesis"}
+    `.venv-verifiers`, ...: other packages' folders would shadow ours), no caches, and not
+    mutmut's copy of the tree (`NOT_OURS`)."""
+    skip = {".git", "__pycache__", ".ruff_cache", ".mypy_cache", ".hypothesis", *NOT_OURS}
     return [
         path
         for path in REPO.rglob("*")
@@ -146,14 +151,15 @@ def path_resolves(mention: str) -> bool:
     if "/" not in path:
         return path in file_names()
     first = path.split("/", 1)[0]
-    if not (REPO / first).exists() and not path.endswith("/") and "." not in path[-5:]:
+    ours = first not in NOT_OURS and (REPO / first).exists()
+    if not ours and not path.endswith("/") and "." not in path[-5:]:
         return True  # `events/s`: a unit, not a file of this tree
     roots = [REPO, *folders().get(first, [])]
     for root in roots:
         target = root / path
         if target.exists():
             return not test_name or f"def {test_name}(" in target.read_text(encoding="utf-8")
-    return first not in folders() and not (REPO / first).exists()  # not a path of this tree
+    return first not in folders() and not ours  # not a path of this tree
 
 
 def instance_attributes(cls: type) -> set[str]:
