@@ -102,7 +102,8 @@ SETTINGS_SETS: Final[dict[str, tuple[str, ...]]] = {
     "long": ("server_min_step_s=0.01",),
     "hard": ("hard_task_share=0.2",),
     # the study's budget: about a minute a run on a shared 2-core machine; batches of 64
-    # at lr 1e-3 learn the most per wall second of the pilots (RESULTS.md § learning.py)
+    # at lr 1e-3 learned the most per wall second of the pilots (RESULTS.md's history:
+    # "The budget: pilots", removed at 2026-12-07 as a superseded diary)
     "study": ("hard_task_share=0.2", "batch_size=64", "learning_rate=1e-3"),
     # the staleness sweep's: a decode step of at least 0.25 s makes a 5-digit rollout last
     # about 1.5 s and a hard one 3 s, several train steps of a batch of 64 (about 0.5 s);
