@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rolloutlog.core.rules.acceptance import held_back
 from rolloutlog.core.rules.composition import take
 from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.scoring import is_zero_advantage
-from rolloutlog.core.staleness import rollout_age, trainer_lags
+from rolloutlog.core.staleness import rollout_age
 from rolloutlog.core.state import Queued, SinkState
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event
 
@@ -47,7 +48,7 @@ def _sweep(
     dropped: set[str] = set()
     for episode_id in swept:
         queued = queue.get(episode_id)
-        if queued is not None and _stale(rules, queued, step, bound):
+        if queued is not None and stale_in_queue(rules, queued, step, bound):
             age = rollout_age(queued.version, step)
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
             dropped.add(episode_id)
@@ -60,11 +61,11 @@ def _ships_stale(rules: Rules, state: SinkState, queue: dict[str, Queued], cut: 
     """Whether batch `cut` would train an episode the step's sweep drops."""
     bound, step = state.config.max_off_policy_steps, state.step
     return isinstance(cut, BatchShipped) and any(
-        _stale(rules, queue[e], step, bound) for e in cut.episode_ids
+        stale_in_queue(rules, queue[e], step, bound) for e in cut.episode_ids
     )
 
 
-def _stale(rules: Rules, queued: Queued, step: int, bound: int) -> bool:
+def stale_in_queue(rules: Rules, queued: Queued, step: int, bound: int) -> bool:
     """Whether the run's rule drops `queued` from the queue at `step` (through its stale
     view, where the run has one: `Rules.stale_view`)."""
     view = rules.stale_view
@@ -76,11 +77,8 @@ def _cut(rules: Rules, state: SinkState, queue: dict[str, Queued], t: float) -> 
     config = state.config
     if state.finished:
         return []  # the run is over: what finalizes at shutdown is scored, never trained
-    if trainer_lags(state.version, state.step, rules.hold_lag):
-        return []  # ship hold: the trainer is too far behind to take batch `step` yet
-    paused = rules.update_pause
-    if paused is not None and paused(state.live, state.version, 0):
-        return []  # update pause: the trainer takes its next batch once the update is live
+    if held_back(rules, state):
+        return []  # the ship hold or the update pause (`acceptance.held_back`)
     if rules.ship_waits(state):
         return []  # ship wait: work at its last chance is still on its way (`ship_wait`)
     cut = take(rules.batch_order, config, queue, state.step)

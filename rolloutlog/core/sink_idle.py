@@ -10,6 +10,7 @@ at each train group's scoring (`count_scored`, in `state.idle`), and the loop as
 from __future__ import annotations
 
 from rolloutlog.core.rules.table import Rules
+from rolloutlog.core.sink_cut import stale_in_queue
 from rolloutlog.core.sink_withhold import withheld_members
 from rolloutlog.core.state import IdleWork, SinkGroup, SinkState
 from rolloutlog.events.types import GroupScored
@@ -20,12 +21,11 @@ def count_scored(rules: Rules, state: SinkState, group: SinkGroup, event: GroupS
     resets the count; otherwise its members are idle work, counted by why."""
     stale_admitted = 0
     if event.admitted:
-        bound, step, drops = state.config.max_off_policy_steps, state.step, rules.drop_from_queue
+        bound, step = state.config.max_off_policy_steps, state.step
         withheld = withheld_members(rules, state, group, group.arrived)  # about to drop too
-        view, queue = rules.stale_view, state.queue
+        queue = state.queue
         stale_admitted = sum(
-            e in withheld or drops(queue[e] if view is None else view(queue[e]), step, bound)
-            for e in event.episode_ids
+            e in withheld or stale_in_queue(rules, queue[e], step, bound) for e in event.episode_ids
         )
         if stale_admitted < len(event.episode_ids):  # something will train: work came out
             state.idle = IdleWork()

@@ -151,10 +151,16 @@ def check_while_sampling(rules: Rules, state: SinkState, event: Event) -> Sweep 
     while a step samples its batch, at every poll of the whole buffer, and stay buffered
     while the step trains and syncs. Here: no check while the ship hold or the update pause
     keeps batch `step` back; past them, each check sweeps the whole queue, then cuts."""
+    return None if held_back(rules, state) else "queue"
+
+
+def held_back(rules: Rules, state: SinkState) -> bool:
+    """Whether batch `step` is kept back: by the ship hold (the trainer is too far behind to
+    take it yet) or by the update pause (the trainer takes it once the update is live)."""
     if trainer_lags(state.version, state.step, rules.hold_lag):
-        return None
+        return True
     paused = rules.update_pause
-    return None if paused is not None and paused(state.live, state.version, 0) else "queue"
+    return paused is not None and paused(state.live, state.version, 0)
 
 
 # --- a bounded queue: what a full queue drops to take an admitted group ------------------------
