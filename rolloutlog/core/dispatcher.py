@@ -219,7 +219,9 @@ def _on_arrival(
     group.arrived += 1
     if isinstance(event, EpisodeCompleted):
         group.arrived_versions.append(version)
-    state.window_growth = rules.refund(state.window_growth)  # a natural completion
+    refund = rules.refund
+    if refund is not None:  # smoothing's window: a natural completion refunds one
+        state.window_growth = refund(state.window_growth)
     _close_if_done(state, group)
 
 

@@ -17,6 +17,7 @@ a row here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from rolloutlog.core.config import FIELD_RULE_DEFAULTS, ConfigError, RunConfig
@@ -36,6 +37,7 @@ from rolloutlog.core.rules import (
     update_pause,
 )
 from rolloutlog.core.rules.table import Rules
+from rolloutlog.core.state import Queued
 
 # Policy key -> its value -> the rules that value chooses. Every key's rows name the same
 # fields, and together the keys name every field of `Rules` but the `DERIVED` ones
@@ -260,7 +262,7 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
     "stale_tokens": {
         "drop": {
             "stale_view": None,
-            "masked": acceptance.nothing_masked,
+            "masked": None,
             "keeps_segments": False,
             "goes_on_under": None,
         },
@@ -277,9 +279,9 @@ CHOICES: Final[dict[str, dict[Any, dict[str, Any]]]] = {
 # Settings that are counts, not choices: a count's rule runs only where it is not zero.
 SWITCHED_BY_COUNT: Final = frozenset({"group_redundancy"})
 # Rules that serve another: None where the rule they serve is None (the run does not use
-# it). `admission_window` chooses how smoothing's window moves; without smoothing
-# (`permits` None) no window is kept and no tick is owed.
-SERVES: Final = {"advance_window": "permits", "window_after": "permits"}
+# it). `admission_window` chooses how smoothing's window moves and what a completion
+# refunds; without smoothing (`permits` None) no window is kept and no tick is owed.
+SERVES: Final = {"advance_window": "permits", "window_after": "permits", "refund": "permits"}
 
 
 def rules_for(config: RunConfig) -> Rules:
@@ -293,7 +295,26 @@ def rules_for(config: RunConfig) -> Rules:
         if chosen[served] is None:
             chosen[rule] = None
     hold_lag = chosen["lag"](config)
-    return Rules(**chosen, hold_lag=hold_lag, gate_lag=chosen["gate"](hold_lag))
+    return Rules(
+        **chosen,
+        hold_lag=hold_lag,
+        gate_lag=chosen["gate"](hold_lag),
+        queued_stale=_through_view(chosen["stale_view"], chosen["drop_from_queue"]),
+    )
+
+
+def _through_view(
+    view: Callable[[Any], Any] | None, drop: Callable[[Queued, int, int], bool]
+) -> Callable[[Queued, int, int], bool]:
+    """The queue's drop rule read through the run's view of an episode (`stale_tokens =
+    mask` judges its last segment), or the rule itself where the run has no view."""
+    if view is None:
+        return drop
+
+    def stale(queued: Queued, step: int, bound: int) -> bool:
+        return drop(view(queued), step, bound)
+
+    return stale
 
 
 FIELD_SET = "field"

@@ -48,7 +48,7 @@ def _sweep(
     dropped: set[str] = set()
     for episode_id in swept:
         queued = queue.get(episode_id)
-        if queued is not None and stale_in_queue(rules, queued, step, bound):
+        if queued is not None and rules.queued_stale(queued, step, bound):
             age = rollout_age(queued.version, step)
             out.append(EpisodeDropped(t=t, episode_id=episode_id, reason=reason, age=age))
             dropped.add(episode_id)
@@ -60,16 +60,10 @@ def _sweep(
 def _ships_stale(rules: Rules, state: SinkState, queue: dict[str, Queued], cut: Event) -> bool:
     """Whether batch `cut` would train an episode the step's sweep drops."""
     bound, step = state.config.max_off_policy_steps, state.step
+    stale = rules.queued_stale
     return isinstance(cut, BatchShipped) and any(
-        stale_in_queue(rules, queue[e], step, bound) for e in cut.episode_ids
+        stale(queue[e], step, bound) for e in cut.episode_ids
     )
-
-
-def stale_in_queue(rules: Rules, queued: Queued, step: int, bound: int) -> bool:
-    """Whether the run's rule drops `queued` from the queue at `step` (through its stale
-    view, where the run has one: `Rules.stale_view`)."""
-    view = rules.stale_view
-    return rules.drop_from_queue(queued if view is None else view(queued), step, bound)
 
 
 def _cut(rules: Rules, state: SinkState, queue: dict[str, Queued], t: float) -> list[Event]:
@@ -89,15 +83,16 @@ def _cut(rules: Rules, state: SinkState, queue: dict[str, Queued], t: float) -> 
         for e in cut
         if not (config.filter_zero_advantages and is_zero_advantage(queue[e].advantage))
     ]
+    masked, bound = rules.masked, config.max_off_policy_steps  # masked: None under drop
     shipped = BatchShipped(
         t=t,
         step=state.step,
         episode_ids=tuple(cut),
         trained_ids=tuple(trained),
         tokens=sum(queue[e].tokens for e in trained),
-        masked_tokens=sum(
-            rules.masked(queue[e], state.step, config.max_off_policy_steps) for e in trained
-        ),
+        masked_tokens=0
+        if masked is None
+        else sum(masked(queue[e], state.step, bound) for e in trained),
     )
     after = state.step + 1  # the step the leftovers are dropped at, once the batch shipped
     left = rules.queue_leftovers(queue, cut)  # slime: what the full batch left, lost

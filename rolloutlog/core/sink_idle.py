@@ -10,7 +10,6 @@ at each train group's scoring (`count_scored`, in `state.idle`), and the loop as
 from __future__ import annotations
 
 from rolloutlog.core.rules.table import Rules
-from rolloutlog.core.sink_cut import stale_in_queue
 from rolloutlog.core.sink_withhold import withheld_members
 from rolloutlog.core.state import IdleWork, SinkGroup, SinkState
 from rolloutlog.events.types import GroupScored
@@ -23,9 +22,9 @@ def count_scored(rules: Rules, state: SinkState, group: SinkGroup, event: GroupS
     if event.admitted:
         bound, step = state.config.max_off_policy_steps, state.step
         withheld = withheld_members(rules, state, group, group.arrived)  # about to drop too
-        queue = state.queue
+        queue, stale = state.queue, rules.queued_stale
         stale_admitted = sum(
-            e in withheld or stale_in_queue(rules, queue[e], step, bound) for e in event.episode_ids
+            e in withheld or stale(queue[e], step, bound) for e in event.episode_ids
         )
         if stale_admitted < len(event.episode_ids):  # something will train: work came out
             state.idle = IdleWork()

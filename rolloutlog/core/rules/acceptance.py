@@ -206,11 +206,6 @@ def read_end(item: _Item) -> _Item:
     return attrs.evolve(item, version=segments[-1][0])
 
 
-def nothing_masked(queued: Queued, step: int, bound: int) -> int:
-    """Drop: every token of a trained episode carries gradient."""
-    return 0
-
-
 def tokens_past_the_bound(queued: Queued, step: int, bound: int) -> int:
     """Mask: the tokens of the segments past the bound at `step` (a token's age is
     `(step − 1) − v_k`, its segment's version); a frozen source's never are."""

@@ -6,7 +6,8 @@ is handed, and a rule that defers to another rule of the run (a stale cancellati
 straggler cut) is handed the table too. A rule the run does not use costs nothing per event:
 its entry is None (or no event class, or no pass) where the deciders would otherwise call
 a function that does nothing, and what the config fixes for the whole run (the gate's and
-the ship hold's lags) is read once, into the table (`DERIVED`).
+the ship hold's lags) is read once, into the table (`DERIVED`), as is a rule composed of
+two (the queue's staleness through the run's view of an episode).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class Rules:
     # smoothing's window at `t`, and when the next one opens; None: no smoothing (`SERVES`)
     advance_window: Callable[[DispatcherState, float], None] | None
     window_after: Callable[[DispatcherState, float], float] | None
-    refund: Callable[[int], int]  # window growth after a natural completion
+    refund: Callable[[int], int] | None  # window growth after a natural completion
     fill_passes: tuple[Work | None, ...]  # the work of each pass of a fill (None: any)
     ship_waits: Callable[[SinkState], bool]  # a full batch waits for last-chance work
     # (group, arrival, version, bound) -> withheld; None: nothing is withheld
@@ -88,7 +89,8 @@ class Rules:
     leftover_group: Callable[[SinkGroup, int], bool]  # (group, step): its arrivals dropped
     # an arrival or queued episode as a staleness drop reads it; None: as it is
     stale_view: Callable[[Any], Any] | None
-    masked: Callable[[Queued, int, int], int]  # (queued, step, bound) -> its tokens masked
+    # (queued, step, bound) -> its tokens masked; None: nothing is masked
+    masked: Callable[[Queued, int, int], int] | None
     keeps_segments: bool  # an episode's segments are kept for its arrival (`stale_tokens`)
     # (rules, state, id, stamp) -> the version a stale cancellation reads; None: its stamp
     goes_on_under: Callable[[Rules, DispatcherState, str, int], int] | None
@@ -104,8 +106,11 @@ class Rules:
     # --- read from the config once, from the rules above (`DERIVED`) ---
     hold_lag: int  # the ship hold's lag, `lag(config)`
     gate_lag: int  # the dispatch gate's, `gate(lag(config))`
+    # (queued, step, bound) -> dropped from the queue: `drop_from_queue` through `stale_view`
+    # (the sweep, the owed-sweep check and the idle count read it), composed once
+    queued_stale: Callable[[Queued, int, int], bool]
 
 
 # The fields of `Rules` that are not chosen by a policy key's row but read once from the rows
 # chosen and the config (`core.presets.rules_for`).
-DERIVED: Final = ("hold_lag", "gate_lag")
+DERIVED: Final = ("hold_lag", "gate_lag", "queued_stale")
