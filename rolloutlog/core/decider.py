@@ -188,9 +188,5 @@ class Combined:
         """The counts of both states that each digest covers (`core.digest.fingerprint`)."""
         return fingerprint(state.dispatcher, state.sink)
 
-    def stop_reason(self, state: Pair) -> str | None:
-        """Why the run should stop for lack of admitted work (the sink's zero-output rule)."""
-        return self.sink.stop_reason(state.sink)
-
 
 PAIR = Combined()

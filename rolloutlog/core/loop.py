@@ -180,8 +180,9 @@ class ReactionLoop(HoldsPair):
 
     def zero_output_reason(self) -> str | None:
         """Why the run should stop for lack of admitted work, or None (see `core.sink`);
-        a driver that sees a reason stops the run with `run_finished(reason="zero_output")`."""
-        return self.decider.stop_reason(self.state)
+        a driver that sees a reason stops the run with `run_finished(reason="zero_output")`.
+        The sink's rule, asked directly: a simulated run asks after every world event."""
+        return self.decider.sink.stop_reason(self.state.sink)
 
     def stall_reason(self) -> str:
         """The rule that holds a run which makes no progress (`core.stall`), for the

@@ -20,7 +20,8 @@ def is_stale(
     Eval episodes and episodes of a frozen generation source never go stale: their data
     does not depend on the policy being trained.
     """
-    return train and not frozen and rollout_age(start_version, step) > max_off_policy_steps
+    # `rollout_age`, inline: this runs for every arrival and queued episode of a run.
+    return train and not frozen and (step - 1) - start_version > max_off_policy_steps
 
 
 def is_stale_against_version(
@@ -35,7 +36,7 @@ def is_stale_against_version(
 def trainer_lags(version: int, step: int, lag: int) -> bool:
     """The trainer, at `version`, lags batch `step` by more than `lag` versions: the one
     inequality of the dispatch gate (no train dispatch) and the ship hold (no batch ships)."""
-    return rollout_age(version, step) > lag
+    return (step - 1) - version > lag  # `rollout_age`, inline: read at every fill
 
 
 def at_last_chance(start_version: int, step: int, max_off_policy_steps: int) -> bool:
