@@ -51,6 +51,8 @@ STEP_MIN = 0.1  # their mean log residual over that below: ~10% slower (noise: a
 NOISE_RATIO = 2.0  # and this many times the spread below: a log above the capacity nearly
 # throughout fits its curve on waits too, and its spread below came out 1-2x its step
 SECONDS_FLOOR = 1e-9  # the least seconds a log residual divides by
+DECODING_MIN_S = 1e-6  # an episode that decoded for less held nothing (its rate would be
+# the float noise of its arrival less its environment seconds)
 
 
 @attrs.frozen(kw_only=True)
@@ -107,7 +109,8 @@ def fit_kv(collector: LogCollector, rows: DecodeRows, servers: int) -> KvFit:
 def held_tokens(collector: LogCollector, overhead_s: float, times: np.ndarray) -> np.ndarray:
     """KV tokens the log's completed episodes held at `times`, on all servers together:
     each its prompt from dispatch and its completion growing evenly until its decoding
-    ended (`overhead_s`, its environment seconds, before its arrival), both freed then."""
+    ended (`overhead_s`, its environment seconds, before its arrival), both freed then;
+    one whose decoding took under `DECODING_MIN_S` is left out."""
     if not math.isfinite(overhead_s) or overhead_s < 0.0:
         raise FitError(f"overhead_s: must be finite and >= 0 (got {overhead_s})")
     prompts: list[tuple[float, float]] = []
@@ -117,12 +120,13 @@ def held_tokens(collector: LogCollector, overhead_s: float, times: np.ndarray) -
         arrival = flight.arrival
         if not isinstance(arrival, EpisodeCompleted):
             continue
-        end = max(flight.t, arrival.t - overhead_s)
+        end = arrival.t - overhead_s
+        if end - flight.t < DECODING_MIN_S:
+            continue
+        rate = arrival.completion_tokens / (end - flight.t)
         prompts += [(flight.t, arrival.prompt_tokens), (end, -arrival.prompt_tokens)]
-        if end > flight.t:
-            rate = arrival.completion_tokens / (end - flight.t)
-            rates += [(flight.t, rate), (end, -rate)]
-            decoded.append((end, arrival.completion_tokens))
+        rates += [(flight.t, rate), (end, -rate)]
+        decoded.append((end, arrival.completion_tokens))
     prompt, rate, done = Occupancy(prompts), Occupancy(rates), Occupancy(decoded)
     return np.array([prompt.at(t) + rate.integral(t) - done.at(t) for t in times])
 
