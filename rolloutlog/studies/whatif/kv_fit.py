@@ -123,9 +123,9 @@ def held_tokens(collector: LogCollector, overhead_s: float, times: np.ndarray) -
         end = arrival.t - overhead_s
         if end - flight.t < DECODING_MIN_S:
             continue
-        rate = arrival.completion_tokens / (end - flight.t)
+        per_s = arrival.completion_tokens / (end - flight.t)
         prompts += [(flight.t, arrival.prompt_tokens), (end, -arrival.prompt_tokens)]
-        rates += [(flight.t, rate), (end, -rate)]
+        rates += [(flight.t, per_s), (end, -per_s)]
         decoded.append((end, arrival.completion_tokens))
     prompt, rate, done = Occupancy(prompts), Occupancy(rates), Occupancy(decoded)
     return np.array([prompt.at(t) + rate.integral(t) - done.at(t) for t in times])
