@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rolloutlog.events.types import EpisodeCompleted, Event
@@ -23,7 +23,7 @@ from rolloutlog.replay.source import open_log
 from rolloutlog.runtime.sim.scenario import Scenario, scenario_from_mapping
 from rolloutlog.runtime.sim.simulation import simulate
 from rolloutlog.runtime.sim.world_config import WorldConfig
-from rolloutlog.studies.whatif.decode_fit import decode_rows
+from rolloutlog.studies.whatif.decode_fit import decode_rows, fit_rows
 from rolloutlog.studies.whatif.fit import (
     FitError,
     LogCollector,
@@ -99,6 +99,7 @@ def test_the_decode_curve_is_fitted_below_the_capacity() -> None:
     kv = fit_kv(collector, rows, 1)
     assert kv.capacity is not None and kv.decode.episodes + kv.above == len(rows.seconds)
     assert kv.step > 0.1 and kv.noise < kv.step / 2
+    assert kv.decode.r_squared > fit_rows(rows, 1).r_squared
     held = held_tokens(collector, kv.decode.overhead_s, rows.dispatched)
     assert held.min() <= kv.capacity < held.max()
 
@@ -108,6 +109,21 @@ def test_a_log_with_ample_capacity_reports_not_seen(max_inflight: int) -> None:
     value, basis, world = _kv_parameter(events_of(truth(1_000_000, max_inflight, 1)))
     assert value == DEFAULT_KV and "kv_capacity_tokens" not in world
     assert basis.startswith("not seen: the log held at most ")
+
+
+@settings(max_examples=6)  # a simulated log and a profile of decode fits each: seconds
+@given(
+    max_inflight=st.integers(8, 128), seed=st.integers(0, 10_000), servers=st.sampled_from([1, 2])
+)
+def test_no_capacity_is_seen_in_a_world_with_ample_cache(
+    max_inflight: int, seed: int, servers: int
+) -> None:
+    """No false positive: whatever the load, a cache that never fills is not seen."""
+    collector = collect(events_of(truth(1_000_000, max_inflight, seed, servers)))
+    rows = decode_rows(collector, train_windows(collector), servers)
+    kv = fit_kv(collector, rows, servers)
+    assert kv.capacity is None and kv.above == 0
+    assert kv.decode.episodes == len(rows.seconds)  # the curve rests on every episode
 
 
 def test_a_log_that_never_reaches_capacity_by_a_little_reports_not_seen() -> None:

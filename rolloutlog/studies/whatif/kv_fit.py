@@ -11,19 +11,20 @@ above the capacity (a waiting episode is counted as growing), so the capacity is
 the episodes' seconds start to exceed the curve, not the most the log held.
 
 The fit: for each candidate level (quantiles of the tokens held per server at the
-episodes' dispatch, `LEVELS`), the decode curve is fitted on the episodes dispatched at or
-below it (the unconstrained part: the waits above would bend the curve), and the log of
-each episode's seconds over the curve's is fitted by a step, one mean below the level and
-another above it; the level with the least squared residual is the estimate. A change
-point needs no model of the wait, which the log cannot separate from the curve; a step
-rather than a hinge (rising with the excess), since an episode dispatched just below the
-capacity may still wait when the others grow, which drew a hinge's level 20-40% low on
-simulated logs where the step's came within 17% (docs/whatif.md). It is declared seen only
-on a clear signature: at least `ABOVE_MIN` episodes above it, whose mean log residual
-exceeds that below by `STEP_MIN` and by `NOISE_RATIO` times the spread below. Otherwise it
-is not seen and the curve is fitted on every episode: a log that ran below the capacity
-shows no step, and one above it nearly throughout (or at one load throughout) has no clean
-part to fit the curve on, which shows as a spread below as large as the step.
+episodes' dispatch, `LEVELS`, then `REFINE` either side of the best), the decode curve is
+fitted on the episodes dispatched at or below it (the unconstrained part: the waits above
+would bend the curve), and the log of each episode's seconds over the curve's is fitted by
+a step, one mean below the level and another above it; the level with the least squared
+residual is the estimate. A change point needs no model of the wait, which the log cannot
+separate from the curve; a step rather than a hinge (rising with the excess), since an
+episode dispatched just below the capacity may still wait when the others grow: on the
+simulated logs of `benchmarks/kv_fit.py` a hinge's level came up to 39% low, the step's
+within 17%. It is declared seen only on a clear signature: at least `ABOVE_MIN` episodes
+above it, whose mean log residual exceeds that below by `STEP_MIN` and by `NOISE_RATIO`
+times the spread below. Otherwise it is not seen and the curve is fitted on every
+episode: a log that ran below the capacity shows no step, and one above it nearly
+throughout (or at one load throughout) has no clean part to fit the curve on, which shows
+as a spread below as large as the step.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from rolloutlog.studies.whatif.decode_fit import (
 )
 from rolloutlog.studies.whatif.fit import FitError, LogCollector
 
-LEVELS = tuple(0.2 + 0.025 * i for i in range(31))  # candidate quantiles of the held tokens
+LEVELS = tuple(0.2 + 0.05 * i for i in range(16))  # candidate quantiles of the held tokens
+REFINE = 0.025  # then the quantiles this far either side of the best (a decode fit each)
 ABOVE_MIN = 30  # episodes dispatched above the capacity that a signature needs
 STEP_MIN = 0.1  # their mean log residual over that below: ~10% slower (noise: a few %)
 NOISE_RATIO = 2.0  # and this many times the spread below: a log above the capacity nearly
@@ -91,8 +93,7 @@ def fit_kv(collector: LogCollector, rows: DecodeRows, servers: int) -> KvFit:
     check_servers(servers)
     every = fit_rows(rows, servers)  # too few rows: the decode fit's error says so
     held = held_tokens(collector, every.overhead_s, rows.dispatched) / servers
-    levels = [_level(rows, held, servers, level) for level in _candidates(held)]
-    best = min(levels, key=lambda level: level.residual, default=None)
+    best = _best_level(rows, held, servers)
     spread = {"held_low": float(held.min()), "held_high": float(held.max())}
     if best is None or not _clear(best):
         return KvFit(capacity=None, decode=every, above=0, step=0.0, noise=0.0, **spread)
@@ -140,17 +141,27 @@ class _Level(NamedTuple):
     above: int
 
 
-def _candidates(held: np.ndarray) -> list[float]:
-    """The levels tried: quantiles of the held tokens that leave enough episodes on each
-    side (a decode fit below, a signature above)."""
-    levels = np.unique(np.quantile(held, LEVELS)) if len(held) else np.array([])
-    return [
-        float(level)
-        for level in levels
-        if level > 0.0
-        and np.sum(held <= level) >= EPISODES_MIN
-        and np.sum(held > level) >= ABOVE_MIN
-    ]
+def _best_level(rows: DecodeRows, held: np.ndarray, servers: int) -> _Level | None:
+    """The level of least squared residual among the quantiles `LEVELS` of the held tokens,
+    then those `REFINE` either side of the best; None where no quantile leaves enough
+    episodes on each side (a decode fit below, a signature above)."""
+    tried: dict[float, _Level] = {}
+
+    def fit(quantile: float) -> None:
+        level = float(np.quantile(held, quantile))
+        enough = np.sum(held <= level) >= EPISODES_MIN and np.sum(held > level) >= ABOVE_MIN
+        if level > 0.0 and enough and level not in tried:
+            tried[level] = _level(rows, held, servers, level)
+
+    for quantile in LEVELS:
+        fit(quantile)
+    if not tried:
+        return None
+    best = min(tried.values(), key=lambda level: level.residual)
+    middle = float(np.mean(held <= best.capacity))  # the best level's quantile
+    for quantile in (middle - REFINE, middle + REFINE):
+        fit(min(max(quantile, 0.0), 1.0))
+    return min(tried.values(), key=lambda level: level.residual)
 
 
 def _level(rows: DecodeRows, held: np.ndarray, servers: int, capacity: float) -> _Level:
