@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -33,7 +34,7 @@ from rolloutlog.studies.whatif.fit import (
     train_windows,
 )
 from rolloutlog.studies.whatif.kv_fit import DECODING_MIN_S, fit_kv, held_tokens
-from rolloutlog.studies.whatif.shared_fit import fit_shared
+from rolloutlog.studies.whatif.shared_fit import _kv_keys, _kv_parameter, fit_shared
 
 CAPACITY_ERROR = 0.20  # the stated error of a capacity the fit sees (module docstring)
 DEFAULT_KV = WorldConfig().kv_capacity_tokens
@@ -72,7 +73,7 @@ def events_of(scenario: Scenario) -> list[Event]:
     return events
 
 
-def _kv_parameter(events: list[Event], servers: int = 1) -> tuple[Any, str, dict[str, Any]]:
+def _fitted_kv(events: list[Event], servers: int = 1) -> tuple[Any, str, dict[str, Any]]:
     fit = fit_shared(collect(events), fit_log(events), servers=servers)
     (kv,) = [p for p in fit.parameters if p.key == "kv_capacity_tokens"]
     return kv.value, kv.basis, fit.world
@@ -85,7 +86,7 @@ def test_the_fit_recovers_the_capacity_of_logs_that_reach_it(
     capacity: int, max_inflight: int, seed: int
 ) -> None:
     events = events_of(truth(capacity, max_inflight, seed))
-    value, basis, world = _kv_parameter(events)
+    value, basis, world = _fitted_kv(events)
     assert value == pytest.approx(capacity, rel=CAPACITY_ERROR)
     assert world["kv_capacity_tokens"] == value
     assert basis.startswith("seen: the ") and "tokens per server at dispatch" in basis
@@ -106,7 +107,7 @@ def test_the_decode_curve_is_fitted_below_the_capacity() -> None:
 
 @pytest.mark.parametrize("max_inflight", [16, 64, 128])
 def test_a_log_with_ample_capacity_reports_not_seen(max_inflight: int) -> None:
-    value, basis, world = _kv_parameter(events_of(truth(1_000_000, max_inflight, 1)))
+    value, basis, world = _fitted_kv(events_of(truth(1_000_000, max_inflight, 1)))
     assert value == DEFAULT_KV and "kv_capacity_tokens" not in world
     assert basis.startswith("not seen: the log held at most ")
 
@@ -128,13 +129,13 @@ def test_no_capacity_is_seen_in_a_world_with_ample_cache(
 
 def test_a_log_that_never_reaches_capacity_by_a_little_reports_not_seen() -> None:
     """32 in flight hold about 14,000 tokens: a 20,000-token cache is never full."""
-    value, basis, _ = _kv_parameter(events_of(truth(20_000, 32, 1)))
+    value, basis, _ = _fitted_kv(events_of(truth(20_000, 32, 1)))
     assert value == DEFAULT_KV and basis.startswith("not seen")
 
 
 def test_the_shipped_simulated_log_reports_not_seen() -> None:
     events = list(open_log("examples/simulated.arrow").events())
-    value, basis, _ = _kv_parameter(events)
+    value, basis, _ = _fitted_kv(events)
     assert value == DEFAULT_KV and basis.startswith("not seen")
 
 
@@ -180,3 +181,22 @@ def test_held_tokens_sums_each_episodes_prompt_and_tokens_so_far(
             expected += prompt + completion * (at - start) / (end - start)
     (held,) = held_tokens(collector, overhead, np.array([at]))
     assert held == pytest.approx(expected, rel=1e-6, abs=1e-6 * (1 + expected))
+
+
+def test_a_capacity_below_the_longest_episode_is_held_there() -> None:
+    """A server holds any one episode whole (the world refuses a cache that cannot): a
+    fitted capacity below the log's longest is raised to it, and the basis says so."""
+    events = events_of(truth(15_000, 32, 1))
+    collector, recorded = collect(events), fit_log(events).scenario.world
+    kv = fit_kv(collector, decode_rows(collector, train_windows(collector), 1), 1)
+    low = attrs.evolve(kv, capacity=500.0)
+    longest = max(e.completion_tokens for e in events if isinstance(e, EpisodeCompleted))
+    keys = _kv_keys(low, recorded, collector)
+    assert keys == {
+        "kv_capacity_tokens": recorded.prompt_tokens + longest,
+        "max_completion_tokens": longest,
+    }
+    basis = _kv_parameter(low, keys, recorded, 0.0).basis
+    assert basis.endswith("fitted 500, held at the log's longest episode")
+    world = WorldConfig.from_mapping({**recorded.to_dict(), "inference": "shared", **keys})
+    assert world.kv_capacity_tokens == keys["kv_capacity_tokens"]

@@ -88,12 +88,12 @@ def fit_shared(collector: LogCollector, fitted: FittedRun, servers: int) -> Shar
     rows = decode_rows(collector, windows, servers)
     inflight = Occupancy.of_flights(collector)
     kv = fit_kv(collector, rows, servers)
-    capacity = _capacity(kv, fitted.scenario.world)
+    cache = _kv_keys(kv, fitted.scenario.world, collector)
     trainer = _fit_trainer(windows, inflight, servers, kv.decode.coupling)
-    rerun = _rerun(fitted, trainer, capacity)
+    rerun = _rerun(fitted, trainer, cache)
     decode = calibrate(kv.decode, rerun, _recorded_rate(collector))
     kv_peak = _kv_peak(collector, servers)
-    world = _world_keys(decode, trainer, fitted.scenario.world, capacity)
+    world = _world_keys(decode, trainer, fitted.scenario.world, cache)
     run = fitted.scenario.run
     ranges = (
         LogRange(figure="running requests per server", low=decode.running_min,
@@ -106,7 +106,7 @@ def fit_shared(collector: LogCollector, fitted: FittedRun, servers: int) -> Shar
         world=world,
         parameters=(
             *_parameters(decode, trainer, fitted.scenario.world),
-            _kv_parameter(kv, capacity, fitted.scenario.world, kv_peak),
+            _kv_parameter(kv, cache, fitted.scenario.world, kv_peak),
         ),
         ranges=ranges,
         decode=decode,
@@ -140,7 +140,7 @@ def _recorded_rate(collector: LogCollector) -> float:
 
 
 def _rerun(
-    fitted: FittedRun, trainer: _TrainerFit, capacity: int | None
+    fitted: FittedRun, trainer: _TrainerFit, cache: dict[str, int]
 ) -> Callable[[DecodeFit], float]:
     """Episodes completed per second when the recorded policy re-runs on the world of a
     decode fit (`calibrate`'s measure)."""
@@ -152,7 +152,7 @@ def _rerun(
             nonlocal completed
             completed += sum(isinstance(e, EpisodeCompleted) for e in events)
 
-        keys = _world_keys(decode, trainer, fitted.scenario.world, capacity)
+        keys = _world_keys(decode, trainer, fitted.scenario.world, cache)
         result = simulate(_scenario(fitted, keys), on_events=count)
         return completed / result.virtual_seconds if result.virtual_seconds > 0 else 0.0
 
@@ -233,36 +233,42 @@ def decode_keys(decode: DecodeFit) -> dict[str, Any]:
 
 
 def _world_keys(
-    decode: DecodeFit, trainer: _TrainerFit, recorded: WorldConfig, capacity: int | None
+    decode: DecodeFit, trainer: _TrainerFit, recorded: WorldConfig, cache: dict[str, int]
 ) -> dict[str, Any]:
-    """The world keys the fit sets (the KV capacity where the log shows it)."""
+    """The world keys the fit sets (with `cache`, the KV capacity where the log shows it)."""
     world: dict[str, Any] = {**decode_keys(decode), "train_s_per_episode": 0.0}
     if trainer.batches:
         world["train_step_s"] = trainer.fixed_s
         world["train_s_per_token"] = trainer.per_token_s
         world["trainer_jitter"] = trainer.jitter
     world["max_running"] = max(recorded.max_running, 1)
-    if capacity is not None:
-        world["kv_capacity_tokens"] = capacity
-    return world
+    return {**world, **cache}
 
 
-def _capacity(kv: KvFit, recorded: WorldConfig) -> int | None:
-    """The fitted capacity as the world's key, no less than the world's longest episode
-    (a server holds any one episode whole; the world refuses less); None where not seen."""
+def _kv_keys(kv: KvFit, recorded: WorldConfig, collector: LogCollector) -> dict[str, int]:
+    """The world keys of a capacity the log shows (none where not seen): the capacity, no
+    less than the world's longest episode (its prompt and the longest completion the log
+    finished, the trace's ceiling), which the world then takes as `max_completion_tokens`
+    (a server holds any one episode whole; the world refuses less)."""
     if kv.capacity is None:
-        return None
-    return max(round(kv.capacity), recorded.prompt_tokens + recorded.max_completion_tokens)
+        return {}
+    longest = max(
+        (f.arrival.completion_tokens for f in collector.flights.values()
+         if isinstance(f.arrival, EpisodeCompleted)),
+        default=1,
+    )  # fmt: skip
+    capacity = max(round(kv.capacity), recorded.prompt_tokens + longest)
+    return {"kv_capacity_tokens": capacity, "max_completion_tokens": max(longest, 1)}
 
 
 def _kv_parameter(
-    kv: KvFit, capacity: int | None, recorded: WorldConfig, kv_peak: float
+    kv: KvFit, cache: dict[str, int], recorded: WorldConfig, kv_peak: float
 ) -> Parameter:
     """The KV capacity with what of the log identifies it (`kv_fit`), or that nothing does."""
     basis = kv.basis(kv_peak)
-    if capacity is not None and kv.capacity is not None and capacity > round(kv.capacity):
-        basis += f"; fitted {kv.capacity:,.0f}, held at the world's longest episode"
-    value = recorded.kv_capacity_tokens if capacity is None else capacity
+    value = cache.get("kv_capacity_tokens", recorded.kv_capacity_tokens)
+    if kv.capacity is not None and value > round(kv.capacity):
+        basis += f"; fitted {kv.capacity:,.0f}, held at the log's longest episode"
     return Parameter(key="kv_capacity_tokens", value=value, unit="tokens", basis=basis)
 
 
