@@ -82,8 +82,8 @@ class KvFit:
         return (
             f"seen: the {self.above:,} episodes dispatched while a server held more (of "
             f"{self.held_low:,.0f}-{self.held_high:,.0f} tokens per server at dispatch) ran "
-            f"x{math.exp(self.step):.2f} the decode curve fitted on the {below:,} below it "
-            f"(spread {self.noise:.2f})"
+            f"x{math.exp(self.step):.2f} as long as the {below:,} below it, against the "
+            f"decode curve fitted on those (log spread {self.noise:.2f})"
         )
 
 
