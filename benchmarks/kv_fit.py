@@ -1,14 +1,14 @@
 """How well `whatif` recovers the servers' KV capacity: simulated logs of known capacity.
 
-    .venv/bin/python -m benchmarks.kv_fit                       # the grid below, one server
-    .venv/bin/python -m benchmarks.kv_fit --servers 2 --capacities 6000,10000
+    .venv/bin/python benchmarks/kv_fit.py                       # the grid below, one server
+    .venv/bin/python benchmarks/kv_fit.py --servers 2 --capacities 6000,10000
 
-(from the repository root: the logs are the test's, `tests/studies/test_kv_fit.py`'s
-`truth`.) Each log is a run of the shared world (`step(n) = 0.02 + 0.002·n`, 128-token
-prompts, completions of median 256, the concurrency controller moving the limit between
-20% and 100% of `max_inflight` every 60 s on average, so that the log runs both below and
-above the capacity) with `kv_capacity_tokens` set; `studies.whatif.kv_fit.fit_kv` fits it
-from the log alone. Printed per log: the capacity, `max_inflight`, seed, whether the fit saw the
+The logs are those the tests hold the fit to (`rolloutlog.studies.whatif.kv_logs.truth`). Each log
+is a run of the shared world (`step(n) = 0.02 + 0.002·n`, 128-token prompts, completions of
+median 256, the concurrency controller moving the limit between 20% and 100% of
+`max_inflight` every 60 s on average, so that the log runs both below and above the
+capacity) with `kv_capacity_tokens` set; `studies.whatif.kv_fit.fit_kv` fits it from the log
+alone. Printed per log: the capacity, `max_inflight`, seed, whether the fit saw the
 capacity, its estimate and relative error; then the largest error among those seen.
 """
 
@@ -21,7 +21,7 @@ from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.studies.whatif.decode_fit import decode_rows
 from rolloutlog.studies.whatif.fit import collect, train_windows
 from rolloutlog.studies.whatif.kv_fit import KvFit, fit_kv
-from tests.studies.test_kv_fit import events_of, truth
+from rolloutlog.studies.whatif.kv_logs import events_of, truth
 
 
 def fitted(scenario: Scenario) -> KvFit:

@@ -21,8 +21,6 @@ from hypothesis import strategies as st
 
 from rolloutlog.events.types import EpisodeCompleted, Event
 from rolloutlog.replay.source import open_log
-from rolloutlog.runtime.sim.scenario import Scenario, scenario_from_mapping
-from rolloutlog.runtime.sim.simulation import simulate
 from rolloutlog.runtime.sim.world_config import WorldConfig
 from rolloutlog.studies.whatif.decode_fit import decode_rows, fit_rows
 from rolloutlog.studies.whatif.fit import (
@@ -34,43 +32,11 @@ from rolloutlog.studies.whatif.fit import (
     train_windows,
 )
 from rolloutlog.studies.whatif.kv_fit import DECODING_MIN_S, fit_kv, held_tokens
+from rolloutlog.studies.whatif.kv_logs import events_of, truth
 from rolloutlog.studies.whatif.shared_fit import _kv_keys, _kv_parameter, fit_shared
 
 CAPACITY_ERROR = 0.20  # the stated error of a capacity the fit sees (module docstring)
 DEFAULT_KV = WorldConfig().kv_capacity_tokens
-
-
-def truth(capacity: int, max_inflight: int, seed: int, servers: int = 1) -> Scenario:
-    """The shared world at `capacity` KV tokens per server (step 0.02 + 0.002·n, 128-token
-    prompts, completions of median 256), the controller moving the limit between 20% and
-    100% of `max_inflight` every 60 s on average (`benchmarks/kv_fit.py` runs it wider)."""
-    world: dict[str, Any] = {
-        "inference": "shared",
-        "inference_servers": servers,
-        "decode_step_s": 0.02,
-        "decode_s_per_seq": 0.002,
-        "prompt_tokens": 128,
-        "prefill_tokens_per_s": 4000.0,
-        "prefix_caching": False,
-        "episode_overhead_s": 1.0,
-        "task_length_tokens": 256,
-        "max_completion_tokens": 2048,
-        "train_step_s": 10.0,
-        "train_s_per_token": 2e-4,
-        "trainer_jitter": 0.0,
-        "weight_update_s": 2.0,
-        "kv_capacity_tokens": capacity,
-        "limit_interval_s": 60.0,
-        "limit_min_fraction": 0.2,
-    }
-    run = {"group_size": 8, "max_inflight": max_inflight, "batch_size": 32}
-    return scenario_from_mapping({"steps": 30, "seed": seed, "run": run, "world": world})
-
-
-def events_of(scenario: Scenario) -> list[Event]:
-    events: list[Event] = []
-    simulate(scenario, on_events=events.extend)
-    return events
 
 
 def _fitted_kv(events: list[Event], servers: int = 1) -> tuple[Any, str, dict[str, Any]]:
