@@ -1,11 +1,12 @@
 """`rolloutlog whatif`: what a recorded run would have cost under other staleness policies.
 
 The world is fitted to the log (`studies.whatif`): by default the shared-inference world
-(`studies.whatif.shared_fit`: servers, the decode curve, prefill, the trainer), so that a
-policy that keeps more or fewer rollouts in flight sees its rollouts slow down or speed up;
-with `--world replay`, the recorded durations replayed. Each policy runs on it with
-`simulate`'s own `run_policies`, and the report puts the recorded run's figures (measured
-the same way) beside them: the `simulate --compare` table with a `recorded` column.
+(`studies.whatif.shared_fit`: servers, the decode curve, prefill, the KV capacity where the
+log reaches it, the trainer), so that a policy that keeps more or fewer rollouts in flight
+sees its rollouts slow down or speed up; with `--world replay`, the recorded durations
+replayed. Each policy runs on it with `simulate`'s own `run_policies`, and the report puts
+the recorded run's figures (measured the same way) beside them: the `simulate --compare`
+table with a `recorded` column.
 """
 
 from __future__ import annotations

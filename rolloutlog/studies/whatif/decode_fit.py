@@ -70,13 +70,15 @@ PER_SEQ_FLOOR_S = 1e-6  # the least decode seconds per running sequence a fit gi
 class DecodeRows:
     """Per completed episode: generation seconds, completion tokens, prompt tokens
     dispatched to its server during its life (`Prefills`), running sequences per server,
-    and the fraction of its life the trainer trained."""
+    the fraction of its life the trainer trained, and its dispatch time (where the KV fit,
+    `kv_fit`, reads the tokens the servers held)."""
 
     seconds: np.ndarray
     tokens: np.ndarray
     prompt: np.ndarray
     running: np.ndarray
     training: np.ndarray
+    dispatched: np.ndarray
 
     @classmethod
     def join(cls, parts: Sequence[DecodeRows]) -> DecodeRows:
@@ -85,6 +87,12 @@ class DecodeRows:
                 field.name: np.concatenate([getattr(part, field.name) for part in parts])
                 for field in attrs.fields(cls)
             }
+        )
+
+    def where(self, kept: np.ndarray) -> DecodeRows:
+        """The rows a boolean mask keeps."""
+        return DecodeRows(
+            **{field.name: getattr(self, field.name)[kept] for field in attrs.fields(DecodeRows)}
         )
 
 
@@ -119,6 +127,17 @@ class DecodeFit:
             self.decode_step_s + self.decode_s_per_seq * running,
             self.decode_compute_s_per_seq * running,
         )
+
+    def predicted(self, rows: DecodeRows) -> np.ndarray:
+        """Each row's seconds by the fitted curve (the fit's own design, `_design`)."""
+        step, per_seq = (
+            (self.decode_step_s, self.decode_s_per_seq)
+            if self.separated
+            else (0.0, self.decode_compute_s_per_seq)
+        )
+        coefficients = np.array([self.overhead_s, self.prefill_s_per_token, step, per_seq])
+        predicted: np.ndarray = _design(rows, self.coupling, self.request_steps) @ coefficients
+        return predicted
 
 
 def fit_decode(logs: Iterable[Iterable[Event]], *, servers: int = 1) -> DecodeFit:
@@ -264,7 +283,7 @@ def decode_rows(
     prefills = Prefills(collector)
     training = Occupancy([(w.start, 1) for w in windows] + [(w.end, -1) for w in windows])
     interrupted = collector.interrupted
-    rows: list[tuple[float, float, float, float, float]] = []
+    rows: list[tuple[float, float, float, float, float, float]] = []
     for episode_id, flight in collector.flights.items():
         arrival = flight.arrival
         if not isinstance(arrival, EpisodeCompleted) or flight.late or episode_id in interrupted:
@@ -278,15 +297,17 @@ def decode_rows(
                 prefills.between(flight.t, arrival.t) / servers,
                 inflight.mean(flight.t, arrival.t) / servers,
                 training.mean(flight.t, arrival.t),
+                flight.t,
             )
         )
-    table = np.array(rows).reshape(-1, 5)
+    table = np.array(rows).reshape(-1, 6)
     return DecodeRows(
         seconds=table[:, 0],
         tokens=table[:, 1],
         prompt=table[:, 2],
         running=table[:, 3],
         training=table[:, 4],
+        dispatched=table[:, 5],
     )
 
 
@@ -321,10 +342,10 @@ class Prefills:
 
 
 class Occupancy:
-    """A count over time (episodes in flight, the trainer training), as a step function
-    with its running integral."""
+    """A count over time (episodes in flight, the trainer training, tokens held), as a step
+    function with its running integral."""
 
-    def __init__(self, changes: list[tuple[float, int]]) -> None:
+    def __init__(self, changes: Sequence[tuple[float, float]]) -> None:
         changes = sorted(changes) or [(0.0, 0)]
         times = np.array([t for t, _ in changes])
         counts = np.cumsum([step for _, step in changes])  # from times[i] on

@@ -12,8 +12,10 @@ fewer rollouts in flight than the recorded run sees its servers slow down or spe
   tokens) · (1 + k · busy)`, `busy` the fraction of servers with work when it starts
   (non-negative least squares; the jitter is the spread of what is left);
 - **the update pause**: the recorded mean (`fit._world`), and whether inference paused;
-- **the KV cache**: a log does not show it; the fit keeps the world's default and reports
-  the most tokens the log held per server, beyond which the capacity is a guess.
+- **the KV cache** (`kv_fit`): where the episodes dispatched while the servers held more
+  than some level of tokens ran clearly slower than the decode curve, that level is the
+  capacity per server and the curve is fitted below it; otherwise the fit keeps the
+  world's default and reports the most tokens the log held per server.
 
 Each parameter comes with the range of the log that identifies it (`Parameter.basis`), and
 `range_warnings` names each figure a simulated policy takes outside those ranges.
@@ -38,9 +40,9 @@ from rolloutlog.studies.whatif.decode_fit import (
     Occupancy,
     check_servers,
     decode_rows,
-    fit_rows,
 )
 from rolloutlog.studies.whatif.fit import FittedRun, LogCollector, TrainWindow, train_windows
+from rolloutlog.studies.whatif.kv_fit import KvFit, fit_kv
 
 BATCHES_MIN = 2  # trained batches a trainer fit needs (a fixed part and a per-token part)
 RANGE_SLACK = 1.1  # a figure within 10% of the log's range is inside it
@@ -85,11 +87,13 @@ def fit_shared(collector: LogCollector, fitted: FittedRun, servers: int) -> Shar
     windows = train_windows(collector)
     rows = decode_rows(collector, windows, servers)
     inflight = Occupancy.of_flights(collector)
-    uncalibrated = fit_rows(rows, servers)
-    trainer = _fit_trainer(windows, inflight, servers, uncalibrated.coupling)
-    decode = calibrate(uncalibrated, _rerun(fitted, trainer), _recorded_rate(collector))
+    kv = fit_kv(collector, rows, servers)
+    cache = _kv_keys(kv, fitted.scenario.world, collector)
+    trainer = _fit_trainer(windows, inflight, servers, kv.decode.coupling)
+    rerun = _rerun(fitted, trainer, cache)
+    decode = calibrate(kv.decode, rerun, _recorded_rate(collector))
     kv_peak = _kv_peak(collector, servers)
-    world = _world_keys(decode, trainer, fitted.scenario.world)
+    world = _world_keys(decode, trainer, fitted.scenario.world, cache)
     run = fitted.scenario.run
     ranges = (
         LogRange(figure="running requests per server", low=decode.running_min,
@@ -100,7 +104,10 @@ def fit_shared(collector: LogCollector, fitted: FittedRun, servers: int) -> Shar
     )  # fmt: skip
     return SharedFit(
         world=world,
-        parameters=_parameters(decode, trainer, fitted.scenario.world, kv_peak),
+        parameters=(
+            *_parameters(decode, trainer, fitted.scenario.world),
+            _kv_parameter(kv, cache, fitted.scenario.world, kv_peak),
+        ),
         ranges=ranges,
         decode=decode,
         rows=rows,
@@ -132,7 +139,9 @@ def _recorded_rate(collector: LogCollector) -> float:
     return completed / collector.end_t if collector.end_t > 0.0 else 0.0
 
 
-def _rerun(fitted: FittedRun, trainer: _TrainerFit) -> Callable[[DecodeFit], float]:
+def _rerun(
+    fitted: FittedRun, trainer: _TrainerFit, cache: dict[str, int]
+) -> Callable[[DecodeFit], float]:
     """Episodes completed per second when the recorded policy re-runs on the world of a
     decode fit (`calibrate`'s measure)."""
 
@@ -143,7 +152,7 @@ def _rerun(fitted: FittedRun, trainer: _TrainerFit) -> Callable[[DecodeFit], flo
             nonlocal completed
             completed += sum(isinstance(e, EpisodeCompleted) for e in events)
 
-        keys = _world_keys(decode, trainer, fitted.scenario.world)
+        keys = _world_keys(decode, trainer, fitted.scenario.world, cache)
         result = simulate(_scenario(fitted, keys), on_events=count)
         return completed / result.virtual_seconds if result.virtual_seconds > 0 else 0.0
 
@@ -223,19 +232,48 @@ def decode_keys(decode: DecodeFit) -> dict[str, Any]:
     }
 
 
-def _world_keys(decode: DecodeFit, trainer: _TrainerFit, recorded: WorldConfig) -> dict[str, Any]:
-    """The world keys the fit sets."""
+def _world_keys(
+    decode: DecodeFit, trainer: _TrainerFit, recorded: WorldConfig, cache: dict[str, int]
+) -> dict[str, Any]:
+    """The world keys the fit sets (with `cache`, the KV capacity where the log shows it)."""
     world: dict[str, Any] = {**decode_keys(decode), "train_s_per_episode": 0.0}
     if trainer.batches:
         world["train_step_s"] = trainer.fixed_s
         world["train_s_per_token"] = trainer.per_token_s
         world["trainer_jitter"] = trainer.jitter
     world["max_running"] = max(recorded.max_running, 1)
-    return world
+    return {**world, **cache}
+
+
+def _kv_keys(kv: KvFit, recorded: WorldConfig, collector: LogCollector) -> dict[str, int]:
+    """The world keys of a capacity the log shows (none where not seen): the capacity, no
+    less than the world's longest episode (its prompt and the longest completion the log
+    finished, the trace's ceiling), which the world then takes as `max_completion_tokens`
+    (a server holds any one episode whole; the world refuses less)."""
+    if kv.capacity is None:
+        return {}
+    longest = max(
+        (f.arrival.completion_tokens for f in collector.flights.values()
+         if isinstance(f.arrival, EpisodeCompleted)),
+        default=1,
+    )  # fmt: skip
+    capacity = max(round(kv.capacity), recorded.prompt_tokens + longest)
+    return {"kv_capacity_tokens": capacity, "max_completion_tokens": max(longest, 1)}
+
+
+def _kv_parameter(
+    kv: KvFit, cache: dict[str, int], recorded: WorldConfig, kv_peak: float
+) -> Parameter:
+    """The KV capacity with what of the log identifies it (`kv_fit`), or that nothing does."""
+    basis = kv.basis(kv_peak)
+    value = cache.get("kv_capacity_tokens", recorded.kv_capacity_tokens)
+    if kv.capacity is not None and value > round(kv.capacity):
+        basis += f"; fitted {kv.capacity:,.0f}, held at the log's longest episode"
+    return Parameter(key="kv_capacity_tokens", value=value, unit="tokens", basis=basis)
 
 
 def _parameters(
-    decode: DecodeFit, trainer: _TrainerFit, recorded: WorldConfig, kv_peak: float
+    decode: DecodeFit, trainer: _TrainerFit, recorded: WorldConfig
 ) -> tuple[Parameter, ...]:
     """Each fitted parameter with the range of the log it rests on."""
     running = f"{decode.running_min:.1f}-{decode.running_max:.1f} running per server"
@@ -281,9 +319,6 @@ def _parameters(
         Parameter(key="pause_inference_on_update", value=recorded.pause_inference_on_update,
                   unit="", basis="no arrival inside an update window" if
                   recorded.pause_inference_on_update else "arrivals inside update windows"),
-        Parameter(key="kv_capacity_tokens", value=recorded.kv_capacity_tokens, unit="tokens",
-                  basis=f"not seen: the log held at most {kv_peak:,.0f} tokens per server; "
-                  "the world's default is kept"),
     )  # fmt: skip
 
 
