@@ -75,7 +75,7 @@ from rolloutlog.events.types import (
 
 class HoldsDispatcher(Protocol):
     """Anything that folds the dispatcher: the reaction loop, or replay's log fold (the
-    states of both deciders as `state`; the dispatcher's is `state.dispatcher`)."""
+    states of both deciders as `state`, a `core.decider.Pair`)."""
 
     @property
     def state(self) -> Any: ...
