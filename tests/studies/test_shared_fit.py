@@ -24,6 +24,7 @@ from rolloutlog.events.types import Event
 from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runtime.sim.scenario import Scenario, load_scenario, scenario_from_mapping
 from rolloutlog.studies.whatif.fit import collect, fit_log
+from rolloutlog.studies.whatif.kv_logs import KNOWN_RUN, KNOWN_WORLD
 from rolloutlog.studies.whatif.shared_fit import (
     SharedFit,
     fit_shared,
@@ -31,30 +32,18 @@ from rolloutlog.studies.whatif.shared_fit import (
     shared_scenario,
 )
 
-STEP_S, PER_SEQ_S = 0.02, 0.002
-TRAIN_STEP_S, TRAIN_S_PER_TOKEN, UPDATE_S, COUPLING = 10.0, 2e-4, 2.0, 0.5
+# The known world's costs (`KNOWN_WORLD`), which the fit should recover.
+STEP_S, PER_SEQ_S = KNOWN_WORLD["decode_step_s"], KNOWN_WORLD["decode_s_per_seq"]
+TRAIN_STEP_S, TRAIN_S_PER_TOKEN = KNOWN_WORLD["train_step_s"], KNOWN_WORLD["train_s_per_token"]
+UPDATE_S, COUPLING = KNOWN_WORLD["weight_update_s"], 0.5
 STEP_ERROR, TRAINER_ERROR, COUPLING_ERROR = 0.10, 0.02, 0.2
 
 
 def _truth(max_inflight: int, colocated: bool, steps: int = 30) -> Scenario:
-    world: dict[str, Any] = {
-        "inference": "shared",
-        "decode_step_s": STEP_S,
-        "decode_s_per_seq": PER_SEQ_S,
-        "prompt_tokens": 128,
-        "prefill_tokens_per_s": 4000.0,
-        "prefix_caching": False,
-        "episode_overhead_s": 1.0,
-        "task_length_tokens": 256,
-        "max_completion_tokens": 2048,
-        "train_step_s": TRAIN_STEP_S,
-        "train_s_per_token": TRAIN_S_PER_TOKEN,
-        "trainer_jitter": 0.0,
-        "weight_update_s": UPDATE_S,
-    }
+    world: dict[str, Any] = dict(KNOWN_WORLD)
     if colocated:
         world |= {"colocated": True, "colocation_coupling": COUPLING}
-    run = {"group_size": 8, "max_inflight": max_inflight, "batch_size": 32}
+    run = {**KNOWN_RUN, "max_inflight": max_inflight}
     return scenario_from_mapping({"steps": steps, "seed": 1, "run": run, "world": world})
 
 
