@@ -54,7 +54,7 @@ from rolloutlog.runs.simulate import run_policy
 from rolloutlog.runs.train_inputs import weights_beside
 from rolloutlog.runtime.live.session import vllm_from_v0
 from rolloutlog.runtime.live.settings import build_settings
-from rolloutlog.runtime.live.vllm_launch import VLLMStartError, cpu_command
+from rolloutlog.runtime.live.vllm_launch import VLLMStartError, VLLMUnavailable, cpu_command
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.studies.learning_model import ranks
 from rolloutlog.studies.whatif.shared_fit import shared_scenario
@@ -282,7 +282,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             logs = run_probes(out, grid, args)
         except VLLMStartError as error:  # no vLLM environment, or a server that did not start
             first = str(error).splitlines()[0].rstrip(":")
-            print(f"predict.py: error: {first} (output in {out / 'vllm'})", file=sys.stderr)
+            where = "" if isinstance(error, VLLMUnavailable) else f" (its output: {out}/vllm)"
+            print(f"predict.py: error: {first}{where}", file=sys.stderr)
             raise SystemExit(2) from None
         live, predicted = run_grid(logs, grid, args.targets, rows_path)
     summary = summarize(live, predicted, args.presets, args.inflight)
