@@ -87,8 +87,8 @@ def probe_log(out: Path, setting: Setting, steps: int, seed: int, urls: Sequence
     command = [sys.executable, "-m", "rolloutlog", "train", "--seed", str(seed), "--steps",
                str(steps), "--policy", preset, "--set", f"max_inflight={inflight}", "--log",
                str(log), "--json"]  # fmt: skip
-    if urls:  # the broadcast directory vLLM reads: the twin's default, beside the log
-        command += ["--backend", "vllm", "--weights-dir", str(weights_beside(log))]
+    if urls:  # the broadcast directory: the twin's default, as vLLM (cwd aside) finds it
+        command += ["--backend", "vllm", "--weights-dir", str(weights_beside(log.resolve()))]
         command += [part for url in urls for part in ("--url", url)]
     print(f"probe {name}: {' '.join(command[2:])}", file=sys.stderr, flush=True)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
