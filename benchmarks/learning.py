@@ -82,10 +82,10 @@ from rolloutlog.replay.source import open_log
 from rolloutlog.runs.train import run_training
 from rolloutlog.runtime.live.digits import task_from_id
 from rolloutlog.runtime.live.reports import StepStats
-from rolloutlog.runtime.live.session import save_initial
+from rolloutlog.runtime.live.session import vllm_from_v0
 from rolloutlog.runtime.live.settings import build_settings
 from rolloutlog.runtime.live.twin.launch import ServerStartError
-from rolloutlog.runtime.live.vllm_launch import VLLMProcess, VLLMStartError, vllm_servers
+from rolloutlog.runtime.live.vllm_launch import VLLMProcess, VLLMStartError
 
 REPO: Final = Path(__file__).resolve().parents[1]
 TABLE: Final = REPO / "benchmarks" / "learning_runs.jsonl"
@@ -468,8 +468,7 @@ def _backend(backend: str, command: str, extra: list[str], root: Path) -> Iterat
         yield []
         return
     _, settings = build_settings(parse_overrides(extra), seed=0)
-    initial = save_initial(settings, 0, root / "initial")
-    with vllm_servers(shlex.split(command), initial, settings.servers, log_dir=root) as servers:
+    with vllm_from_v0(shlex.split(command), settings, root) as servers:
         yield servers
 
 

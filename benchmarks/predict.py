@@ -1,11 +1,17 @@
-"""How far to trust a cross-policy what-if: live probes on the CPU twin against `whatif`.
+"""How far to trust a cross-policy what-if: live probes (CPU twin or vLLM) against `whatif`.
 
     .venv/bin/python benchmarks/predict.py --quick           # 2 presets x 2 settings, 10 steps
     .venv/bin/python benchmarks/predict.py --out runs/predict # 6 presets x 3 settings, 25 steps
     .venv/bin/python benchmarks/predict.py --targets cross    # each probe's row and column only
+    .venv/bin/python benchmarks/predict.py --engine vllm      # probes on real `vllm serve`
 
 Each probe is a short live run (`rolloutlog train`, the CPU twin) of one preset at one
-`max_inflight`; its log is fitted (`whatif`'s shared world, `studies.whatif.shared_fit`)
+`max_inflight`; with `--engine vllm` it runs against real `vllm serve` processes instead
+(`train --backend vllm`; the CPU build of docs/runtime.md, from `ROLLOUTLOG_VLLM_VENV` or
+`.venv-vllm`), as many as the train settings' `servers` (the twin's probes start that many
+CPU servers), started once for the command from a v0 checkpoint (each run makes its own v0
+live at its start) and stopped, whole process groups, when it ends; their output is kept
+in OUT/vllm/. Its log is fitted (`whatif`'s shared world, `studies.whatif.shared_fit`)
 and simulated under every setting of the grid (every preset at every `max_inflight`;
 `--targets cross`: its preset at every `max_inflight` and every preset at its own).
 Each prediction is held against the live probe of that setting on five figures: trained
@@ -19,19 +25,25 @@ Errors: relative for throughput, latency and age; stale drops relative to the la
 the live count and 1% of the live run's dispatches (a run that drops 3 is not 100% off at
 6); the trainer's idle fraction in points (it is a fraction already). Probes whose
 `NAME.json` report is in `--out` are reused (the live runs are the slow part: about a
-minute each on a quiet 2-core machine); `--out/predict.json` gets every figure.
+minute each on a quiet 2-core machine); `--out/predict.json` gets every figure. The engine
+is written to OUT/engine, and a run of the other engine into the same OUT is refused: its
+probes would be reused as this engine's (the default OUT differs: runs/predict for the
+twin, runs/predict-vllm for vLLM).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +51,10 @@ from rolloutlog.cli.whatif import fit_recorded, fit_shared_world, recorded_serve
 from rolloutlog.events.types import EpisodeCompleted, EpisodeDispatched, Event
 from rolloutlog.replay.source import open_log
 from rolloutlog.runs.simulate import run_policy
+from rolloutlog.runs.train_inputs import weights_beside
+from rolloutlog.runtime.live.session import vllm_from_v0
+from rolloutlog.runtime.live.settings import build_settings
+from rolloutlog.runtime.live.vllm_launch import VLLMStartError, VLLMUnavailable, cpu_command
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.studies.learning_model import ranks
 from rolloutlog.studies.whatif.shared_fit import shared_scenario
@@ -46,14 +62,22 @@ from rolloutlog.studies.whatif.shared_fit import shared_scenario
 PRESETS = ("per-episode", "per-group", "all", "prime-rl", "areal", "tinker")
 INFLIGHT = (32, 64, 128)
 QUICK = {"presets": ("per-episode", "prime-rl"), "inflight": (32, 128), "steps": 10}
+ENGINES = ("twin", "vllm")
+START_TIMEOUT_S = 600.0  # vLLM's CPU build: healthy after 30-55 s on a quiet machine
 FIGURES = ("trained_per_s", "latency_p50_s", "trainer_idle", "stale_drops", "mean_trained_age")
 Setting = tuple[str, int]
 
 
-def probe_log(out: Path, setting: Setting, steps: int, seed: int) -> Path:
-    """The live probe's log of `setting`, run now unless its report is in `out`."""
+def probe_name(setting: Setting) -> str:
+    """A probe's file stem in OUT, and its name in the tables."""
+    return f"{setting[0]}-mi{setting[1]}"
+
+
+def probe_log(out: Path, setting: Setting, steps: int, seed: int, urls: Sequence[str] = ()) -> Path:
+    """The live probe's log of `setting`, run now unless its report is in `out`; against
+    the `vllm serve` processes at `urls` if any (the twin otherwise)."""
     preset, inflight = setting
-    name = f"{preset}-mi{inflight}"
+    name = probe_name(setting)
     log, report = out / f"{name}.arrow", out / f"{name}.json"
     if report.exists():
         print(f"probe {name}: reusing {log}", file=sys.stderr, flush=True)
@@ -63,6 +87,9 @@ def probe_log(out: Path, setting: Setting, steps: int, seed: int) -> Path:
     command = [sys.executable, "-m", "rolloutlog", "train", "--seed", str(seed), "--steps",
                str(steps), "--policy", preset, "--set", f"max_inflight={inflight}", "--log",
                str(log), "--json"]  # fmt: skip
+    if urls:  # the broadcast directory: the twin's default, as vLLM (cwd aside) finds it
+        command += ["--backend", "vllm", "--weights-dir", str(weights_beside(log.resolve()))]
+        command += [part for url in urls for part in ("--url", url)]
     print(f"probe {name}: {' '.join(command[2:])}", file=sys.stderr, flush=True)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -201,14 +228,24 @@ def print_summary(summary: dict[str, Any], live: dict[Setting, dict[str, float]]
         print(f"  median {statistics.median(every):+.2f}, least {min(every):+.2f}")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, the quick grid applied."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"a small grid: {QUICK}")
     parser.add_argument("--presets", default=",".join(PRESETS))
     parser.add_argument("--inflight", default=",".join(map(str, INFLIGHT)))
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--seed", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("runs/predict"))
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="twin",
+        help="twin: each probe starts the CPU twin's servers; vllm: the probes share real "
+        "`vllm serve` processes started for the command (ROLLOUTLOG_VLLM_VENV or .venv-vllm)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="default: runs/predict (twin), runs/predict-vllm (vllm)"
+    )
     parser.add_argument(
         "--from-rows",
         action="store_true",
@@ -222,28 +259,98 @@ def main(argv: Sequence[str] | None = None) -> None:
         "and every preset at its max_inflight (its row and column, a third of the work)",
     )
     args = parser.parse_args(argv)
-    presets = QUICK["presets"] if args.quick else tuple(args.presets.split(","))
-    inflight = QUICK["inflight"] if args.quick else tuple(map(int, args.inflight.split(",")))
+    if args.out is None:
+        args.out = Path("runs/predict" if args.engine == "twin" else "runs/predict-vllm")
+    args.presets = QUICK["presets"] if args.quick else tuple(args.presets.split(","))
+    args.inflight = QUICK["inflight"] if args.quick else tuple(map(int, args.inflight.split(",")))
     args.steps = QUICK["steps"] if args.quick else args.steps
-    out = args.out / "quick" if args.quick else args.out
+    args.out = args.out / "quick" if args.quick else args.out
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse(argv)
+    out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    grid: list[Setting] = list(itertools.product(presets, inflight))  # type: ignore[arg-type]
+    grid: list[Setting] = list(itertools.product(args.presets, args.inflight))
     rows_path = out / "predict_rows.jsonl"
     if args.from_rows:
         live, predicted = read_rows(rows_path)
     else:
-        live, predicted = run_grid(out, grid, args, rows_path)
-    summary = summarize(live, predicted, presets, inflight)
+        check_engine(out, args.engine)
+        try:
+            logs = run_probes(out, grid, args)
+        except VLLMStartError as error:  # no vLLM environment, or a server that did not start
+            first = str(error).splitlines()[0].rstrip(":")
+            where = "" if isinstance(error, VLLMUnavailable) else f" (its output: {out}/vllm)"
+            print(f"predict.py: error: {first}{where}", file=sys.stderr)
+            raise SystemExit(2) from None
+        live, predicted = run_grid(logs, grid, args.targets, rows_path)
+    summary = summarize(live, predicted, args.presets, args.inflight)
     print_summary(summary, live)
     (out / "predict.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
+def check_engine(out: Path, engine: str) -> None:
+    """Refuse to mix engines in one folder: a probe's report there is reused as this
+    engine's. A folder of reports and no mark holds the twin's (before `--engine`)."""
+    mark = out / "engine"
+    if mark.exists():
+        recorded = mark.read_text(encoding="utf-8").strip()
+    else:
+        recorded = "twin" if any(out.glob("*-mi*.json")) else engine
+    if recorded != engine:
+        print(f"predict.py: error: {out} holds probes of --engine {recorded}, not {engine}; "
+              "name another --out", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    mark.write_text(engine + "\n", encoding="utf-8")
+
+
+def run_probes(out: Path, grid: Sequence[Setting], args: argparse.Namespace) -> dict[Setting, Path]:
+    """Every probe's log, on the command's engine (vLLM's servers up only while probes run,
+    and not started where every probe's report is reused)."""
+    missing = [s for s in grid if not (out / f"{probe_name(s)}.json").exists()]
+    with probe_servers(args.engine, out, needed=bool(missing)) as urls:
+        return {setting: probe_log(out, setting, args.steps, args.seed, urls) for setting in grid}
+
+
+@contextlib.contextmanager
+def probe_servers(engine: str, out: Path, *, needed: bool) -> Iterator[list[str]]:
+    """The urls the probes run against: none for the twin (each probe starts its own CPU
+    servers); else `vllm serve` processes started for the command and stopped, whole
+    process groups, when it ends, on an error, Ctrl-C or SIGTERM too."""
+    if engine == "twin" or not needed:
+        yield []
+        return
+    command = cpu_command()  # VLLMUnavailable (a VLLMStartError) if there is no environment
+    _, settings = build_settings({}, seed=0)  # the probes' servers, as the twin's count
+    folder = out / "vllm"
+    folder.mkdir(exist_ok=True)
+    print(f"starting {settings.servers} vllm serve: {' '.join(command)}; output in {folder}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    began = time.monotonic()
+    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        with vllm_from_v0(command, settings, folder, START_TIMEOUT_S) as servers:
+            urls = [server.url for server in servers]
+            print(f"vllm serve healthy after {time.monotonic() - began:.0f} s: {' '.join(urls)}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            yield urls
+            print("stopping vllm serve", file=sys.stderr, flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_signal(number: int, _frame: object) -> None:
+    """SIGTERM as an exit: the `with` blocks stop the servers (Ctrl-C does so already)."""
+    raise SystemExit(128 + number)
+
+
 def run_grid(
-    out: Path, grid: list[Setting], args: argparse.Namespace, rows_path: Path
+    logs: dict[Setting, Path], grid: list[Setting], which: str, rows_path: Path
 ) -> tuple[dict[Setting, dict[str, float]], dict[Setting, dict[Setting, dict[str, Any]]]]:
-    """The probes, then each probe's what-ifs, each source's rows appended to `rows_path`
-    as they come (a run cut short keeps what it did: `--from-rows`)."""
-    logs = {setting: probe_log(out, setting, args.steps, args.seed) for setting in grid}
+    """Each probe's what-ifs, each source's rows appended to `rows_path` as they come (a run
+    cut short keeps what it did: `--from-rows`)."""
     live = {}
     for setting, log in logs.items():
         _, recorded, _ = fit_recorded(log, 0)
@@ -251,8 +358,8 @@ def run_grid(
     rows_path.write_text("")
     predicted = {}
     for setting, log in logs.items():
-        print(f"what-if from {setting[0]}-mi{setting[1]}", file=sys.stderr, flush=True)
-        predicted[setting] = predict(log, targets(grid, setting, args.targets), 0)
+        print(f"what-if from {probe_name(setting)}", file=sys.stderr, flush=True)
+        predicted[setting] = predict(log, targets(grid, setting, which), 0)
         with rows_path.open("a", encoding="utf-8") as rows:
             for target, got in predicted[setting].items():
                 row = {"source": setting, "target": target, "predicted": got,

@@ -1,8 +1,11 @@
-"""benchmarks/predict.py's arithmetic: the rank correlation, the errors, the target sets."""
+"""benchmarks/predict.py's arithmetic (the rank correlation, the errors, the target sets) and
+its --engine handling (no vLLM environment, a folder of the other engine's probes, the
+vLLM probe's command)."""
 
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,3 +50,43 @@ def test_summary_splits_reproduction_same_preset_and_other_preset() -> None:
     assert errors["reproduce"]["trained_per_s"] == 0.0 and errors["same"]["trained_per_s"] == 0
     assert errors["other"]["trained_per_s"] == 0.0  # the median of 8, one of them 0.2
     assert summary["rank_correlation"]["a-mi32"][32] == pytest.approx(1.0)
+
+
+def test_vllm_without_its_environment_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ROLLOUTLOG_VLLM_VENV", str(tmp_path / "no-venv"))
+    with pytest.raises(SystemExit) as stopped:
+        predict.main(["--engine", "vllm", "--out", str(tmp_path / "out"), "--presets", "all"])
+    assert stopped.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("predict.py: error: no vLLM environment at ") and "no-venv" in line
+    assert not (tmp_path / "out" / "vllm").exists()  # nothing was started
+
+
+def test_a_folder_of_twin_probes_is_not_reused_as_vllm_probes(tmp_path, capsys):
+    (tmp_path / "per-episode-mi32.json").write_text("{}")  # a twin probe, before --engine
+    with pytest.raises(SystemExit) as stopped:
+        predict.main(["--engine", "vllm", "--out", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert "holds probes of --engine twin, not vllm" in capsys.readouterr().err
+    predict.check_engine(tmp_path, "twin")  # the twin's own folder is fine, and marked
+    assert (tmp_path / "engine").read_text() == "twin\n"
+
+
+def test_a_vllm_probe_names_its_servers_and_an_absolute_broadcast_folder(tmp_path, monkeypatch):
+    commands: list[list[str]] = []
+
+    def ran(command, **_):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, stdout="{}", stderr="")
+
+    monkeypatch.setattr(predict.subprocess, "run", ran)
+    monkeypatch.chdir(tmp_path)
+    for folder in ("out", "twin"):
+        Path(folder).mkdir()
+    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    predict.probe_log(Path("out"), ("all", 64), 3, 2, urls)
+    predict.probe_log(Path("twin"), ("all", 64), 3, 2)
+    vllm, twin = commands
+    assert vllm[vllm.index("--backend") + 1] == "vllm" and "--backend" not in twin
+    assert [vllm[i + 1] for i, part in enumerate(vllm) if part == "--url"] == urls
+    assert vllm[vllm.index("--weights-dir") + 1] == str(tmp_path / "out" / "all-mi64.arrow.weights")

