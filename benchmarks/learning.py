@@ -17,10 +17,10 @@ run already there is not run again, so a study may be run in parts (a preset, a 
 time); the table is what the report reads, and says which runs it holds.
 
 `--backend vllm` starts `live.servers` real `vllm serve` processes (the CPU build in
-`.venv-vllm`, `--vllm-command`) once and runs every cell against them; the twin's
-`server_min_step_s` does not apply there (vLLM decodes at its own speed). Each row names
-its backend, a run is keyed by it, and a report reads the rows of its command's backend
-only: the twin's and vLLM's runs of one cell are never pooled.
+`.venv-vllm` or `ROLLOUTLOG_VLLM_VENV`, or `--vllm-command`) once and runs every cell
+against them; the twin's `server_min_step_s` does not apply there (vLLM decodes at its own
+speed). Each row names its backend, a run is keyed by it, and a report reads the rows of
+its command's backend only: the twin's and vLLM's runs of one cell are never pooled.
 
 The staleness sweep (`--bounds`, `--stale`, `--corrections`, `--sync`, `--sync-batch`):
 each combination is a variant of `--set` items applied after the preset's (a preset's own
@@ -85,11 +85,10 @@ from rolloutlog.runtime.live.reports import StepStats
 from rolloutlog.runtime.live.session import vllm_from_v0
 from rolloutlog.runtime.live.settings import build_settings
 from rolloutlog.runtime.live.twin.launch import ServerStartError
-from rolloutlog.runtime.live.vllm_launch import VLLMProcess, VLLMStartError
+from rolloutlog.runtime.live.vllm_launch import VLLMProcess, VLLMStartError, cpu_command
 
 REPO: Final = Path(__file__).resolve().parents[1]
 TABLE: Final = REPO / "benchmarks" / "learning_runs.jsonl"
-CPU_LAUNCHER: Final = f"{REPO}/.venv-vllm/bin/python {REPO}/scripts/vllm_cpu.py"
 DEFAULT_PRESETS: Final = (
     "per-group", "per-episode", "all", "prime-rl", "prime-rl-withhold", "areal", "tinker",
     "tinker-822", "per-episode+interrupt",
@@ -462,13 +461,17 @@ def _cpu_s() -> float:
 
 
 @contextlib.contextmanager
-def _backend(backend: str, command: str, extra: list[str], root: Path) -> Iterator[list[Any]]:
-    """No servers for the twin (each run starts its own); started vLLM servers otherwise."""
+def _backend(
+    backend: str, command: str | None, extra: list[str], root: Path
+) -> Iterator[list[Any]]:
+    """No servers for the twin (each run starts its own); started vLLM servers otherwise
+    (`command`, else the CPU build's launcher)."""
     if backend == "twin":
         yield []
         return
     _, settings = build_settings(parse_overrides(extra), seed=0)
-    with vllm_from_v0(shlex.split(command), settings, root) as servers:
+    launcher = shlex.split(command) if command else cpu_command()
+    with vllm_from_v0(launcher, settings, root) as servers:
         yield servers
 
 
@@ -483,7 +486,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--plot", type=Path, help="draw reward against wall seconds here")
     parser.add_argument("--set", dest="extra", action="append", default=[])
     parser.add_argument("--backend", choices=["twin", "vllm"], default="twin")
-    parser.add_argument("--vllm-command", default=CPU_LAUNCHER, help="vLLM's command line")
+    parser.add_argument(
+        "--vllm-command",
+        help="vLLM's command line (default: the CPU build's, from ROLLOUTLOG_VLLM_VENV or "
+        ".venv-vllm: vllm_launch.cpu_command)",
+    )
     parser.add_argument("--report-only", action="store_true", help="run nothing new")
     parser.add_argument("--bounds", default="", help="sweep max_off_policy_steps: 1,2,4,8")
     parser.add_argument("--stale", default="", help="sweep stale_tokens: drop,mask")
