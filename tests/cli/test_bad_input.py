@@ -15,7 +15,8 @@ import pytest
 from rolloutlog.cli.bad_input import os_problem
 from rolloutlog.cli.options import MAX_STEPS
 from rolloutlog.runtime.sim import simulation
-from tests.cli.test_cli_log import EXAMPLE, one_line_error, run
+from tests.cli.test_cli_log import EXAMPLE
+from tests.invoke import one_line_error, run
 
 SMOKE = ("--scenario", "smoke", "--steps", "2")
 POLICY_OPTIONS = pytest.mark.parametrize(  # every option that names policy presets

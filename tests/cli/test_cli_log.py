@@ -9,26 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
 from tests.events.log_files import config_cell_log
+from tests.invoke import one_line_error, run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "small.arrow"
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args))
-
-
-def one_line_error(result: Result) -> str:
-    """The error a bad input gives: exit status 2, one line on stderr, no traceback."""
-    assert result.exit_code == 2, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rolloutlog: error: "), result.stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize("command", [[], ["info"], ["export"], ["import"]])

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_log import EXAMPLE, one_line_error, run
+from tests.cli.test_cli_log import EXAMPLE
+from tests.invoke import one_line_error, run
 
 SIMULATED = EXAMPLE.with_name("simulated.arrow")
 SMOKE = ("--scenario", "smoke", "--steps", "2")

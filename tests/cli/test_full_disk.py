@@ -15,7 +15,8 @@ import pytest
 
 from rolloutlog.cli.bad_input import os_problem
 from rolloutlog.events.log_reader import LogReader
-from tests.cli.test_cli_log import EXAMPLE, run
+from tests.cli.test_cli_log import EXAMPLE
+from tests.invoke import run
 
 SIMULATED = EXAMPLE.with_name("simulated.arrow")
 CLI = [sys.executable, "-c", "from rolloutlog.cli.main import main; main()"]

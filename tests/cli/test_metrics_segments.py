@@ -14,7 +14,7 @@ from rolloutlog.events.log_writer import write_log
 from rolloutlog.replay.explain import WAIT_COLUMNS
 from rolloutlog.replay.step_metrics import STEP_COLUMNS
 from rolloutlog.replay.step_segments import SEGMENT_COLUMNS
-from tests.cli.test_cli_log import run
+from tests.invoke import run
 from tests.runtime.sim.sim_helpers import slow_update_run
 
 

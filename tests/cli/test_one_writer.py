@@ -18,7 +18,8 @@ import pytest
 
 from rolloutlog.events.log_reader import LogReader
 from rolloutlog.events.output_lock import OutputBusy, holding, lock_path
-from tests.cli.test_cli_log import EXAMPLE, one_line_error, run
+from tests.cli.test_cli_log import EXAMPLE
+from tests.invoke import one_line_error, run
 
 SMOKE = ("--scenario", "smoke", "--steps", "2")
 CLI = [sys.executable, "-c", "from rolloutlog.cli.main import main; main()"]

@@ -14,8 +14,9 @@ import pytest
 from click.testing import Result
 
 from rolloutlog.cli import options
-from tests.cli.test_cli_log import EXAMPLE, run
+from tests.cli.test_cli_log import EXAMPLE
 from tests.cli.test_one_writer import SMOKE, held_by_another_process
+from tests.invoke import run
 
 BEFORE = b"what was there before"
 # The real command, its figure's `savefig` slowed: once the figure's bytes are in the

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import attrs
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from rolloutlog.cli import main
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.types import Event, GroupScored
+from tests import invoke
 from tests.replay.replay_helpers import small_log
 
 
 def run(*args: object) -> Result:
-    return CliRunner().invoke(main, ["verify", *map(str, args)])
+    return invoke.run("verify", *args)
 
 
 def written(tmp_path: Path, events: list[Event], name: str = "run.arrow") -> Path:

@@ -16,8 +16,8 @@ from rolloutlog.events.types import Event
 from rolloutlog.runtime.sim.simulation import simulate
 from rolloutlog.studies.counterfactual import WORLD, counterfactual
 from rolloutlog.studies.whatif.fit import fit_log
-from tests.cli.test_cli_log import run
 from tests.explain.tiny_world import TinyWorld
+from tests.invoke import run
 from tests.runtime.sim.sim_helpers import slow_update_run
 
 

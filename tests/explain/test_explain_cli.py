@@ -10,8 +10,8 @@ from pathlib import Path
 from rolloutlog.core.config import RunConfig
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.types import RunStarted
-from tests.cli.test_cli_log import run
 from tests.explain.tiny_world import TinyWorld
+from tests.invoke import run
 
 
 def _paused_log(tmp_path: Path) -> Path:

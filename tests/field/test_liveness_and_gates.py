@@ -18,7 +18,7 @@ from rolloutlog.core.rules import admission, admission_field
 from rolloutlog.core.state import TrainLedger
 from rolloutlog.runtime.sim.scenario import load_scenario, scenario_names
 from rolloutlog.runtime.sim.simulation import SimulationBoundError, simulate
-from tests.cli.test_cli_log import one_line_error, run
+from tests.invoke import one_line_error, run
 
 NO_LIVENESS = {"areal", "roll-flash", "tinker-822", "verl-fully-async", "verl-wait", "verl-drop"}
 NO_GATE = {

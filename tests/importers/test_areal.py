@@ -19,7 +19,7 @@ from rolloutlog.events.types import (
 from rolloutlog.importers import import_areal
 from rolloutlog.record import read_foreign_ids
 from tests.importers.areal_run import RUN, write_run
-from tests.importers.one_line import bad_input
+from tests.invoke import bad_input
 from tests.record.clean import replay_problems
 
 

@@ -25,8 +25,8 @@ from rolloutlog.importers import IMPORT_NOTE, import_areal
 from rolloutlog.record import read_foreign_ids
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
-from tests.importers.one_line import bad_input
 from tests.importers.test_areal_written import DATA, RUNS, TRIAL, sessions_of
+from tests.invoke import bad_input
 
 
 def dump_rows(run: Path) -> list[dict]:

@@ -30,7 +30,7 @@ from rolloutlog.events.types import (
 from rolloutlog.importers import import_areal
 from rolloutlog.importers.prime_rl import IMPORT_NOTE
 from rolloutlog.record import read_foreign_ids
-from tests.importers.one_line import bad_input
+from tests.invoke import bad_input
 from tests.record.clean import replay_problems
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "areal-runs"

@@ -12,7 +12,7 @@ from rolloutlog.events.log_reader import LogReader, read_log
 from rolloutlog.events.types import BatchShipped, EpisodeCompleted, EpisodeFailed, GroupOpened
 from rolloutlog.importers import IMPORT_NOTE, import_prime_rl
 from rolloutlog.record import read_foreign_ids
-from tests.importers.one_line import bad_input
+from tests.invoke import bad_input
 from tests.record.clean import replay_problems
 
 

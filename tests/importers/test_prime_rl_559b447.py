@@ -28,7 +28,7 @@ from rolloutlog.importers import import_prime_rl
 from rolloutlog.record import Recorder, read_foreign_ids
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import open_log
-from tests.importers.one_line import bad_input
+from tests.invoke import bad_input
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FOLDER = DATA / "prime-rl-559b447"

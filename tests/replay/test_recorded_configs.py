@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from rolloutlog.cli import main
 from rolloutlog.core.config import RunConfig
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.types import Event
+from tests.invoke import run
 from tests.replay.replay_helpers import small_run
 
 UNSTARTABLE = {"max_off_policy_steps": 0, "target_lag": 1}
@@ -26,10 +26,6 @@ def recorded_log() -> list[Event]:
     run = RunConfig(group_size=2, max_inflight=2, batch_size=2, **UNSTARTABLE)
     assert run.startup_problems()  # a config `simulate` would refuse
     return small_run(run)
-
-
-def run(*args: object) -> Result:
-    return CliRunner().invoke(main, [str(arg) for arg in args])
 
 
 def warned(result: Result) -> bool:

@@ -15,6 +15,7 @@ from rolloutlog.cli import main
 from rolloutlog.events.log_writer import write_log
 from rolloutlog.events.schema import LOG_SCHEMA, BatchStamp, events_to_batch
 from rolloutlog.events.types import Event
+from tests.invoke import one_line_error, run
 from tests.replay.replay_helpers import small_log
 
 SUMMARY_KEYS = {
@@ -37,19 +38,6 @@ SUMMARY_KEYS = {
     "trained_age_histogram",
     "invariant_violations",
 }
-
-
-def run(*args: object) -> Result:
-    return CliRunner().invoke(main, [str(arg) for arg in args])
-
-
-def one_line_error(result: Result) -> str:
-    """Bad input: exit status 2, one line on stderr, no traceback."""
-    assert result.exit_code == 2, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rolloutlog: error: "), result.stderr
-    return lines[0]
 
 
 def written(tmp_path: Path, log: list[Event], name: str = "run.arrow") -> Path:

@@ -15,7 +15,8 @@ from rolloutlog.replay.verify import verify_log
 from tests.core.planted import fed
 from tests.core.test_group_redundancy import SMALL
 from tests.core.test_scenarios import Run
-from tests.replay.test_replay_cli import run, written
+from tests.invoke import run
+from tests.replay.test_replay_cli import written
 
 
 def _log(**config: object) -> list[Event]:

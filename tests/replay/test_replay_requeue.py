@@ -22,7 +22,8 @@ from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.verify import verify_log
 from tests.core.planted import fed
 from tests.core.requeue_runs import TINKER_REQUEUE, requeue_run, stale_at_completion
-from tests.replay.test_replay_cli import run, written
+from tests.invoke import run
+from tests.replay.test_replay_cli import written
 
 
 def _tinker_log() -> list[Event]:

@@ -11,10 +11,8 @@ from pathlib import Path
 import attrs
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner, Result
 from hypothesis import given
 
-from rolloutlog.cli import main
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.staleness import rollout_age
 from rolloutlog.events import types as ev
@@ -25,6 +23,7 @@ from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
 from rolloutlog.replay.step_metrics import STEP_COLUMNS, StepMetrics, age_split
 from rolloutlog.testing.strategies import equivalence_logs
+from tests.invoke import run
 
 CONFIG = RunConfig(group_size=1, batch_size=1, max_inflight=2, max_off_policy_steps=2)
 
@@ -141,10 +140,6 @@ def test_the_hand_written_log_splits_as_computed_by_hand() -> None:
     for event in hand_log():
         by_events.observe(event)
     assert by_events.rows == metrics.rows and by_events.run_values() == metrics.run_values()
-
-
-def run(*args: object) -> Result:
-    return CliRunner().invoke(main, [str(arg) for arg in args])
 
 
 def test_metrics_writes_the_table_and_replay_carries_the_run_values(tmp_path: Path) -> None:

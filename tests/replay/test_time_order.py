@@ -14,7 +14,7 @@ from rolloutlog.events.log_writer import LogWriter, write_log
 from rolloutlog.replay.log_replay import replay_log
 from rolloutlog.replay.source import MemoryLog
 from tests.cli.test_cli_log import EXAMPLE
-from tests.replay.test_replay_cli import run
+from tests.invoke import run
 
 BACK = "seq 17 (episode_completed): t 0.5 is before the previous event's t, 3.0 (t never goes back)"
 
