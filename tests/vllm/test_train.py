@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from rolloutlog.cli import main
 from tests.runtime.live.live_helpers import failures, run_driver, verified_summary
 
-STEPS = 30
+STEPS = 15  # two servers, every update live and verified; learning is benchmarks/learning.py's
 
 
 def test_train_against_vllm_verifies_and_replays_with_no_failed_episode(vllm, tmp_path):

@@ -16,7 +16,7 @@ from rolloutlog.cli import main
 from rolloutlog.events.log_reader import read_log
 from tests.runtime.live.live_helpers import train_checked, verified_summary
 
-STEPS = 30
+STEPS = 15  # enough updates for cancellations and two servers; learning is benchmarks/learning.py's
 
 
 def test_train_learns_records_and_verifies_on_two_servers(tmp_path):
