@@ -247,17 +247,19 @@ def _world_keys(
 
 def _kv_keys(kv: KvFit, recorded: WorldConfig, collector: LogCollector) -> dict[str, int]:
     """The world keys of a capacity the log shows (none where not seen): the capacity, no
-    less than the world's longest episode (its prompt and the longest completion the log
-    finished, the trace's ceiling), which the world then takes as `max_completion_tokens`
-    (a server holds any one episode whole; the world refuses less)."""
+    less than the world's longest episode (the longest prompt and the longest completion
+    the log finished, the trace's ceiling), which the world then takes as
+    `max_completion_tokens` (a server holds any one episode whole; the world refuses less,
+    and a request that fits no empty server would wait for ever: held at the median prompt,
+    a vLLM probe's 8-token prompts never fitted and its re-run stalled)."""
     if kv.capacity is None:
         return {}
-    longest = max(
-        (f.arrival.completion_tokens for f in collector.flights.values()
-         if isinstance(f.arrival, EpisodeCompleted)),
-        default=1,
-    )  # fmt: skip
-    capacity = max(round(kv.capacity), recorded.prompt_tokens + longest)
+    completed = [
+        f.arrival for f in collector.flights.values() if isinstance(f.arrival, EpisodeCompleted)
+    ]
+    longest = max((a.completion_tokens for a in completed), default=1)
+    prompt = max((a.prompt_tokens for a in completed), default=recorded.prompt_tokens)
+    capacity = max(round(kv.capacity), max(prompt, recorded.prompt_tokens) + longest)
     return {"kv_capacity_tokens": capacity, "max_completion_tokens": max(longest, 1)}
 
 
