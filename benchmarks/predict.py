@@ -14,16 +14,20 @@ live at its start) and stopped, whole process groups, when it ends; their output
 in OUT/vllm/. Its log is fitted (`whatif`'s shared world, `studies.whatif.shared_fit`)
 and simulated under every setting of the grid (every preset at every `max_inflight`;
 `--targets cross`: its preset at every `max_inflight` and every preset at its own).
-Each prediction is held against the live probe of that setting on five figures: trained
-episodes per second, the median rollout latency (dispatch to completion), the trainer's
-idle fraction, stale drops and the mean trained age. Printed: the median absolute error
+Each prediction is held against the live probe of that setting on seven figures: trained
+episodes per second, the median and the mean rollout latency (dispatch to completion), the
+episodes in flight (averaged over the run), the trainer's idle fraction, stale drops and
+the mean trained age. At one completion rate the mean latency follows the episodes in
+flight (Little's law); the median follows the latencies' spread too, which a fitted world
+with too narrow a spread gets wrong with the mean right. Printed: the median absolute error
 of each figure over the cross predictions (source != target), split into same preset /
 other preset, and for each probe the Spearman rank correlation, across presets at each
 `max_inflight`, of predicted against live trained episodes per second.
 
-Errors: relative for throughput, latency and age; stale drops relative to the larger of
-the live count and 1% of the live run's dispatches (a run that drops 3 is not 100% off at
-6); the trainer's idle fraction in points (it is a fraction already). Probes whose
+Errors: relative for throughput, latency, episodes in flight and age; stale drops relative
+to the larger of the live count and 1% of the live run's dispatches (a run that drops 3 is
+not 100% off at 6); the trainer's idle fraction in points (it is a fraction already).
+Rows an earlier run wrote without a figure (`--from-rows`) leave it out. Probes whose
 `NAME.json` report is in `--out` are reused (the live runs are the slow part: about a
 minute each on a quiet 2-core machine); `--out/predict.json` gets every figure. The engine
 is written to OUT/engine, and a run of the other engine into the same OUT is refused: its
@@ -37,6 +41,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import math
 import signal
 import statistics
 import subprocess
@@ -57,6 +62,8 @@ from rolloutlog.runtime.live.settings import build_settings
 from rolloutlog.runtime.live.vllm_launch import VLLMStartError, VLLMUnavailable, cpu_command
 from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.studies.learning_model import ranks
+from rolloutlog.studies.whatif.decode_fit import Occupancy
+from rolloutlog.studies.whatif.fit import collect
 from rolloutlog.studies.whatif.shared_fit import shared_scenario
 
 PRESETS = ("per-episode", "per-group", "all", "prime-rl", "areal", "tinker")
@@ -64,7 +71,15 @@ INFLIGHT = (32, 64, 128)
 QUICK = {"presets": ("per-episode", "prime-rl"), "inflight": (32, 128), "steps": 10}
 ENGINES = ("twin", "vllm")
 START_TIMEOUT_S = 600.0  # vLLM's CPU build: healthy after 30-55 s on a quiet machine
-FIGURES = ("trained_per_s", "latency_p50_s", "trainer_idle", "stale_drops", "mean_trained_age")
+FIGURES = (
+    "trained_per_s",
+    "latency_p50_s",
+    "latency_mean_s",
+    "inflight_mean",
+    "trainer_idle",
+    "stale_drops",
+    "mean_trained_age",
+)
 Setting = tuple[str, int]
 
 
@@ -107,8 +122,8 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def latency_p50(events: Sequence[Event] | Any) -> float:
-    """The median seconds from dispatch to completion of the completed episodes."""
+def latencies(events: Sequence[Event] | Any) -> list[float]:
+    """The seconds from dispatch to completion of the completed episodes."""
     dispatched: dict[str, float] = {}
     seconds = []
     for event in events:
@@ -116,14 +131,30 @@ def latency_p50(events: Sequence[Event] | Any) -> float:
             dispatched[event.episode_id] = event.t
         elif isinstance(event, EpisodeCompleted) and event.episode_id in dispatched:
             seconds.append(event.t - dispatched.pop(event.episode_id))
-    return statistics.median(seconds) if seconds else float("nan")
+    return seconds
+
+
+def inflight_mean(events: Sequence[Event] | Any) -> float:
+    """Episodes in flight (dispatch to arrival or cancellation), averaged over the run: with
+    the completion rate, what Little's law ties the mean latency to. Counted as the fit
+    counts them (`decode_fit.Occupancy.of_flights`)."""
+    collector = collect(events)
+    if collector.end_t <= 0.0:
+        return float("nan")
+    return Occupancy.of_flights(collector).integral(collector.end_t) / collector.end_t
 
 
 def figures(report: dict[str, Any], log: Path) -> dict[str, float]:
-    """The five figures, from a `simulate --json`-shaped report and its log."""
+    """The figures (`FIGURES`) and the dispatch count, from a `simulate --json`-shaped
+    report and its log. The mean latency and the episodes in flight tell a wrong balance of
+    inflight and throughput (Little's law) from a wrong spread of the latencies, which
+    moves the median alone."""
+    seconds = latencies(open_log(log).events())
     return {
         "trained_per_s": report["trained_episodes_per_hour"] / 3600.0,
-        "latency_p50_s": latency_p50(open_log(log).events()),
+        "latency_p50_s": statistics.median(seconds) if seconds else float("nan"),
+        "latency_mean_s": statistics.fmean(seconds) if seconds else float("nan"),
+        "inflight_mean": inflight_mean(open_log(log).events()),
         "trainer_idle": report["trainer_idle_fraction"],
         "stale_drops": float(report["episodes_dropped_stale"]),
         "mean_trained_age": report["mean_trained_age"],
@@ -187,7 +218,7 @@ def summarize(
         for target, got in by_target.items():
             kind = "reproduce" if target == source else (
                 "same" if target[0] == source[0] else "other")  # fmt: skip
-            for figure in FIGURES:
+            for figure in (f for f in FIGURES if f in got and f in live[target]):
                 value = error(figure, got[figure], live[target])
                 groups[kind][figure].append(value)
                 if kind != "reproduce":
@@ -212,7 +243,7 @@ def print_summary(summary: dict[str, Any], live: dict[Setting, dict[str, float]]
     print("live probes:")
     for (preset, inflight), row in sorted(live.items()):
         print(f"  {preset:12} mi {inflight:4}  " + "  ".join(
-            f"{f} {row[f]:.3g}" for f in FIGURES))  # fmt: skip
+            f"{f} {row.get(f, math.nan):.3g}" for f in FIGURES))  # fmt: skip
     print("median absolute error (relative; trainer idle in points):")
     print(f"  {'predictions':22}" + "".join(f"{f:>18}" for f in FIGURES))
     for name, errors in summary["median_abs_error"].items():

@@ -1,6 +1,6 @@
-"""benchmarks/predict.py's arithmetic (the rank correlation, the errors, the target sets) and
-its --engine handling (no vLLM environment, a folder of the other engine's probes, the
-vLLM probe's command)."""
+"""benchmarks/predict.py's arithmetic (the rank correlation, the errors, the target sets, the
+latencies and episodes in flight) and its --engine handling (no vLLM environment, a folder
+of the other engine's probes, the vLLM probe's command)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from rolloutlog.events.types import (
+    EpisodeCompleted,
+    EpisodeDispatched,
+    EpisodesCancelled,
+    GroupOpened,
+    VersionPending,
+)
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # as `python benchmarks/predict.py` has it
@@ -90,3 +98,30 @@ def test_a_vllm_probe_names_its_servers_and_an_absolute_broadcast_folder(tmp_pat
     assert vllm[vllm.index("--backend") + 1] == "vllm" and "--backend" not in twin
     assert [vllm[i + 1] for i, part in enumerate(vllm) if part == "--url"] == urls
     assert vllm[vllm.index("--weights-dir") + 1] == str(tmp_path / "out" / "all-mi64.arrow.weights")
+
+
+def test_latencies_and_the_episodes_in_flight_are_counted_as_littles_law_has_them() -> None:
+    """Two episodes complete after 1 s and 3 s, a third is cancelled at 2 s: the mean
+    latency of the completed ones, and (1 + 3 + 2) episode-seconds over a 4 s run."""
+    opened = GroupOpened(t=0.0, group_id="g", work="train", env="train", task_id="t",
+                         group_size=3, policy_version=0, step=0, frozen=False)  # fmt: skip
+    events = [
+        opened,
+        *(
+            EpisodeDispatched(t=0.0, episode_id=f"g/{m}", group_id="g", member=m, policy_version=0)
+            for m in range(3)
+        ),
+        EpisodeCompleted(t=1.0, episode_id="g/0", reward=1.0, prompt_tokens=5, completion_tokens=3),
+        EpisodesCancelled(t=2.0, group_id="g", episode_ids=("g/2",), unscheduled=0, reason="stale"),
+        EpisodeCompleted(t=3.0, episode_id="g/1", reward=0.0, prompt_tokens=5, completion_tokens=3),
+        VersionPending(t=4.0, version=1),
+    ]
+    assert predict.latencies(events) == [1.0, 3.0]
+    assert predict.inflight_mean(events) == pytest.approx((1.0 + 3.0 + 2.0) / 4.0)
+
+
+def test_rows_written_before_a_figure_existed_are_summarized_without_it() -> None:
+    live = {("a", 32): {"trained_per_s": 10.0, "trainer_idle": 0.1, "dispatched": 100.0}}
+    predicted = {("a", 32): {("a", 32): {"trained_per_s": 11.0, "trainer_idle": 0.1}}}
+    errors = predict.summarize(live, predicted, ["a"], [32])["median_abs_error"]["reproduce"]
+    assert errors["trained_per_s"] == pytest.approx(0.1) and errors["latency_mean_s"] is None

@@ -31,7 +31,7 @@ from rolloutlog.studies.whatif.fit import (
     fit_log,
     train_windows,
 )
-from rolloutlog.studies.whatif.kv_fit import DECODING_MIN_S, fit_kv, held_tokens
+from rolloutlog.studies.whatif.kv_fit import DECODING_MIN_S, UNREAD_MAX, fit_kv, held_tokens
 from rolloutlog.studies.whatif.kv_logs import events_of, truth
 from rolloutlog.studies.whatif.shared_fit import _kv_keys, _kv_parameter, fit_shared
 
@@ -166,3 +166,39 @@ def test_a_capacity_below_the_longest_episode_is_held_there() -> None:
     assert basis.endswith("fitted 500, held at the log's longest episode")
     world = WorldConfig.from_mapping({**recorded.to_dict(), "inference": "shared", **keys})
     assert world.kv_capacity_tokens == keys["kv_capacity_tokens"]
+
+
+def test_a_capacity_is_held_at_the_longest_prompt_not_the_median() -> None:
+    """A request that fits no empty server would wait for ever (a vLLM probe's re-run
+    stalled so): the hold takes the longest prompt the log finished."""
+    events = events_of(truth(15_000, 32, 1))
+    first = next(i for i, e in enumerate(events) if isinstance(e, EpisodeCompleted))
+    longer = attrs.evolve(events[first], prompt_tokens=events[first].prompt_tokens + 50)
+    events[first] = longer
+    collector, recorded = collect(events), fit_log(events).scenario.world
+    kv = fit_kv(collector, decode_rows(collector, train_windows(collector), 1), 1)
+    longest = max(e.completion_tokens for e in events if isinstance(e, EpisodeCompleted))
+    keys = _kv_keys(attrs.evolve(kv, capacity=10.0), recorded, collector)
+    assert recorded.prompt_tokens < longer.prompt_tokens
+    assert keys["kv_capacity_tokens"] == longer.prompt_tokens + longest
+
+
+def test_no_capacity_is_looked_for_where_the_overhead_leaves_most_episodes_no_decoding() -> None:
+    """Seconds the decode curve does not explain (here drawn apart from the tokens): the
+    fitted overhead is about their mean and exceeds most of them, so the tokens held cannot
+    be read back, and the basis says so."""
+    rng = np.random.default_rng(1)
+    collector = LogCollector()
+    for i in range(400):
+        episode_id, start = f"g{i // 8}/{i % 8}", 0.05 * i
+        arrival = EpisodeCompleted(t=start + float(rng.lognormal(0.0, 0.8)),
+                                   episode_id=episode_id, reward=1.0, prompt_tokens=7,
+                                   completion_tokens=int(rng.integers(1, 8)))  # fmt: skip
+        collector.flights[episode_id] = _Flight(start, "task", arrival=arrival)
+    collector.end_t = max(f.arrival.t for f in collector.flights.values() if f.arrival)
+    rows = decode_rows(collector, train_windows(collector), 1)
+    kv = fit_kv(collector, rows, 1)
+    assert kv.capacity is None and kv.unread > UNREAD_MAX
+    assert kv.decode.episodes == len(rows.seconds)
+    assert kv.basis(10.0).startswith("not seen: the fitted overhead (")
+    assert "cannot be read back" in kv.basis(10.0)

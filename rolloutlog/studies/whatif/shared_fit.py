@@ -23,6 +23,7 @@ Each parameter comes with the range of the log that identifies it (`Parameter.ba
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -167,13 +168,18 @@ class _TrainerFit:
     batches: int
     tokens_min: float
     tokens_max: float
+    mean_kept: float = 1.0  # exp(-jitter²/2): the world's medians that keep the log's means
 
 
 def _fit_trainer(
     windows: Sequence[TrainWindow], inflight: Occupancy, servers: int, coupling: float
 ) -> _TrainerFit:
     """`train_s = (fixed + per_token · tokens) · (1 + k · busy)` over the batches trained
-    one at a time; fewer than `BATCHES_MIN` of them: their mean, nothing per token."""
+    one at a time; fewer than `BATCHES_MIN` of them: their mean, nothing per token. The
+    world draws a batch's time as `(fixed + per_token · tokens) · exp(jitter · z)`, whose
+    mean is `exp(jitter²/2)` times the parts, so the parts (least squares: the log's mean)
+    are divided by that: the world trains as many seconds as the log did. Undivided, the
+    vLLM probes' spread (0.4-1.1) had the world's trainer 10-80% slower than the log's."""
     single = [w for w in windows if w.batches == 1 and w.end > w.start]
     if not single:
         return _TrainerFit(fixed_s=0.0, per_token_s=0.0, jitter=0.0, batches=0,
@@ -190,13 +196,16 @@ def _fit_trainer(
         fixed, per_token = float(seconds.mean()), 0.0
     predicted = np.maximum(fixed + per_token * tokens, 1e-9)
     spread = np.log(np.maximum(seconds, 1e-9) / predicted)
+    jitter = float(spread.std()) if len(single) > 1 else 0.0
+    kept = math.exp(-jitter * jitter / 2.0)
     return _TrainerFit(
-        fixed_s=float(fixed),
-        per_token_s=float(per_token),
-        jitter=float(spread.std()) if len(single) > 1 else 0.0,
+        fixed_s=float(fixed) * kept,
+        per_token_s=float(per_token) * kept,
+        jitter=jitter,
         batches=len(single),
         tokens_min=float(tokens.min()),
         tokens_max=float(tokens.max()),
+        mean_kept=kept,
     )
 
 
@@ -241,23 +250,26 @@ def _world_keys(
         world["train_step_s"] = trainer.fixed_s
         world["train_s_per_token"] = trainer.per_token_s
         world["trainer_jitter"] = trainer.jitter
+        world["weight_update_s"] = recorded.weight_update_s * trainer.mean_kept  # drawn so too
     world["max_running"] = max(recorded.max_running, 1)
     return {**world, **cache}
 
 
 def _kv_keys(kv: KvFit, recorded: WorldConfig, collector: LogCollector) -> dict[str, int]:
     """The world keys of a capacity the log shows (none where not seen): the capacity, no
-    less than the world's longest episode (its prompt and the longest completion the log
-    finished, the trace's ceiling), which the world then takes as `max_completion_tokens`
-    (a server holds any one episode whole; the world refuses less)."""
+    less than the world's longest episode (the longest prompt and the longest completion
+    the log finished, the trace's ceiling), which the world then takes as
+    `max_completion_tokens` (a server holds any one episode whole; the world refuses less,
+    and a request that fits no empty server would wait for ever: held at the median prompt,
+    a vLLM probe's 8-token prompts never fitted and its re-run stalled)."""
     if kv.capacity is None:
         return {}
-    longest = max(
-        (f.arrival.completion_tokens for f in collector.flights.values()
-         if isinstance(f.arrival, EpisodeCompleted)),
-        default=1,
-    )  # fmt: skip
-    capacity = max(round(kv.capacity), recorded.prompt_tokens + longest)
+    completed = [
+        f.arrival for f in collector.flights.values() if isinstance(f.arrival, EpisodeCompleted)
+    ]
+    longest = max((a.completion_tokens for a in completed), default=1)
+    prompt = max((a.prompt_tokens for a in completed), default=recorded.prompt_tokens)
+    capacity = max(round(kv.capacity), max(prompt, recorded.prompt_tokens) + longest)
     return {"kv_capacity_tokens": capacity, "max_completion_tokens": max(longest, 1)}
 
 
@@ -311,11 +323,14 @@ def _parameters(
                   basis="episodes' seconds against the share of their life the trainer "
                   "trained (0: not colocated)"),
         Parameter(key="train_step_s", value=trainer.fixed_s, unit="s",
-                  basis=f"{trainer.batches} batches trained one at a time, {tokens}"),
+                  basis=f"{trainer.batches} batches trained one at a time, {tokens}, "
+                  f"x{trainer.mean_kept:.3f} so that the jittered draws keep their mean"),
         Parameter(key="train_s_per_token", value=trainer.per_token_s, unit="s/token",
                   basis=f"{trainer.batches} batches, {tokens}"),
-        Parameter(key="weight_update_s", value=recorded.weight_update_s, unit="s",
-                  basis="the mean of the recorded updates (version_pending to version_live)"),
+        Parameter(key="weight_update_s", value=recorded.weight_update_s * trainer.mean_kept,
+                  unit="s", basis="the mean of the recorded updates (version_pending to "
+                  f"version_live), x{trainer.mean_kept:.3f} as the trainer's times (drawn with "
+                  "its jitter)"),
         Parameter(key="pause_inference_on_update", value=recorded.pause_inference_on_update,
                   unit="", basis="no arrival inside an update window" if
                   recorded.pause_inference_on_update else "arrivals inside update windows"),
