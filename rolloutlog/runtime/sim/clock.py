@@ -3,9 +3,12 @@
 Entries are ordered by (time, insertion counter), so two happenings at the same virtual
 time come out in the order they were scheduled: the order is a function of the run, never
 of hashing or memory addresses. Cancelled entries are marked dead and skipped when they
-surface (the heapq documentation's lazy deletion), and so is the old place of an entry
-moved to another time (`move`: it carries the counter of its latest place); the heap is
-rebuilt when dead places outnumber the others, so its size stays bounded by what is
+surface (the heapq documentation's lazy deletion). An entry moved to another time
+(`move`) takes the counter a new entry would, so it comes out where that one would; moved
+later, it keeps its earlier place in the heap, and when that place surfaces first the
+entry is put back at its time (a server's next happening moves later with each
+admission: one place, not one per move). Places no entry holds any more are skipped; the
+heap is rebuilt when they outnumber the others, so its size stays bounded by what is
 scheduled.
 """
 
@@ -22,13 +25,15 @@ _INF = math.inf
 class Entry:
     """A scheduled happening; `alive` turns false when it is cancelled or comes due."""
 
-    __slots__ = ("alive", "counter", "item", "t")
+    __slots__ = ("alive", "at", "counter", "item", "placed", "t")
 
     def __init__(self, t: float, counter: int, item: Any) -> None:
         self.t = t
         self.counter = counter
         self.item = item
         self.alive = True
+        self.at = t  # its earliest place in the heap: time and counter (<= its own)
+        self.placed = counter
 
 
 class EventQueue:
@@ -53,7 +58,8 @@ class EventQueue:
 
     def move(self, entry: Entry, t: float) -> None:
         """Schedule a live `entry` at `t` instead: as `cancel` and a `push` of its item (the
-        same place among the happenings at `t`), without a new entry."""
+        same place among the happenings at `t`), without a new entry; a place is taken
+        only when it moves before its earliest one."""
         if not entry.alive:
             raise ValueError(f"entry {entry.item!r} at t={entry.t} is cancelled or done")
         if t != t or t == _INF:
@@ -62,8 +68,11 @@ class EventQueue:
         self._counter = counter + 1
         entry.t = t
         entry.counter = counter
-        heappush(self._heap, (t, counter, entry))
-        self._compact()
+        if t < entry.at:
+            entry.at = t
+            entry.placed = counter
+            heappush(self._heap, (t, counter, entry))
+            self._compact()
 
     def cancel(self, entry: Entry) -> None:
         """Unschedule `entry`; it is skipped when it surfaces."""
@@ -77,7 +86,7 @@ class EventQueue:
         """Rebuild the heap without its dead places once they outnumber the live ones."""
         heap = self._heap
         if len(heap) > COMPACT_MIN_ENTRIES and len(heap) > 2 * self._live:
-            self._heap = [e for e in heap if e[2].alive and e[2].counter == e[1]]
+            self._heap = [e for e in heap if e[2].alive and e[2].placed == e[1]]
             heapify(self._heap)
 
     def pop(self) -> Entry | None:
@@ -85,10 +94,15 @@ class EventQueue:
         heap = self._heap
         while heap:
             _, counter, entry = heappop(heap)
-            if entry.alive and entry.counter == counter:  # else cancelled, or moved on
+            if not entry.alive or counter != entry.placed:  # cancelled, or moved before
+                continue
+            if counter == entry.counter:
                 entry.alive = False
                 self._live -= 1
                 return entry
+            entry.at = entry.t  # its earliest place, before it was moved later
+            entry.placed = entry.counter
+            heappush(heap, (entry.t, entry.counter, entry))
         return None
 
     def __len__(self) -> int:
