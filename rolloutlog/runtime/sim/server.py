@@ -41,9 +41,9 @@ present first: `SharedInference`).
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
+from heapq import heapify, heappop, heappush
 from typing import Literal
 
 import attrs
@@ -52,6 +52,7 @@ from rolloutlog.runtime.sim.clock import Entry, EventQueue
 from rolloutlog.runtime.sim.world import EpisodePlan
 
 KV_WATERMARK = 0.01  # vLLM keeps 1% of the cache's blocks free when it admits a request
+KV_ADMIT = 1.0 - KV_WATERMARK  # the fraction of the cache a non-empty batch admits into
 TOKENS_EPSILON = 1e-9  # per token of the clock: two marks this close are one instant
 Phase = Literal["waiting", "running", "env", "interrupted", "off"]
 
@@ -102,6 +103,7 @@ class Request:
     left_s: float | None = None  # tokens still to decode while interrupted (else None)
     stopped: float | None = None  # virtual time it was interrupted
     entry: Entry | None = None  # the arrival, once decoding ended
+    arrives: float = 0.0  # its arrival mark on its server's token clock, while it runs
 
 
 class Server:
@@ -124,9 +126,20 @@ class Server:
         self._heap: list[tuple[float, int, Request]] = []
         self._serial = 0
         self._steps: list[float] = []  # step seconds by batch size, at the present slowdown
+        self._step = 0.0  # of them, the running batch's (kept as the batch changes)
         self._entry: Entry | None = None
-        self._arrivals: list[tuple[float, int, Request]] = []  # finish + environment marks
+        # the arrival marks of the running requests and of those that left (the least of
+        # the first is a running request's once the equal least of both are popped)
+        self._arrivals: list[float] = []
+        self._gone: list[float] = []
         self._fastest = spec.curve.step(1)  # seconds of the fastest step (no slowdown is < 1)
+        self._item = ("server", index)  # what its queue entries carry
+        # the spec's figures the hot path reads, one attribute away rather than two
+        self._capacity = spec.kv_capacity_tokens
+        self._max_running = spec.max_running
+        self._prefix_caching = spec.prefix_caching
+        self._prefill_s = spec.prefill_s_per_token
+        self._request_steps = spec.request_steps
 
     @property
     def load(self) -> int:
@@ -178,6 +191,7 @@ class Server:
             self.prefill_until = start + (self.prefill_until - start) * factor / self.slowdown
         self.slowdown = factor
         self._steps.clear()
+        self._step = self._step_s(len(self.running))
         self.reschedule(now)
 
     def advance(self, now: float) -> None:
@@ -187,58 +201,57 @@ class Server:
         if t == now:
             return
         running = self.running
-        while running:  # each pass finishes or preempts a request, or stops
+        while running:  # each pass decodes to `now`, or to a finish or a full cache first
             paused, prefill = self.paused_until, self.prefill_until  # `_resumes`, inline
             start = paused if paused > prefill else prefill
             if t > start:
                 start = t
             if start > now:
                 break
-            reached = self._decode(start, now)
-            if reached is None or reached >= now:  # what fell due at `now` is all handled
+            n, step_s, clock = len(running), self._step, self.clock
+            finish = self._heap[0][0] - clock  # tokens to the next finish
+            room = (self._capacity - self.kv) / n  # tokens until the cache is full
+            if room <= 0.0:
+                room = 0.0
+            tokens = (now - start) / step_s
+            if finish < tokens:
+                tokens = finish
+            if room < tokens:
+                tokens = room
+            if tokens < 0.0:
+                tokens = 0.0
+            clock = self.clock = clock + tokens
+            grown = n * tokens
+            self.kv += grown
+            self.decoded += grown
+            t = start + tokens * step_s
+            if t > now:
+                t = now
+            epsilon = TOKENS_EPSILON * (1.0 + clock)
+            if tokens >= finish - epsilon:
+                self._finish(t)
+            elif tokens >= room - epsilon:
+                self._preempt()
+            else:
+                break  # decoded until `now`
+            if t >= now:  # what fell due at `now` is all handled
                 break
-            t = reached
         self.synced = now
-
-    def _decode(self, start: float, now: float) -> float | None:
-        """Decode from `start` towards `now`; the time of a finish or a full cache on the
-        way (handled), or None when the sequences simply decoded until `now`."""
-        finish, room, step_s, n = self._ahead()
-        tokens = (now - start) / step_s
-        if finish < tokens:
-            tokens = finish
-        if room < tokens:
-            tokens = room
-        if tokens < 0.0:
-            tokens = 0.0
-        self.clock += tokens
-        self.kv += n * tokens
-        self.decoded += n * tokens
-        t = start + tokens * step_s
-        if t > now:
-            t = now
-        epsilon = TOKENS_EPSILON * (1.0 + self.clock)
-        if tokens >= finish - epsilon:
-            self._finish(t)
-            return t
-        if tokens >= room - epsilon:
-            self._preempt()
-            return t
-        return None
 
     def _finish(self, t: float) -> None:
         """Every running request whose finishing mark is reached leaves the batch."""
-        heap, reached = self._heap, self.clock + TOKENS_EPSILON * (1.0 + self.clock)
-        steps = self.spec.request_steps  # handed back after them, at this batch's step
-        handed = t + steps * self._step_s(len(self.running)) if steps else t
+        clock, heap, running, finished = self.clock, self._heap, self.running, self.finished
+        reached = clock + TOKENS_EPSILON * (1.0 + clock)
+        steps = self._request_steps  # handed back after them, at this batch's step
+        handed = t + steps * self._step if steps else t
         while heap and heap[0][0] <= reached:
-            _, serial, request = heapq.heappop(heap)
+            _, serial, request = heappop(heap)
             if request.serial != serial:
                 continue
-            del self.running[request.episode_id]
+            del running[request.episode_id]
             self._release(request, self._tokens_running(request))
             request.done, request.phase, request.serial = float(request.target), "env", -1
-            self.finished.append((handed, request))
+            finished.append((handed, request))
         self._rebase()
         if self.waiting:
             self._admit(t)
@@ -265,35 +278,34 @@ class Server:
             waiting.popleft()
 
     def _take(self, request: Request, t: float) -> bool:
-        """Admit `request` at `t` if the batch and the cache have room for it."""
-        spec, groups, running = self.spec, self.groups, len(self.running)
-        if running >= spec.max_running:
+        """Admit `request` at `t` if the batch and the cache have room for it: it joins the
+        batch at the token clock, its finishing and arrival marks in their heaps."""
+        running, groups, group = self.running, self.groups, request.group_id
+        if len(running) >= self._max_running:
             return False
-        held = groups.get(request.group_id, 0)
-        need = request.done + (0 if spec.prefix_caching and held else request.prompt)
-        limit = spec.kv_capacity_tokens
-        if running:
-            limit *= 1.0 - KV_WATERMARK
-        if self.kv + need > limit:
+        held = groups.get(group, 0)
+        need = request.done + (0 if self._prefix_caching and held else request.prompt)
+        kv = self.kv + need
+        if kv > (self._capacity * KV_ADMIT if running else self._capacity):
             return False
-        self.kv += need
-        groups[request.group_id] = held + 1
+        self.kv = kv
+        groups[group] = held + 1
         if need:  # decoding waits for this prefill, after the pause and the backlog
             start = self._resumes()
             if t > start:
                 start = t
-            self.prefill_until = start + need * spec.prefill_s_per_token * self.slowdown
-        self._join(request)
+            self.prefill_until = start + need * self._prefill_s * self.slowdown
+        clock, serial = self.clock, self._serial
+        request.phase, request.mark, request.serial = "running", clock, serial
+        self._serial = serial + 1
+        running[request.episode_id] = request
+        left = request.target - request.done
+        finish = clock + (left if left > 0.0 else 0.0)
+        heappush(self._heap, (finish, serial, request))
+        arrives = request.arrives = finish + self._request_steps + request.env_s / self._fastest
+        heappush(self._arrivals, arrives)
+        self._step = self._step_s(len(running))
         return True
-
-    def _join(self, request: Request) -> None:
-        request.phase, request.mark = "running", self.clock
-        request.serial, self._serial = self._serial, self._serial + 1
-        self.running[request.episode_id] = request
-        finish = self.clock + max(request.target - request.done, 0.0)
-        heapq.heappush(self._heap, (finish, request.serial, request))
-        arrival = finish + self.spec.request_steps + request.env_s / self._fastest
-        heapq.heappush(self._arrivals, (arrival, request.serial, request))
 
     def tokens(self, request: Request) -> float:
         """Tokens decoded so far (a running request's grow with the clock)."""
@@ -303,82 +315,81 @@ class Server:
         return min(request.done + (self.clock - request.mark), float(request.target))
 
     def _release(self, request: Request, tokens: float) -> None:
-        """Free a request's KV: its tokens, and its prompt unless a sibling still holds it."""
+        """A request leaves the batch: free its KV (its tokens, and its prompt unless a
+        sibling still holds it); its arrival mark is gone."""
+        heappush(self._gone, request.arrives)
         held = self.groups[request.group_id] - 1
         if held:
             self.groups[request.group_id] = held
         else:
             del self.groups[request.group_id]
-        shared = self.spec.prefix_caching and held > 0
+        shared = self._prefix_caching and held > 0
         kv = self.kv - tokens - (0 if shared else request.prompt)
         self.kv = kv if kv > 0.0 else 0.0  # rounding, never below empty
 
     def _rebase(self) -> None:
-        """Restart the token clock when the batch empties (it keeps its precision), and
-        drop heap entries of requests that left, so the heap is bounded by the batch."""
-        if not self.running:
+        """After requests left the batch: restart the token clock when it empties (it keeps
+        its precision); else pop the marks of requests that left from the heaps' tops (so
+        that `advance` and `next_due` read them as they are) and drop the others when they
+        outnumber the batch, so that the heaps are bounded by it."""
+        running = self.running
+        if not running:
             self.clock = 0.0
             self._heap.clear()
             self._arrivals.clear()
+            self._gone.clear()
             self.kv = 0.0  # nothing holds the cache: no rounding carried over
             return
-        if len(self._heap) > 2 * len(self.running) + 16:
-            self._heap = [e for e in self._heap if e[2].serial == e[1]]
-            heapq.heapify(self._heap)
-        if len(self._arrivals) > 2 * len(self.running) + 16:
-            self._arrivals = [e for e in self._arrivals if e[2].serial == e[1]]
-            heapq.heapify(self._arrivals)
+        self._step = self._step_s(len(running))
+        heap, arrivals, gone = self._heap, self._arrivals, self._gone
+        while heap[0][2].serial != heap[0][1]:  # a running request's entry lies below
+            heappop(heap)
+        while gone and arrivals[0] == gone[0]:
+            heappop(arrivals)
+            heappop(gone)
+        bound = 2 * len(running) + 16
+        if len(heap) > bound:
+            heap[:] = [e for e in heap if e[2].serial == e[1]]
+            heapify(heap)
+        if len(arrivals) > bound:
+            arrivals[:] = [request.arrives for request in running.values()]
+            heapify(arrivals)
+            gone.clear()
 
     def next_due(self, now: float) -> float | None:
         """When the next happening on this server falls (None: nothing will happen): the
         earliest any request on it could arrive (the module's docstring)."""
-        if not self.running:
+        running = self.running
+        if not running:
             return None
-        finish, room, step_s, _ = self._ahead()
-        resumes = self._resumes()
+        clock = self.clock
+        finish = self._heap[0][0] - clock  # as `advance` reads them
+        room = (self._capacity - self.kv) / len(running)
+        if room <= 0.0:
+            room = 0.0
         tokens = finish if finish < room else room
         if tokens < 0.0:
             tokens = 0.0
+        resumes = self._resumes()
         start = now if now > resumes else resumes
-        arrivals = self._arrivals
-        while arrivals[0][2].serial != arrivals[0][1]:  # a request that left the batch
-            heapq.heappop(arrivals)
-        lag = (arrivals[0][0] - self.clock - tokens) * self._fastest
+        lag = (self._arrivals[0] - clock - tokens) * self._fastest
         for request in self.waiting:
             if request.env_s < lag:
                 lag = request.env_s
-        return start + tokens * step_s + (lag if lag > 0.0 else 0.0)
+        return start + tokens * self._step + (lag if lag > 0.0 else 0.0)
 
     def _resumes(self) -> float:
         """When decoding may go on: after the pause and the prefill backlog."""
         paused, prefill = self.paused_until, self.prefill_until
         return paused if paused > prefill else prefill
 
-    def _ahead(self) -> tuple[float, float, float, int]:
-        """Of the running batch: tokens to the next finish, tokens until the cache is full
-        (per sequence), the step's seconds, and the batch size."""
-        heap = self._heap
-        if heap[0][2].serial != heap[0][1]:
-            self._skip_dead()
-        n = len(self.running)
-        try:
-            step_s = self._steps[n]
-        except IndexError:
-            step_s = self._step_s(n)
-        room = (self.spec.kv_capacity_tokens - self.kv) / n
-        return heap[0][0] - self.clock, room if room > 0.0 else 0.0, step_s, n
-
-    def _skip_dead(self) -> None:
-        """Pop the entries of requests that left the batch (their serial is reset)."""
-        heap = self._heap
-        while heap and heap[0][2].serial != heap[0][1]:
-            heapq.heappop(heap)
-
     def _step_s(self, running: int) -> float:
         """Seconds of a step with `running` sequences at the present slowdown (kept by
         batch size: at most `max_running` + 1 of them)."""
-        curve, steps = self.spec.curve, self._steps
-        steps.extend(curve.step(n) * self.slowdown for n in range(len(steps), running + 1))
+        steps = self._steps
+        if running >= len(steps):
+            curve = self.spec.curve
+            steps.extend(curve.step(n) * self.slowdown for n in range(len(steps), running + 1))
         return steps[running]
 
     def reschedule(self, now: float, *, found_nothing: bool = False) -> None:
@@ -391,7 +402,9 @@ class Server:
             due = math.nextafter(now, math.inf)
         entry = self._entry
         if entry is not None and entry.alive:
-            if due is not None and entry.t == due:
-                return
-            self.queue.cancel(entry)
-        self._entry = None if due is None else self.queue.push(due, ("server", self.index))
+            if due is None:
+                self.queue.cancel(entry)
+            elif entry.t != due:
+                self.queue.move(entry, due)
+            return
+        self._entry = None if due is None else self.queue.push(due, self._item)

@@ -19,6 +19,7 @@ generating until its completion arrives late, still holding its server's batch a
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from rolloutlog.events.types import EpisodeCompleted, EpisodeFailed
 from rolloutlog.runtime.sim.clock import EventQueue
@@ -64,14 +65,14 @@ class SharedInference(Flights[Request]):
         target = plan.completion_tokens
         if plan.failed:  # it fails part way through its generation
             target = max(1, math.ceil(target * plan.fail_fraction))
-        request = Request(
-            episode_id=episode_id,
-            group_id=episode_id.rpartition("/")[0],
-            plan=plan,
-            started=now,
-            prompt=self.prompt_tokens if plan.prompt_tokens is None else plan.prompt_tokens,
-            target=target,
-            env_s=0.0 if plan.failed else plan.env_s,
+        request = Request(  # positional: no keyword dict per episode
+            episode_id,
+            episode_id.rpartition("/")[0],
+            plan,
+            now,
+            self.prompt_tokens if plan.prompt_tokens is None else plan.prompt_tokens,
+            target,
+            0.0 if plan.failed else plan.env_s,
         )
         self.flights[episode_id] = request
         self._submit(now, request)
@@ -157,7 +158,7 @@ class SharedInference(Flights[Request]):
         self.router.forget(group_id)
 
     def _submit(self, now: float, request: Request) -> None:
-        index = self.router.place(request.group_id, lambda i: self._load(now, i))
+        index = self.router.place(request.group_id, partial(self._load, now))
         self.servers[index].submit(now, request)
         self._collect(self.servers[index])
 
@@ -193,8 +194,11 @@ class SharedInference(Flights[Request]):
         """Schedule the arrivals of what finished decoding: after its environment seconds.
         With `deliver`, the first one due at the server's present is not scheduled but
         returned (its id), to arrive in the happening that found it."""
+        finished = server.finished
+        if not finished:
+            return None
         arrived = None
-        for t, request in server.finished:
+        for t, request in finished:
             request.server = -1
             due = t + request.env_s
             if due < server.synced + ARRIVAL_EPSILON_S:  # never before the server's present
@@ -203,5 +207,5 @@ class SharedInference(Flights[Request]):
                     continue
                 due = server.synced
             request.entry = self.queue.push(due, ("episode", request.episode_id))
-        server.finished.clear()
+        finished.clear()
         return arrived

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from rolloutlog.runtime.sim.clock import EventQueue
+from rolloutlog.runtime.sim.clock import Entry, EventQueue
 from rolloutlog.runtime.sim.inference import Inference
 from rolloutlog.runtime.sim.metrics import Series
 from rolloutlog.runtime.sim.streams import RandomStreams, named_stream, stream_key
@@ -48,6 +50,39 @@ def test_the_clock_compacts_dead_entries() -> None:
     assert len(queue) == 100
     assert queue.entries() <= 2 * 100 + 256
     assert [queue.pop().item for _ in range(100)] == list(range(1900, 2000))  # type: ignore[union-attr]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["push", "move", "pop"]), st.integers(0, 20), st.integers(0, 9)),
+        max_size=300,
+    )
+)
+def test_moving_an_entry_is_cancelling_it_and_pushing_its_item(
+    steps: list[tuple[str, int, int]],
+) -> None:
+    """`move` keeps an earlier place for an entry moved later: what comes out, and in
+    which order among equal times, is what `cancel` and `push` give."""
+    moved, pushed = EventQueue(), EventQueue()
+    live: dict[int, tuple[Entry, Entry]] = {}  # item -> its entry in each queue
+    out: tuple[list[object], list[object]] = ([], [])
+    for n, (op, t, key) in enumerate(steps):
+        if op == "push" or (op == "move" and key not in live):
+            live[n] = (moved.push(float(t), n), pushed.push(float(t), n))
+        elif op == "move":
+            entry, twin = live[key]
+            moved.move(entry, float(t))
+            pushed.cancel(twin)
+            live[key] = (entry, pushed.push(float(t), key))
+        for queue, seen in zip((moved, pushed), out, strict=True):
+            if op == "pop" and (entry := queue.pop()) is not None:
+                seen.append((entry.t, entry.item))
+                live.pop(entry.item, None)  # type: ignore[call-overload]
+    for queue, seen in zip((moved, pushed), out, strict=True):
+        while (entry := queue.pop()) is not None:
+            seen.append((entry.t, entry.item))
+    assert out[0] == out[1]
+    assert len(moved) == len(pushed) == 0
 
 
 def test_a_series_stays_bounded_and_keeps_its_start() -> None:
