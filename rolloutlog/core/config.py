@@ -9,6 +9,7 @@ the core does no I/O.
 
 from __future__ import annotations
 
+import functools
 import math
 import tomllib
 import types
@@ -474,7 +475,7 @@ C = TypeVar("C")
 def build_config(cls: type[C], data: Mapping[str, Any], where: str = "config") -> C:
     """Build the attrs config class `cls` from `data`, refusing bad keys and values by name."""
     fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(
@@ -488,6 +489,15 @@ def build_config(cls: type[C], data: Mapping[str, Any], where: str = "config") -
         if problem:
             raise ConfigError(f"{where}.{name}: {problem} (got {value!r})")
     return cls(**values)
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    """A config class's annotations, resolved once: `typing.get_type_hints` costs more than
+    the rest of a build (a fifth of a planted-fault property's time went to it)."""
+    return _resolved(cls)
+
+
+_resolved = functools.cache(typing.get_type_hints)
 
 
 def _coerce(key: str, hint: Any, value: Any) -> Any:
