@@ -4,7 +4,7 @@ A `Decider` is one decider as pure functions (fmodel's shape), so that an implem
 be swapped for a candidate and compared; its states are plain data, and `apply` and
 `decide` take the run's rule table beside the state (`core.rules.table.Rules`, which
 `core.presets.rules_for` builds from the config once per run). `Combined` is the pair of
-them over the pair of states (fmodel's `combine`): one `check`, `apply`, `decide` and
+them over the pair of states (fmodel's `combine`): one `check`, `apply`, `settle` and
 `fingerprint`. The loop,
 replay's fold and everything that re-decides a log go through it, so that "the sink, then
 the dispatcher" is written here and nowhere else:
@@ -12,15 +12,16 @@ the dispatcher" is written here and nowhere else:
 - `check` asks the sink, then the dispatcher, and writes nothing: a refused event leaves
   both states exactly as they were;
 - `apply` applies to the sink, then the dispatcher (`evolve`: `check`, then `apply`);
-- `decide` asks the sink, has its whole answer appended, then asks the dispatcher, which
+- `settle` asks the sink, has its whole answer appended, then asks the dispatcher, which
   so sees the sink's answer (its own events included in the state it decides on); under
   `step_order = "submit-first"` (verl's v1 step) a weight update's event is answered by
-  the dispatcher first, then the sink (`Rules.dispatcher_first`).
+  the dispatcher first, then the sink (`Rules.dispatcher_first`); and so on for every
+  event appended, depth first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 import attrs
@@ -29,6 +30,7 @@ from rolloutlog.core import dispatcher as dispatcher_module
 from rolloutlog.core import sink as sink_module
 from rolloutlog.core.config import RunConfig
 from rolloutlog.core.digest import fingerprint
+from rolloutlog.core.errors import LoopBoundError
 from rolloutlog.core.presets import rules_for
 from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.state import DispatcherState, SinkState
@@ -121,7 +123,7 @@ class Combined:
     them once per event of a simulated run, where each attribute lookup shows.
     """
 
-    __slots__ = ("apply", "check", "decide", "dispatcher", "evolve", "sink")
+    __slots__ = ("apply", "check", "dispatcher", "evolve", "settle", "sink")
 
     def __init__(
         self, sink: Decider[SinkState] = SINK, dispatcher: Decider[DispatcherState] = DISPATCHER
@@ -150,31 +152,49 @@ class Combined:
             state.sink = sink_apply(rules, state.sink, event)
             state.dispatcher = dispatcher_apply(rules, state.dispatcher, event)
 
-        def decide(state: Pair, event: Event, append: Append) -> None:
-            """Both deciders' reactions to `event`, each answer handed whole to `append`.
+        def settle(state: Pair, appended: list[Event], append: Append, max_depth: int) -> None:
+            """Both deciders' reactions to `appended[0]` and to all they set off, depth first.
 
-            `append` must check and apply the answer (as the loop's does) before it
-            returns: the dispatcher decides on the state that includes the sink's answer.
-            An empty answer is not handed over (most events set off nothing).
+            Each event is asked the sink, then the dispatcher (`Rules.dispatcher_first`: the
+            other way round), and each answer is handed whole to `append`, which must check,
+            apply and add it to `appended` (as the loop's does) before it returns: the
+            dispatcher decides on the state that includes the sink's answer. An empty answer
+            is not handed over (most events set off nothing). The rounds are an explicit
+            stack, not recursion, at most `max_depth` deep (else `LoopBoundError`); the
+            order and the rounds are one body, since the loop runs it once per event.
             """
             rules = state.rules
-            dispatcher_first = type(event) in rules.dispatcher_first  # the run's `step_order`
-            if dispatcher_first:
-                decided = dispatcher_decide(rules, state.dispatcher, event)
+            first = rules.dispatcher_first  # the event classes the run's `step_order` turns
+            owed: list[Iterator[Event]] = [iter(appended[:1])]
+            while owed:
+                event = next(owed[-1], None)
+                if event is None:
+                    owed.pop()
+                    continue
+                start = len(appended)
+                dispatcher_first = type(event) in first
+                if dispatcher_first:
+                    decided = dispatcher_decide(rules, state.dispatcher, event)
+                    if decided:
+                        append(decided)
+                decided = sink_decide(rules, state.sink, event)
                 if decided:
                     append(decided)
-            decided = sink_decide(rules, state.sink, event)
-            if decided:
-                append(decided)
-            if not dispatcher_first:
-                decided = dispatcher_decide(rules, state.dispatcher, event)
-                if decided:
-                    append(decided)
+                if not dispatcher_first:
+                    decided = dispatcher_decide(rules, state.dispatcher, event)
+                    if decided:
+                        append(decided)
+                if len(appended) > start:
+                    if len(owed) >= max_depth:
+                        raise LoopBoundError(
+                            f"reactions to seq {appended[0].seq} nest deeper than {max_depth}"
+                        )
+                    owed.append(iter(appended[start:]))
 
         self.check: Callable[[Pair, Event], None] = check
         self.apply: Callable[[Pair, Event], None] = apply
         self.evolve: Callable[[Pair, Event], None] = evolve
-        self.decide: Callable[[Pair, Event, Append], None] = decide
+        self.settle: Callable[[Pair, list[Event], Append, int], None] = settle
 
     def initial_state(self, config: RunConfig) -> Pair:
         """Both deciders before `run_started`, and the rules `config`'s policy chooses."""

@@ -20,7 +20,7 @@ log can hold: the loop then refuses every later `feed` with `LoopFailedError`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import attrs
@@ -153,26 +153,13 @@ class ReactionLoop(HoldsPair):
                 )
 
     def _settle(self, appended: list[Event]) -> None:
-        """Depth-first over decision rounds, with an explicit stack instead of recursion."""
-        decide, state = self.decider.decide, self.state
+        """Everything `appended[0]` sets off, depth first (`Combined.settle`), each answer
+        appended as a decided batch."""
 
         def append(decided: list[Event]) -> None:
             self._append(decided, appended, fresh=True)
 
-        owed: list[Iterator[Event]] = [iter(appended[:1])]
-        while owed:
-            event = next(owed[-1], None)
-            if event is None:
-                owed.pop()
-                continue
-            start = len(appended)
-            decide(state, event, append)
-            if len(appended) > start:
-                if len(owed) >= self.max_depth:
-                    raise LoopBoundError(
-                        f"reactions to seq {appended[0].seq} nest deeper than {self.max_depth}"
-                    )
-                owed.append(iter(appended[start:]))
+        self.decider.settle(self.state, appended, append, self.max_depth)
 
     def fingerprint(self) -> tuple[int, ...]:
         """The few counts of both states that each digest covers."""
