@@ -305,8 +305,10 @@ def _check_version_pending(state: DispatcherState, event: VersionPending) -> Non
 
 
 def _on_dropped(rules: Rules, state: DispatcherState, event: EpisodeDropped) -> None:
+    if event.reason != "requeue":  # only a requeue's drop names a task to open again
+        return
     group_id = event.episode_id.rpartition("/")[0]
-    if event.reason == "requeue" and group_id not in state.discarded:  # its task, once
+    if group_id not in state.discarded:  # its task, once
         state.discarded.add(group_id)
         state.requeue[group_id] = None
 
@@ -381,7 +383,8 @@ def decide(rules: Rules, state: DispatcherState, event: Event) -> list[Event]:
         cancelled = cancel(rules, state, event)
         if cancelled:
             return cancelled
-    return dispatcher_fill.fill(rules, state, event.t)
+    free = state.limit - len(state.inflight)  # the permits free
+    return [] if free <= 0 else dispatcher_fill.fill(rules, state, free, event.t)
 
 
 def _restart(rules: Rules, state: DispatcherState, event: RunResumed) -> list[Event]:
