@@ -329,6 +329,7 @@ def _finalize(rules: Rules, state: SinkState, group: SinkGroup, t: float) -> lis
     drop, view = rules.drop_on_arrival, rules.stale_view
     aborted = rules.leftover_group(group, step)
     withheld = set() if requeue or aborted else withheld_members(rules, state, group, arrived)
+    reason = _drop_reason(requeue, aborted)  # the group's, the same for each of its drops
     out: list[Event] = []
     fresh: list[Arrival] = []
     for arrival in arrived:
@@ -344,7 +345,7 @@ def _finalize(rules: Rules, state: SinkState, group: SinkGroup, t: float) -> lis
                 EpisodeDropped(
                     t=t,
                     episode_id=arrival.episode_id,
-                    reason=_drop_reason(requeue, aborted),
+                    reason=reason,
                     age=rollout_age(arrival.version, step),
                 )
             )
@@ -404,9 +405,9 @@ def _decide_check(
     sweep = rules.checks_queue(rules, state, event)
     if sweep is None:
         return []
-    swept: Iterable[str] = ()
+    swept: Iterable[str] | None = ()
     if sweep == "queue":
-        swept = list(state.queue)
+        swept = None  # the whole queue
     elif sweep == "scored" and isinstance(event, GroupScored) and event.admitted:
         swept = event.episode_ids
     return sink_cut.sweep_and_cut(rules, state, swept, event.t)
