@@ -17,12 +17,17 @@ COMPACT_MIN_ENTRIES = 256
 
 
 class Entry:
-    """A scheduled happening; `alive` turns false when it is cancelled."""
+    """A scheduled happening; `alive` turns false when it is cancelled. Made by
+    `EventQueue.push` only, field by field: no `__init__` call for each of the run's many."""
 
     __slots__ = ("alive", "counter", "item", "t")
+    t: float
+    counter: int
+    item: Any
+    alive: bool
 
-    def __init__(self, t: float, counter: int, item: Any) -> None:
-        self.t, self.counter, self.item, self.alive = t, counter, item, True
+
+_new_entry = object.__new__
 
 
 class EventQueue:
@@ -38,7 +43,8 @@ class EventQueue:
         """Schedule `item` at virtual time `t`; keep the entry to cancel it later."""
         if t != t or t == math.inf:
             raise ValueError(f"cannot schedule at t={t}")
-        entry = Entry(t, self._counter, item)
+        entry = _new_entry(Entry)
+        entry.t, entry.counter, entry.item, entry.alive = t, self._counter, item, True
         self._counter += 1
         self._live += 1
         heapq.heappush(self._heap, (t, entry.counter, entry))

@@ -222,13 +222,13 @@ class Simulation:
     def _happen(self, entry: Entry) -> Event | None:
         """The world event of a happening that came due (None: the trainer skipped a publish)."""
         kind, key = entry.item
+        if kind == "episode":  # the most frequent happening: asked first
+            return self._arrive(key)
         if kind == "server":  # a shared server's batch moved on; an episode may arrive
             if not isinstance(self.inference, SharedInference):
                 raise ValueError("a server happening, but inference is not shared")
             arrived = self.inference.serve(self.now, key)
             return None if arrived is None else self._arrive(arrived)
-        if kind == "episode":
-            return self._arrive(key)
         if kind == "trained":
             publish = self.trainer.trained(self.now, key)
             if publish is None:
