@@ -37,6 +37,8 @@ from rolloutlog.core.state import DispatcherState, SinkState
 from rolloutlog.events.types import Event
 
 S = TypeVar("S")
+# An event class -> what writes it into a decider's state in place (None: nothing).
+Applies = Callable[[type[Event]], Callable[[Rules, S, Event], None] | None]
 
 
 def _never_stops(state: object) -> str | None:
@@ -48,17 +50,34 @@ class Decider(Generic[S]):
     """One decider as pure functions, so implementations can be swapped and compared.
 
     `check` refuses an event without writing (the log's consistency, which no policy
-    changes); `apply` writes an event `check` accepted, as the run's rules say. Kept apart
-    so that an event is checked against both deciders before either applies it: a refused
-    event leaves both states exactly as they were.
+    changes), by the check `check_of` finds for the event's class (None: it has none);
+    `apply` writes an event `check` accepted in place, as the run's rules say, by what
+    `apply_for(rules)` finds for its class (None: nothing to write; the lookup is chosen
+    once per run, `Pair`). Kept apart so that an event is checked against both deciders
+    before either applies it: a refused event leaves both states exactly as they were.
+    Looked up by class, so that the combined decider calls each step itself, one call less
+    per event and decider.
     """
 
     name: str
     initial_state: Callable[[RunConfig], S]
-    check: Callable[[S, Event], None]
-    apply: Callable[[Rules, S, Event], S]
+    check_of: Callable[[type[Event]], Callable[[S, Event], None] | None]
+    apply_for: Callable[[Rules], Applies[S]]
     decide: Callable[[Rules, S, Event], list[Event]]
     stop_reason: Callable[[S], str | None] = _never_stops
+
+    def check(self, state: S, event: Event) -> None:
+        """Refuse `event` (`InconsistentLogError`) unless `apply` can take all of it."""
+        found = self.check_of(type(event))
+        if found is not None:
+            found(state, event)
+
+    def apply(self, rules: Rules, state: S, event: Event) -> S:
+        """Write an event `check` accepted, in place; the state."""
+        found = self.apply_for(rules)(type(event))
+        if found is not None:
+            found(rules, state, event)
+        return state
 
     def evolve(self, rules: Rules, state: S, event: Event) -> S:
         """All of `event`, or (raising `InconsistentLogError`) none of it."""
@@ -69,15 +88,15 @@ class Decider(Generic[S]):
 DISPATCHER: Decider[DispatcherState] = Decider(
     "dispatcher",
     dispatcher_module.initial_state,
-    dispatcher_module.check,
-    dispatcher_module.apply,
+    dispatcher_module.check_of,
+    dispatcher_module.apply_for,
     dispatcher_module.decide,
 )
 SINK: Decider[SinkState] = Decider(
     "sink",
     sink_module.initial_state,
-    sink_module.check,
-    sink_module.apply,
+    sink_module.check_of,
+    sink_module.apply_for,
     sink_module.decide,
     sink_module.zero_output_reason,
 )
@@ -85,11 +104,14 @@ SINK: Decider[SinkState] = Decider(
 
 @attrs.define(slots=True)
 class Pair:
-    """The states of both deciders, and beside them the rule table the run's policy chose."""
+    """The states of both deciders, and beside them the rule table the run's policy chose
+    and each decider's apply lookup under it (`Decider.apply_for`, chosen once)."""
 
     sink: SinkState
     dispatcher: DispatcherState
     rules: Rules
+    sink_applies: Applies[SinkState]
+    dispatcher_applies: Applies[DispatcherState]
 
 
 class HoldsPair:
@@ -129,28 +151,42 @@ class Combined:
         self, sink: Decider[SinkState] = SINK, dispatcher: Decider[DispatcherState] = DISPATCHER
     ) -> None:
         self.sink, self.dispatcher = sink, dispatcher
-        sink_check, sink_apply, sink_decide = sink.check, sink.apply, sink.decide
-        dispatcher_check, dispatcher_apply = dispatcher.check, dispatcher.apply
+        sink_check_of, sink_decide = sink.check_of, sink.decide
+        dispatcher_check_of = dispatcher.check_of
         dispatcher_decide = dispatcher.decide
 
         def check(state: Pair, event: Event) -> None:
             """Refuse `event` (InconsistentLogError naming its seq) unless both can apply it."""
-            sink_check(state.sink, event)
-            dispatcher_check(state.dispatcher, event)
+            sink.check(state.sink, event)
+            dispatcher.check(state.dispatcher, event)
 
         def apply(state: Pair, event: Event) -> None:
             """Apply an event both deciders accepted (`check`), in place."""
-            rules = state.rules
-            state.sink = sink_apply(rules, state.sink, event)
-            state.dispatcher = dispatcher_apply(rules, state.dispatcher, event)
+            kind, rules = type(event), state.rules
+            found_sink, found_dispatcher = state.sink_applies(kind), state.dispatcher_applies(kind)
+            if found_sink is not None:
+                found_sink(rules, state.sink, event)
+            if found_dispatcher is not None:
+                found_dispatcher(rules, state.dispatcher, event)
 
         def evolve(state: Pair, event: Event) -> None:
-            """`check`, then `apply`: all of `event` in both states, or (raising) none."""
-            sink_check(state.sink, event)
-            dispatcher_check(state.dispatcher, event)
+            """`check`, then `apply`: all of `event` in both states, or (raising) none. Each
+            decider's steps are looked up here (`Decider.check_of`, `Pair`'s applies): the
+            loop calls this once per event, where a call per step shows."""
+            kind = type(event)
+            sink_check = sink_check_of(kind)
+            if sink_check is not None:
+                sink_check(state.sink, event)
+            dispatcher_check = dispatcher_check_of(kind)
+            if dispatcher_check is not None:
+                dispatcher_check(state.dispatcher, event)
             rules = state.rules
-            state.sink = sink_apply(rules, state.sink, event)
-            state.dispatcher = dispatcher_apply(rules, state.dispatcher, event)
+            sink_apply = state.sink_applies(kind)
+            if sink_apply is not None:
+                sink_apply(rules, state.sink, event)
+            dispatcher_apply = state.dispatcher_applies(kind)
+            if dispatcher_apply is not None:
+                dispatcher_apply(rules, state.dispatcher, event)
 
         def settle(state: Pair, appended: list[Event], append: Append, max_depth: int) -> None:
             """Both deciders' reactions to `appended[0]` and to all they set off, depth first.
@@ -198,10 +234,13 @@ class Combined:
 
     def initial_state(self, config: RunConfig) -> Pair:
         """Both deciders before `run_started`, and the rules `config`'s policy chooses."""
+        rules = rules_for(config)
         return Pair(
             self.sink.initial_state(config),
             self.dispatcher.initial_state(config),
-            rules_for(config),
+            rules,
+            self.sink.apply_for(rules),
+            self.dispatcher.apply_for(rules),
         )
 
     def fingerprint(self, state: Pair) -> tuple[int, ...]:

@@ -98,9 +98,14 @@ class ReactionLoop(HoldsPair):
             raise LoopFailedError(f"the loop takes no more events: {self.failure}")
         appended: list[Event] = []
         start = self.next_seq
+
+        def append(decided: list[Event]) -> None:
+            self._append(decided, appended, fresh=True)
+
         try:
             self._append((event,), appended, fresh=fresh)
-            self._settle(appended)
+            # everything it sets off, depth first, each answer appended as a decided batch
+            self.decider.settle(self.state, appended, append, self.max_depth)
             for observer in self.observers:
                 observer.settled(appended[0], self)
         except BaseException as error:
@@ -151,15 +156,6 @@ class ReactionLoop(HoldsPair):
                     f"world event seq {appended[0].seq} ({appended[0].kind}) set off more "
                     f"than {self.max_reactions} events: the deciders do not settle"
                 )
-
-    def _settle(self, appended: list[Event]) -> None:
-        """Everything `appended[0]` sets off, depth first (`Combined.settle`), each answer
-        appended as a decided batch."""
-
-        def append(decided: list[Event]) -> None:
-            self._append(decided, appended, fresh=True)
-
-        self.decider.settle(self.state, appended, append, self.max_depth)
 
     def fingerprint(self) -> tuple[int, ...]:
         """The few counts of both states that each digest covers."""
