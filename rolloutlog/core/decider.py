@@ -151,9 +151,7 @@ class Combined:
         self, sink: Decider[SinkState] = SINK, dispatcher: Decider[DispatcherState] = DISPATCHER
     ) -> None:
         self.sink, self.dispatcher = sink, dispatcher
-        sink_check_of, sink_decide = sink.check_of, sink.decide
-        dispatcher_check_of = dispatcher.check_of
-        dispatcher_decide = dispatcher.decide
+        sink_check_of, dispatcher_check_of = sink.check_of, dispatcher.check_of
 
         def check(state: Pair, event: Event) -> None:
             """Refuse `event` (InconsistentLogError naming its seq) unless both can apply it."""
@@ -188,49 +186,10 @@ class Combined:
             if dispatcher_apply is not None:
                 dispatcher_apply(rules, state.dispatcher, event)
 
-        def settle(state: Pair, appended: list[Event], append: Append, max_depth: int) -> None:
-            """Both deciders' reactions to `appended[0]` and to all they set off, depth first.
-
-            Each event is asked the sink, then the dispatcher (`Rules.dispatcher_first`: the
-            other way round), and each answer is handed whole to `append`, which must check,
-            apply and add it to `appended` (as the loop's does) before it returns: the
-            dispatcher decides on the state that includes the sink's answer. An empty answer
-            is not handed over (most events set off nothing). The rounds are an explicit
-            stack, not recursion, at most `max_depth` deep (else `LoopBoundError`); the
-            order and the rounds are one body, since the loop runs it once per event.
-            """
-            rules = state.rules
-            first = rules.dispatcher_first  # the event classes the run's `step_order` turns
-            owed: list[Iterator[Event]] = [iter(appended[:1])]
-            while owed:
-                event = next(owed[-1], None)
-                if event is None:
-                    owed.pop()
-                    continue
-                start = len(appended)
-                dispatcher_first = type(event) in first
-                if dispatcher_first:
-                    decided = dispatcher_decide(rules, state.dispatcher, event)
-                    if decided:
-                        append(decided)
-                decided = sink_decide(rules, state.sink, event)
-                if decided:
-                    append(decided)
-                if not dispatcher_first:
-                    decided = dispatcher_decide(rules, state.dispatcher, event)
-                    if decided:
-                        append(decided)
-                if len(appended) > start:
-                    if len(owed) >= max_depth:
-                        raise LoopBoundError(
-                            f"reactions to seq {appended[0].seq} nest deeper than {max_depth}"
-                        )
-                    owed.append(iter(appended[start:]))
-
         self.check: Callable[[Pair, Event], None] = check
         self.apply: Callable[[Pair, Event], None] = apply
         self.evolve: Callable[[Pair, Event], None] = evolve
-        self.settle: Callable[[Pair, list[Event], Append, int], None] = settle
+        self.settle: Settle = _settle(sink.decide, dispatcher.decide)
 
     def initial_state(self, config: RunConfig) -> Pair:
         """Both deciders before `run_started`, and the rules `config`'s policy chooses."""
@@ -246,6 +205,57 @@ class Combined:
     def fingerprint(self, state: Pair) -> tuple[int, ...]:
         """The counts of both states that each digest covers (`core.digest.fingerprint`)."""
         return fingerprint(state.dispatcher, state.sink)
+
+
+Settle = Callable[[Pair, list[Event], Append, int], None]
+
+
+def _settle(
+    sink_decide: Callable[[Rules, SinkState, Event], list[Event]],
+    dispatcher_decide: Callable[[Rules, DispatcherState, Event], list[Event]],
+) -> Settle:
+    """`Combined.settle` over the two deciders' `decide`."""
+
+    def settle(state: Pair, appended: list[Event], append: Append, max_depth: int) -> None:
+        """Both deciders' reactions to `appended[0]` and to all they set off, depth first.
+
+        Each event is asked the sink, then the dispatcher (`Rules.dispatcher_first`: the
+        other way round), and each answer is handed whole to `append`, which must check,
+        apply and add it to `appended` (as the loop's does) before it returns: the
+        dispatcher decides on the state that includes the sink's answer. An empty answer
+        is not handed over (most events set off nothing). The rounds are an explicit
+        stack, not recursion, at most `max_depth` deep (else `LoopBoundError`); the
+        order and the rounds are one body, since the loop runs it once per event.
+        """
+        rules = state.rules
+        first = rules.dispatcher_first  # the event classes the run's `step_order` turns
+        owed: list[Iterator[Event]] = [iter(appended[:1])]
+        while owed:
+            event = next(owed[-1], None)
+            if event is None:
+                owed.pop()
+                continue
+            start = len(appended)
+            dispatcher_first = type(event) in first
+            if dispatcher_first:
+                decided = dispatcher_decide(rules, state.dispatcher, event)
+                if decided:
+                    append(decided)
+            decided = sink_decide(rules, state.sink, event)
+            if decided:
+                append(decided)
+            if not dispatcher_first:
+                decided = dispatcher_decide(rules, state.dispatcher, event)
+                if decided:
+                    append(decided)
+            if len(appended) > start:
+                if len(owed) >= max_depth:
+                    raise LoopBoundError(
+                        f"reactions to seq {appended[0].seq} nest deeper than {max_depth}"
+                    )
+                owed.append(iter(appended[start:]))
+
+    return settle
 
 
 PAIR = Combined()
