@@ -21,6 +21,7 @@ cancellations) are the functions of its rule table (`core.rules.table.Rules`, fr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from rolloutlog.core import dispatcher_fill, dispatcher_partial
@@ -34,6 +35,7 @@ from rolloutlog.core.rules.table import Rules
 from rolloutlog.core.state import DispatcherState, OpenGroup
 from rolloutlog.core.state import initial_dispatcher_state as initial_state
 from rolloutlog.events.types import (
+    EVENT_TYPES,
     BatchShipped,
     EpisodeCompleted,
     EpisodeDispatched,
@@ -58,7 +60,9 @@ __all__ = [
     "DispatcherState",
     "OpenGroup",
     "apply",
+    "apply_for",
     "check",
+    "check_of",
     "decide",
     "evolve",
     "gated",
@@ -85,6 +89,11 @@ def check(state: DispatcherState, event: Event) -> None:
 def apply(rules: Rules, state: DispatcherState, event: Event) -> DispatcherState:
     """Apply an event `check` accepted, in place, as the run's `rules` say; events it does not
     care about pass through."""
+    _apply(rules, state, event)
+    return state
+
+
+def _apply(rules: Rules, state: DispatcherState, event: Event) -> None:
     advance_window = rules.advance_window
     if advance_window is not None:  # admission smoothing's window
         advance_window(state, event.t)
@@ -96,7 +105,6 @@ def apply(rules: Rules, state: DispatcherState, event: Event) -> DispatcherState
         follow(state.ledger, event)
     if rules.follow_requeue is not None:
         rules.follow_requeue(state, event)
-    return state
 
 
 def evolve(rules: Rules, state: DispatcherState, event: Event) -> DispatcherState:
@@ -183,8 +191,12 @@ def _group_of(state: DispatcherState, event: EpisodeDispatched | EpisodesCancell
 
 
 def _check_dispatched(state: DispatcherState, event: EpisodeDispatched) -> None:
-    # One event in two is a dispatch: messages are built only when a check fails.
-    group = _group_of(state, event)
+    # One event in two is a dispatch: messages are built (and `_group_of` asked) only when
+    # a check fails.
+    group = state.groups.get(event.group_id)
+    if group is None:
+        _group_of(state, event)  # raises: not open
+        return
     problem = None
     if group.unscheduled <= 0:
         problem = f"{event.group_id} owes no member"
@@ -305,8 +317,10 @@ def _check_version_pending(state: DispatcherState, event: VersionPending) -> Non
 
 
 def _on_dropped(rules: Rules, state: DispatcherState, event: EpisodeDropped) -> None:
+    if event.reason != "requeue":  # only a requeue's drop names a task to open again
+        return
     group_id = event.episode_id.rpartition("/")[0]
-    if event.reason == "requeue" and group_id not in state.discarded:  # its task, once
+    if group_id not in state.discarded:  # its task, once
         state.discarded.add(group_id)
         state.requeue[group_id] = None
 
@@ -344,6 +358,9 @@ _CHECKS: Final = (
     .on(EpisodeFailed, dispatcher_partial.check_arrival)
     .by_kind
 )
+# The check of one event class, None where it has none: `check`'s lookup, for the combined
+# decider (`core.decider.Combined`), which looks each event up itself, a call less per event.
+check_of: Final = _CHECKS.get
 _APPLIES: Final = (
     RuleHandlers[Rules, DispatcherState, None]()
     .on(EpisodeCompleted, _on_arrival)
@@ -361,6 +378,18 @@ _APPLIES: Final = (
     .on(VersionLive, _on_version_live)
     .by_kind
 )
+_EVERY: Final = dict.fromkeys(EVENT_TYPES.values(), _apply)  # `apply`'s body, any class
+
+
+def apply_for(
+    rules: Rules,
+) -> Callable[[type[Event]], Callable[[Rules, DispatcherState, Event], None] | None]:
+    """The apply of each event class in place (None: nothing to write) under a run's `rules`,
+    chosen once for the combined decider (`core.decider.Decider.apply_for`): the handlers
+    alone where the run has none of the rules that follow every event (smoothing's window,
+    the ledger, the requeue line), else `apply`'s whole body for every class."""
+    follows = (rules.advance_window, rules.follow_ledger, rules.follow_requeue)
+    return _APPLIES.get if follows == (None, None, None) else _EVERY.get
 
 
 # --- decide ------------------------------------------------------------------------------
@@ -369,11 +398,11 @@ _APPLIES: Final = (
 def decide(rules: Rules, state: DispatcherState, event: Event) -> list[Event]:
     """The dispatcher's reaction to `event` under the run's `rules`, on the state that
     already includes it."""
-    if type(event) is RunFinished:
+    kind = type(event)
+    if kind is RunFinished:
         return cancellations.shutdown(state, event.t)
     if state.finished:
         return []
-    kind = type(event)
     cancel = _CANCELLATIONS.get(kind)
     if cancel is None and kind in rules.cancels_redundant:  # only a run with redundancy
         cancel = _REDUNDANT[kind]
@@ -381,7 +410,8 @@ def decide(rules: Rules, state: DispatcherState, event: Event) -> list[Event]:
         cancelled = cancel(rules, state, event)
         if cancelled:
             return cancelled
-    return dispatcher_fill.fill(rules, state, event.t)
+    free = state.limit - len(state.inflight)  # the permits free
+    return [] if free <= 0 else dispatcher_fill.fill(rules, state, free, event.t)
 
 
 def _restart(rules: Rules, state: DispatcherState, event: RunResumed) -> list[Event]:

@@ -60,50 +60,37 @@ def _train_allowance(rules: Rules, state: DispatcherState) -> int:
     return rules.live(left, rules.idle_floor(config, ledger, version))
 
 
-def fill(rules: Rules, state: DispatcherState, t: float) -> list[Event]:
-    """Use free permits, in the passes the run's rule gives (`Rules.fill_passes`): in each,
-    continue the oldest open group that owes members, else open new ones. Most events find
-    no permit free: they cost the subtraction, and no rule is asked (smoothing's cap,
-    `Rules.permits`, only where the run smooths)."""
-    free = state.limit - len(state.inflight)
+def fill(rules: Rules, state: DispatcherState, free: int, t: float) -> list[Event]:
+    """Use the `free` permits (more than none: most events find none, and the dispatcher
+    asks for no fill then), in the passes the run's rule gives (`Rules.fill_passes`): in
+    each, continue the oldest open group that owes members, else open new ones (of the
+    pass's work; None: any). Smoothing's cap (`Rules.permits`) only where the run smooths."""
     permits = rules.permits
     if permits is not None:
         free = permits(free, state.config, state.window_growth)
-    if free <= 0:
-        return []
+        if free <= 0:
+            return []
     train = _train_allowance(rules, state)
     out: list[Event] = []
     for work in rules.fill_passes:
-        free, train = _fill_pass(rules, state, work, free, train, t, out)
+        for group_id in state.owing:
+            group = state.groups[group_id]
+            if work is not None and (work == "train") != group.train:
+                continue
+            count = min(free, group.unscheduled, train if group.train else free)
+            if count <= 0:
+                continue
+            first = group.dispatched
+            _dispatch_members(rules.stamp, state, group, group.start_version, first, count, t, out)
+            free -= count
+            train -= count if group.train else 0
+            if free == 0:
+                return out
+        # the train room the pass's open groups left over is not carried to the next pass
+        free = _open_groups(rules, state, free, train if work != "eval" else 0, t, out)
         if free <= 0:
             break
     return out
-
-
-def _fill_pass(
-    rules: Rules,
-    state: DispatcherState,
-    work: Work | None,
-    free: int,
-    train: int,
-    t: float,
-    out: list[Event],
-) -> tuple[int, int]:
-    """One pass over the groups of `work` (None: any); the permits and train room left."""
-    for group_id in state.owing:
-        group = state.groups[group_id]
-        if work is not None and (work == "train") != group.train:
-            continue
-        count = min(free, group.unscheduled, train if group.train else free)
-        if count <= 0:
-            continue
-        first = group.dispatched
-        _dispatch_members(rules.stamp, state, group, group.start_version, first, count, t, out)
-        free -= count
-        train -= count if group.train else 0
-        if free == 0:
-            return free, train
-    return _open_groups(rules, state, free, train if work != "eval" else 0, t, out), train
 
 
 def _open_groups(
@@ -113,14 +100,15 @@ def _open_groups(
     Groups already opened in `out` (an earlier pass) count as opened."""
     config = state.config
     opened = [e for e in out if type(e) is GroupOpened]
-    number = state.groups_opened + len(opened)
-    eval_owed = state.eval_owed - sum(e.work == "eval" for e in opened)
+    number, eval_owed = state.groups_opened + len(opened), state.eval_owed
     # Requeued tasks, oldest first, where the run's order says (`Rules.requeue_line`); the
     # train groups an earlier pass opened have taken their place in the line.
     line, owed = rules.requeue_line(state), iter(state.requeue)
-    for takes in islice(line, sum(e.work == "train" for e in opened)):
-        if takes:
-            next(owed)
+    if opened:  # most fills open nothing before this pass: nothing to count
+        eval_owed -= sum(e.work == "eval" for e in opened)
+        for takes in islice(line, sum(e.work == "train" for e in opened)):
+            if takes:
+                next(owed)
     while free > 0:
         work: Work
         if eval_owed > 0:

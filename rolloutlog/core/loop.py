@@ -20,7 +20,7 @@ log can hold: the loop then refuses every later `feed` with `LoopFailedError`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import attrs
@@ -98,9 +98,14 @@ class ReactionLoop(HoldsPair):
             raise LoopFailedError(f"the loop takes no more events: {self.failure}")
         appended: list[Event] = []
         start = self.next_seq
+
+        def append(decided: list[Event]) -> None:
+            self._append(decided, appended, fresh=True)
+
         try:
             self._append((event,), appended, fresh=fresh)
-            self._settle(appended)
+            # everything it sets off, depth first, each answer appended as a decided batch
+            self.decider.settle(self.state, appended, append, self.max_depth)
             for observer in self.observers:
                 observer.settled(appended[0], self)
         except BaseException as error:
@@ -151,28 +156,6 @@ class ReactionLoop(HoldsPair):
                     f"world event seq {appended[0].seq} ({appended[0].kind}) set off more "
                     f"than {self.max_reactions} events: the deciders do not settle"
                 )
-
-    def _settle(self, appended: list[Event]) -> None:
-        """Depth-first over decision rounds, with an explicit stack instead of recursion."""
-        decide, state = self.decider.decide, self.state
-
-        def append(decided: list[Event]) -> None:
-            self._append(decided, appended, fresh=True)
-
-        owed: list[Iterator[Event]] = [iter(appended[:1])]
-        while owed:
-            event = next(owed[-1], None)
-            if event is None:
-                owed.pop()
-                continue
-            start = len(appended)
-            decide(state, event, append)
-            if len(appended) > start:
-                if len(owed) >= self.max_depth:
-                    raise LoopBoundError(
-                        f"reactions to seq {appended[0].seq} nest deeper than {self.max_depth}"
-                    )
-                owed.append(iter(appended[start:]))
 
     def fingerprint(self) -> tuple[int, ...]:
         """The few counts of both states that each digest covers."""

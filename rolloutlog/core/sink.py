@@ -22,7 +22,7 @@ guarantee is only what admission keeps. The sweep and the batch cut are
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Final
 
@@ -46,7 +46,9 @@ __all__ = [
     "SinkGroup",
     "SinkState",
     "apply",
+    "apply_for",
     "check",
+    "check_of",
     "decide",
     "evolve",
     "initial_state",
@@ -141,13 +143,14 @@ def _on_arrival(rules: Rules, state: SinkState, event: EpisodeCompleted | Episod
         if rules.keeps_segments  # only under `stale_tokens = mask`: none kept otherwise
         else ()
     )
-    group.arrived.append(
-        Arrival(event.episode_id, member, version, reward, tokens, False, segments)
-    )
+    arrival = Arrival(event.episode_id, member, version, reward, tokens, False, segments)
+    group.arrived.append(arrival)
+    group.arrival_of[event.episode_id] = arrival
 
 
 def _check_dispatched(state: SinkState, event: EpisodeDispatched) -> None:
-    _group_of(state, event.group_id, event)
+    if event.group_id not in state.groups:  # one event in two: `_group_of` only to refuse
+        _group_of(state, event.group_id, event)
 
 
 def _on_dispatched(rules: Rules, state: SinkState, event: EpisodeDispatched) -> None:
@@ -177,18 +180,11 @@ def _on_cancelled(rules: Rules, state: SinkState, event: EpisodesCancelled) -> N
         group.stale_cancelled += count
 
 
-def _arrival(group: SinkGroup, episode_id: str) -> Arrival | None:
-    for arrival in group.arrived:
-        if arrival.episode_id == episode_id:
-            return arrival
-    return None
-
-
 def _check_dropped(state: SinkState, event: EpisodeDropped) -> None:
     if event.episode_id in state.queue:
         return
     group = _group_of(state, event.episode_id.rpartition("/")[0], event)
-    if _arrival(group, event.episode_id) is None:
+    if event.episode_id not in group.arrival_of:
         raise InconsistentLogError(
             event.seq, event.kind, f"{event.episode_id} is neither queued nor arrived"
         )
@@ -199,7 +195,7 @@ def _on_dropped(rules: Rules, state: SinkState, event: EpisodeDropped) -> None:
     if queued is not None:
         state.queued_tokens -= queued.tokens
         return
-    arrival = _arrival(state.groups[event.episode_id.rpartition("/")[0]], event.episode_id)
+    arrival = state.groups[event.episode_id.rpartition("/")[0]].arrival_of.get(event.episode_id)
     if arrival is not None:
         arrival.dropped = True
 
@@ -276,6 +272,9 @@ _CHECKS: Final = (
     .on(GroupOpened, _check_group_opened)
     .by_kind
 )
+# The check of one event class, None where it has none: `check`'s lookup, for the combined
+# decider (`core.decider.Combined`), which looks each event up itself, a call less per event.
+check_of: Final = _CHECKS.get
 _APPLIES: Final = (
     RuleHandlers[Rules, SinkState, None]()
     .on(EpisodeCompleted, _on_arrival)
@@ -295,6 +294,14 @@ _APPLIES: Final = (
 )
 
 
+def apply_for(
+    rules: Rules,
+) -> Callable[[type[Event]], Callable[[Rules, SinkState, Event], None] | None]:
+    """The apply of each event class in place (None: nothing to write), the same under any
+    run's rules: `apply`'s lookup, for the combined decider (`core.decider.Combined`)."""
+    return _APPLIES.get
+
+
 # --- decide ------------------------------------------------------------------------------
 
 
@@ -305,17 +312,17 @@ def decide(rules: Rules, state: SinkState, event: Event) -> list[Event]:
     return [] if decide_kind is None else decide_kind(rules, state, event)
 
 
-def _decide_arrival(
-    rules: Rules, state: SinkState, event: EpisodeCompleted | EpisodeFailed
+def _finalize_if_complete(
+    rules: Rules, state: SinkState, event: EpisodeCompleted | EpisodeFailed | EpisodesCancelled
 ) -> list[Event]:
-    return _finalize_if_complete(rules, state, event.episode_id.rpartition("/")[0], event.t)
-
-
-def _finalize_if_complete(rules: Rules, state: SinkState, group_id: str, t: float) -> list[Event]:
-    group = state.groups.get(group_id)
+    """An arrival or a cancellation may complete its group: then it is finalized."""
+    if isinstance(event, EpisodesCancelled):
+        group = state.groups.get(event.group_id)
+    else:
+        group = state.groups.get(event.episode_id.rpartition("/")[0])
     if group is None or not group.complete():
         return []
-    return _finalize(rules, state, group, t)
+    return _finalize(rules, state, group, event.t)
 
 
 def _finalize(rules: Rules, state: SinkState, group: SinkGroup, t: float) -> list[Event]:
@@ -329,6 +336,7 @@ def _finalize(rules: Rules, state: SinkState, group: SinkGroup, t: float) -> lis
     drop, view = rules.drop_on_arrival, rules.stale_view
     aborted = rules.leftover_group(group, step)
     withheld = set() if requeue or aborted else withheld_members(rules, state, group, arrived)
+    reason = _drop_reason(requeue, aborted)  # the group's, the same for each of its drops
     out: list[Event] = []
     fresh: list[Arrival] = []
     for arrival in arrived:
@@ -344,7 +352,7 @@ def _finalize(rules: Rules, state: SinkState, group: SinkGroup, t: float) -> lis
                 EpisodeDropped(
                     t=t,
                     episode_id=arrival.episode_id,
-                    reason=_drop_reason(requeue, aborted),
+                    reason=reason,
                     age=rollout_age(arrival.version, step),
                 )
             )
@@ -391,10 +399,6 @@ def _score(state: SinkState, group: SinkGroup, scored: list[Arrival], t: float) 
     )
 
 
-def _decide_cancelled(rules: Rules, state: SinkState, event: EpisodesCancelled) -> list[Event]:
-    return _finalize_if_complete(rules, state, event.group_id, event.t)
-
-
 def _decide_check(
     rules: Rules, state: SinkState, event: BatchShipped | GroupScored | VersionPending | VersionLive
 ) -> list[Event]:
@@ -404,9 +408,9 @@ def _decide_check(
     sweep = rules.checks_queue(rules, state, event)
     if sweep is None:
         return []
-    swept: Iterable[str] = ()
+    swept: Iterable[str] | None = ()
     if sweep == "queue":
-        swept = list(state.queue)
+        swept = None  # the whole queue
     elif sweep == "scored" and isinstance(event, GroupScored) and event.admitted:
         swept = event.episode_ids
     return sink_cut.sweep_and_cut(rules, state, swept, event.t)
@@ -419,9 +423,9 @@ def _decide_live(rules: Rules, state: SinkState, event: VersionLive) -> list[Eve
 
 _DECISIONS: Final = (
     RuleHandlers[Rules, SinkState, list[Event]]()
-    .on(EpisodeCompleted, _decide_arrival)
-    .on(EpisodeFailed, _decide_arrival)
-    .on(EpisodesCancelled, _decide_cancelled)
+    .on(EpisodeCompleted, _finalize_if_complete)
+    .on(EpisodeFailed, _finalize_if_complete)
+    .on(EpisodesCancelled, _finalize_if_complete)
     .on(BatchShipped, _decide_check)
     .on(GroupScored, _decide_check)
     .on(VersionPending, _decide_check)

@@ -20,17 +20,21 @@ from rolloutlog.core.state import Queued, SinkState
 from rolloutlog.events.types import BatchShipped, EpisodeDropped, Event
 
 
-def sweep_and_cut(rules: Rules, state: SinkState, swept: Iterable[str], t: float) -> list[Event]:
-    """Drop the `swept` queued episodes that are stale (the step advanced, or they were
-    queued stale), then cut if a batch is full.
+def sweep_and_cut(
+    rules: Rules, state: SinkState, swept: Iterable[str] | None, t: float
+) -> list[Event]:
+    """Drop the `swept` queued episodes (None: the whole queue) that are stale (the step
+    advanced, or they were queued stale), then cut if a batch is full.
 
     A cut never ships work the step's sweep would drop: when the check swept only part of
     the queue and the cut would take a stale episode, the step's whole-queue sweep is still
     owed (under `step_order = "submit-first"` a group finalized by the dispatcher's
-    cancellations is checked before the ship that moved the step is), so it runs first."""
-    out, queue = _sweep(rules, state, swept, state.queue, t)
+    cancellations is checked before the ship that moved the step is), so it runs first. A
+    whole-queue sweep leaves nothing stale to cut: its cut is not looked over again."""
+    whole = swept is None
+    out, queue = _sweep(rules, state, state.queue if swept is None else swept, state.queue, t)
     cut = _cut(rules, state, queue, t)
-    if cut and _ships_stale(rules, state, queue, cut[0]):
+    if cut and not whole and _ships_stale(rules, state, queue, cut[0]):
         more, queue = _sweep(rules, state, list(queue), queue, t)
         out.extend(more)
         cut = _cut(rules, state, queue, t)

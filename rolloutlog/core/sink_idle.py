@@ -23,12 +23,10 @@ def count_scored(rules: Rules, state: SinkState, group: SinkGroup, event: GroupS
         bound, step = state.config.max_off_policy_steps, state.step
         withheld = withheld_members(rules, state, group, group.arrived)  # about to drop too
         queue, stale = state.queue, rules.queued_stale
-        stale_admitted = sum(
-            e in withheld or stale(queue[e], step, bound) for e in event.episode_ids
-        )
-        if stale_admitted < len(event.episode_ids):  # something will train: work came out
-            state.idle = IdleWork()
+        if not all(e in withheld or stale(queue[e], step, bound) for e in event.episode_ids):
+            state.idle = IdleWork()  # something will train: work came out (the first found)
             return
+        stale_admitted = len(event.episode_ids)
     idle = state.idle  # nothing admitted, or all of it stale (the queue check drops it)
     idle.episodes += group.size
     idle.stale += group.stale_cancelled + sum(a.dropped for a in group.arrived) + stale_admitted

@@ -201,6 +201,8 @@ class SinkGroup:
     size: int
     inflight: dict[str, int] = attrs.Factory(dict)  # dispatched, not arrived: id -> version
     arrived: list[Arrival] = attrs.Factory(list)
+    # the same arrivals by episode id: a drop names its episode, looked up, not searched
+    arrival_of: dict[str, Arrival] = attrs.Factory(dict)
     cancelled: int = 0
     stale_cancelled: int = 0
     step: int = 1  # the step it opened at: a leftover once that batch shipped (slime)

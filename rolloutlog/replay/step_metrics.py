@@ -358,12 +358,13 @@ class StepMetrics:
         ages: list[int] = []
         in_flight: list[int] = []
         rewards: list[float] = []
+        segments: list[Generated | None] = []
         for episode_id in episode_ids:
             found = self.arrived.pop(episode_id, None)
             if found is None or episode_id not in trained:
                 continue
             version, live, reward, generated = found
-            self.segments.trained(generated, step)
+            segments.append(generated)
             age = _age(version, step)
             ages.append(age)
             in_flight.append(age_split(age, version, live)[0])
@@ -375,6 +376,7 @@ class StepMetrics:
             part.in_flight.add(in_flight)
             part.in_queue.add(in_queue)
             part.reward.add(rewards)
+        self.segments.trained(segments, step)
         split = self.segments.shipped()
         if self.keep_rows:
             self.kept_rows.append(

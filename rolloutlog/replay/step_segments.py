@@ -12,6 +12,7 @@ reads as before.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 import attrs
@@ -43,6 +44,15 @@ class _Tokens:
                 self.tokens += tokens
                 self.weighted += age * tokens
                 self.oldest = age if self.oldest is None else max(self.oldest, age)
+
+    def absorb(self, other: _Tokens) -> None:
+        """Count `other`'s episodes too (the run takes a step's whole, once it ships)."""
+        self.trained += other.trained
+        self.partial += other.partial
+        self.tokens += other.tokens
+        self.weighted += other.weighted
+        if other.oldest is not None:
+            self.oldest = other.oldest if self.oldest is None else max(self.oldest, other.oldest)
 
     def values(self) -> dict[str, Any]:
         return {
@@ -82,14 +92,18 @@ class SegmentSplit:
             return ((version, tokens),)
         return segment_tokens(books.start, books.versions, books.tokens, tokens)
 
-    def trained(self, generated: Generated | None, step: int) -> None:
-        if generated is not None:
-            self.window.add(generated, step)
-            self.run.add(generated, step)
+    def trained(self, generated: Iterable[Generated | None], step: int) -> None:
+        """The segments of a batch's trained episodes (None: none known), at its `step`."""
+        window = self.window
+        for segments in generated:
+            if segments is not None:
+                window.add(segments, step)
 
     def shipped(self) -> dict[str, Any]:
-        """The step's values (its row's, once the log shows segments); a new step begins."""
+        """The step's values (its row's, once the log shows segments); the run counts them,
+        and a new step begins."""
         values = self.window.values()
+        self.run.absorb(self.window)
         self.window = _Tokens()
         return values
 

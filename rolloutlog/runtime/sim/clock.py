@@ -23,17 +23,19 @@ _INF = math.inf
 
 
 class Entry:
-    """A scheduled happening; `alive` turns false when it is cancelled or comes due."""
+    """A scheduled happening; `alive` turns false when it is cancelled or comes due. Made
+    by `EventQueue.push` only, field by field: no `__init__` call for each of the run's many."""
 
     __slots__ = ("alive", "at", "counter", "item", "placed", "t")
+    t: float
+    counter: int
+    item: Any
+    alive: bool
+    at: float  # its earliest place in the heap: time and counter (<= its own)
+    placed: int
 
-    def __init__(self, t: float, counter: int, item: Any) -> None:
-        self.t = t
-        self.counter = counter
-        self.item = item
-        self.alive = True
-        self.at = t  # its earliest place in the heap: time and counter (<= its own)
-        self.placed = counter
+
+_new_entry = object.__new__
 
 
 class EventQueue:
@@ -52,7 +54,9 @@ class EventQueue:
         counter = self._counter
         self._counter = counter + 1
         self._live += 1
-        entry = Entry(t, counter, item)
+        entry = _new_entry(Entry)
+        entry.t, entry.counter, entry.item, entry.alive = t, counter, item, True
+        entry.at, entry.placed = t, counter
         heappush(self._heap, (t, counter, entry))
         return entry
 

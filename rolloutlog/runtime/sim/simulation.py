@@ -23,8 +23,6 @@ from rolloutlog.core.loop import Observer, ReactionLoop
 from rolloutlog.core.rules.group_shape import members
 from rolloutlog.events.schema import SCHEMA_VERSION
 from rolloutlog.events.types import (
-    EpisodeCompleted,
-    EpisodeFailed,
     Event,
     LimitSet,
     RunFinished,
@@ -165,32 +163,32 @@ class Simulation:
         self._feed(self._run_started())
         self.controller.start()
         since_step = 0
+        # The sink's zero-output rule (`ReactionLoop.zero_output_reason`), asked directly
+        # after each world event, as the loop's body is: one call each, not two.
+        stop_reason, pair = self.loop.decider.sink.stop_reason, self.loop.state
+        pop = self.queue.pop
         while self.finish_reason is None:
-            event = self._next_event()
-            if event is None:
-                continue
+            entry = pop()  # the next happening, else the tick the core asks for
+            if entry is None:
+                event: Event | None = self._heartbeat()
+                if event is None:
+                    raise self._no_progress("nothing left to happen")
+            else:
+                self._heartbeat_due = True
+                self.now = entry.t
+                event = self._happen(entry)
+                if event is None:  # a happening that makes no world event
+                    continue
             shipped = self.steps_shipped
             self._feed(event)
             since_step = 0 if self.steps_shipped > shipped else since_step + 1
             if since_step > WORLD_EVENTS_PER_STEP_MAX:
                 raise self._no_progress(f"{WORLD_EVENTS_PER_STEP_MAX} world events")
-            if self.finish_reason is None and self.loop.zero_output_reason() is not None:
+            if self.finish_reason is None and stop_reason(pair.sink) is not None:
                 self.finish_reason = "zero_output"
         self._feed(RunFinished(t=self.now, reason=self.finish_reason))
         self.metrics.on_finished(self.now, self.inference.racing(self.now))
         return self._result()
-
-    def _next_event(self) -> Event | None:
-        """The next world event; None when a happening makes none (or the run stalled)."""
-        entry = self.queue.pop()
-        if entry is None:
-            heartbeat = self._heartbeat()
-            if heartbeat is None:
-                raise self._no_progress("nothing left to happen")
-            return heartbeat
-        self._heartbeat_due = True
-        self.now = entry.t
-        return self._happen(entry)
 
     def _no_progress(self, what: str) -> SimulationBoundError:
         """The one line for a run that cannot go on, naming the rule that starves it."""
@@ -220,15 +218,27 @@ class Simulation:
         return self.loop.tick(due)
 
     def _happen(self, entry: Entry) -> Event | None:
-        """The world event of a happening that came due (None: the trainer skipped a publish)."""
+        """The world event of a happening that came due (None: the trainer skipped a publish,
+        or a shared server's batch moved on and no episode arrived). An episode's outcome
+        arriving, the most frequent, is asked first and taken here."""
         kind, key = entry.item
         if kind == "server":  # a shared server's batch moved on; an episode may arrive
             if not isinstance(self.inference, SharedInference):
                 raise ValueError("a server happening, but inference is not shared")
-            arrived = self.inference.serve(self.now, key)
-            return None if arrived is None else self._arrive(arrived)
-        if kind == "episode":
-            return self._arrive(key)
+            key = self.inference.serve(self.now, key)
+            if key is None:
+                return None
+        elif kind != "episode":
+            return self._happen_otherwise(kind, key)
+        episode_id: str = key  # the episode that arrives
+        flight, event = self.inference.arrive(self.now, episode_id)
+        self.metrics.on_arrived(episode_id, flight.plan, flight.cancelled)
+        if self.drainer is not None:
+            self.drainer.left(self.now, episode_id)
+        return event
+
+    def _happen_otherwise(self, kind: str, key: Any) -> Event | None:
+        """The world event of a happening other than an arrival."""
         if kind == "trained":
             publish = self.trainer.trained(self.now, key)
             if publish is None:
@@ -251,14 +261,6 @@ class Simulation:
             happen = self.interrupter.interrupt if kind == "interrupt" else self.interrupter.resume
             return happen(self.now, key)
         return self.controller.fire(self.now, kind)
-
-    def _arrive(self, episode_id: str) -> EpisodeCompleted | EpisodeFailed:
-        """An episode's outcome arrives: the world event to feed."""
-        flight, event = self.inference.arrive(self.now, episode_id)
-        self.metrics.on_arrived(episode_id, flight.plan, flight.cancelled)
-        if self.drainer is not None:
-            self.drainer.left(self.now, episode_id)
-        return event
 
     def _frozen(self, episode_id: str) -> bool:
         """Whether an in-flight episode's group samples from a frozen source."""

@@ -148,7 +148,9 @@ class WorldModel:
 
     def plan(self, group_id: str, member: int, inflight: int, max_inflight: int) -> EpisodePlan:
         """The outcome of member `member`, dispatched with `inflight` episodes in flight."""
-        draws = self._draws(group_id)
+        draws = self._groups.get(group_id)  # `_draws` and `_settle` inline: once a dispatch
+        if draws is None:
+            raise _not_open(group_id)
         world, task = self.world, draws.task
         tokens = round(task.length_tokens * draws.noise[member])
         tokens = min(max(tokens, 1), world.max_completion_tokens)
@@ -159,7 +161,9 @@ class WorldModel:
             work_s *= draws.fail_at[member]
         raw = draws.reward[member]
         reward = float(raw < task.solve_rate) if world.reward == "bernoulli" else raw
-        self._settle(group_id, draws, 1)
+        draws.settled += 1
+        if draws.settled >= draws.size:
+            self._close(group_id, draws)
         return EpisodePlan(
             task=task,
             train=draws.train,
@@ -184,12 +188,20 @@ class WorldModel:
     def _draws(self, group_id: str) -> GroupDraws:
         draws = self._groups.get(group_id)
         if draws is None:
-            raise KeyError(f"{group_id} is not open in the world model")
+            raise _not_open(group_id)
         return draws
 
     def _settle(self, group_id: str, draws: GroupDraws, count: int) -> None:
         draws.settled += count
+        if draws.settled >= draws.size:
+            self._close(group_id, draws)
+
+    def _close(self, group_id: str, draws: GroupDraws) -> None:
+        """Every member settled: free the group's draws (past its size: a driver's bug)."""
         if draws.settled > draws.size:
             raise ValueError(f"{group_id}: more than {draws.size} members settled")
-        if draws.settled == draws.size:
-            del self._groups[group_id]
+        del self._groups[group_id]
+
+
+def _not_open(group_id: str) -> KeyError:
+    return KeyError(f"{group_id} is not open in the world model")
