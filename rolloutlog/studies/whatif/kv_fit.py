@@ -113,9 +113,8 @@ def fit_kv(collector: LogCollector, rows: DecodeRows, servers: int) -> KvFit:
     held = held_tokens(collector, every.overhead_s, rows.dispatched) / servers
     unread = float(np.mean(rows.seconds <= every.overhead_s))
     spread = {"held_low": float(held.min()), "held_high": float(held.max()), "unread": unread}
-    if unread > UNREAD_MAX:  # most episodes hold nothing by the reading: no level to find
-        return KvFit(capacity=None, decode=every, above=0, step=0.0, noise=0.0, **spread)
-    best = _best_level(rows, held, servers)
+    # most episodes hold nothing by the reading where `unread` is high: no level to find
+    best = None if unread > UNREAD_MAX else _best_level(rows, held, servers)
     if best is None or not _clear(best):
         return KvFit(capacity=None, decode=every, above=0, step=0.0, noise=0.0, **spread)
     return KvFit(
