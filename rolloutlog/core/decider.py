@@ -135,7 +135,7 @@ class HoldsPair:
         return self.state.rules
 
 
-Append = Callable[[list[Event]], None]
+Append = Callable[[list[Event], list[Event]], None]  # (a decided answer, the appended)
 
 
 class Combined:
@@ -220,8 +220,8 @@ def _settle(
         """Both deciders' reactions to `appended[0]` and to all they set off, depth first.
 
         Each event is asked the sink, then the dispatcher (`Rules.dispatcher_first`: the
-        other way round), and each answer is handed whole to `append`, which must check,
-        apply and add it to `appended` (as the loop's does) before it returns: the
+        other way round), and each answer is handed whole to `append` with `appended`; it
+        must check, apply and add the answer there (as the loop's does) before it returns: the
         dispatcher decides on the state that includes the sink's answer. An empty answer
         is not handed over (most events set off nothing). The rounds are an explicit
         stack, not recursion, at most `max_depth` deep (else `LoopBoundError`); the
@@ -240,14 +240,14 @@ def _settle(
             if dispatcher_first:
                 decided = dispatcher_decide(rules, state.dispatcher, event)
                 if decided:
-                    append(decided)
+                    append(decided, appended)
             decided = sink_decide(rules, state.sink, event)
             if decided:
-                append(decided)
+                append(decided, appended)
             if not dispatcher_first:
                 decided = dispatcher_decide(rules, state.dispatcher, event)
                 if decided:
-                    append(decided)
+                    append(decided, appended)
             if len(appended) > start:
                 if len(owed) >= max_depth:
                     raise LoopBoundError(

@@ -66,7 +66,7 @@ class ReactionLoop(HoldsPair):
         self.config = config
         self.decider = Combined(sink, dispatcher)
         self.state: Pair = self.decider.initial_state(config)
-        self.observers = observers
+        self.observers = observers  # sets `_observes` and `_settles` too
         self.max_reactions, self.max_depth = max_reactions, max_depth
         self.next_seq = 0
         # Why the loop stopped taking events: set when a reaction fails after its world
@@ -76,6 +76,18 @@ class ReactionLoop(HoldsPair):
         # The chain costs a `repr` and a hash per event; a driver whose log is digested
         # where it is read (replay, verify) may leave it off: then `digest` is None.
         self.digest: bytes | None = GENESIS if digest else None
+
+    @property
+    def observers(self) -> tuple[Observer, ...]:
+        """Who sees each appended event; their methods are looked up once, when set (the
+        loop calls them once per event)."""
+        return self._observers
+
+    @observers.setter
+    def observers(self, observers: tuple[Observer, ...]) -> None:
+        self._observers = observers
+        self._observes = tuple(observer.observe for observer in observers)
+        self._settles = tuple(observer.settled for observer in observers)
 
     @classmethod
     def from_run_started(cls, event: RunStarted, **options: Any) -> ReactionLoop:
@@ -98,16 +110,12 @@ class ReactionLoop(HoldsPair):
             raise LoopFailedError(f"the loop takes no more events: {self.failure}")
         appended: list[Event] = []
         start = self.next_seq
-
-        def append(decided: list[Event]) -> None:
-            self._append(decided, appended, fresh=True)
-
         try:
-            self._append((event,), appended, fresh=fresh)
+            self._append((event,), appended, fresh)
             # everything it sets off, depth first, each answer appended as a decided batch
-            self.decider.settle(self.state, appended, append, self.max_depth)
-            for observer in self.observers:
-                observer.settled(appended[0], self)
+            self.decider.settle(self.state, appended, self._append, self.max_depth)
+            for settled in self._settles:
+                settled(appended[0], self)
         except BaseException as error:
             if self.next_seq != start:  # refused before it was applied: nothing moved
                 self.failure = (
@@ -117,14 +125,15 @@ class ReactionLoop(HoldsPair):
             raise
         return appended
 
-    def _append(self, events: Iterable[Event], appended: list[Event], *, fresh: bool) -> None:
-        """Append `events` in order, each checked by both deciders, applied, observed.
+    def _append(self, events: Iterable[Event], appended: list[Event], fresh: bool = True) -> None:
+        """Append `events` to `appended` in order, each checked by both deciders, applied,
+        observed; `fresh` as for `feed` (a decided answer is: `Combined.settle` hands each
+        here as it is).
 
         Takes a decider's whole answer at once: the per-event work is the loop body, not a
         call per event (the loop runs once per event of a simulated run).
         """
-        evolve, state = self.decider.evolve, self.state
-        observers = self.observers
+        evolve, state, observes = self.decider.evolve, self.state, self._observes
         for event in events:
             seq = self.next_seq
             placed = False
@@ -149,8 +158,8 @@ class ReactionLoop(HoldsPair):
             if self.digest is not None:
                 self.digest = chain(self.digest, canonical(event), self.fingerprint())
             appended.append(event)
-            for observer in observers:
-                observer.observe(event, self)
+            for observe in observes:
+                observe(event, self)
             if len(appended) > self.max_reactions:
                 raise LoopBoundError(
                     f"world event seq {appended[0].seq} ({appended[0].kind}) set off more "

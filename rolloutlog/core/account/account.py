@@ -129,8 +129,9 @@ class Account(Books):
     def settle(self, seq: int, world_kind: str) -> None:
         """After a world event settled: the checks that hold once its reactions are in, and
         at `run_finished` nothing is open."""
-        for hook in self.checks.settled:
-            hook(seq, world_kind)
+        if self.checks.settled:
+            for hook in self.checks.settled:
+                hook(seq, world_kind)
         if world_kind == "version_pending":
             for hook in self.checks.update_settled:
                 hook(seq, world_kind)
@@ -181,7 +182,7 @@ class Account(Books):
     ) -> None:
         kind = "episode_dispatched"
         group = self.groups.get(group_id)
-        if group is not None and group.train:
+        if group is not None and group.train and self.checks.dispatching:
             for hook in self.checks.dispatching:
                 hook(seq, group)
         if group is None or not group.owes or group.unscheduled <= 0:
@@ -200,14 +201,16 @@ class Account(Books):
                 lag = age(self.version, self.step)
                 problem = f"train dispatch while the trainer lags {lag} > target_lag"
                 self.fail(seq, kind, problem)
-            for admitted in self.checks.admitted:
-                admitted(seq, kind)
+            if self.checks.admitted:
+                for admitted in self.checks.admitted:
+                    admitted(seq, kind)
         group.dispatched += 1
         group.unscheduled -= 1
         group.inflight[episode_id] = (version, member)
         self.inflight[episode_id] = group
-        for dispatched in self.checks.dispatched:
-            dispatched(version)
+        if self.checks.dispatched:
+            for dispatched in self.checks.dispatched:
+                dispatched(version)
         self.registry.dispatched(group.number)
         return None
 
@@ -280,8 +283,9 @@ class Account(Books):
         """A completion (`reward` set, its prompt and completion `tokens`, of which
         `completion_tokens` generated) or a failure (`reward` None); the group it landed in,
         None for a late arrival."""
-        for hook in self.checks.arriving:
-            hook(seq, kind, episode_id, completion_tokens)
+        if self.checks.arriving:
+            for hook in self.checks.arriving:
+                hook(seq, kind, episode_id, completion_tokens)
         group = self.inflight.pop(episode_id, None)
         if group is None:
             self._late(seq, kind, episode_id)
@@ -296,8 +300,9 @@ class Account(Books):
                 kind,
                 f"{episode_id.rpartition('/')[0]}: {arrived} arrived, more than G={group.size}",
             )
-        for hook in self.checks.arrived:
-            hook(seq, kind, episode_id, group)
+        if self.checks.arrived:
+            for hook in self.checks.arrived:
+                hook(seq, kind, episode_id, group)
         return group
 
     def _late(self, seq: int, kind: str, episode_id: str) -> None:

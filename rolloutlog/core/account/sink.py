@@ -27,8 +27,9 @@ def dropped(
     """`episode_dropped`: of a queued episode or an open group's arrival, at its true age,
     and stale unless a rule's own reason says otherwise."""
     kind = "episode_dropped"
-    for hook in checks.dropping:
-        hook(seq, episode_id, reason)
+    if checks.dropping:
+        for hook in checks.dropping:
+            hook(seq, episode_id, reason)
     if reason == "evicted":  # a bounded queue's, of any age (`core.account.eviction`)
         return checks.eviction.evicted(seq, episode_id, recorded_age)
     queued = books.queue.pop(episode_id, None)
@@ -44,8 +45,9 @@ def dropped(
         group.dropped.add(episode_id)
         version, ages = arrival[1], group.train and not group.frozen
     actual = age(version, books.step)
-    for hook in checks.dropped:
-        hook(seq, episode_id, reason, ages)
+    if checks.dropped:
+        for hook in checks.dropped:
+            hook(seq, episode_id, reason, ages)
     if reason not in DROP_REASONS or recorded_age != actual:
         books.fail(seq, kind, f"recorded age {recorded_age}, actual age {actual}")
     if reason == "leftover":
