@@ -187,8 +187,9 @@ class StepMetrics:
         self.live_version = 0
         self.train_groups: set[str] = set()  # open train groups
         self.inflight: dict[str, int] = {}  # train episode -> dispatch version
-        # id -> (v, w, reward, segments: None where the reader has no token counts)
-        self.arrived: dict[str, tuple[int, int, float | None, Generated | None]] = {}
+        # id -> (v, w, reward, completion tokens: None where unknown, segments where it was
+        # interrupted: `SegmentSplit.landed`)
+        self.arrived: dict[str, tuple[int, int, float | None, int | None, Generated | None]] = {}
         self.members: dict[str, list[str]] = {}  # group -> its arrived train episodes
         self.segments = SegmentSplit()
         self.kept_rows: list[tuple[dict[str, Any], dict[str, Any]]] = []  # row, its split
@@ -281,11 +282,10 @@ class StepMetrics:
     ) -> None:
         version = self.inflight.pop(episode_id, None)
         if version is not None:  # a train episode, not late
-            segments, generated = self.segments, None
-            if completion_tokens is not None or segments.books:  # the columnar split has none
-                tokens = None if reward is None else completion_tokens
-                generated = segments.landed(episode_id, version, tokens)
-            self.arrived[episode_id] = (version, self.live_version, reward, generated)
+            tokens = None if reward is None else completion_tokens  # the columnar fold: None
+            segments = self.segments
+            generated = segments.landed(episode_id, tokens) if segments.books else None
+            self.arrived[episode_id] = (version, self.live_version, reward, tokens, generated)
             self.members.setdefault(episode_id.rpartition("/")[0], []).append(episode_id)
 
     def on_cancelled(self, episode_ids: Sequence[str], reason: str) -> None:
@@ -358,13 +358,13 @@ class StepMetrics:
         ages: list[int] = []
         in_flight: list[int] = []
         rewards: list[float] = []
-        segments: list[Generated | None] = []
+        segments = self.segments
         for episode_id in episode_ids:
             found = self.arrived.pop(episode_id, None)
             if found is None or episode_id not in trained:
                 continue
-            version, live, reward, generated = found
-            segments.append(generated)
+            version, live, reward, tokens, generated = found
+            segments.trained(version, tokens, generated, step)
             age = _age(version, step)
             ages.append(age)
             in_flight.append(age_split(age, version, live)[0])
@@ -376,8 +376,7 @@ class StepMetrics:
             part.in_flight.add(in_flight)
             part.in_queue.add(in_queue)
             part.reward.add(rewards)
-        self.segments.trained(segments, step)
-        split = self.segments.shipped()
+        split = segments.shipped()
         if self.keep_rows:
             self.kept_rows.append(
                 (

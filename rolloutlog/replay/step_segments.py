@@ -12,7 +12,6 @@ reads as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Final
 
 import attrs
@@ -36,14 +35,24 @@ class _Tokens:
     oldest: int | None = None
 
     def add(self, generated: Generated, step: int) -> None:
+        """An episode generated in `generated`'s segments, trained at `step`."""
         self.trained += 1
         self.partial += len(generated) > 1
         for version, tokens in generated:
             if tokens:
-                age = token_age(version, step)
-                self.tokens += tokens
-                self.weighted += age * tokens
-                self.oldest = age if self.oldest is None else max(self.oldest, age)
+                self._count(token_age(version, step), tokens)
+
+    def add_whole(self, version: int, tokens: int, step: int) -> None:
+        """An episode generated whole by `version` (one segment), trained at `step`: `add`
+        without the segments' tuples, for nearly every episode of nearly every run."""
+        self.trained += 1
+        if tokens:
+            self._count(token_age(version, step), tokens)
+
+    def _count(self, age: int, tokens: int) -> None:
+        self.tokens += tokens
+        self.weighted += age * tokens
+        self.oldest = age if self.oldest is None else max(self.oldest, age)
 
     def absorb(self, other: _Tokens) -> None:
         """Count `other`'s episodes too (the run takes a step's whole, once it ships)."""
@@ -82,22 +91,26 @@ class SegmentSplit:
             books.versions.append(version)
             books.interrupted = False
 
-    def landed(self, episode_id: str, version: int, tokens: int | None) -> Generated | None:
+    def landed(self, episode_id: str, tokens: int | None) -> Generated | None:
         """An arrival (`tokens`: its completion tokens; None for a failure, or where the
-        reader has none) or a cancellation (`tokens` None): its segments, None if none."""
+        reader has none) or a cancellation (`tokens` None): the segments of an episode that
+        was interrupted, else None (whole, or no tokens: `trained` tells them apart)."""
         books = self.books.pop(episode_id, None)
-        if tokens is None:
+        if tokens is None or books is None:
             return None
-        if books is None:
-            return ((version, tokens),)
         return segment_tokens(books.start, books.versions, books.tokens, tokens)
 
-    def trained(self, generated: Iterable[Generated | None], step: int) -> None:
-        """The segments of a batch's trained episodes (None: none known), at its `step`."""
-        window = self.window
-        for segments in generated:
-            if segments is not None:
-                window.add(segments, step)
+    def trained(
+        self, version: int, tokens: int | None, generated: Generated | None, step: int
+    ) -> None:
+        """A trained episode dispatched at `version`, with its completion `tokens` (None:
+        not known, not counted) and its segments where it was interrupted (`landed`)."""
+        if tokens is None:
+            return
+        if generated is None:
+            self.window.add_whole(version, tokens, step)
+        else:
+            self.window.add(generated, step)
 
     def shipped(self) -> dict[str, Any]:
         """The step's values (its row's, once the log shows segments); the run counts them,
