@@ -239,6 +239,40 @@ def summarize(
     return {"median_abs_error": mae, "rank_correlation": rho}
 
 
+def floor(
+    live: dict[Setting, dict[str, float]],
+    repeat: dict[Setting, dict[str, float]],
+    presets: Sequence[str],
+    inflight: Sequence[int],
+) -> dict[str, Any]:
+    """Another probe set's live figures (`--floor`) held against this set's as if they were
+    predictions: each setting's repeat against it, and per `max_inflight` the rank
+    correlation across presets of the two sets' trained episodes per second."""
+    shared = [s for s in live if s in repeat]
+    mae = {
+        f: statistics.median(values) if values else None
+        for f in FIGURES
+        for values in [[error(f, repeat[s][f], live[s]) for s in shared
+                        if f in repeat[s] and f in live[s]]]
+    }  # fmt: skip
+    rho = {
+        m: spearman([repeat[(p, m)]["trained_per_s"] for p in presets],
+                    [live[(p, m)]["trained_per_s"] for p in presets])
+        for m in inflight
+        if all((p, m) in repeat and (p, m) in live for p in presets)
+    }  # fmt: skip
+    return {"settings": len(shared), "median_abs_error": mae, "rank_correlation": rho}
+
+
+def print_floor(summary: dict[str, Any]) -> None:
+    cells = "".join(
+        f"{'-':>18}" if v is None else f"{v:>18.3f}" for v in summary["median_abs_error"].values()
+    )
+    print(f"  {'floor (repeat, ' + str(summary['settings']) + ')':22}{cells}")
+    ranks_ = "  ".join(f"mi {m}: {v:+.2f}" for m, v in summary["rank_correlation"].items())
+    print(f"  floor rank correlation (the other set's live against this set's): {ranks_}")
+
+
 def print_summary(summary: dict[str, Any], live: dict[Setting, dict[str, float]]) -> None:
     print("live probes:")
     for (preset, inflight), row in sorted(live.items()):
@@ -276,6 +310,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--out", type=Path, help="default: runs/predict (twin), runs/predict-vllm (vllm)"
+    )
+    parser.add_argument(
+        "--floor",
+        type=Path,
+        help="another probe set's OUT, of the same grid (another seed, or the same again): "
+        "its live probes held against this set's, as a repeat would predict them (the floor "
+        "no what-if can beat); read from its predict_rows.jsonl",
     )
     parser.add_argument(
         "--from-rows",
@@ -319,6 +360,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         live, predicted = run_grid(logs, grid, args.targets, rows_path)
     summary = summarize(live, predicted, args.presets, args.inflight)
     print_summary(summary, live)
+    if args.floor is not None:
+        repeat, _ = read_rows(args.floor / "predict_rows.jsonl")
+        summary["floor"] = floor(live, repeat, args.presets, args.inflight)
+        print_floor(summary["floor"])
     (out / "predict.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 

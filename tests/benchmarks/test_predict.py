@@ -125,3 +125,17 @@ def test_rows_written_before_a_figure_existed_are_summarized_without_it() -> Non
     predicted = {("a", 32): {("a", 32): {"trained_per_s": 11.0, "trainer_idle": 0.1}}}
     errors = predict.summarize(live, predicted, ["a"], [32])["median_abs_error"]["reproduce"]
     assert errors["trained_per_s"] == pytest.approx(0.1) and errors["latency_mean_s"] is None
+
+
+def test_the_floor_holds_a_repeat_of_each_setting_against_it() -> None:
+    """Set B's live probes as the predictions of set A's: the error of each setting's
+    repeat, and per max_inflight the ranks of the two sets across presets."""
+    grid = [(p, m) for p in ("a", "b", "c") for m in (32, 64)]
+    live = {s: {"trained_per_s": 10.0 * (i + 1), "dispatched": 100.0} for i, s in enumerate(grid)}
+    repeat = {s: dict(row) for s, row in live.items()}
+    repeat[("a", 32)]["trained_per_s"] = 100.0  # 10x: now above b and c at 32
+    got = predict.floor(live, repeat, ["a", "b", "c"], [32, 64])
+    assert got["settings"] == 6 and got["median_abs_error"]["trained_per_s"] == 0.0
+    assert got["median_abs_error"]["latency_p50_s"] is None  # no probe has the figure
+    assert got["rank_correlation"][64] == pytest.approx(1.0)
+    assert got["rank_correlation"][32] == pytest.approx(-0.5)
