@@ -86,3 +86,26 @@ def test_a_reserved_key_is_refused_with_its_reason(sections: Sections, data: st.
     with pytest.raises(ConfigError) as refused:
         qualify_overrides({f"{section}.{key}": 1}, sections, reserved=reserved)
     assert str(refused.value) == f"--set {section}.{key}: set by --seed"
+
+
+@given(SECTIONS, NAMES, st.data())
+def test_an_unknown_key_is_refused_naming_the_keys_it_could_be(
+    sections: Sections, name: str, data: st.DataObject
+) -> None:
+    """Bare, the refusal lists every section's keys; qualified, its section's; under no
+    section, the sections."""
+    key = f"h{name}"  # in no section (`h` is not in NAMES' alphabet)
+    section = data.draw(st.sampled_from(sorted(sections)), label="section")
+    known = "; ".join(f"{s} keys: {', '.join(sorted(keys))}" for s, keys in sections.items())
+    with pytest.raises(ConfigError) as refused:
+        qualify_overrides({key: 1}, sections)
+    assert str(refused.value) == f"--set {key}: unknown key; {known}"
+    with pytest.raises(ConfigError) as refused:
+        qualify_overrides({f"{section}.{key}": 1}, sections)
+    listed = ", ".join(sorted(sections[section]))
+    assert (
+        str(refused.value) == f"--set {section}.{key}: unknown key; known {section} keys: {listed}"
+    )
+    with pytest.raises(ConfigError) as refused:
+        qualify_overrides({f"h{section}.{name}": 1}, sections)
+    assert str(refused.value).startswith(f"--set h{section}.{name}: the section must be `")

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from rolloutlog.core.config import RunConfig
-from rolloutlog.core.rules.admission import episodes_per_batch
+from rolloutlog.core.rules.admission import episodes_per_batch, group_of
 from rolloutlog.core.rules.admission_field import evolve_group_ledger
 from rolloutlog.core.state import DispatcherState, SinkGroup, TrainLedger
 from rolloutlog.events.types import (
@@ -81,7 +81,7 @@ def slime_idle_floor(config: RunConfig, ledger: TrainLedger, version: int) -> in
 
 def evolve_round_ledger(ledger: TrainLedger, event: Event) -> None:
     """`evolve_group_ledger`, and the step's round counts slime admission reads."""
-    queued = isinstance(event, EpisodeDropped) and _group(event.episode_id) not in ledger.unscored
+    queued = isinstance(event, EpisodeDropped) and group_of(event.episode_id) not in ledger.unscored
     evolve_group_ledger(ledger, event)
     match event:
         case GroupOpened(work="train"):
@@ -91,13 +91,13 @@ def evolve_round_ledger(ledger: TrainLedger, event: Event) -> None:
         case GroupScored() if event.group_id in ledger.round_groups:
             kept = len(event.episode_ids) if event.admitted else 0
             ledger.round_lost += ledger.round_groups[event.group_id] - kept
-        case EpisodeDropped() if queued and _group(event.episode_id) in ledger.round_groups:
+        case EpisodeDropped() if queued and group_of(event.episode_id) in ledger.round_groups:
             ledger.round_lost += 1
         case BatchShipped():
             ledger.round_groups.clear()
             ledger.round_opened = ledger.round_lost = 0
         case EpisodeInterrupted(reason="recycle") if _recycled(ledger, event.episode_id):
-            group = _group(event.episode_id)  # recycled: served first, counted in the round
+            group = group_of(event.episode_id)  # recycled: served first, counted in the round
             ledger.round_groups[group] = size = ledger.open_sizes[group]
             ledger.round_opened += size
         case _:
@@ -108,7 +108,7 @@ def evolve_round_ledger(ledger: TrainLedger, event: Event) -> None:
 
 def _recycled(ledger: TrainLedger, episode_id: str) -> bool:
     """An open train group's member recycled, its group not yet in this step's round."""
-    group = _group(episode_id)
+    group = group_of(episode_id)
     return group in ledger.open_sizes and group not in ledger.round_groups
 
 
@@ -154,7 +154,3 @@ def queue_beyond_batch(queue: Mapping[str, object], cut: Collection[str]) -> lis
 def queue_kept(queue: Mapping[str, object], cut: Collection[str]) -> list[str]:
     """rolloutlog's rule: what a batch did not take waits for the next one."""
     return []
-
-
-def _group(episode_id: str) -> str:
-    return episode_id.rpartition("/")[0]
