@@ -76,6 +76,34 @@ def _both_batch_keys(c: RunConfig) -> str:
 
 NOT_OUTSTANDING = ["none", "capacity", "areal", "verl", "max-lag", "slime", "roll"]
 NO_BUDGET = ["none", "capacity", "areal", "outstanding", "max-lag", "roll"]
+
+
+def _whole_groups(draw: st.DrawFn) -> dict[str, Any]:
+    """A group-counting admission on batches that are not whole groups (`k` groups and
+    `r` episodes), held startable by the liveness exception; outstanding at depth 0."""
+    group, groups = draw(st.integers(2, 6)), draw(st.integers(1, 3))
+    return {
+        "admission": draw(st.sampled_from(["areal", "roll", "outstanding"])),
+        "liveness": True,
+        "outstanding_depth": 0,
+        "group_size": group,
+        "batch_size": groups * group + draw(st.integers(1, group - 1)),
+        "token_batch_size": None,
+        "queue_limit": 0,
+    }
+
+
+def _whole_groups_problem(c: RunConfig) -> str:
+    batch, size = c.batch_size or 0, c.group_size
+    groups = batch // size
+    return (
+        f"liveness: false with admission = {c.admission!r} needs batches of whole groups "
+        f"(batch_size {batch}, group_size {size}): its rule counts {groups} group(s) a batch "
+        f"and lets {groups * size} episodes out where batches of {batch} need more: the run "
+        "would starve (its source trains whole groups)"
+    )
+
+
 UNSTARTABLE: dict[str, Unstartable] = {
     "both batch keys": Unstartable(
         # without the liveness exception a batch of 4 may not be whole groups: a second problem
@@ -88,6 +116,9 @@ UNSTARTABLE: dict[str, Unstartable] = {
             "over_sampling_batch_size": None,
         },
         _both_batch_keys,
+    ),
+    "batches of parts of groups without liveness": Unstartable(
+        _whole_groups, lambda c, draw: {"liveness": False}, _whole_groups_problem
     ),
     "no batch key": Unstartable(
         _pinned(),
