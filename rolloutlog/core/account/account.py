@@ -358,7 +358,7 @@ class Account(Books):
     def on_live(self, seq: int, version: int) -> None:
         """`version_live`: inference serves `version` from now on."""
         for hook in self.checks.live:
-            hook(seq, version)
+            hook(seq)
         self.live_version = version
 
     def on_interrupted(self, seq: int, episode_id: str, tokens: int, reason: str) -> None:

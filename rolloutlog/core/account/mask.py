@@ -108,7 +108,7 @@ class Mask:
         books.run.tokens_trained += tokens
         books.run.tokens_masked += masked_tokens
 
-    def live(self, seq: int, version: int) -> None:
+    def live(self, seq: int) -> None:
         """Arrivals no batch will take (not admitted, or dropped) close their books."""
         if self.pieces:
             for episode_id in [e for e in self.pieces if not self.books.awaits_ship(e)]:

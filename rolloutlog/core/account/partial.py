@@ -176,7 +176,7 @@ class Partial:
             problem = f"train dispatch before the recycled {sorted(waiting)[:3]} resumed"
             books.fail(seq, "episode_dispatched", problem)
 
-    def live(self, seq: int, version: int) -> None:
+    def live(self, seq: int) -> None:
         """`version_live`: nothing announced in flight is left uninterrupted; the books of
         episodes no longer in flight (cancelled) are closed."""
         books = self.books
