@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/predict.py --out runs/predict # 6 presets x 3 settings, 25 steps
     .venv/bin/python benchmarks/predict.py --targets cross    # each probe's row and column only
     .venv/bin/python benchmarks/predict.py --engine vllm      # probes on real `vllm serve`
+    .venv/bin/python benchmarks/predict.py --out A --from-rows --floor B  # A's what-ifs, and
+                                                              # B's live probes held against A's
 
 Each probe is a short live run (`rolloutlog train`, the CPU twin) of one preset at one
 `max_inflight`; with `--engine vllm` it runs against real `vllm serve` processes instead
@@ -27,7 +29,11 @@ other preset, and for each probe the Spearman rank correlation, across presets a
 Errors: relative for throughput, latency, episodes in flight and age; stale drops relative
 to the larger of the live count and 1% of the live run's dispatches (a run that drops 3 is
 not 100% off at 6); the trainer's idle fraction in points (it is a fraction already).
-Rows an earlier run wrote without a figure (`--from-rows`) leave it out. Probes whose
+Rows an earlier run wrote without a figure (`--from-rows`) leave it out. `--floor B` holds
+another probe set of the same grid (another seed, or the same again) against this one, each
+of B's live probes taken as the prediction of this set's same setting: the error a repeat of
+the probe makes, which no what-if from one probe can be expected to beat, and the rank
+correlation of the two sets' throughputs across presets. Probes whose
 `NAME.json` report is in `--out` are reused (the live runs are the slow part: about a
 minute each on a quiet 2-core machine); `--out/predict.json` gets every figure. The engine
 is written to OUT/engine, and a run of the other engine into the same OUT is refused: its
