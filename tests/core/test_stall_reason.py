@@ -44,3 +44,6 @@ def test_the_stall_reason_is_defined_everywhere_and_its_rule_holds(log: list[Eve
             assert left is not None
             floor = rules.idle_floor(sink.config, dispatcher.ledger, dispatcher.version)
             assert rules.live(left, floor) <= 0
+            unexcepted = ", and the run has no liveness exception (liveness)"
+            assert reason.endswith(unexcepted) != sink.config.liveness, reason
+            assert f"admission = {sink.config.admission!r} lets no" in reason
