@@ -104,6 +104,34 @@ def _whole_groups_problem(c: RunConfig) -> str:
     )
 
 
+def _verl_window(draw: st.DrawFn) -> dict[str, Any]:
+    """verl's budget on batches that are not whole groups, no staleness slack: a sync
+    window of `k` batches lets out `k` batches' whole groups, short of the `k` batches."""
+    group, groups = draw(st.integers(2, 6)), draw(st.integers(1, 3))
+    return {
+        "admission": "verl",
+        "liveness": True,
+        "staleness_threshold": 0.0,
+        "updates_per_sync": draw(st.integers(1, 3)),
+        "batch_order": "fifo",  # ROLL's window counts one update a step
+        "group_size": group,
+        "batch_size": groups * group + draw(st.integers(1, group - 1)),
+        "token_batch_size": None,
+        "queue_limit": 0,
+    }
+
+
+def _verl_window_problem(c: RunConfig) -> str:
+    batch, size, k = c.batch_size or 0, c.group_size, c.updates_per_sync
+    groups = batch // size
+    return (
+        f"liveness: false with admission = 'verl' needs batches of whole groups "
+        f"(batch_size {batch}, group_size {size}): its rule counts {groups} group(s) a batch "
+        f"and lets {groups * k * size} episodes out a sync window, where its {k} batches of "
+        f"{batch} need more: the run would starve (its source trains whole groups)"
+    )
+
+
 UNSTARTABLE: dict[str, Unstartable] = {
     "both batch keys": Unstartable(
         # without the liveness exception a batch of 4 may not be whole groups: a second problem
@@ -119,6 +147,9 @@ UNSTARTABLE: dict[str, Unstartable] = {
     ),
     "batches of parts of groups without liveness": Unstartable(
         _whole_groups, lambda c, draw: {"liveness": False}, _whole_groups_problem
+    ),
+    "a verl window of parts of groups without liveness": Unstartable(
+        _verl_window, lambda c, draw: {"liveness": False}, _verl_window_problem
     ),
     "no batch key": Unstartable(
         _pinned(),
