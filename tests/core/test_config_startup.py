@@ -78,14 +78,13 @@ NOT_OUTSTANDING = ["none", "capacity", "areal", "verl", "max-lag", "slime", "rol
 NO_BUDGET = ["none", "capacity", "areal", "outstanding", "max-lag", "roll"]
 
 
-def _whole_groups(draw: st.DrawFn) -> dict[str, Any]:
-    """A group-counting admission on batches that are not whole groups (`k` groups and
-    `r` episodes), held startable by the liveness exception; outstanding at depth 0."""
+def _parts_of_groups(draw: st.DrawFn, admission: dict[str, Any]) -> dict[str, Any]:
+    """A group-counting `admission` on batches that are not whole groups (`k` groups and
+    `r` episodes), held startable by the liveness exception."""
     group, groups = draw(st.integers(2, 6)), draw(st.integers(1, 3))
     return {
-        "admission": draw(st.sampled_from(["areal", "roll", "outstanding"])),
+        **admission,
         "liveness": True,
-        "outstanding_depth": 0,
         "group_size": group,
         "batch_size": groups * group + draw(st.integers(1, group - 1)),
         "token_batch_size": None,
@@ -93,42 +92,37 @@ def _whole_groups(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-def _whole_groups_problem(c: RunConfig) -> str:
-    batch, size = c.batch_size or 0, c.group_size
-    groups = batch // size
-    return (
-        f"liveness: false with admission = {c.admission!r} needs batches of whole groups "
-        f"(batch_size {batch}, group_size {size}): its rule counts {groups} group(s) a batch "
-        f"and lets {groups * size} episodes out where batches of {batch} need more: the run "
-        "would starve (its source trains whole groups)"
-    )
+def _whole_groups(draw: st.DrawFn) -> dict[str, Any]:
+    """AReaL's, ROLL's or outstanding (at depth 0) admission: a batch's whole groups."""
+    admission = draw(st.sampled_from(["areal", "roll", "outstanding"]))
+    return _parts_of_groups(draw, {"admission": admission, "outstanding_depth": 0})
 
 
 def _verl_window(draw: st.DrawFn) -> dict[str, Any]:
-    """verl's budget on batches that are not whole groups, no staleness slack: a sync
-    window of `k` batches lets out `k` batches' whole groups, short of the `k` batches."""
-    group, groups = draw(st.integers(2, 6)), draw(st.integers(1, 3))
-    return {
+    """verl's budget, no staleness slack: a sync window of `k` batches lets out `k`
+    batches' whole groups, short of the `k` batches."""
+    keys = {
         "admission": "verl",
-        "liveness": True,
         "staleness_threshold": 0.0,
         "updates_per_sync": draw(st.integers(1, 3)),
         "batch_order": "fifo",  # ROLL's window counts one update a step
-        "group_size": group,
-        "batch_size": groups * group + draw(st.integers(1, group - 1)),
-        "token_batch_size": None,
-        "queue_limit": 0,
     }
+    return _parts_of_groups(draw, keys)
 
 
-def _verl_window_problem(c: RunConfig) -> str:
-    batch, size, k = c.batch_size or 0, c.group_size, c.updates_per_sync
+def _short_of_whole_groups(c: RunConfig) -> str:
+    """The refusal of either: the whole groups let out, a batch's or a sync window's."""
+    batch, size = c.batch_size or 0, c.group_size
     groups = batch // size
+    lets, per = groups * size, "where batches"
+    if c.admission == "verl":
+        k = c.updates_per_sync
+        lets, per = groups * k * size, f"a sync window, where its {k} batches"
     return (
-        f"liveness: false with admission = 'verl' needs batches of whole groups "
+        f"liveness: false with admission = {c.admission!r} needs batches of whole groups "
         f"(batch_size {batch}, group_size {size}): its rule counts {groups} group(s) a batch "
-        f"and lets {groups * k * size} episodes out a sync window, where its {k} batches of "
-        f"{batch} need more: the run would starve (its source trains whole groups)"
+        f"and lets {lets} episodes out {per} of {batch} need more: the run would starve "
+        "(its source trains whole groups)"
     )
 
 
@@ -146,10 +140,10 @@ UNSTARTABLE: dict[str, Unstartable] = {
         _both_batch_keys,
     ),
     "batches of parts of groups without liveness": Unstartable(
-        _whole_groups, lambda c, draw: {"liveness": False}, _whole_groups_problem
+        _whole_groups, lambda c, draw: {"liveness": False}, _short_of_whole_groups
     ),
     "a verl window of parts of groups without liveness": Unstartable(
-        _verl_window, lambda c, draw: {"liveness": False}, _verl_window_problem
+        _verl_window, lambda c, draw: {"liveness": False}, _short_of_whole_groups
     ),
     "no batch key": Unstartable(
         _pinned(),
