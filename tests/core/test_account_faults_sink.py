@@ -21,6 +21,7 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeDropped,
     Event,
+    GroupOpened,
     GroupScored,
     RunFinished,
 )
@@ -60,12 +61,30 @@ def _arrival_of(stray: str) -> Plant:
     """Right after a dispatch, a completion naming `stray`, an id rolloutlog never makes."""
 
     def arrival(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
-        completed = EpisodeCompleted(
-            t=event.t, episode_id=stray, reward=1.0, prompt_tokens=1, completion_tokens=1
-        )
-        return completed, f"{stray} was never dispatched"
+        return _completion(event.t, stray), f"{stray} was never dispatched"
 
     return after_a_dispatch(arrival)
+
+
+def _arrival_of_the_next_member(account: Account, event: EpisodeDispatched) -> tuple[Event, str]:
+    """Right after member m goes out, a completion of member m + 1, not dispatched yet: the
+    registry counts the members each group sent, from 0."""
+    stray = f"{event.group_id}/{event.member + 1}"
+    return _completion(event.t, stray), f"{stray} was never dispatched"
+
+
+def _arrival_before_any_member(account: Account, event: Event) -> Planted | None:
+    """Right after a group opens, a completion of its member 0, which no dispatch sent."""
+    if not isinstance(event, GroupOpened):
+        return None
+    stray = f"{event.group_id}/0"
+    return [event, _completion(event.t, stray)], f"{stray} was never dispatched"
+
+
+def _completion(t: float, episode_id: str) -> EpisodeCompleted:
+    return EpisodeCompleted(
+        t=t, episode_id=episode_id, reward=1.0, prompt_tokens=1, completion_tokens=1
+    )
 
 
 # --- group_scored ---------------------------------------------------------------------
@@ -183,6 +202,11 @@ FAULTS: dict[str, tuple[str, Plant]] = {
         f"arrival of malformed id {stray!r}": ("episode_completed", _arrival_of(stray))
         for stray in MALFORMED
     },
+    "arrival of the next member": (
+        "episode_completed",
+        after_a_dispatch(_arrival_of_the_next_member),
+    ),
+    "arrival before any member": ("episode_completed", _arrival_before_any_member),
 }
 
 
