@@ -28,6 +28,7 @@ from rolloutlog.events.types import (
     EpisodeDispatched,
     EpisodeDropped,
     EpisodeResumed,
+    EpisodesCancelled,
     Event,
     GroupOpened,
     GroupScored,
@@ -87,42 +88,74 @@ def test_a_resumed_masked_episode_is_judged_by_its_last_segment() -> None:
 def _idle_recounted(log: list[Event]) -> None:
     config = RunConfig.from_mapping(log[0].config, startable=False)  # type: ignore[union-attr]
     fold = LogFold.from_run_started(log[0])
-    sizes: dict[str, int] = {}
-    frozen: dict[str, bool] = {}
-    stamps: dict[str, int] = {}  # the version each age is read from
-    step = 1
-    episodes = rejected = unscored = 0
-    # withheld members are dropped right after their group's scoring: nothing of theirs trains
-    withheld = {
-        e.episode_id for e in log if isinstance(e, EpisodeDropped) and e.reason == "withheld"
-    }
+    recount = _IdleRecount(
+        config,
+        withheld={
+            e.episode_id for e in log if isinstance(e, EpisodeDropped) and e.reason == "withheld"
+        },
+    )  # withheld members are dropped right after their group's scoring: none of them trains
     for event in log:
         fold.apply(event)
-        if isinstance(event, GroupOpened) and event.work == "train":
-            members = event.group_size + config.group_redundancy  # G + r dispatched
-            sizes[event.group_id], frozen[event.group_id] = members, event.frozen
-        if isinstance(event, EpisodeDispatched):
-            stamps[event.episode_id] = event.policy_version
-        if isinstance(event, EpisodeResumed) and config.stale_tokens == "mask":
-            stamps[event.episode_id] = event.policy_version  # a drop reads the last segment
-        if isinstance(event, BatchShipped):
-            step = event.step + 1
-        if isinstance(event, GroupScored) and event.group_id in sizes:
-            trains = {e for e in event.episode_ids if e not in withheld}
-            if event.admitted and not _all_past_the_bound(
-                config, event, trains, stamps, step, frozen
-            ):
-                episodes = rejected = unscored = 0
-            else:
-                episodes += sizes[event.group_id]
-                rejected += bool(event.episode_ids) and not event.admitted
-                unscored += not event.episode_ids
+        recount.see(event)
         idle = fold.sink_state.idle
-        assert (idle.episodes, idle.rejected_groups, idle.unscored_groups) == (
-            episodes,
-            rejected,
-            unscored,
+        assert (idle.episodes, idle.stale, idle.rejected_groups, idle.unscored_groups) == (
+            recount.episodes,
+            recount.stale,
+            recount.rejected,
+            recount.unscored,
         ), event
+
+
+@attrs.define
+class _IdleRecount:
+    """The guard's idle counts, from the log alone. Stale work of an idle group: its members
+    cancelled as stale (scheduled or not), those dropped before it was scored, and, when it
+    was admitted with nothing left to train, every member it admitted."""
+
+    config: RunConfig
+    withheld: set[str]
+    sizes: dict[str, int] = attrs.Factory(dict)  # train groups: G + r dispatched
+    frozen: dict[str, bool] = attrs.Factory(dict)
+    stale_of: dict[str, int] = attrs.Factory(dict)  # open train groups' stale work so far
+    stamps: dict[str, int] = attrs.Factory(dict)  # the version each age is read from
+    step: int = 1
+    episodes: int = 0
+    stale: int = 0
+    rejected: int = 0
+    unscored: int = 0
+
+    def see(self, event: Event) -> None:
+        if isinstance(event, GroupOpened) and event.work == "train":
+            members = event.group_size + self.config.group_redundancy
+            self.sizes[event.group_id], self.frozen[event.group_id] = members, event.frozen
+            self.stale_of[event.group_id] = 0
+        elif isinstance(event, EpisodeDispatched):
+            self.stamps[event.episode_id] = event.policy_version
+        elif isinstance(event, EpisodeResumed) and self.config.stale_tokens == "mask":
+            self.stamps[event.episode_id] = event.policy_version  # a drop reads the last segment
+        elif isinstance(event, BatchShipped):
+            self.step = event.step + 1
+        elif isinstance(event, EpisodesCancelled) and event.group_id in self.stale_of:
+            if event.reason == "stale":
+                self.stale_of[event.group_id] += len(event.episode_ids) + event.unscheduled
+        elif isinstance(event, EpisodeDropped):
+            group_id = event.episode_id.rpartition("/")[0]
+            if group_id in self.stale_of:  # an arrival dropped before its group's scoring
+                self.stale_of[group_id] += 1
+        elif isinstance(event, GroupScored) and event.group_id in self.sizes:
+            self._scored(event, self.stale_of.pop(event.group_id))
+
+    def _scored(self, event: GroupScored, stale: int) -> None:
+        trains = {e for e in event.episode_ids if e not in self.withheld}
+        if event.admitted and not _all_past_the_bound(
+            self.config, event, trains, self.stamps, self.step, self.frozen
+        ):
+            self.episodes = self.stale = self.rejected = self.unscored = 0
+            return
+        self.episodes += self.sizes[event.group_id]
+        self.stale += stale + (len(event.episode_ids) if event.admitted else 0)
+        self.rejected += bool(event.episode_ids) and not event.admitted
+        self.unscored += not event.episode_ids
 
 
 def _all_past_the_bound(
