@@ -216,6 +216,49 @@ def _opened_alone_past_the_budget(account: Account, event: Event) -> Planted | N
     return _train_groups_opened(account, event, 1), f"verl admission: {problem}"
 
 
+# --- AReaL's capacity and ROLL's budget (core.account.admission) -----------------------
+
+
+def _groups_per_batch(config: RunConfig) -> int:
+    """`max(1, ⌊batch_size / G⌋)`: both rules count in whole groups (the test's own)."""
+    return max(1, (config.batch_size or 0) // config.group_size)
+
+
+def _opened_past_areal_capacity(account: Account, event: Event) -> Planted | None:
+    """While a train group is open, train groups opened until the last finds AReaL's
+    capacity `min(max_inflight − running, (η + v + 1) × B − (accepted + running))` at zero
+    (the ones before it are allowed)."""
+    if not _while_a_train_group_is_open(account):
+        return None
+    config = account.config
+    running = sum(group.train for group in account.groups.values())
+    accepted = account.checks.areal.accepted // config.group_size
+    horizon = (config.max_off_policy_steps + account.version + 1) * _groups_per_batch(config)
+    room = min(config.max_inflight - running, horizon - accepted - running)
+    if room < 0:
+        return None
+    opened = _train_groups_opened(account, event, room + 1)
+    problem = f"{accepted} accepted + {running + room} running groups of {horizon}"
+    return opened, f"areal admission: {problem}"
+
+
+def _opened_past_roll_budget(account: Account, event: Event) -> Planted | None:
+    """While a train group is open, train groups opened until the last finds ROLL's budget
+    `⌈α·B⌉ + (v + 1)·B` of groups begun and not aborted spent exactly."""
+    if not _while_a_train_group_is_open(account):
+        return None
+    config, roll = account.config, account.checks.roll
+    used = roll.used_groups - roll.lost // config.group_size
+    per_batch = _groups_per_batch(config)
+    budget = (
+        math.ceil(config.async_generation_ratio * per_batch) + (account.version + 1) * per_batch
+    )
+    if used > budget:
+        return None
+    opened = _train_groups_opened(account, event, budget - used + 1)
+    return opened, f"roll admission: {budget} groups begun and not aborted, budget {budget}"
+
+
 # --- bounded-queue eviction (core.account.eviction) ------------------------------------
 
 
@@ -363,6 +406,8 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "opened past verl's budget": ("group_opened", _opened_past_the_budget),
     "opened alone past verl's budget": ("group_opened", _opened_alone_past_the_budget),
     "opened past the max-lag allowance": ("group_opened", _opened_past_the_max_lag),
+    "opened past AReaL's capacity": ("group_opened", _opened_past_areal_capacity),
+    "opened past ROLL's budget": ("group_opened", _opened_past_roll_budget),
     "evicts from an unbounded queue": ("episode_dropped", _evicts_from_an_unbounded_queue),
     "evicts not the oldest": ("episode_dropped", _evicts_not_the_oldest),
     "evicts at a wrong age": ("episode_dropped", _evicts_at_a_wrong_age),
@@ -391,6 +436,9 @@ WORLDS.update(
         "opened alone past verl's budget": _worlds("verl-fully-async"),
         # a lag of 5 over groups of 3: ⌈5/3⌉ is 2 where 5/3 is not a whole number
         "opened past the max-lag allowance": _worlds("per-episode", admission="max-lag", max_lag=5),
+        # batches of parts of groups (5 over groups of 3): ⌊5/3⌋ is 1 where 5/3 is not
+        "opened past AReaL's capacity": _worlds("areal", batch_size=5, liveness=True),
+        "opened past ROLL's budget": _worlds("roll-flash", batch_size=5, liveness=True),
         "evicts from an unbounded queue": _worlds("tinker-822"),
         "evicts not the oldest": _worlds("pipelinerl", queue_limit=4),
         "evicts at a wrong age": _worlds("pipelinerl", queue_limit=4),
