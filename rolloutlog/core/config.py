@@ -56,14 +56,26 @@ class ConfigError(ValueError):
     """A configuration value was refused; the message names the key and what is allowed."""
 
 
-def at_least(low: float) -> Check:
-    """A field check: the value must be `>= low`."""
-    return lambda value: None if value >= low else f"must be >= {low}"
+@attrs.frozen
+class AtLeast:
+    """A field check: the value must be `>= low`. A class, not a closure made at import:
+    the comparison is then code that runs when a value is checked."""
+
+    low: float
+
+    def __call__(self, value: Any) -> str | None:
+        return None if value >= self.low else f"must be >= {self.low}"
 
 
-def between(low: float, high: float) -> Check:
-    """A field check: the value must lie in `[low, high]`."""
-    return lambda value: None if low <= value <= high else f"must be in [{low}, {high}]"
+@attrs.frozen
+class Between:
+    """A field check: the value must lie in `[low, high]` (a class, as `AtLeast`)."""
+
+    low: float
+    high: float
+
+    def __call__(self, value: Any) -> str | None:
+        return None if self.low <= value <= self.high else f"must be in [{self.low}, {self.high}]"
 
 
 def checked(default: Any, check: Check | None = None, doc: str = "") -> Any:
@@ -90,14 +102,14 @@ def _default_target_lag(config: RunConfig) -> int:
 class RunConfig:
     """What the dispatcher and the sink need to decide; recorded in `run_started.config`."""
 
-    max_inflight: int = checked(64, at_least(1), "permits: episodes in flight at once")
-    max_off_policy_steps: int = checked(8, at_least(0), "largest rollout age that may train")
-    group_size: int = checked(8, at_least(1), "G: episodes per GRPO group")
-    batch_size: int | None = checked(DEFAULT_BATCH_SIZE, at_least(1), "episodes per batch")
-    token_batch_size: int | None = checked(None, at_least(1), "tokens per batch")
+    max_inflight: int = checked(64, AtLeast(1), "permits: episodes in flight at once")
+    max_off_policy_steps: int = checked(8, AtLeast(0), "largest rollout age that may train")
+    group_size: int = checked(8, AtLeast(1), "G: episodes per GRPO group")
+    batch_size: int | None = checked(DEFAULT_BATCH_SIZE, AtLeast(1), "episodes per batch")
+    token_batch_size: int | None = checked(None, AtLeast(1), "tokens per batch")
     target_lag: int = checked(
         attrs.Factory(_default_target_lag, takes_self=True),
-        at_least(0),
+        AtLeast(0),
         "gate: train dispatch pauses past this lag (default min(1, max_off_policy_steps))",
     )
     staleness: StalenessPolicy = checked(
@@ -105,12 +117,12 @@ class RunConfig:
     )
     filter_zero_advantages: bool = checked(True, None, "prune zero-advantage episodes")
     seed: int = checked(0, None, "seed of the task source")
-    tasks: int = checked(1024, at_least(1), "size of the task set the task source samples")
-    eval_interval: int = checked(0, at_least(0), "open one eval group every N steps (0: off)")
-    frozen_fraction: float = checked(0.0, between(0.0, 1.0), "train groups from a frozen source")
+    tasks: int = checked(1024, AtLeast(1), "size of the task set the task source samples")
+    eval_interval: int = checked(0, AtLeast(0), "open one eval group every N steps (0: off)")
+    frozen_fraction: float = checked(0.0, Between(0.0, 1.0), "train groups from a frozen source")
     admission_smoothing: bool = checked(False, None, "cap pool growth per 5-second window")
     curriculum: str = checked("all", known_curriculum, "group admission rule (core.curriculum)")
-    zero_output_batches: int = checked(10, at_least(1), "stop after N batches of nothing admitted")
+    zero_output_batches: int = checked(10, AtLeast(1), "stop after N batches of nothing admitted")
     admission: AdmissionPolicy = checked(
         "none",
         None,
@@ -141,7 +153,7 @@ class RunConfig:
         True, None, "with no train group open one may open whatever admission says"
     )
     outstanding_depth: int | None = checked(
-        None, at_least(0), "outstanding admission: batches out past one (None: target_lag)"
+        None, AtLeast(0), "outstanding admission: batches out past one (None: target_lag)"
     )
     stale_cancel: StaleCancel = checked(
         "in-flight", None, "version_pending cancels stale in-flight work, or stale open groups"
@@ -171,10 +183,10 @@ class RunConfig:
     )
     eval_first: bool = checked(False, None, "owed eval work takes permits before any train group")
     updates_per_sync: int = checked(
-        1, at_least(1), "K: trainer updates per weight sync (version_pending after every K-th)"
+        1, AtLeast(1), "K: trainer updates per weight sync (version_pending after every K-th)"
     )
     staleness_threshold: float = checked(
-        0.1, at_least(0.0), "verl admission: θ, a sync window opens R·(1+θ)·K train groups"
+        0.1, AtLeast(0.0), "verl admission: θ, a sync window opens R·(1+θ)·K train groups"
     )
     ship_wait: ShipWait = checked(
         "none", None, "a full batch ships at once, or waits for in-flight work at its last chance"
@@ -202,22 +214,22 @@ class RunConfig:
         None,
         "stale work cancelled in flight, run on and withheld at finalize, or run on and dropped",
     )
-    queue_limit: int = checked(0, at_least(0), "the most episodes the sink's queue holds (0: any)")
-    max_lag: int = checked(0, at_least(0), "admission = max-lag: PipelineRL's max_lag, in episodes")
+    queue_limit: int = checked(0, AtLeast(0), "the most episodes the sink's queue holds (0: any)")
+    max_lag: int = checked(0, AtLeast(0), "admission = max-lag: PipelineRL's max_lag, in episodes")
     queue_eviction: QueueEviction = checked(
         "oldest-episode", None, "a full queue drops its oldest episode, or its oldest group"
     )
     over_sampling_batch_size: int | None = checked(
-        None, at_least(1), "slime admission: groups per sampling round (None: a batch's groups)"
+        None, AtLeast(1), "slime admission: groups per sampling round (None: a batch's groups)"
     )
     leftovers: Leftovers = checked(
         "run-on", None, "when a batch ships, train groups still owed run on, or are aborted"
     )
     async_generation_ratio: float = checked(
-        0.0, at_least(0.0), "α: ROLL's head start, in batches (admission = roll)"
+        0.0, AtLeast(0.0), "α: ROLL's head start, in batches (admission = roll)"
     )
     group_redundancy: int = checked(
-        0, at_least(0), "r: members dispatched past G; the first G arrivals finalize a group"
+        0, AtLeast(0), "r: members dispatched past G; the first G arrivals finalize a group"
     )
 
     def startup_problems(self) -> list[str]:

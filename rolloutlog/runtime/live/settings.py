@@ -17,11 +17,11 @@ from typing import Any, Final, Literal
 import attrs
 
 from rolloutlog.core.config import (
+    AtLeast,
+    Between,
     ConfigError,
     RunConfig,
     apply_overrides,
-    at_least,
-    between,
     build_config,
     checked,
 )
@@ -46,39 +46,39 @@ class LiveSettings:
     """How the live runtime trains and serves; recorded nowhere in the log (the deciders
     never read them), reported beside it."""
 
-    learning_rate: float = checked(5e-4, between(1e-7, 1.0), "trainer learning rate (AdamW)")
-    entropy_coefficient: float = checked(0.02, at_least(0.0), "entropy bonus of the loss")
-    clip_epsilon: float = checked(0.2, between(0.0, 1.0), "PPO clip of the importance ratio")
-    temperature: float = checked(1.0, between(0.0, 2.0), "sampling temperature")
-    hidden_size: int = checked(128, at_least(8), "model width (heads of 32)")
-    layers: int = checked(2, at_least(1), "decoder layers")
-    servers: int = checked(1, at_least(1), "local CPU inference servers (--backend cpu)")
+    learning_rate: float = checked(5e-4, Between(1e-7, 1.0), "trainer learning rate (AdamW)")
+    entropy_coefficient: float = checked(0.02, AtLeast(0.0), "entropy bonus of the loss")
+    clip_epsilon: float = checked(0.2, Between(0.0, 1.0), "PPO clip of the importance ratio")
+    temperature: float = checked(1.0, Between(0.0, 2.0), "sampling temperature")
+    hidden_size: int = checked(128, AtLeast(8), "model width (heads of 32)")
+    layers: int = checked(2, AtLeast(1), "decoder layers")
+    servers: int = checked(1, AtLeast(1), "local CPU inference servers (--backend cpu)")
     server_mode: ServerMode = checked("process", None, "local servers as processes or threads")
-    server_threads: int = checked(1, between(1, MAX_THREADS), "torch threads per local server")
+    server_threads: int = checked(1, Between(1, MAX_THREADS), "torch threads per local server")
     server_min_step_s: float = checked(
-        0.0, between(0.0, 10.0), "local servers: a decode step lasts at least this long"
+        0.0, Between(0.0, 10.0), "local servers: a decode step lasts at least this long"
     )
-    trainer_threads: int = checked(1, between(1, MAX_THREADS), "torch threads of the trainer")
-    generate_timeout_s: float = checked(120.0, at_least(0.01), "one generate call, at most")
-    publish_attempts: int = checked(3, at_least(1), "tries of a weight update that failed")
+    trainer_threads: int = checked(1, Between(1, MAX_THREADS), "torch threads of the trainer")
+    generate_timeout_s: float = checked(120.0, AtLeast(0.01), "one generate call, at most")
+    publish_attempts: int = checked(3, AtLeast(1), "tries of a weight update that failed")
     endpoint_wait_s: float = checked(
-        30.0, between(0.0, 86400.0), "no endpoint left: wait this long for one to come back"
+        30.0, Between(0.0, 86400.0), "no endpoint left: wait this long for one to come back"
     )
     check_invariants: bool = checked(False, None, "check every property on every event")
-    hard_task_share: float = checked(0.0, between(0.0, 1.0), "share of hard digit tasks")
+    hard_task_share: float = checked(0.0, Between(0.0, 1.0), "share of hard digit tasks")
     eval_every: int = checked(
-        0, at_least(0), "score the held-out tasks after every N-th step (0: never)"
+        0, AtLeast(0), "score the held-out tasks after every N-th step (0: never)"
     )
-    eval_tasks: int = checked(64, at_least(1), "held-out tasks (the hard share included)")
+    eval_tasks: int = checked(64, AtLeast(1), "held-out tasks (the hard share included)")
     is_correction: ISCorrection = checked(
         "none", None, "stale tokens: none, tis, mask or decoupled"
     )
-    is_cap: float = checked(2.0, at_least(1.0), "tis: the cap C of the truncated ratio")
-    is_band_low: float = checked(0.5, between(0.0, 1.0), "mask: lowest ratio that trains")
-    is_band_high: float = checked(2.0, at_least(1.0), "mask: highest ratio that trains")
-    minibatches: int = checked(1, at_least(1), "optimizer steps per batch, on its slices")
+    is_cap: float = checked(2.0, AtLeast(1.0), "tis: the cap C of the truncated ratio")
+    is_band_low: float = checked(0.5, Between(0.0, 1.0), "mask: lowest ratio that trains")
+    is_band_high: float = checked(2.0, AtLeast(1.0), "mask: highest ratio that trains")
+    minibatches: int = checked(1, AtLeast(1), "optimizer steps per batch, on its slices")
     is_decoupled_cap: float = checked(
-        5.0, at_least(1.0), "decoupled: highest proximal/behaviour weight that trains"
+        5.0, AtLeast(1.0), "decoupled: highest proximal/behaviour weight that trains"
     )
 
     def __attrs_post_init__(self) -> None:
