@@ -12,7 +12,15 @@ import attrs
 
 from rolloutlog.core.account import Account
 from rolloutlog.core.account.groups import age
-from rolloutlog.events.types import EpisodeDispatched, EpisodeDropped, Event, GroupScored, LimitSet
+from rolloutlog.events.types import (
+    EpisodeDispatched,
+    EpisodeDropped,
+    Event,
+    GroupOpened,
+    GroupScored,
+    LimitSet,
+    RunStarted,
+)
 from tests.core.field_plants import cancel_all, cancel_with_the_dispatch, cancelled, one_short
 from tests.core.field_plants import drop as _drop
 from tests.core.field_plants import drop_oldest as _drop_oldest
@@ -74,14 +82,25 @@ def leftover_leaves_owed(unscheduled: bool) -> Plant:
     return plant
 
 
-def leftover_cancel_under_run_on(account: Account, event: Event) -> Planted | None:
+def leftover_cancel_under_run_on() -> Plant:
     """Under run-on, a train group opened for a batch that has shipped (what the abort rule
-    would cancel) cancelled whole as a leftover."""
-    for group_id, group in account.groups.items():
-        if group.owes and _earlier(account, group_id):
-            cancel = cancel_all(event, group_id, group, "leftover")
-            return [cancel], f"leftover cancellation of {group_id} with no batch full"
-    return None
+    would cancel) cancelled whole as a leftover. A run-on account keeps no leftover books
+    (it does not use the abort's check), so the plant keeps its own: the step each train
+    group opened at, from the events it is shown, afresh at each log's `run_started`."""
+    opened_at: dict[str, int] = {}
+
+    def plant(account: Account, event: Event) -> Planted | None:
+        if isinstance(event, RunStarted):
+            opened_at.clear()
+        elif isinstance(event, GroupOpened) and event.work == "train":
+            opened_at[event.group_id] = event.step
+        for group_id, group in account.groups.items():
+            if group.owes and opened_at.get(group_id, account.step) < account.step:
+                cancel = cancel_all(event, group_id, group, "leftover")
+                return [cancel], f"leftover cancellation of {group_id} with no batch full"
+        return None
+
+    return plant
 
 
 def leftover_drop_of_this_step(account: Account, event: Event) -> Planted | None:

@@ -383,13 +383,7 @@ def _cancelled_for_its_age(account: Account, event: Event) -> Planted | None:
     return [attrs.evolve(event, reason="stale")], f"stale cancellation under stale_member={member}"
 
 
-# Each fault's worlds, measured on the first 25 examples of the mutation profile
-# (derandomized): how many of them have a point to plant it. Requeue: skipped 17, from the
-# queue 12, without a rule 19, keeps an arrival 18. Outstanding cap 25, last chance 20
-# (behind eval and frozen groups 13), verl's budget 25 (alone 7), max-lag allowance 25.
-# Eviction: unbounded 20, not the oldest 19, wrong age 19, with room 19, one too many 19,
-# a whole group too many 17. Withholding: skipped 19, fresh 20, dropped before scoring 18;
-# cancelled for its age 25 (withhold), 24 (run-on).
+# Each fault's worlds: `test_plant_points.py` checks that they offer points to plant it.
 WORLDS: dict[str, st.SearchStrategy[list[Event]]] = {}
 
 FAULTS: dict[str, tuple[str, Plant]] = {
@@ -427,13 +421,16 @@ WORLDS.update(
         "requeue without a rule": _worlds("tinker", requeue="none"),
         "requeue keeps an arrival": _worlds("slime-lag"),
         "opened past the outstanding cap": _worlds("tinker-822"),
-        "ships at a last chance": _worlds("tinker-822"),
+        # a depth of one batch past the first: a group may run beside a full queued batch
+        # (at depth 0 a full queue is the whole cap, and no group is open when it ships)
+        "ships at a last chance": _worlds("tinker-822", outstanding_depth=1),
         # the account looks past eval and frozen groups for a last chance
         "ships at a last chance behind eval and frozen groups": _worlds(
-            "tinker-822", eval_interval=1, frozen_fraction=0.5
+            "tinker-822", outstanding_depth=1, eval_interval=1, frozen_fraction=0.5
         ),
         "opened past verl's budget": _worlds("verl-fully-async"),
-        "opened alone past verl's budget": _worlds("verl-fully-async"),
+        # two updates per sync: a window spent with no sync coming, and nothing open
+        "opened alone past verl's budget": _worlds("verl-fully-async", updates_per_sync=2),
         # a lag of 5 over groups of 3: ⌈5/3⌉ is 2 where 5/3 is not a whole number
         "opened past the max-lag allowance": _worlds("per-episode", admission="max-lag", max_lag=5),
         # batches of parts of groups (5 over groups of 3): ⌊5/3⌋ is 1 where 5/3 is not
