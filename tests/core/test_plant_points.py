@@ -27,6 +27,7 @@ from tests.core import (
     test_account_faults_partial,
     test_account_faults_sink,
 )
+from tests.core.mask_plants import ships_an_end_at
 from tests.core.planted_faults import Plant, first_plant
 
 EXAMPLES = 100  # four times the mutation profile's 25 (tests/conftest.py)
@@ -52,6 +53,12 @@ def _plants() -> dict[str, tuple[Finds, st.SearchStrategy[list[Event]]]]:
         every[f"more: {name}"] = (finds(plant), worlds)
     for name, (_, worlds, plant) in test_account_faults_partial.FAULTS.items():
         every[f"partial: {name}"] = (finds(plant), worlds)
+    for name, (worlds, plant) in test_account_faults_partial.TAKEN.items():
+        every[f"partial, its boundary: {name}"] = (finds(plant), worlds)
+    every["more, its boundary: an end at the bound"] = (
+        finds(ships_an_end_at(0)),
+        test_account_faults_more._MASK,
+    )
     for name, damage in test_account_damage.DAMAGES.items():
         every[f"damage: {name}"] = (lambda log, damage=damage: damage(log) is not None, _PLAIN)
     return every
