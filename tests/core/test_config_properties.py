@@ -153,6 +153,31 @@ def test_a_bad_value_is_refused_by_its_key(
     assert message.endswith(f"(got {value!r})")
 
 
+SCALAR_NAMES = {int: "an integer", float: "a number", bool: "a boolean", str: "a string"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        (name, value)
+        for name, kind in sorted(FIELD_TYPES.items())
+        if kind in SCALAR_NAMES
+        for value in bad_values(name)
+        if value in WRONG_TYPE[kind] and not (isinstance(value, float) and not math.isfinite(value))
+    ],
+)
+@given(config=run_configs(), where=WHERES)
+def test_a_value_of_the_wrong_type_is_refused_naming_the_type(
+    name: str, value: Any, config: RunConfig, where: str
+) -> None:
+    """The refusal says what the key takes, in words (the non-finite floats have their own)."""
+    data = {**config.to_dict(), name: value}
+    with pytest.raises(ConfigError) as refused:
+        RunConfig.from_mapping(data, where)
+    expected = SCALAR_NAMES[FIELD_TYPES[name]]  # type: ignore[index]
+    assert str(refused.value) == f"{where}.{name}: must be {expected} (got {value!r})"
+
+
 BOUNDS: dict[str, list[Any]] = {
     "max_inflight": [1],
     "max_off_policy_steps": [0],

@@ -1,6 +1,7 @@
-"""The zero-output guard with token batches: a batch is worth `token_batch_size` over the
-mean tokens of the completed episodes (one group before any completed), and the run stops
-once the idle finalized episodes reach `zero_output_batches` batches' worth, not before."""
+"""The zero-output guard: the run stops once the idle finalized episodes reach
+`zero_output_batches` batches' worth, not before. A batch is worth `batch_size` episodes,
+or with token batches `token_batch_size` over the mean tokens of the completed episodes
+(one group before any completed)."""
 
 from __future__ import annotations
 
@@ -37,4 +38,19 @@ def test_the_guard_stops_at_its_batches_worth_of_idle_episodes(
     state.idle.episodes = math.ceil(worth) - 1
     assert sink.zero_output_reason(state) is None
     state.idle.episodes = math.floor(worth) + 1
+    assert sink.zero_output_reason(state) is not None
+
+
+@given(st.integers(1, 8), st.integers(1, 64), st.integers(1, 5), st.integers(0, 4))
+def test_with_episode_batches_the_guard_stops_at_its_batches_of_idle_episodes(
+    group_size: int, batch: int, batches: int, completed: int
+) -> None:
+    """With episode batches a batch is worth `batch_size` episodes, whatever the tokens of
+    the completed episodes so far."""
+    config = RunConfig(group_size=group_size, batch_size=batch, zero_output_batches=batches)
+    state = sink.initial_state(config)
+    state.completed, state.completed_tokens = completed, completed * 100
+    state.idle.episodes = batches * batch - 1
+    assert sink.zero_output_reason(state) is None
+    state.idle.episodes = batches * batch
     assert sink.zero_output_reason(state) is not None
