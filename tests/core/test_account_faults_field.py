@@ -392,6 +392,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "requeue without a rule": ("episode_dropped", _requeue_against_the_rule(False)),
     "requeue keeps an arrival": ("group_scored", _requeue_keeps_an_arrival),
     "opened past the outstanding cap": ("group_opened", _opened_past_the_cap),
+    "opened past the outstanding cap under liveness": ("group_opened", _opened_past_the_cap),
     "ships at a last chance": ("batch_shipped", _ships_at_a_last_chance),
     "ships at a last chance behind eval and frozen groups": (
         "batch_shipped",
@@ -421,6 +422,8 @@ WORLDS.update(
         "requeue without a rule": _worlds("tinker", requeue="none"),
         "requeue keeps an arrival": _worlds("slime-lag"),
         "opened past the outstanding cap": _worlds("tinker-822"),
+        # the liveness exception lets a group open only with none open: here one is
+        "opened past the outstanding cap under liveness": _worlds("tinker-822", liveness=True),
         # a depth of one batch past the first: a group may run beside a full queued batch
         # (at depth 0 a full queue is the whole cap, and no group is open when it ships)
         "ships at a last chance": _worlds("tinker-822", outstanding_depth=1),
