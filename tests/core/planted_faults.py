@@ -84,6 +84,10 @@ REFUSALS: dict[tuple[str, str], str] = {
         r"outstanding episodes differ: in flight but not named \['G'\], "
         r"named but not in flight \[\]"
     ),
+    ("restart names none of many", "dispatcher"): (
+        r"outstanding episodes differ: in flight but not named \['G', 'G', 'G'(, 'G')*\], "
+        r"named but not in flight \[\]"
+    ),
     ("group scored twice", "sink"): "G is not open",
     ("group scored while owing", "dispatcher"): "G scored while the dispatcher still owes members",
     ("group scored while owing", "sink"): "G is not complete",

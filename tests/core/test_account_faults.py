@@ -211,6 +211,16 @@ def _restart_names_too_few(account: Account, event: Event) -> Planted | None:
     return [resumed], f"names {len(held) - 1} outstanding episodes, {len(held)} in flight"
 
 
+def _restart_names_none_of_many(account: Account, event: Event) -> Planted | None:
+    """A restart that names none of four or more in flight: the report lists the first
+    three, by id."""
+    if not restart_point(account, event) or len(account.inflight) < 4:
+        return None
+    resumed = attrs.evolve(valid_restart(account, event.t, event.seq), episode_ids=())
+    held = sorted(account.inflight)
+    return [resumed], f"names 0 outstanding episodes, {len(held)} in flight: {held[:3]}"
+
+
 def _restart_past_the_batches(account: Account, event: Event) -> Planted | None:
     if not restart_point(account, event):
         return None
@@ -289,6 +299,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     ),
     "restart cuts unscheduled": ("episodes_cancelled", _restart_cuts_unscheduled),
     "straggler cut leaves a member": ("episodes_cancelled", _straggler_cut_leaves_a_member),
+    "restart names none of many": ("run_resumed", _restart_names_none_of_many),
     "restart names too few": ("run_resumed", _restart_names_too_few),
     "restart past the batches": ("run_resumed", _restart_past_the_batches),
 }
