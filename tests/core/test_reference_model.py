@@ -61,6 +61,17 @@ def test_the_reference_model_agrees_on_the_update_order_the_gate_and_the_builder
     assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
 
 
+# ROLL's generation budget, which a stale cancellation gives back: an eighth of
+# `run_configs`' draws, so worlds of its own (with staleness drawn, so that groups are
+# cancelled for their age).
+ROLL = run_configs(admission="roll")
+
+
+@given(world_logs(ROLL, checked=False))
+def test_the_reference_model_agrees_on_roll_admission(log: list[Event]) -> None:
+    assert_equivalent(log, REFERENCE_MODEL, TODAYS_DECIDERS, ASPECTS)
+
+
 CAPACITY_BY_TOKENS = st.integers(16, 200).flatmap(
     lambda tokens: run_configs(admission="capacity", batch_size=None, token_batch_size=tokens)
 )
