@@ -155,6 +155,13 @@ def _trained_twice(account: Account, event: Event) -> Planted | None:
     return [twice], "trains an episode it did not cut, or one twice"
 
 
+def _batch_with_a_token_more(account: Account, event: Event) -> Planted | None:
+    if not isinstance(event, BatchShipped):
+        return None
+    wrong = attrs.evolve(event, tokens=event.tokens + 1)
+    return [wrong], f"tokens {event.tokens + 1}, but the trained episodes hold {event.tokens}"
+
+
 def _batch_after_the_end(account: Account, event: Event) -> Planted | None:
     if not isinstance(event, BatchShipped):
         return None
@@ -197,6 +204,7 @@ FAULTS: dict[str, tuple[str, Plant]] = {
     "batch for a wrong step": ("batch_shipped", _batch_for_a_wrong_step),
     "batch trains an episode twice": ("batch_shipped", _trained_twice),
     "batch after the end": ("batch_shipped", _batch_after_the_end),
+    "batch with a token more": ("batch_shipped", _batch_with_a_token_more),
     "batch of an episode never queued": ("batch_shipped", _batch_of_an_episode_never_queued),
     **{
         f"arrival of malformed id {stray!r}": ("episode_completed", _arrival_of(stray))
