@@ -25,8 +25,10 @@ from rolloutlog.events.types import (
     UNSEQUENCED,
     WORLD_KINDS,
     BatchShipped,
+    EpisodeCompleted,
     EpisodeDispatched,
     EpisodeDropped,
+    EpisodeFailed,
     EpisodeResumed,
     EpisodesCancelled,
     Event,
@@ -94,16 +96,46 @@ def _idle_recounted(log: list[Event]) -> None:
             e.episode_id for e in log if isinstance(e, EpisodeDropped) and e.reason == "withheld"
         },
     )  # withheld members are dropped right after their group's scoring: none of them trains
+    completions = _Completions()
     for event in log:
         fold.apply(event)
         recount.see(event)
-        idle = fold.sink_state.idle
+        completions.see(event)
+        sink_state = fold.sink_state
+        assert (sink_state.completed, sink_state.completed_tokens) == (
+            completions.count,
+            completions.tokens,
+        ), event
+        idle = sink_state.idle
         assert (idle.episodes, idle.stale, idle.rejected_groups, idle.unscored_groups) == (
             recount.episodes,
             recount.stale,
             recount.rejected,
             recount.unscored,
         ), event
+
+
+@attrs.define
+class _Completions:
+    """What the guard's estimate of a token batch's episodes reads: the completions of
+    episodes in flight at the sink (a late one, cancelled first, is not counted) and their
+    prompt and completion tokens."""
+
+    inflight: set[str] = attrs.Factory(set)
+    count: int = 0
+    tokens: int = 0
+
+    def see(self, event: Event) -> None:
+        if isinstance(event, EpisodeDispatched):
+            self.inflight.add(event.episode_id)
+        elif isinstance(event, EpisodesCancelled):
+            self.inflight.difference_update(event.episode_ids)
+        elif isinstance(event, EpisodeFailed):
+            self.inflight.discard(event.episode_id)
+        elif isinstance(event, EpisodeCompleted) and event.episode_id in self.inflight:
+            self.inflight.discard(event.episode_id)
+            self.count += 1
+            self.tokens += event.prompt_tokens + event.completion_tokens
 
 
 @attrs.define
