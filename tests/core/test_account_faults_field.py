@@ -1,5 +1,6 @@
-"""The account's reports on the field presets' mechanisms (requeue, ship wait, verl's budget,
-bounded-queue eviction, withholding), each set off by one planted fault at its own seq, as in
+"""The account's reports on the field presets' mechanisms (requeue, ship wait and the
+outstanding cap, verl's budget, AReaL's and ROLL's admission, bounded-queue eviction,
+withholding), each set off by one planted fault at its own seq, as in
 `test_account_faults.py`; the plants' harness is `tests/core/planted_faults.py`.
 """
 
@@ -161,11 +162,18 @@ def _ships_at_a_last_chance(account: Account, event: Event) -> Planted | None:
 # --- verl's sample budget (core.account.budget) ----------------------------------------
 
 
+def _groups_per_batch(config: RunConfig) -> int:
+    """`max(1, ⌊batch_size / G⌋)`: verl's, AReaL's and ROLL's rules count in whole groups
+    (the test's own arithmetic)."""
+    return max(1, (config.batch_size or 0) // config.group_size)
+
+
 def _verl_budget(config: RunConfig) -> int:
     """verl's episodes per sync window, `⌊B / G⌋ × (1 + θ) × K` groups of G (the test's own
     arithmetic)."""
-    per_batch = max(1, (config.batch_size or 0) // config.group_size)
-    groups = int(per_batch * (1 + config.staleness_threshold) * config.updates_per_sync)
+    groups = int(
+        _groups_per_batch(config) * (1 + config.staleness_threshold) * config.updates_per_sync
+    )
     return groups * config.group_size
 
 
@@ -217,11 +225,6 @@ def _opened_alone_past_the_budget(account: Account, event: Event) -> Planted | N
 
 
 # --- AReaL's capacity and ROLL's budget (core.account.admission) -----------------------
-
-
-def _groups_per_batch(config: RunConfig) -> int:
-    """`max(1, ⌊batch_size / G⌋)`: both rules count in whole groups (the test's own)."""
-    return max(1, (config.batch_size or 0) // config.group_size)
 
 
 def _opened_past_areal_capacity(account: Account, event: Event) -> Planted | None:
