@@ -31,6 +31,7 @@ STATUS.update({code: "timeout" for code in (36, -24, 24, 152)})
 # named was found. mutmut files it as a timeout; here it is a failure of the properties.
 STATUS[255] = "broke collection"
 STATUS.update({None: "not run", 37: "caught by type check", 34: "skipped", 35: "suspicious"})
+CAUGHT = ("killed", "timeout", "broke collection")  # what the score counts as caught
 
 
 def exit_codes(root: Path) -> dict[str, int | None]:
@@ -98,7 +99,7 @@ def score(codes: dict[str, int | None], names: list[str]) -> str:
     for module in [*sorted(m for m in rows if m != "all of core"), "all of core"]:
         counts = rows[module]
         total = sum(counts.values())
-        detected = counts["killed"] + counts["timeout"] + counts["broke collection"]
+        detected = sum(counts[status] for status in CAUGHT)
         other = total - detected - counts["survived"]
         low, high = wilson(detected, total)
         lines.append(
@@ -106,8 +107,7 @@ def score(codes: dict[str, int | None], names: list[str]) -> str:
             f" {counts['broke collection']} | {counts['survived']} | {other} |"
             f" {detected / total:.1%} | {low:.1%}-{high:.1%} |"
         )
-    caught = ("killed", "timeout", "broke collection")
-    survivors = [n for n in names if STATUS.get(codes[n], "") not in caught]
+    survivors = [n for n in names if STATUS.get(codes[n], "") not in CAUGHT]
     lines += ["", f"not killed ({len(survivors)}):"]
     lines += [f"  {n}: {STATUS.get(codes[n], f'exit {codes[n]}')}" for n in survivors]
     return "\n".join(lines)
