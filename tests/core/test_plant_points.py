@@ -2,9 +2,10 @@
 
 A plant that finds no point in a log leaves the log undamaged, and its property passes
 without checking anything: when a preset or a check changes, a fault can go quiet that way
-(three did: the ship wait's worlds came to hold no open group beside a full batch, a plant
-read the leftover books that a run-on account no longer keeps, and the bounded queue's
-worlds seldom held part of a group). Here each fault's own worlds are drawn, derandomized,
+(four did, or nearly: the ship wait's worlds came to hold no open group beside a full
+batch, a plant read the leftover books that a run-on account no longer keeps, verl's lone
+budget was seldom spent with nothing open, and the bounded queue's worlds seldom held part
+of a group). Here each fault's own worlds are drawn, derandomized,
 and at least one in twenty must offer a point: fewer, and the properties (25 examples under
 the mutation profile of scripts/mutation.sh) judge the fault on one log or none.
 """
