@@ -185,10 +185,15 @@ def test_a_plain_run_killed_mid_run_resumes_from_the_weights_beside_its_log(
 
 def test_a_run_that_interrupts_resumes_from_a_log_with_interruptions(tmp_path: Path) -> None:
     """`per-episode+interrupt`, killed as its third update is announced: the log it leaves
-    holds interruptions and resumptions, and the resumed run re-decides them and finishes."""
+    holds interruptions and resumptions, and the resumed run re-decides them and finishes.
+
+    An update interrupts only what is in flight when it lands, so inference must still be
+    generating the next batch when a train step ends. At 10 ms a server step the two took
+    about as long, and a CI machine once finished the batch first (no interruption); at
+    50 ms a step the next batch takes ten times a train step here."""
     log = tmp_path / "interrupt.arrow"
     start = ["--steps", "5", "--seed", "3", "--log", str(log), "--policy", "per-episode+interrupt"]
-    for setting in (*SETTINGS, "server_min_step_s=0.01"):
+    for setting in (*SETTINGS, "server_min_step_s=0.05"):
         start += ["--set", setting]
     crashed = _train(start, "pending:3")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
