@@ -6,6 +6,8 @@
     .venv/bin/python benchmarks/predict.py --engine vllm      # probes on real `vllm serve`
     .venv/bin/python benchmarks/predict.py --out A --from-rows --floor B  # A's what-ifs, and
                                                               # B's live probes held against A's
+    .venv/bin/python benchmarks/predict.py --reference per-episode@64  # and net of the
+                                                              # machine's speed
 
 Each probe is a short live run (`rolloutlog train`, the CPU twin) of one preset at one
 `max_inflight`; with `--engine vllm` it runs against real `vllm serve` processes instead
@@ -33,7 +35,15 @@ Rows an earlier run wrote without a figure (`--from-rows`) leave it out. `--floo
 another probe set of the same grid (another seed, or the same again) against this one, each
 of B's live probes taken as the prediction of this set's same setting: the error a repeat of
 the probe makes, which no what-if from one probe can be expected to beat, and the rank
-correlation of the two sets' throughputs across presets. Probes whose
+correlation of the two sets' throughputs across presets.
+
+`--reference PRESET@M` runs a probe of that setting first, after every two settings and
+last (`reference-NN` in OUT; each probe's wall-clock span goes to OUT/clock.jsonl). The
+references' throughput, interpolated to each probe's moment over their median, is the
+machine's speed then; every table is printed again net of it (a live figure at its own
+probe's speed, a prediction at its source's: `at_speed`), so that the world's error is told
+from the machine's drift between a source and the targets it is held against (and with
+`--floor B`, B's own references correct B's probes). Probes whose
 `NAME.json` report is in `--out` are reused (the live runs are the slow part: about a
 minute each on a quiet 2-core machine); `--out/predict.json` gets every figure. The engine
 is written to OUT/engine, and a run of the other engine into the same OUT is refused: its
@@ -57,6 +67,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy
 
 from rolloutlog.cli.whatif import fit_recorded, fit_shared_world, recorded_servers
 from rolloutlog.events.types import EpisodeCompleted, EpisodeDispatched, Event
@@ -87,6 +99,9 @@ FIGURES = (
     "mean_trained_age",
 )
 Setting = tuple[str, int]
+CLOCK = "clock.jsonl"  # each probe run's name and wall-clock span, appended as it ends
+REFERENCE_EVERY = 2  # with --reference: a reference probe after every two settings
+SPEED_SCALED = {"trained_per_s": 1, "latency_p50_s": -1, "latency_mean_s": -1}  # as speed**p
 
 
 def probe_name(setting: Setting) -> str:
@@ -94,11 +109,19 @@ def probe_name(setting: Setting) -> str:
     return f"{setting[0]}-mi{setting[1]}"
 
 
-def probe_log(out: Path, setting: Setting, steps: int, seed: int, urls: Sequence[str] = ()) -> Path:
-    """The live probe's log of `setting`, run now unless its report is in `out`; against
-    the `vllm serve` processes at `urls` if any (the twin otherwise)."""
+def probe_log(
+    out: Path,
+    setting: Setting,
+    steps: int,
+    seed: int,
+    urls: Sequence[str] = (),
+    name: str | None = None,
+) -> Path:
+    """The live probe's log of `setting` (named `name`, default `probe_name`), run now
+    unless its report is in `out`; against the `vllm serve` processes at `urls` if any (the
+    twin otherwise)."""
     preset, inflight = setting
-    name = probe_name(setting)
+    name = name or probe_name(setting)
     log, report = out / f"{name}.arrow", out / f"{name}.json"
     if report.exists():
         print(f"probe {name}: reusing {log}", file=sys.stderr, flush=True)
@@ -112,10 +135,14 @@ def probe_log(out: Path, setting: Setting, steps: int, seed: int, urls: Sequence
         command += ["--backend", "vllm", "--weights-dir", str(weights_beside(log.resolve()))]
         command += [part for url in urls for part in ("--url", url)]
     print(f"probe {name}: {' '.join(command[2:])}", file=sys.stderr, flush=True)
+    began = time.time()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"probe {name} failed: {done.stderr.strip().splitlines()[-1:]}")
     report.write_text(done.stdout, encoding="utf-8")
+    span = {"name": name, "began": began, "ended": time.time()}
+    with (out / CLOCK).open("a", encoding="utf-8") as clock:
+        clock.write(json.dumps(span) + "\n")
     return log
 
 
@@ -126,6 +153,55 @@ def _remove(path: Path) -> None:
         path.rmdir()
     else:
         path.unlink()
+
+
+def probe_sequence(grid: Sequence[Setting], reference: Setting | None) -> list[tuple[str, Setting]]:
+    """The probes (name, setting) in the order they run: the grid's, and with a reference
+    setting, a reference probe first, after every `REFERENCE_EVERY` settings and last."""
+    if reference is None:
+        return [(probe_name(s), s) for s in grid]
+    sequence: list[tuple[str, Setting]] = []
+    for number, setting in enumerate(grid):
+        if number % REFERENCE_EVERY == 0:
+            sequence.append((f"reference-{number // REFERENCE_EVERY + 1:02}", reference))
+        sequence.append((probe_name(setting), setting))
+    sequence.append((f"reference-{len(grid) // REFERENCE_EVERY + 2:02}", reference))
+    return sequence
+
+
+def machine_speed(out: Path) -> dict[str, float]:
+    """Each probe's machine speed, from the reference probes run beside it: the references'
+    trained episodes per second, interpolated in time to the probe's midpoint (held at the
+    first and last), over their median. Empty where `out` has fewer than two references.
+    The twin's speed follows the machine's, which moves by a quarter within minutes; a
+    what-if holds a probe against probes recorded minutes away, so only the speed at each
+    probe's moment separates the world's error from the machine's drift."""
+    clock = out / CLOCK
+    lines = clock.read_text(encoding="utf-8").splitlines() if clock.exists() else []
+    midpoints = {
+        span["name"]: (span["began"] + span["ended"]) / 2 for span in map(json.loads, lines)
+    }
+    references = sorted(
+        (t, json.loads((out / f"{name}.json").read_text())["trained_episodes_per_hour"])
+        for name, t in midpoints.items()
+        if name.startswith("reference-")
+    )
+    if len(references) < 2:
+        return {}
+    times, rates = zip(*references, strict=True)
+    typical = statistics.median(rates)
+    return {
+        name: float(numpy.interp(t, times, rates)) / typical
+        for name, t in midpoints.items()
+        if not name.startswith("reference-")
+    }
+
+
+def at_speed(row: dict[str, Any], speed: float) -> dict[str, Any]:
+    """A probe's figures as at the references' median speed: a machine `speed` times as
+    fast runs the same events in 1/speed of the time, so rates scale by it and seconds by
+    its inverse; fractions and counts (idle, drops, ages, episodes in flight) stay."""
+    return {f: v * speed ** -SPEED_SCALED[f] if f in SPEED_SCALED else v for f, v in row.items()}
 
 
 def latencies(events: Sequence[Event] | Any) -> list[float]:
@@ -336,6 +412,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="all: every setting of the grid; cross: the probe's preset at every max_inflight "
         "and every preset at its max_inflight (its row and column, a third of the work)",
     )
+    parser.add_argument(
+        "--reference",
+        type=reference_setting,
+        help="PRESET@M: a probe of this setting first, after every two settings and last; "
+        "from their throughputs, each probe's machine speed, and every figure again net of it",
+    )
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = Path("runs/predict" if args.engine == "twin" else "runs/predict-vllm")
@@ -344,6 +426,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args.steps = QUICK["steps"] if args.quick else args.steps
     args.out = args.out / "quick" if args.quick else args.out
     return args
+
+
+def reference_setting(text: str) -> Setting:
+    """`--reference PRESET@M`."""
+    preset, _, inflight = text.partition("@")
+    if not preset or not inflight.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not PRESET@M (e.g. per-episode@64)")
+    return preset, int(inflight)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -366,11 +456,56 @@ def main(argv: Sequence[str] | None = None) -> None:
         live, predicted = run_grid(logs, grid, args.targets, rows_path)
     summary = summarize(live, predicted, args.presets, args.inflight)
     print_summary(summary, live)
-    if args.floor is not None:
-        repeat, _ = read_rows(args.floor / "predict_rows.jsonl")
+    repeat = read_rows(args.floor / "predict_rows.jsonl")[0] if args.floor else None
+    if repeat is not None:
         summary["floor"] = floor(live, repeat, args.presets, args.inflight)
         print_floor(summary["floor"])
+    corrected = net_of_speed(out, live, predicted, args)
+    if corrected is not None:
+        summary["net_of_speed"], net_live = corrected
+        net_repeat = speed_corrected(machine_speed(args.floor), repeat) if repeat else None
+        if net_repeat is not None:
+            summary["net_of_speed"]["floor"] = floor(
+                net_live, net_repeat, args.presets, args.inflight
+            )
+            print_floor(summary["net_of_speed"]["floor"])
     (out / "predict.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
+def speed_corrected(
+    speed: dict[str, float], live: dict[Setting, dict[str, float]]
+) -> dict[Setting, dict[str, float]] | None:
+    """Each probe's live figures at the references' median speed, or None where a probe
+    has no speed (no references ran beside it)."""
+    if not all(probe_name(s) in speed for s in live):
+        return None
+    return {s: at_speed(row, speed[probe_name(s)]) for s, row in live.items()}
+
+
+def net_of_speed(
+    out: Path,
+    live: dict[Setting, dict[str, float]],
+    predicted: dict[Setting, dict[Setting, dict[str, Any]]],
+    args: argparse.Namespace,
+) -> tuple[dict[str, Any], dict[Setting, dict[str, float]]] | None:
+    """The summary again, each live figure at its probe's machine speed and each prediction
+    at its source's (a what-if runs at the speed its source was recorded at); None where
+    the probes ran without references; with it, the live figures so corrected. Printed
+    with the speeds' spread."""
+    speed = machine_speed(out)
+    net_live = speed_corrected(speed, live)
+    if net_live is None:
+        return None
+    net_predicted = {
+        source: {target: at_speed(got, speed[probe_name(source)]) for target, got in by.items()}
+        for source, by in predicted.items()
+    }
+    net = summarize(net_live, net_predicted, args.presets, args.inflight)
+    low, high = min(speed.values()), max(speed.values())
+    print(f"\nnet of the machine's speed (each probe's, from the references: {low:.2f}-{high:.2f}"
+          " of their median):")  # fmt: skip
+    print_summary(net, net_live)
+    return {**net, "speed": speed}, net_live
 
 
 def check_engine(out: Path, engine: str) -> None:
@@ -391,9 +526,14 @@ def check_engine(out: Path, engine: str) -> None:
 def run_probes(out: Path, grid: Sequence[Setting], args: argparse.Namespace) -> dict[Setting, Path]:
     """Every probe's log, on the command's engine (vLLM's servers up only while probes run,
     and not started where every probe's report is reused)."""
-    missing = [s for s in grid if not (out / f"{probe_name(s)}.json").exists()]
+    sequence = probe_sequence(grid, args.reference)
+    missing = [name for name, _ in sequence if not (out / f"{name}.json").exists()]
     with probe_servers(args.engine, out, needed=bool(missing)) as urls:
-        return {setting: probe_log(out, setting, args.steps, args.seed, urls) for setting in grid}
+        logs = {
+            name: probe_log(out, setting, args.steps, args.seed, urls, name)
+            for name, setting in sequence
+        }
+    return {setting: logs[probe_name(setting)] for setting in grid}
 
 
 @contextlib.contextmanager
