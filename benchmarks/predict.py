@@ -165,7 +165,7 @@ def probe_sequence(grid: Sequence[Setting], reference: Setting | None) -> list[t
         if number % REFERENCE_EVERY == 0:
             sequence.append((f"reference-{number // REFERENCE_EVERY + 1:02}", reference))
         sequence.append((probe_name(setting), setting))
-    sequence.append((f"reference-{len(grid) // REFERENCE_EVERY + 2:02}", reference))
+    sequence.append((f"reference-{-(-len(grid) // REFERENCE_EVERY) + 1:02}", reference))
     return sequence
 
 
@@ -182,7 +182,7 @@ def machine_speed(out: Path) -> dict[str, float]:
         span["name"]: (span["began"] + span["ended"]) / 2 for span in map(json.loads, lines)
     }
     references = sorted(
-        (t, json.loads((out / f"{name}.json").read_text())["trained_episodes_per_hour"])
+        (t, reference_rate(out / f"{name}.arrow"))
         for name, t in midpoints.items()
         if name.startswith("reference-")
     )
@@ -195,6 +195,13 @@ def machine_speed(out: Path) -> dict[str, float]:
         for name, t in midpoints.items()
         if not name.startswith("reference-")
     }
+
+
+def reference_rate(log: Path) -> float:
+    """A reference probe's trained episodes per second, as every probe's live figure is
+    read (`figures`)."""
+    _, recorded, _ = fit_recorded(log, 0)
+    return float(recorded["trained_episodes_per_hour"]) / 3600.0
 
 
 def at_speed(row: dict[str, Any], speed: float) -> dict[str, Any]:

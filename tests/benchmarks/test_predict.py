@@ -149,17 +149,17 @@ def test_references_run_first_after_every_two_settings_and_last() -> None:
     assert predict.probe_sequence(grid, None) == [(predict.probe_name(s), s) for s in grid]
 
 
-def test_each_probe_gets_the_references_speed_at_its_moment(tmp_path: Path) -> None:
+def test_each_probe_gets_the_references_speed_at_its_moment(tmp_path: Path, monkeypatch) -> None:
     """References at 100/s (t 0-10) and 300/s (t 40-50), median 200: a probe midway between
     them ran at speed 1, one after the last at 1.5; its throughput is divided by the speed,
     its latencies multiplied, its fractions and counts kept."""
     spans = [("reference-01", 0, 10, 100.0), ("x", 20, 30, None), ("reference-02", 40, 50, 300.0),
              ("y", 60, 70, None)]  # fmt: skip
     with (tmp_path / predict.CLOCK).open("w") as clock:
-        for name, began, ended, rate in spans:
+        for name, began, ended, _ in spans:
             clock.write(f'{{"name": "{name}", "began": {began}, "ended": {ended}}}\n')
-            if rate is not None:
-                (tmp_path / f"{name}.json").write_text(f'{{"trained_episodes_per_hour": {rate}}}')
+    rates = {name: rate for name, _, _, rate in spans}
+    monkeypatch.setattr(predict, "reference_rate", lambda log: rates[log.stem])
     assert predict.machine_speed(tmp_path) == {"x": pytest.approx(1.0), "y": pytest.approx(1.5)}
     row = {"trained_per_s": 300.0, "latency_p50_s": 0.2, "trainer_idle": 0.3, "stale_drops": 9}
     assert predict.at_speed(row, 1.5) == pytest.approx(
@@ -168,7 +168,9 @@ def test_each_probe_gets_the_references_speed_at_its_moment(tmp_path: Path) -> N
     assert predict.machine_speed(tmp_path / "none") == {}
 
 
-def test_a_prediction_is_held_at_its_sources_speed_and_the_live_at_its_own(tmp_path, capsys):
+def test_a_prediction_is_held_at_its_sources_speed_and_the_live_at_its_own(
+    tmp_path, capsys, monkeypatch
+):
     """Source a ran at speed 0.8, target b at 1.25: a perfect world predicts b at a's
     speed, 0.64 of b's live throughput; net of the speeds (the references' beside them, at
     the same moments) the error is none."""
@@ -185,8 +187,8 @@ def test_a_prediction_is_held_at_its_sources_speed_and_the_live_at_its_own(tmp_p
     spans = [("reference-01", 0), ("a-mi32", 0), ("b-mi32", 10), ("reference-02", 10)]
     clock.write_text("".join(f'{{"name": "{n}", "began": {t}, "ended": {t}}}\n'
                              for n, t in spans))  # fmt: skip
-    for name, rate in (("reference-01", 0.8 * 3600), ("reference-02", 1.25 * 3600)):
-        (tmp_path / f"{name}.json").write_text(f'{{"trained_episodes_per_hour": {rate}}}')
+    rates = {"reference-01": 0.8, "reference-02": 1.25}
+    monkeypatch.setattr(predict, "reference_rate", lambda log: rates[log.stem])
     args = predict.parse(["--presets", "a,b", "--inflight", "32", "--out", str(tmp_path)])
     net, net_live = predict.net_of_speed(tmp_path, live, predicted, args)
     assert net["median_abs_error"]["other"]["trained_per_s"] == pytest.approx(0.0)
