@@ -6,8 +6,8 @@
     .venv/bin/python benchmarks/predict.py --engine vllm      # probes on real `vllm serve`
     .venv/bin/python benchmarks/predict.py --out A --from-rows --floor B  # A's what-ifs, and
                                                               # B's live probes held against A's
-    .venv/bin/python benchmarks/predict.py --reference per-episode@64  # and net of the
-                                                              # machine's speed
+    .venv/bin/python benchmarks/predict.py --reference per-episode@64  # and the machine's
+                                                              # speed at each probe
 
 Each probe is a short live run (`rolloutlog train`, the CPU twin) of one preset at one
 `max_inflight`; with `--engine vllm` it runs against real `vllm serve` processes instead
@@ -40,10 +40,8 @@ correlation of the two sets' throughputs across presets.
 `--reference PRESET@M` runs a probe of that setting first, after every two settings and
 last (`reference-NN` in OUT; each probe's wall-clock span goes to OUT/clock.jsonl). The
 references' throughput, interpolated to each probe's moment over their median, is the
-machine's speed then; every table is printed again net of it (a live figure at its own
-probe's speed, a prediction at its source's: `at_speed`), so that the world's error is told
-from the machine's drift between a source and the targets it is held against (and with
-`--floor B`, B's own references correct B's probes). Probes whose
+machine's speed then, printed per probe: whether the set was recorded on a steady machine,
+or its errors carry the machine's drift. Probes whose
 `NAME.json` report is in `--out` are reused (the live runs are the slow part: about a
 minute each on a quiet 2-core machine); `--out/predict.json` gets every figure. The engine
 is written to OUT/engine, and a run of the other engine into the same OUT is refused: its
@@ -101,7 +99,6 @@ FIGURES = (
 Setting = tuple[str, int]
 CLOCK = "clock.jsonl"  # each probe run's name and wall-clock span, appended as it ends
 REFERENCE_EVERY = 2  # with --reference: a reference probe after every two settings
-SPEED_SCALED = {"trained_per_s": 1, "latency_p50_s": -1, "latency_mean_s": -1}  # as speed**p
 
 
 def probe_name(setting: Setting) -> str:
@@ -173,9 +170,11 @@ def machine_speed(out: Path) -> dict[str, float]:
     """Each probe's machine speed, from the reference probes run beside it: the references'
     trained episodes per second, interpolated in time to the probe's midpoint (held at the
     first and last), over their median. Empty where `out` has fewer than two references.
-    The twin's speed follows the machine's, which moves by a quarter within minutes; a
-    what-if holds a probe against probes recorded minutes away, so only the speed at each
-    probe's moment separates the world's error from the machine's drift."""
+    The twin's speed follows the machine's, which has moved by a quarter within minutes; a
+    what-if holds a probe against probes recorded minutes away, so a set whose speed moved
+    measures the machine's drift with the world's error. A gauge, not a correction: on a
+    quiet machine, dividing the figures by it added the references' own spread (a repeat's
+    6% in throughput became 10%: benchmarks/RESULTS.md § benchmarks/predict.py)."""
     clock = out / CLOCK
     lines = clock.read_text(encoding="utf-8").splitlines() if clock.exists() else []
     midpoints = {
@@ -202,13 +201,6 @@ def reference_rate(log: Path) -> float:
     read (`figures`)."""
     _, recorded, _ = fit_recorded(log, 0)
     return float(recorded["trained_episodes_per_hour"]) / 3600.0
-
-
-def at_speed(row: dict[str, Any], speed: float) -> dict[str, Any]:
-    """A probe's figures as at the references' median speed: a machine `speed` times as
-    fast runs the same events in 1/speed of the time, so rates scale by it and seconds by
-    its inverse; fractions and counts (idle, drops, ages, episodes in flight) stay."""
-    return {f: v * speed ** -SPEED_SCALED[f] if f in SPEED_SCALED else v for f, v in row.items()}
 
 
 def latencies(events: Sequence[Event] | Any) -> list[float]:
@@ -362,6 +354,14 @@ def print_floor(summary: dict[str, Any]) -> None:
     print(f"  floor rank correlation (the other set's live against this set's): {ranks_}")
 
 
+def print_speed(speed: dict[str, float]) -> None:
+    """The machine's speed at each probe (`machine_speed`), least and most first."""
+    low, high = min(speed, key=speed.__getitem__), max(speed, key=speed.__getitem__)
+    print(f"machine speed (the references' rate at each probe over their median): "
+          f"{speed[low]:.2f} ({low}) to {speed[high]:.2f} ({high})")  # fmt: skip
+    print("  " + "  ".join(f"{name} {value:.2f}" for name, value in speed.items()))
+
+
 def print_summary(summary: dict[str, Any], live: dict[Setting, dict[str, float]]) -> None:
     print("live probes:")
     for (preset, inflight), row in sorted(live.items()):
@@ -423,7 +423,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--reference",
         type=reference_setting,
         help="PRESET@M: a probe of this setting first, after every two settings and last; "
-        "from their throughputs, each probe's machine speed, and every figure again net of it",
+        "from their throughputs, the machine's speed at each probe",
     )
     args = parser.parse_args(argv)
     if args.out is None:
@@ -467,52 +467,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if repeat is not None:
         summary["floor"] = floor(live, repeat, args.presets, args.inflight)
         print_floor(summary["floor"])
-    corrected = net_of_speed(out, live, predicted, args)
-    if corrected is not None:
-        summary["net_of_speed"], net_live = corrected
-        net_repeat = speed_corrected(machine_speed(args.floor), repeat) if repeat else None
-        if net_repeat is not None:
-            summary["net_of_speed"]["floor"] = floor(
-                net_live, net_repeat, args.presets, args.inflight
-            )
-            print_floor(summary["net_of_speed"]["floor"])
-    (out / "predict.json").write_text(json.dumps(summary, indent=1) + "\n")
-
-
-def speed_corrected(
-    speed: dict[str, float], live: dict[Setting, dict[str, float]]
-) -> dict[Setting, dict[str, float]] | None:
-    """Each probe's live figures at the references' median speed, or None where a probe
-    has no speed (no references ran beside it)."""
-    if not all(probe_name(s) in speed for s in live):
-        return None
-    return {s: at_speed(row, speed[probe_name(s)]) for s, row in live.items()}
-
-
-def net_of_speed(
-    out: Path,
-    live: dict[Setting, dict[str, float]],
-    predicted: dict[Setting, dict[Setting, dict[str, Any]]],
-    args: argparse.Namespace,
-) -> tuple[dict[str, Any], dict[Setting, dict[str, float]]] | None:
-    """The summary again, each live figure at its probe's machine speed and each prediction
-    at its source's (a what-if runs at the speed its source was recorded at); None where
-    the probes ran without references; with it, the live figures so corrected. Printed
-    with the speeds' spread."""
     speed = machine_speed(out)
-    net_live = speed_corrected(speed, live)
-    if net_live is None:
-        return None
-    net_predicted = {
-        source: {target: at_speed(got, speed[probe_name(source)]) for target, got in by.items()}
-        for source, by in predicted.items()
-    }
-    net = summarize(net_live, net_predicted, args.presets, args.inflight)
-    low, high = min(speed.values()), max(speed.values())
-    print(f"\nnet of the machine's speed (each probe's, from the references: {low:.2f}-{high:.2f}"
-          " of their median):")  # fmt: skip
-    print_summary(net, net_live)
-    return {**net, "speed": speed}, net_live
+    if speed:
+        summary["machine_speed"] = speed
+        print_speed(speed)
+    (out / "predict.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
 def check_engine(out: Path, engine: str) -> None:
