@@ -61,6 +61,7 @@ from rolloutlog.studies.whatif.shared_fit import (
     SharedFit,
     fit_shared,
     range_warnings,
+    running_warnings,
     shared_scenario,
 )
 
@@ -268,6 +269,8 @@ def whatif_command(
     fitted_rate = base.world.late_arrival_rate == fitted.scenario.world.late_arrival_rate
     races = fitted.races if fitted_rate else None
     runs, series = run_whatif(base, policies, quiet=False, check=check, races=races)
+    if shared is not None:
+        warnings += _echoed(running_warnings(shared, runs, base.world.inference_servers))
     title = f"whatif {log.name}: fitted world, seed {seed}, {base.steps} steps"
     if recorded["steps_shipped"] != base.steps:  # the recorded column stays as recorded
         title += f" (recorded: {recorded['steps_shipped']})"
@@ -306,11 +309,17 @@ def save_scenario(scenario: Scenario, path: Path) -> None:
 
 def _warnings(fit: SharedFit, base: Scenario, policies: list[str], recorded: str) -> list[str]:
     """The range warnings of every policy, each also printed on stderr as it is found."""
-    lines = [
-        line
-        for name in policies
-        for line in range_warnings(fit, base.with_policy(name), name, recorded=name == recorded)
-    ]
+    return _echoed(
+        [
+            line
+            for name in policies
+            for line in range_warnings(fit, base.with_policy(name), name, recorded=name == recorded)
+        ]
+    )
+
+
+def _echoed(lines: list[str]) -> list[str]:
+    """`lines`, each printed on stderr as a warning."""
     for line in lines:
         click.echo(f"rolloutlog: warning: {line}", err=True)
     return lines

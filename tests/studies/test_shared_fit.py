@@ -111,6 +111,25 @@ def test_a_policy_beyond_the_log_is_warned_of_naming_the_figure(tmp_path: Path) 
     assert inside == []
 
 
+def test_a_policy_a_gate_holds_below_the_log_is_warned_of_after_its_run(tmp_path: Path) -> None:
+    """Fast inference beside a slow trainer, a per-episode log at up to 64 running,
+    what-if'd into prime-rl at the same `max_inflight`: its gate holds a few in flight,
+    fewer than the log ever ran, which the run's own mean shows (before the run only
+    `max_inflight`, in range, is known); the recorded policy is not warned of."""
+    fast = {"decode_step_s": 0.002, "decode_s_per_seq": 0.0002, "episode_overhead_s": 0.1}
+    world = {**KNOWN_WORLD, **fast}
+    run = {**KNOWN_RUN, "max_inflight": 64}
+    log = tmp_path / "wide.arrow"
+    truth = scenario_from_mapping({"steps": 12, "seed": 1, "run": run, "world": world})
+    run_policy(truth, log_path=log)
+    answer = _whatif_json(log, "--compare", "prime-rl,per-episode")
+    (line,) = answer["fit"]["warnings"]
+    assert line.startswith("prime-rl: ran ") and "running requests per server on average" in line
+    running = float(line.split()[2])
+    low = answer["fit"]["ranges"][0]["low"]
+    assert running * 1.1 < low and f"the log shows {low:,.0f}-" in line
+
+
 def fit_log_of(log: Path) -> Any:
     from rolloutlog.replay.source import open_log
 

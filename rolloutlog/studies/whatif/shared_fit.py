@@ -366,3 +366,23 @@ def range_warnings(
                 f"{log_range.low:,.0f}-{log_range.high:,.0f}: the fit is extrapolated"
             )
     return lines
+
+
+def running_warnings(fit: SharedFit, runs: dict[str, dict[str, Any]], servers: int) -> list[str]:
+    """One line per simulated run whose mean running requests per server (its rollout
+    seconds over its virtual seconds: Little's law) fell below the log's range, which
+    `range_warnings`, reading `max_inflight` before the run, cannot see: a gate holds a
+    policy far below its `max_inflight` (on the twin, prime-rl ran 20 of 128; from a
+    per-episode log at 68-128 running the world ran it at 28, 39% slow: the decode curve
+    extrapolated down)."""
+    low, high = fit.ranges[0].low, fit.ranges[0].high
+    lines = []
+    for policy, report in runs.items():
+        seconds = report.get("virtual_seconds") or 0.0
+        running = report["rollout_seconds_total"] / seconds / servers if seconds > 0 else low
+        if running * RANGE_SLACK < low:
+            lines.append(
+                f"{policy}: ran {running:,.1f} running requests per server on average, where "
+                f"the log shows {low:,.0f}-{high:,.0f}: the fit is extrapolated"
+            )
+    return lines
