@@ -80,7 +80,7 @@ from rolloutlog.runtime.sim.scenario import Scenario
 from rolloutlog.studies.learning_model import ranks
 from rolloutlog.studies.whatif.decode_fit import Occupancy
 from rolloutlog.studies.whatif.fit import collect
-from rolloutlog.studies.whatif.shared_fit import shared_scenario
+from rolloutlog.studies.whatif.shared_fit import running_warnings, shared_scenario
 
 PRESETS = ("per-episode", "per-group", "all", "prime-rl", "areal", "tinker")
 INFLIGHT = (32, 64, 128)
@@ -97,6 +97,7 @@ FIGURES = (
     "mean_trained_age",
 )
 Setting = tuple[str, int]
+GROUPS = ("reproduce", "same", "other", "all", "all, in range", "all, warned")
 CLOCK = "clock.jsonl"  # each probe run's name and wall-clock span, appended as it ends
 REFERENCE_EVERY = 2  # with --reference: a reference probe after every two settings
 
@@ -244,7 +245,8 @@ def figures(report: dict[str, Any], log: Path) -> dict[str, float]:
 
 
 def predict(log: Path, targets: Sequence[Setting], seed: int) -> dict[Setting, dict[str, Any]]:
-    """Fit `log`'s shared world and simulate every target setting on it."""
+    """Fit `log`'s shared world and simulate every target setting on it; `warned` (1 or 0):
+    whether `whatif` warns that the target ran below the log's running requests."""
     fitted, _, _ = fit_recorded(log, seed)
     fit = fit_shared_world(log, fitted, recorded_servers(log))
     base: Scenario = shared_scenario(fitted, fit)
@@ -254,7 +256,8 @@ def predict(log: Path, targets: Sequence[Setting], seed: int) -> dict[Setting, d
             scenario = base.with_policy(preset).with_run(max_inflight=inflight)
             path = Path(folder) / f"{preset}-{inflight}.arrow"
             report, _ = run_policy(scenario, log_path=path)
-            predicted[(preset, inflight)] = figures(report, path)
+            warned = running_warnings(fit, {preset: report}, scenario.world.inference_servers)
+            predicted[(preset, inflight)] = {**figures(report, path), "warned": float(bool(warned))}
     return predicted
 
 
@@ -290,20 +293,23 @@ def summarize(
     presets: Sequence[str],
     inflight: Sequence[int],
 ) -> dict[str, Any]:
-    """Median absolute errors (all cross / same preset / other preset), the reproduction's,
-    and per probe the rank correlation across presets of trained episodes per second."""
+    """Median absolute errors (all cross / same preset / other preset; all cross split by
+    whether `whatif` warned the target ran below the log's range), the reproduction's, and
+    per probe the rank correlation across presets of trained episodes per second."""
     groups: dict[str, dict[str, list[float]]] = {
-        name: {figure: [] for figure in FIGURES} for name in ("reproduce", "same", "other", "all")
+        name: {figure: [] for figure in FIGURES} for name in GROUPS
     }
     for source, by_target in predicted.items():
         for target, got in by_target.items():
             kind = "reproduce" if target == source else (
                 "same" if target[0] == source[0] else "other")  # fmt: skip
+            cross = [] if kind == "reproduce" else ["all"]
+            if cross and "warned" in got:  # rows written before the warning have no split
+                cross.append("all, warned" if got["warned"] else "all, in range")
             for figure in (f for f in FIGURES if f in got and f in live[target]):
                 value = error(figure, got[figure], live[target])
-                groups[kind][figure].append(value)
-                if kind != "reproduce":
-                    groups["all"][figure].append(value)
+                for name in (kind, *cross):
+                    groups[name][figure].append(value)
     mae = {
         name: {f: statistics.median(v) if v else None for f, v in errors.items()}
         for name, errors in groups.items()

@@ -163,3 +163,18 @@ def test_each_probe_gets_the_references_speed_at_its_moment(tmp_path, monkeypatc
     assert predict.machine_speed(tmp_path / "none") == {}
     predict.print_speed(predict.machine_speed(tmp_path))
     assert "1.00 (x) to 1.50 (y)" in capsys.readouterr().out
+
+
+def test_cross_errors_split_by_whether_whatif_warned_of_the_target() -> None:
+    """Two cross predictions, one warned of (ran below the log's range) and 50% off, the
+    other in range and exact: each lands in its own group, both in "all"."""
+    grid = [("a", 32), ("b", 32)]
+    live = {s: {"trained_per_s": 100.0, "dispatched": 100.0} for s in grid}
+    predicted = {
+        ("a", 32): {("b", 32): {"trained_per_s": 150.0, "warned": 1.0}},
+        ("b", 32): {("a", 32): {"trained_per_s": 100.0, "warned": 0.0}},
+    }
+    errors = predict.summarize(live, predicted, ["a", "b"], [32])["median_abs_error"]
+    assert errors["all, warned"]["trained_per_s"] == pytest.approx(0.5)
+    assert errors["all, in range"]["trained_per_s"] == 0.0
+    assert errors["all"]["trained_per_s"] == pytest.approx(0.25)
